@@ -1,0 +1,5 @@
+//! accprof-analyzer: turns traces into a model of the run (constructs joined to
+//! the kernels and copies they caused, tied to source lines), computes the
+//! aggregates behind every report, and runs the findings rules.
+//!
+//! It reads traces; it never runs programs and never writes files.

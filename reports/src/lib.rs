@@ -1,0 +1,5 @@
+//! accprof-reports: pure serializers from the analyzer's model to bytes: the
+//! PGI_ACC_TIME-style text summary, CSV, JSON, plots and Chrome trace JSON.
+//!
+//! Every exporter takes a model and options and returns bytes; only the CLI
+//! opens files.

@@ -1,0 +1,525 @@
+//! The record model: everything a trace can say about one process.
+//!
+//! Records refer to each other by small integer ids (strings, modules, call
+//! sites, regions) so that repeated values cost a varint, not a copy. A string,
+//! module or call site is always defined before the first record that uses it.
+
+/// Id of an interned string (defined by [`Record::String`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StringId(pub u32);
+
+/// Id of a loaded module (defined by [`Record::Module`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModuleId(pub u32);
+
+/// Id of an interned call site (defined by [`Record::CallSite`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallSiteId(pub u32);
+
+/// Id the collector gives each OpenACC construct instance (a compute
+/// construct, data construct, enter/exit data, update, wait, ...). Its start
+/// and end events, and every event, kernel and copy it causes, carry it.
+/// Unique within one trace; 0 is never used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegionId(pub u64);
+
+/// Which clock the timestamps of a trace are taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// CLOCK_MONOTONIC, nanoseconds. CUPTI is given the same clock.
+    Monotonic,
+    /// Any clock this reader does not know (value kept as read).
+    Other(u8),
+}
+
+/// Whether a data source was recording, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceState {
+    Active,
+    /// The source was not used; the text says why (shown to users as is).
+    Inactive(String),
+}
+
+impl SourceState {
+    pub fn is_active(&self) -> bool {
+        matches!(self, SourceState::Active)
+    }
+}
+
+/// How host buffers were hashed around transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashMode {
+    Off,
+    /// A fixed number of evenly spaced chunks plus the length.
+    Sampled,
+    /// Every byte.
+    Full,
+}
+
+/// The data sources of a run, as known when the trace was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sources {
+    pub acc_prof: SourceState,
+    pub cupti: SourceState,
+    pub hashing: HashMode,
+}
+
+/// The process header: written once at the start of every trace file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub host: String,
+    pub pid: u32,
+    /// MPI rank, when the launcher exported one.
+    pub rank: Option<u32>,
+    pub command_line: Vec<String>,
+    pub executable: String,
+    /// Wall-clock time at the start, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// The trace clock's reading at the same instant as `start_unix_ns`.
+    pub start_clock_ns: u64,
+    pub clock: Clock,
+    /// The OpenACC runtime, e.g. "libgomp (GCC 12.2.0)", or "unknown".
+    pub runtime: String,
+    /// Name and version of the collector that wrote the trace.
+    pub collector: String,
+    pub sources: Sources,
+}
+
+/// One accelerator, as the device-side source described it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub id: u32,
+    pub name: String,
+    pub sm_count: u32,
+    pub compute_capability: (u32, u32),
+    pub global_memory_bytes: u64,
+}
+
+/// A loaded ELF object (executable or shared library).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    pub id: ModuleId,
+    pub path: String,
+    /// GNU build id, empty when the object has none.
+    pub build_id: Vec<u8>,
+    /// Load bias: the run-time address of the object's virtual address 0.
+    pub base: u64,
+    /// Extent of the object's executable mapping, relative to `base`.
+    pub text_start: u64,
+    pub text_end: u64,
+}
+
+/// A place in the application that called into the OpenACC runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSite {
+    pub id: CallSiteId,
+    pub module: ModuleId,
+    /// A return address, relative to the module's load bias (look it up at
+    /// `offset - 1` to land inside the call instruction).
+    pub return_offset: u64,
+}
+
+/// The OpenACC 2.6+ profiling events (`acc_event_t`), numbered as the
+/// specification numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AccEventKind {
+    DeviceInitStart = 1,
+    DeviceInitEnd = 2,
+    DeviceShutdownStart = 3,
+    DeviceShutdownEnd = 4,
+    RuntimeShutdown = 5,
+    Create = 6,
+    Delete = 7,
+    Alloc = 8,
+    Free = 9,
+    EnterDataStart = 10,
+    EnterDataEnd = 11,
+    ExitDataStart = 12,
+    ExitDataEnd = 13,
+    UpdateStart = 14,
+    UpdateEnd = 15,
+    ComputeConstructStart = 16,
+    ComputeConstructEnd = 17,
+    EnqueueLaunchStart = 18,
+    EnqueueLaunchEnd = 19,
+    EnqueueUploadStart = 20,
+    EnqueueUploadEnd = 21,
+    EnqueueDownloadStart = 22,
+    EnqueueDownloadEnd = 23,
+    WaitStart = 24,
+    WaitEnd = 25,
+}
+
+impl AccEventKind {
+    pub const ALL: [AccEventKind; 25] = [
+        AccEventKind::DeviceInitStart,
+        AccEventKind::DeviceInitEnd,
+        AccEventKind::DeviceShutdownStart,
+        AccEventKind::DeviceShutdownEnd,
+        AccEventKind::RuntimeShutdown,
+        AccEventKind::Create,
+        AccEventKind::Delete,
+        AccEventKind::Alloc,
+        AccEventKind::Free,
+        AccEventKind::EnterDataStart,
+        AccEventKind::EnterDataEnd,
+        AccEventKind::ExitDataStart,
+        AccEventKind::ExitDataEnd,
+        AccEventKind::UpdateStart,
+        AccEventKind::UpdateEnd,
+        AccEventKind::ComputeConstructStart,
+        AccEventKind::ComputeConstructEnd,
+        AccEventKind::EnqueueLaunchStart,
+        AccEventKind::EnqueueLaunchEnd,
+        AccEventKind::EnqueueUploadStart,
+        AccEventKind::EnqueueUploadEnd,
+        AccEventKind::EnqueueDownloadStart,
+        AccEventKind::EnqueueDownloadEnd,
+        AccEventKind::WaitStart,
+        AccEventKind::WaitEnd,
+    ];
+
+    /// The event with the specification's number, if it is one.
+    pub fn from_raw(v: i64) -> Option<Self> {
+        if (1..=25).contains(&v) {
+            Some(Self::ALL[(v - 1) as usize])
+        } else {
+            None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        use AccEventKind::*;
+        match self {
+            DeviceInitStart => "device_init_start",
+            DeviceInitEnd => "device_init_end",
+            DeviceShutdownStart => "device_shutdown_start",
+            DeviceShutdownEnd => "device_shutdown_end",
+            RuntimeShutdown => "runtime_shutdown",
+            Create => "create",
+            Delete => "delete",
+            Alloc => "alloc",
+            Free => "free",
+            EnterDataStart => "enter_data_start",
+            EnterDataEnd => "enter_data_end",
+            ExitDataStart => "exit_data_start",
+            ExitDataEnd => "exit_data_end",
+            UpdateStart => "update_start",
+            UpdateEnd => "update_end",
+            ComputeConstructStart => "compute_construct_start",
+            ComputeConstructEnd => "compute_construct_end",
+            EnqueueLaunchStart => "enqueue_launch_start",
+            EnqueueLaunchEnd => "enqueue_launch_end",
+            EnqueueUploadStart => "enqueue_upload_start",
+            EnqueueUploadEnd => "enqueue_upload_end",
+            EnqueueDownloadStart => "enqueue_download_start",
+            EnqueueDownloadEnd => "enqueue_download_end",
+            WaitStart => "wait_start",
+            WaitEnd => "wait_end",
+        }
+    }
+
+    /// Events whose info block is `acc_data_event_info`.
+    pub fn is_data(self) -> bool {
+        use AccEventKind::*;
+        matches!(
+            self,
+            Create
+                | Delete
+                | Alloc
+                | Free
+                | EnqueueUploadStart
+                | EnqueueUploadEnd
+                | EnqueueDownloadStart
+                | EnqueueDownloadEnd
+        )
+    }
+
+    /// Events whose info block is `acc_launch_event_info`.
+    pub fn is_launch(self) -> bool {
+        matches!(
+            self,
+            AccEventKind::EnqueueLaunchStart | AccEventKind::EnqueueLaunchEnd
+        )
+    }
+}
+
+/// `acc_construct_t`: the construct an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConstructKind {
+    Parallel = 0,
+    Kernels = 1,
+    Loop = 2,
+    Data = 3,
+    EnterData = 4,
+    ExitData = 5,
+    HostData = 6,
+    Atomic = 7,
+    Declare = 8,
+    Init = 9,
+    Shutdown = 10,
+    Set = 11,
+    Update = 12,
+    Routine = 13,
+    Wait = 14,
+    RuntimeApi = 15,
+    Serial = 16,
+}
+
+impl ConstructKind {
+    pub const ALL: [ConstructKind; 17] = [
+        ConstructKind::Parallel,
+        ConstructKind::Kernels,
+        ConstructKind::Loop,
+        ConstructKind::Data,
+        ConstructKind::EnterData,
+        ConstructKind::ExitData,
+        ConstructKind::HostData,
+        ConstructKind::Atomic,
+        ConstructKind::Declare,
+        ConstructKind::Init,
+        ConstructKind::Shutdown,
+        ConstructKind::Set,
+        ConstructKind::Update,
+        ConstructKind::Routine,
+        ConstructKind::Wait,
+        ConstructKind::RuntimeApi,
+        ConstructKind::Serial,
+    ];
+
+    pub fn from_raw(v: i64) -> Option<Self> {
+        if (0..=16).contains(&v) {
+            Some(Self::ALL[v as usize])
+        } else {
+            None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        use ConstructKind::*;
+        match self {
+            Parallel => "parallel",
+            Kernels => "kernels",
+            Loop => "loop",
+            Data => "data",
+            EnterData => "enter data",
+            ExitData => "exit data",
+            HostData => "host_data",
+            Atomic => "atomic",
+            Declare => "declare",
+            Init => "init",
+            Shutdown => "shutdown",
+            Set => "set",
+            Update => "update",
+            Routine => "routine",
+            Wait => "wait",
+            RuntimeApi => "runtime api",
+            Serial => "serial",
+        }
+    }
+}
+
+/// Where the runtime said an event comes from (NVHPC fills these; GCC does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SourceLocation {
+    pub file: Option<StringId>,
+    pub function: Option<StringId>,
+    pub line: Option<u32>,
+    pub end_line: Option<u32>,
+    pub function_line: Option<u32>,
+    pub function_end_line: Option<u32>,
+}
+
+/// Fields of `acc_data_event_info`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DataInfo {
+    pub var_name: Option<StringId>,
+    pub bytes: Option<u64>,
+    pub host_ptr: Option<u64>,
+    pub device_ptr: Option<u64>,
+}
+
+/// Fields of `acc_launch_event_info`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LaunchInfo {
+    pub kernel_name: Option<StringId>,
+    pub num_gangs: Option<u64>,
+    pub num_workers: Option<u64>,
+    pub vector_length: Option<u64>,
+}
+
+/// Event-specific part of an OpenACC event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccDetail {
+    None,
+    Data(DataInfo),
+    Launch(LaunchInfo),
+}
+
+/// One OpenACC profiling callback, with every field the runtime gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccEvent {
+    pub time_ns: u64,
+    pub kind: AccEventKind,
+    /// OS thread id of the host thread that got the callback.
+    pub thread: u32,
+    /// The construct instance this event belongs to.
+    pub region: RegionId,
+    /// `acc_device_t` as sent.
+    pub device_type: Option<u32>,
+    pub device_number: Option<u32>,
+    /// Async queue (`acc_async_sync` is -2, `acc_async_noval` -1).
+    pub async_queue: Option<i32>,
+    pub construct: Option<ConstructKind>,
+    pub implicit: bool,
+    pub location: SourceLocation,
+    /// Application call site of the runtime entry point, when found.
+    pub call_site: Option<CallSiteId>,
+    pub detail: AccDetail,
+}
+
+/// A kernel execution seen by CUPTI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelRecord {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub name: StringId,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub registers: u32,
+    pub static_shared_bytes: u32,
+    pub dynamic_shared_bytes: u32,
+    pub local_bytes_per_thread: u32,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+/// Direction of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CopyKind {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    HostToHost,
+    PeerToPeer,
+    Other,
+}
+
+/// What kind of memory one side of a copy or memset was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    Unknown,
+    Pageable,
+    Pinned,
+    Device,
+    Array,
+    Managed,
+}
+
+/// A memcpy seen by CUPTI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemcpyRecord {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub bytes: u64,
+    pub kind: CopyKind,
+    pub src: MemoryKind,
+    pub dst: MemoryKind,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+/// A memset seen by CUPTI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemsetRecord {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub bytes: u64,
+    pub value: u32,
+    pub memory: MemoryKind,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+/// What a driver API call that CUPTI correlates was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DriverApi {
+    Launch,
+    CopyHostToDevice,
+    CopyDeviceToHost,
+    CopyOther,
+    Memset,
+    Other,
+}
+
+/// A driver API call made while a construct was open: ties the CUPTI
+/// correlation id (shared by the kernel or memcpy record) to our region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverCall {
+    pub time_ns: u64,
+    pub thread: u32,
+    pub region: RegionId,
+    pub correlation: u32,
+    pub api: DriverApi,
+    /// Host pointer and size of a copy, when the call has them.
+    pub host_ptr: Option<u64>,
+    pub bytes: Option<u64>,
+}
+
+/// Which way a hashed buffer was going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Upload,
+    Download,
+}
+
+/// Content hash of a host buffer: taken at upload start and download end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferHash {
+    pub time_ns: u64,
+    pub region: RegionId,
+    pub correlation: u32,
+    pub direction: Direction,
+    pub host_ptr: u64,
+    pub bytes: u64,
+    pub mode: HashMode,
+    pub hash: u64,
+}
+
+/// A source of records that can drop some.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropSource {
+    AccProf,
+    Cupti,
+    Collector,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+/// Everything that can follow the header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    String { id: StringId, text: String },
+    Module(Module),
+    CallSite(CallSite),
+    Device(Device),
+    Acc(AccEvent),
+    Kernel(KernelRecord),
+    Memcpy(MemcpyRecord),
+    Memset(MemsetRecord),
+    DriverCall(DriverCall),
+    Hash(BufferHash),
+    Dropped { source: DropSource, count: u64 },
+    Diagnostic { time_ns: u64, level: Level, message: String },
+}
