@@ -510,7 +510,10 @@ pub enum Level {
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
-    String { id: StringId, text: String },
+    String {
+        id: StringId,
+        text: String,
+    },
     Module(Module),
     CallSite(CallSite),
     Device(Device),
@@ -520,6 +523,13 @@ pub enum Record {
     Memset(MemsetRecord),
     DriverCall(DriverCall),
     Hash(BufferHash),
-    Dropped { source: DropSource, count: u64 },
-    Diagnostic { time_ns: u64, level: Level, message: String },
+    Dropped {
+        source: DropSource,
+        count: u64,
+    },
+    Diagnostic {
+        time_ns: u64,
+        level: Level,
+        message: String,
+    },
 }
