@@ -1,0 +1,169 @@
+//! The binary layout of a trace file, version 1.0.
+//!
+//! All fixed-width integers are little endian. "varint" is unsigned LEB128
+//! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
+//! "str" and "bytes" are a varint length then that many bytes (str is UTF-8).
+//!
+//! # File
+//!
+//! ```text
+//! magic     8 bytes  b"ACCPROF\0"
+//! major     u16      FORMAT_MAJOR (1)
+//! minor     u16      FORMAT_MINOR (0)
+//! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
+//! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
+//! ```
+//!
+//! A reader refuses a major it does not know. It reads any minor of its
+//! major: later minors may add record kinds (skipped by older readers),
+//! append fields at the end of a record body or of the header (ignored by
+//! older readers), but do not change the meaning of existing fields or add
+//! values to existing enum codes.
+//!
+//! # Block
+//!
+//! ```text
+//! magic     u32      b"ACHD" (header) or b"ACBK" (data)
+//! length    u32      payload length in bytes, <= MAX_BLOCK_PAYLOAD (16 MiB)
+//! count     u32      number of records in the payload
+//! crc       u32      CRC-32 (IEEE, as crc32fast computes it) of the payload
+//! payload   length bytes
+//! ```
+//!
+//! Writers seal a data block once its payload passes [`BLOCK_TARGET`]
+//! (64 KiB), so a block is at most 64 KiB plus one record. A reader checks
+//! magic, length, checksum and that the payload is exactly `count` framed
+//! records before it returns any record of the block; a block that fails is
+//! reported as lost, with everything after it (see [`crate::Reader`]).
+//!
+//! # Records (inside a data block payload)
+//!
+//! ```text
+//! tag       u8       record kind, see the TAG_* constants; unknown tags are skipped
+//! length    varint   body length
+//! body      length bytes; readers ignore bytes after the fields they know
+//! ```
+//!
+//! Each block starts a fresh delta state, so any block decodes alone:
+//!
+//! | state       | starts at | used by (as a zigzag delta from the previous value) |
+//! |-------------|-----------|------------------------------------------------------|
+//! | time        | 0         | Acc, Kernel, Memcpy, Memset start; DriverCall, Hash, Diagnostic |
+//! | region      | 0         | Acc, DriverCall, Hash                                 |
+//! | correlation | 0         | Kernel, Memcpy, Memset, DriverCall, Hash (32-bit wrapping delta) |
+//! | host ptr    | 0         | Acc data host_ptr, DriverCall host_ptr, Hash host_ptr |
+//! | device ptr  | 0         | Acc data device_ptr                                    |
+//! | thread      | 0         | Acc, DriverCall: a flag says "same thread as last", else a varint |
+//!
+//! Deltas are 64-bit wrapping (32-bit for correlation ids), so every value
+//! round-trips. Only the kinds of version 1.0 read or update this state;
+//! kinds added by later minors must not update it (old readers skip them).
+//!
+//! Bodies, field by field (`?` marks a field present only when its flag is
+//! set):
+//!
+//! ```text
+//! 1  String      id varint, text str
+//! 2  Module      id varint, path str, build_id bytes, base varint,
+//!                text_start varint, text_end varint
+//! 3  CallSite    id varint, module varint, return_offset varint
+//! 4  Device      id varint, name str, sm_count varint, cc_major varint,
+//!                cc_minor varint, global_memory_bytes varint
+//! 5  Acc         kind u8 (acc_event_t number), flags varint,
+//!                time zigzag, thread? varint, region zigzag,
+//!                device_type? varint, device_number? varint,
+//!                async_queue? zigzag, construct? u8 (acc_construct_t),
+//!                call_site? varint,
+//!                [if LOCATION: loc_flags u8, file? varint, function? varint,
+//!                 line? varint, end_line? varint, function_line? varint,
+//!                 function_end_line? varint],
+//!                [if detail = data: var_name? varint, bytes? varint,
+//!                 host_ptr? zigzag, device_ptr? zigzag]
+//!                [if detail = launch: kernel_name? varint, num_gangs? varint,
+//!                 num_workers? varint, vector_length? varint]
+//!      flags: bit 0 same thread, 1 device_type, 2 device_number,
+//!             3 async_queue, 4 construct, 5 implicit, 6 call_site,
+//!             7 LOCATION, 8-9 detail (0 none, 1 data, 2 launch),
+//!             10-13 the four detail fields in the order above.
+//!      loc_flags: bits 0-5 the six location fields in the order above.
+//! 6  Kernel      start zigzag, duration varint (end - start, wrapping),
+//!                name varint, grid 3 x varint, block 3 x varint,
+//!                registers, static_shared, dynamic_shared,
+//!                local_per_thread, device, context, stream (varints),
+//!                correlation zigzag
+//! 7  Memcpy      start zigzag, duration varint, bytes varint,
+//!                kinds u8 (copy_kind * 36 + src * 6 + dst),
+//!                device, context, stream (varints), correlation zigzag
+//! 8  Memset      start zigzag, duration varint, bytes varint, value varint,
+//!                memory u8, device, context, stream (varints),
+//!                correlation zigzag
+//! 9  DriverCall  flags u8 (bits 0-2 api, 3 same thread, 4 host_ptr,
+//!                5 bytes), time zigzag, thread? varint, region zigzag,
+//!                correlation zigzag, host_ptr? zigzag, bytes? varint
+//! 10 Hash        flags u8 (bit 0 download, bits 1-2 hash mode),
+//!                time zigzag, region zigzag, correlation zigzag,
+//!                host_ptr zigzag, bytes varint, hash u64
+//! 11 Dropped     source u8, count varint
+//! 12 Diagnostic  time zigzag, level u8, message str
+//! ```
+//!
+//! Reserved flag bits must be zero; a record that breaks that, has an
+//! unknown enum code or ends inside a field is malformed. Enum codes:
+//! CopyKind, MemoryKind, DriverApi, DropSource, Level and HashMode are
+//! numbered in declaration order from 0; AccEventKind and ConstructKind use
+//! the OpenACC numbers.
+//!
+//! # Header (payload of the header block)
+//!
+//! ```text
+//! host str, pid varint, rank_present u8, rank? varint,
+//! command_line: count varint then count x str, executable str,
+//! start_unix_ns varint, start_clock_ns varint,
+//! clock u8 (0 = monotonic, n = Clock::Other(n)),
+//! runtime str, collector str,
+//! acc_prof source, cupti source (each: u8 0 = active, 1 = inactive + reason str),
+//! hashing u8 (HashMode code)
+//! ```
+
+/// Major version of the format this crate writes and reads. A reader
+/// refuses any other major.
+pub const FORMAT_MAJOR: u16 = 1;
+
+/// Minor version of the format this crate writes. Readers accept any minor
+/// of their major.
+pub const FORMAT_MINOR: u16 = 0;
+
+/// The first 8 bytes of every trace file.
+pub const FILE_MAGIC: [u8; 8] = *b"ACCPROF\0";
+
+/// Magic of the header block.
+pub const HEADER_BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"ACHD");
+
+/// Magic of a data block.
+pub const DATA_BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"ACBK");
+
+/// Size of the fixed file prefix (magic, major, minor).
+pub const FILE_PREFIX_LEN: usize = 12;
+
+/// Size of a block header (magic, length, count, crc).
+pub const BLOCK_HEADER_LEN: usize = 16;
+
+/// A writer seals a block once its payload reaches this many bytes.
+pub const BLOCK_TARGET: usize = 64 * 1024;
+
+/// Largest payload a reader accepts (and a writer produces).
+pub const MAX_BLOCK_PAYLOAD: usize = 16 * 1024 * 1024;
+
+// Record kind tags. 0 is never written.
+pub(crate) const TAG_STRING: u8 = 1;
+pub(crate) const TAG_MODULE: u8 = 2;
+pub(crate) const TAG_CALL_SITE: u8 = 3;
+pub(crate) const TAG_DEVICE: u8 = 4;
+pub(crate) const TAG_ACC: u8 = 5;
+pub(crate) const TAG_KERNEL: u8 = 6;
+pub(crate) const TAG_MEMCPY: u8 = 7;
+pub(crate) const TAG_MEMSET: u8 = 8;
+pub(crate) const TAG_DRIVER_CALL: u8 = 9;
+pub(crate) const TAG_HASH: u8 = 10;
+pub(crate) const TAG_DROPPED: u8 = 11;
+pub(crate) const TAG_DIAGNOSTIC: u8 = 12;
