@@ -3,3 +3,11 @@
 //! aggregates behind every report, and runs the findings rules.
 //!
 //! It reads traces; it never runs programs and never writes files.
+
+pub mod load;
+pub mod model;
+pub mod summary;
+pub mod symbolize;
+
+pub use load::{load_run, LoadError};
+pub use model::{Construct, ConstructClass, ConstructId, Copy, CopySource, Kernel, Run, Site, SiteId};

@@ -1,1 +1,192 @@
-//! placeholder
+//! accprof-collector: `libaccprof.so`, loaded into an OpenACC program with
+//! `LD_PRELOAD` (or named in `ACC_PROFLIB`). It records the OpenACC
+//! profiling interface's events and, when CUPTI loads, the kernels, copies
+//! and memsets they cause, each tied to its construct and source call site,
+//! into one trace file per process.
+//!
+//! It must never crash, hang, or change what the observed program prints or
+//! returns: every `extern "C"` entry catches panics, internal errors disable
+//! the collector with one line on stderr, exits and signals flush with a
+//! bounded wait. It never symbolizes, aggregates or renders anything: that
+//! is the analyzer's job, offline.
+
+pub mod accprof;
+mod callsite;
+pub mod clock;
+pub mod config;
+mod cupti;
+mod hash;
+mod header;
+mod note;
+mod region;
+mod signals;
+mod sink;
+pub mod state;
+mod writer;
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use accprof_trace::SourceState;
+
+/// How long exit waits for the last records to reach the file.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Set in a forked child: the writer thread is started on first use there.
+static NEED_WRITER: AtomicBool = AtomicBool::new(false);
+
+/// The NVHPC / ACC_PROFLIB registration route, called by the runtime.
+///
+/// # Safety
+/// Called by an OpenACC runtime with its registration functions.
+#[no_mangle]
+pub unsafe extern "C" fn acc_register_library(
+    register: Option<accprof::AccProfReg>,
+    _unregister: Option<accprof::AccProfReg>,
+    _lookup: Option<accprof::AccProfLookup>,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        init();
+        if !state::enabled() {
+            return;
+        }
+        if let Some(reg) = register {
+            // SAFETY: the runtime hands us its own acc_prof_register.
+            unsafe { accprof::register_all(reg, "acc_register_library") };
+        }
+    });
+}
+
+/// Runs in every process that loads the library (preload or ACC_PROFLIB).
+extern "C" fn constructor() {
+    let _ = std::panic::catch_unwind(|| {
+        init();
+        if !state::enabled() {
+            return;
+        }
+        // The LD_PRELOAD route: libgomp accepts a direct acc_prof_register
+        // call before any OpenACC construct runs.
+        // SAFETY: dlsym with a NUL-terminated name; the symbol, when present,
+        // is the runtime's acc_prof_register with the standard signature.
+        unsafe {
+            let sym = libc::dlsym(libc::RTLD_DEFAULT, c"acc_prof_register".as_ptr());
+            if !sym.is_null() {
+                let reg: accprof::AccProfReg = std::mem::transmute::<*mut c_void, _>(sym);
+                accprof::register_all(reg, "acc_prof_register from LD_PRELOAD");
+            }
+        }
+    });
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = constructor;
+
+extern "C" fn destructor() {
+    let _ = std::panic::catch_unwind(finish);
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static DESTRUCTOR: extern "C" fn() = destructor;
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(finish);
+}
+
+/// One-time start: config, writer, call sites, CUPTI, signals, fork.
+fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cfg = config::config();
+        if cfg.disabled {
+            return;
+        }
+        header::mark_start();
+        if !state::enable() {
+            return;
+        }
+        for w in &cfg.warnings {
+            note::error(w);
+        }
+        if let Err(e) = writer::start() {
+            state::disable(&e);
+            return;
+        }
+        callsite::init();
+        let cupti = if !cfg.cupti {
+            SourceState::Inactive("turned off (ACCPROF_CUPTI=0)".into())
+        } else {
+            match cupti::start() {
+                Ok(()) => SourceState::Active,
+                Err(reason) => SourceState::Inactive(reason),
+            }
+        };
+        header::set(&header::CUPTI, cupti);
+        signals::install();
+        // SAFETY: registering plain extern "C" functions with no arguments.
+        unsafe {
+            libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+            libc::atexit(at_exit);
+        }
+    });
+}
+
+/// Final flush at exit (atexit, destructor or runtime shutdown), once.
+fn finish() {
+    if !state::begin_stop() {
+        return;
+    }
+    cupti::flush();
+    if !writer::stop(EXIT_WAIT) {
+        note::error("the trace writer did not finish in time; the trace may miss its last records");
+    }
+}
+
+extern "C" fn fork_prepare() {
+    let _ = std::panic::catch_unwind(sink::fork_prepare);
+}
+
+extern "C" fn fork_parent() {
+    let _ = std::panic::catch_unwind(sink::fork_parent);
+}
+
+extern "C" fn fork_child() {
+    let _ = std::panic::catch_unwind(|| {
+        sink::fork_child();
+        clock::reset_thread_id();
+        callsite::reset_after_fork();
+        cupti::forget_after_fork();
+        writer::reset_after_fork();
+        NEED_WRITER.store(true, Ordering::Release);
+    });
+}
+
+/// Starts the writer in a forked child on its first record, so a child that
+/// execs at once leaves no file behind.
+#[cold]
+fn start_writer_in_child() {
+    if NEED_WRITER.swap(false, Ordering::AcqRel) {
+        if let Err(e) = writer::start() {
+            state::disable(&e);
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn check_child_writer() {
+    if NEED_WRITER.load(Ordering::Relaxed) {
+        start_writer_in_child();
+    }
+}
+
+/// Flushes from a signal handler: async-signal-safe, bounded.
+pub(crate) fn flush_from_signal() {
+    if state::enabled() && !writer::is_writer_thread() {
+        writer::flush_and_wait(Duration::from_secs(2), true);
+    }
+}
+
+/// For tests and tools: the version string written into trace headers.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

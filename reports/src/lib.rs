@@ -3,3 +3,5 @@
 //!
 //! Every exporter takes a model and options and returns bytes; only the CLI
 //! opens files.
+
+pub mod text;

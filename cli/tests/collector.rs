@@ -1,0 +1,226 @@
+//! End to end: programs run under `accprof run` with the collector preloaded
+//! (host fallback here: no GPU), their traces read back and checked against
+//! what the source says they do.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use accprof_analyzer::{load_run, ConstructClass, Run};
+use support::*;
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+fn only_trace(dir: &Path) -> Run {
+    let t = traces(dir);
+    assert_eq!(t.len(), 1, "expected one trace in {}: {t:?}", dir.display());
+    load_run(&t[0]).expect("trace loads")
+}
+
+/// Top-level compute constructs, as (file name, line).
+fn compute_sites(run: &Run) -> Vec<(String, Option<u32>)> {
+    run.constructs
+        .iter()
+        .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
+        .map(|c| {
+            let s = run.site(c.site);
+            let name = Path::new(&s.file)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, s.line)
+        })
+        .collect()
+}
+
+/// Runs a sample under the collector and checks it still computes the right
+/// result, that its compute constructs were all seen, and that each is
+/// attributed to a line of its source that holds a compute directive.
+fn check_sample(exe: &str, src: &str, args: &[&str], expected_computes: usize) -> Run {
+    let dir = tempdir();
+    let bin = samples().join(exe);
+    let out = accprof_run(dir.path(), &["--no-summary"], &bin, args);
+    assert!(out.status.success(), "{exe}: {}", stderr(&out));
+    assert!(stdout(&out).contains("reference: match"), "{exe}: {}", stdout(&out));
+    let run = only_trace(dir.path());
+    assert!(run.header.sources.acc_prof.is_active());
+    let sites = compute_sites(&run);
+    assert_eq!(sites.len(), expected_computes, "{exe}: compute constructs");
+    let src_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples").join(src);
+    let lines = directive_lines(&src_path, &["parallel", "kernels", "serial"]);
+    for (file, line) in &sites {
+        assert_eq!(file, src, "{exe}: attributed to {file}");
+        let line = line.unwrap_or_else(|| panic!("{exe}: no line for a compute construct"));
+        assert!(
+            lines.contains(&line),
+            "{exe}: compute construct at line {line}, directives at {lines:?}"
+        );
+    }
+    run
+}
+
+#[test]
+fn laplace_bad_c_two_kernels_regions_per_iteration() {
+    // laplace_bad.c: two `kernels` regions in the iteration loop.
+    let run = check_sample("laplace_bad", "laplace_bad.c", &["64", "5", "0"], 2 * 5);
+    let distinct: std::collections::BTreeSet<_> = compute_sites(&run).into_iter().collect();
+    assert_eq!(distinct.len(), 2, "two distinct compute lines: {distinct:?}");
+}
+
+#[test]
+fn laplace_good_c_attributed() {
+    check_sample("laplace_good", "laplace_good.c", &["64", "5", "0"], 2 * 5);
+}
+
+#[test]
+fn laplace_fortran_attributed() {
+    check_sample("laplace_bad_f90", "laplace_bad.f90", &["64", "5", "0"], 2 * 5);
+    check_sample("laplace_good_f90", "laplace_good.f90", &["64", "5", "0"], 2 * 5);
+}
+
+#[test]
+fn nvhpc_style_fields_are_recorded() {
+    let dir = tempdir();
+    let exe = program("nvhpc_driver");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("registered events: 25"), "{}", stdout(&out));
+    let run = only_trace(dir.path());
+    let sites = compute_sites(&run);
+    assert_eq!(sites, vec![("solver.c".to_string(), Some(42)); 3]);
+    let site = run.site(run.constructs[0].site);
+    assert_eq!(site.function, "solve");
+    // Without CUPTI the runtime's upload events are the copies; the
+    // download's struct was cut before var_name, which must stay unread.
+    let uploads: Vec<_> = run
+        .copies
+        .iter()
+        .filter(|c| c.kind == accprof_trace::CopyKind::HostToDevice)
+        .collect();
+    assert_eq!(uploads.len(), 3);
+    assert_eq!(uploads[0].variable.as_deref(), Some("a[0:1000]"));
+    assert_eq!(uploads[0].bytes, 8000);
+    let downloads: Vec<_> = run
+        .copies
+        .iter()
+        .filter(|c| c.kind == accprof_trace::CopyKind::DeviceToHost)
+        .collect();
+    assert_eq!(downloads.len(), 3);
+    assert!(downloads.iter().all(|d| d.variable.is_none() && d.bytes == 0));
+    let launch = &run.constructs[0].launches[0];
+    assert_eq!(launch.kernel_name.as_deref(), Some("solve_42_gpu"));
+    assert_eq!((launch.gangs, launch.vector_length), (Some(7813), Some(128)));
+}
+
+#[test]
+fn fork_leaves_one_trace_per_process() {
+    let dir = tempdir();
+    let exe = program("fork");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("child-status=0"));
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 2, "{t:?}");
+    let mut computes: Vec<usize> = t
+        .iter()
+        .map(|p| compute_sites(&load_run(p).expect("loads")).len())
+        .collect();
+    computes.sort();
+    // The child did one construct of its own; the parent two.
+    assert_eq!(computes, vec![1, 2]);
+}
+
+#[test]
+fn exit_from_a_thread_keeps_the_trace() {
+    let dir = tempdir();
+    let exe = program("thread_exit");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(compute_sites(&only_trace(dir.path())).len(), 1);
+}
+
+fn check_signal(how: &str, handled: bool, want_code: Option<i32>, want_signal: Option<i32>) {
+    let dir = tempdir();
+    let exe = program("signal");
+    // Run directly (not through `accprof run`) to see the raw wait status.
+    let mut cmd = Command::new(&exe);
+    cmd.arg(how)
+        .env("LD_PRELOAD", collector_lib())
+        .env("ACCPROF_OUTPUT", dir.path().join("t-%p.trace"));
+    if handled {
+        cmd.arg("handled");
+    }
+    let out = cmd.output().expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.code(), want_code, "{how}: {:?}", out.status);
+    assert_eq!(out.status.signal(), want_signal, "{how}: {:?}", out.status);
+    assert!(stdout(&out).contains("sum: 2497500"));
+    if handled {
+        assert!(stdout(&out).contains("own handler ran"));
+    }
+    let run = only_trace(dir.path());
+    assert_eq!(compute_sites(&run).len(), 5, "{how}");
+}
+
+#[test]
+fn sigterm_flushes_then_dies_of_sigterm() {
+    check_signal("TERM", false, None, Some(libc_sig::TERM));
+}
+
+#[test]
+fn sigint_flushes_then_dies_of_sigint() {
+    check_signal("INT", false, None, Some(libc_sig::INT));
+}
+
+#[test]
+fn abort_flushes_then_dies_of_sigabrt() {
+    check_signal("ABRT", false, None, Some(libc_sig::ABRT));
+}
+
+#[test]
+fn the_programs_own_handler_still_runs() {
+    check_signal("TERM", true, Some(7), None);
+}
+
+mod libc_sig {
+    pub const INT: i32 = 2;
+    pub const ABRT: i32 = 6;
+    pub const TERM: i32 = 15;
+}
+
+#[test]
+fn a_program_without_openacc_gets_a_clear_message() {
+    let dir = tempdir();
+    let exe = program("plain");
+    let out = accprof_run(dir.path(), &[], &exe, &[]);
+    assert_eq!(out.status.code(), Some(4), "exit code passes through");
+    assert_eq!(stdout(&out), "plain program\n");
+    assert!(
+        stderr(&out).contains("made no OpenACC calls"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_missing_program_is_a_clear_error() {
+    let dir = tempdir();
+    let out = accprof_run(dir.path(), &[], Path::new("./no-such-program"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no-such-program") && err.contains("not found"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn output_is_unchanged_by_the_collector() {
+    let bin = samples().join("heat2d_data");
+    let bare = Command::new(&bin).args(["64", "64", "20", "5"]).output().expect("runs");
+    let dir = tempdir();
+    let watched = accprof_run(dir.path(), &["--no-summary"], &bin, &["64", "64", "20", "5"]);
+    assert_eq!(bare.status.code(), watched.status.code());
+    assert_eq!(stdout(&bare), stdout(&watched));
+}

@@ -1,0 +1,6 @@
+/* Not an OpenACC program. */
+#include <stdio.h>
+int main(void) {
+  puts("plain program");
+  return 4;
+}

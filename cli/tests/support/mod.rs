@@ -1,0 +1,146 @@
+//! Shared by the end-to-end tests: the accprof binary, the collector library,
+//! the compiled samples and the small test programs, each built once.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn accprof() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_accprof"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Where this test run's builds go (inside the cargo target directory).
+pub fn build_dir() -> PathBuf {
+    accprof()
+        .parent()
+        .expect("binary has a directory")
+        .join("accprof-tests")
+}
+
+/// libaccprof.so next to the accprof binary, built with the same profile.
+pub fn collector_lib() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = accprof().parent().expect("binary dir").to_path_buf();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "accprof-collector"]).current_dir(repo());
+        if dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("cargo runs");
+        assert!(st.success(), "building the collector failed");
+        let lib = dir.join("libaccprof.so");
+        assert!(lib.is_file(), "{} missing after build", lib.display());
+        lib
+    })
+    .clone()
+}
+
+/// The samples, built once with the samples Makefile.
+pub fn samples() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = build_dir().join("samples");
+        let st = Command::new("make")
+            .args(["-s", "-C"])
+            .arg(repo().join("samples"))
+            .arg(format!("BUILD={}", out.display()))
+            .status()
+            .expect("make runs");
+        assert!(st.success(), "building the samples failed");
+        out
+    })
+    .clone()
+}
+
+/// Compiles one of cli/tests/programs/*.c with GCC's OpenACC support, once
+/// per test process (tests run in parallel and share the binaries).
+pub fn program(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = build_dir().join("programs").join(name);
+    if built.iter().any(|b| b == name) {
+        return exe;
+    }
+    let exe = compile(name);
+    built.push(name.to_string());
+    exe
+}
+
+fn compile(name: &str) -> PathBuf {
+    let dir = build_dir().join("programs");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let src = repo().join("cli/tests/programs").join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let mut cmd = Command::new("gcc");
+    cmd.args(["-g", "-O1", "-fopenacc", "-pthread", "-rdynamic"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl");
+    let out = cmd.output().expect("gcc runs");
+    assert!(
+        out.status.success(),
+        "compiling {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs `accprof run` with traces going to `dir`.
+pub fn accprof_run(dir: &Path, extra: &[&str], program: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(accprof());
+    cmd.arg("run")
+        .arg("--lib")
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(dir.join("t-%p.trace"))
+        .args(extra)
+        .arg("--")
+        .arg(program)
+        .args(args);
+    cmd.output().expect("accprof runs")
+}
+
+/// Every trace file in `dir`.
+pub fn traces(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "trace"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Lines of `file` (1-based) that hold an OpenACC directive of one of `kinds`.
+pub fn directive_lines(file: &Path, kinds: &[&str]) -> Vec<u32> {
+    let text = std::fs::read_to_string(file).expect("source readable");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim_start().to_ascii_lowercase();
+            let body = t
+                .strip_prefix("#pragma acc ")
+                .or_else(|| t.strip_prefix("!$acc "));
+            body.is_some_and(|b| kinds.iter().any(|k| b.starts_with(k)))
+        })
+        .map(|(i, _)| i as u32 + 1)
+        .collect()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -1,0 +1,292 @@
+//! The OpenACC profiling interface (acc_prof): registration and the one
+//! callback every event goes through.
+//!
+//! Runtimes differ in what they fill (NVHPC sends source file, line and
+//! variable names; GCC's libgomp sends none of them, and -1 for lines), so
+//! every field is read only when `valid_bytes` covers it, pointers are
+//! checked for NULL, numbers for -1 and enums for range.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use accprof_trace::{
+    AccDetail, AccEvent, AccEventKind, ConstructKind, DataInfo, LaunchInfo, Record, SourceLocation,
+    SourceState,
+};
+
+use crate::{callsite, clock, header, region, sink, state};
+
+/// `acc_prof_info` (OpenACC 2.6).
+#[repr(C)]
+pub struct AccProfInfo {
+    pub event_type: c_int,
+    pub valid_bytes: c_int,
+    pub version: c_int,
+    pub device_type: c_int,
+    pub device_number: c_int,
+    pub thread_id: c_int,
+    pub async_: isize,
+    pub async_queue: isize,
+    pub src_file: *const c_char,
+    pub func_name: *const c_char,
+    pub line_no: c_int,
+    pub end_line_no: c_int,
+    pub func_line_no: c_int,
+    pub func_end_line_no: c_int,
+}
+
+/// `acc_data_event_info`.
+#[repr(C)]
+pub struct AccDataEventInfo {
+    pub event_type: c_int,
+    pub valid_bytes: c_int,
+    pub parent_construct: c_int,
+    pub implicit: c_int,
+    pub tool_info: *mut c_void,
+    pub var_name: *const c_char,
+    pub bytes: usize,
+    pub host_ptr: *const c_void,
+    pub device_ptr: *const c_void,
+}
+
+/// `acc_launch_event_info`.
+#[repr(C)]
+pub struct AccLaunchEventInfo {
+    pub event_type: c_int,
+    pub valid_bytes: c_int,
+    pub parent_construct: c_int,
+    pub implicit: c_int,
+    pub tool_info: *mut c_void,
+    pub kernel_name: *const c_char,
+    pub num_gangs: usize,
+    pub num_workers: usize,
+    pub vector_length: usize,
+}
+
+/// The common head of every `acc_event_info` variant.
+#[repr(C)]
+pub struct AccOtherEventInfo {
+    pub event_type: c_int,
+    pub valid_bytes: c_int,
+    pub parent_construct: c_int,
+    pub implicit: c_int,
+    pub tool_info: *mut c_void,
+}
+
+pub type AccProfCallback =
+    unsafe extern "C" fn(*mut AccProfInfo, *mut c_void, *mut c_void);
+pub type AccProfReg = unsafe extern "C" fn(c_int, Option<AccProfCallback>, c_int);
+pub type AccProfLookup = unsafe extern "C" fn(*const c_char) -> *mut c_void;
+
+const ACC_REG: c_int = 0;
+
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+/// Callbacks with an event number outside the specification's range.
+pub static UNKNOWN_EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// True when a field ending at `end` bytes into the struct is covered by the
+/// struct's `valid_bytes`.
+#[inline]
+fn covers(valid_bytes: c_int, offset: usize, size: usize) -> bool {
+    valid_bytes > 0 && offset + size <= valid_bytes as usize
+}
+
+macro_rules! field {
+    ($s:expr, $ty:ty, $f:ident) => {
+        if covers($s.valid_bytes, offset_of!($ty, $f), size_of_field(&$s.$f)) {
+            Some($s.$f)
+        } else {
+            None
+        }
+    };
+}
+
+#[inline]
+fn size_of_field<T>(_: &T) -> usize {
+    size_of::<T>()
+}
+
+#[inline]
+fn non_negative(v: Option<c_int>) -> Option<u32> {
+    v.filter(|&v| v >= 0).map(|v| v as u32)
+}
+
+/// Registers our callback for every event through `reg`, once per process
+/// whichever route (ACC_PROFLIB or the preload constructor) comes first.
+///
+/// # Safety
+/// `reg` must be the runtime's `acc_prof_register`-compatible function.
+pub unsafe fn register_all(reg: AccProfReg, route: &str) {
+    if REGISTERED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    for ev in 1..=25 {
+        // SAFETY: reg is the runtime's registration function (caller's
+        // promise); the callback has the acc_prof_callback signature.
+        unsafe { reg(ev, Some(on_event), ACC_REG) };
+    }
+    header::set(&header::ACC_PROF, SourceState::Active);
+    if let Ok(mut r) = header::RUNTIME.lock() {
+        *r = Some(format!("{} ({route})", runtime_name(reg as *const c_void)));
+    }
+}
+
+/// Names the library that holds `addr` (the runtime's register function).
+fn runtime_name(addr: *const c_void) -> String {
+    let mut info: libc::Dl_info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr fills the struct we own; dli_fname is owned by the loader.
+    unsafe {
+        if libc::dladdr(addr, &mut info) != 0 && !info.dli_fname.is_null() {
+            let path = std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy();
+            let name = path.rsplit('/').next().unwrap_or(&path);
+            let family = if name.starts_with("libgomp") {
+                "GCC libgomp"
+            } else if name.starts_with("libacc") || name.starts_with("libnv") {
+                "NVHPC"
+            } else {
+                "OpenACC runtime"
+            };
+            return format!("{family} {path}");
+        }
+    }
+    "OpenACC runtime".into()
+}
+
+/// Starts a new region for construct starts, closes it for ends.
+fn region_for(kind: AccEventKind) -> accprof_trace::RegionId {
+    use AccEventKind::*;
+    match kind {
+        ComputeConstructStart | EnterDataStart | ExitDataStart | UpdateStart | WaitStart => {
+            region::open()
+        }
+        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd => region::close(),
+        _ => region::current(),
+    }
+}
+
+fn is_construct_start(kind: AccEventKind) -> bool {
+    use AccEventKind::*;
+    matches!(
+        kind,
+        ComputeConstructStart | EnterDataStart | ExitDataStart | UpdateStart | WaitStart
+    )
+}
+
+/// The acc_prof callback.
+///
+/// # Safety
+/// Called by the runtime with pointers to its info structs (any may be NULL;
+/// each is read only as far as its `valid_bytes` says).
+pub unsafe extern "C" fn on_event(
+    prof_info: *mut AccProfInfo,
+    event_info: *mut c_void,
+    _api_info: *mut c_void,
+) {
+    let time_ns = clock::now_ns();
+    state::guarded("the acc_prof callback", || {
+        // SAFETY: the runtime passes valid (or NULL) pointers for the call.
+        let event = unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const()) };
+        if let Some(ev) = event {
+            sink::push(Record::Acc(ev));
+        }
+    });
+}
+
+/// Turns the runtime's structs into an [`AccEvent`].
+///
+/// # Safety
+/// `event_info` must be NULL or point to an acc_event_info whose
+/// `valid_bytes` is truthful.
+pub unsafe fn convert(
+    time_ns: u64,
+    pi: Option<&AccProfInfo>,
+    event_info: *const c_void,
+) -> Option<AccEvent> {
+    let pi = pi?;
+    let Some(kind) = AccEventKind::from_raw(pi.event_type as i64) else {
+        UNKNOWN_EVENTS.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let region = region_for(kind);
+    let string = |p: Option<*const c_char>| {
+        // SAFETY: a non-NULL string field from the runtime is NUL-terminated.
+        p.and_then(|p| unsafe { sink::intern_cstr(p) })
+    };
+    let location = SourceLocation {
+        file: string(field!(pi, AccProfInfo, src_file)),
+        function: string(field!(pi, AccProfInfo, func_name)),
+        line: non_negative(field!(pi, AccProfInfo, line_no)).filter(|&l| l > 0),
+        end_line: non_negative(field!(pi, AccProfInfo, end_line_no)).filter(|&l| l > 0),
+        function_line: non_negative(field!(pi, AccProfInfo, func_line_no)).filter(|&l| l > 0),
+        function_end_line: non_negative(field!(pi, AccProfInfo, func_end_line_no))
+            .filter(|&l| l > 0),
+    };
+    // Only top-level constructs need their own call site: nested ones (the
+    // implicit data part of a compute construct) share their parent's.
+    let call_site = if is_construct_start(kind) && location.line.is_none() && region::depth() == 1
+    {
+        callsite::capture()
+    } else {
+        None
+    };
+    // SAFETY: caller's promise on event_info; every variant starts with the
+    // acc_other_event_info head, whose own valid_bytes guards further reads.
+    let other = unsafe { (event_info as *const AccOtherEventInfo).as_ref() };
+    let (construct, implicit) = match other {
+        Some(o) => (
+            field!(o, AccOtherEventInfo, parent_construct)
+                .and_then(|c| ConstructKind::from_raw(c as i64)),
+            field!(o, AccOtherEventInfo, implicit).is_some_and(|i| i != 0),
+        ),
+        None => (None, false),
+    };
+    let detail = if event_info.is_null() {
+        AccDetail::None
+    } else if kind.is_data() {
+        // SAFETY: for data events the runtime passes acc_data_event_info.
+        let d = unsafe { &*(event_info as *const AccDataEventInfo) };
+        AccDetail::Data(DataInfo {
+            var_name: string(field!(d, AccDataEventInfo, var_name)),
+            bytes: field!(d, AccDataEventInfo, bytes).map(|b| b as u64),
+            host_ptr: field!(d, AccDataEventInfo, host_ptr)
+                .filter(|p| !p.is_null())
+                .map(|p| p as u64),
+            device_ptr: field!(d, AccDataEventInfo, device_ptr)
+                .filter(|p| !p.is_null())
+                .map(|p| p as u64),
+        })
+    } else if kind.is_launch() {
+        // SAFETY: for launch events the runtime passes acc_launch_event_info.
+        let l = unsafe { &*(event_info as *const AccLaunchEventInfo) };
+        AccDetail::Launch(LaunchInfo {
+            kernel_name: string(field!(l, AccLaunchEventInfo, kernel_name)),
+            num_gangs: field!(l, AccLaunchEventInfo, num_gangs).map(|v| v as u64),
+            num_workers: field!(l, AccLaunchEventInfo, num_workers).map(|v| v as u64),
+            vector_length: field!(l, AccLaunchEventInfo, vector_length).map(|v| v as u64),
+        })
+    } else {
+        AccDetail::None
+    };
+    Some(AccEvent {
+        time_ns,
+        kind,
+        thread: clock::thread_id(),
+        region,
+        device_type: field!(pi, AccProfInfo, device_type)
+            .filter(|&d| d >= 0)
+            .map(|d| d as u32),
+        device_number: non_negative(field!(pi, AccProfInfo, device_number)),
+        async_queue: field!(pi, AccProfInfo, async_).map(|a| a as i32),
+        construct,
+        implicit,
+        location,
+        call_site,
+        detail,
+    })
+}

@@ -1,0 +1,408 @@
+//! Where in the application a construct came from, when the runtime does
+//! not say (GCC's libgomp leaves src_file and line_no empty).
+//!
+//! At a construct's start event we walk the stack with the platform unwinder
+//! (`_Unwind_Backtrace`, driven by .eh_frame, so it works without frame
+//! pointers) past the frames of the collector and of runtime libraries
+//! (libgomp and its plugins, the CUDA driver, libc, ...). The first other
+//! frame's return address is the application's call into the runtime entry
+//! point (GOACC_parallel_keyed, GOACC_data_start, GOACC_update, ...). It is
+//! stored as module + offset; symbolizing to file:line happens offline in
+//! the analyzer, never in the observed program.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::{Mutex, RwLock};
+
+use accprof_trace::{CallSite, CallSiteId, Module, ModuleId, Record};
+
+use crate::sink;
+
+/// Frames walked at most before giving up.
+const MAX_FRAMES: usize = 32;
+
+struct LoadedModule {
+    id: ModuleId,
+    path: String,
+    base: u64,
+    /// Absolute [start, end) of executable segments.
+    text: Vec<(u64, u64)>,
+    build_id: Vec<u8>,
+    /// Frames here belong to the runtime or the collector: skip them.
+    runtime: bool,
+    /// Module record already queued for the trace.
+    defined: bool,
+}
+
+static MODULES: RwLock<Vec<LoadedModule>> = RwLock::new(Vec::new());
+static CALL_SITES: Mutex<Option<HashMap<u64, CallSiteId>>> = Mutex::new(None);
+static NEXT_MODULE: Mutex<u32> = Mutex::new(1);
+static NEXT_CALL_SITE: Mutex<u32> = Mutex::new(1);
+
+thread_local! {
+    static CACHE: RefCell<HashMap<u64, CallSiteId>> = RefCell::new(HashMap::new());
+}
+
+extern "C" {
+    // From libgcc_s (linked by every Rust program on linux-gnu).
+    fn _Unwind_Backtrace(
+        trace: extern "C" fn(ctx: *mut c_void, arg: *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
+    fn _Unwind_GetIP(ctx: *mut c_void) -> usize;
+}
+
+const URC_NO_REASON: c_int = 0;
+const URC_END_OF_STACK: c_int = 5;
+
+/// Library file names whose frames are never the application's.
+fn is_runtime_library(path: &str, own_path: &str) -> bool {
+    if !own_path.is_empty() && path == own_path {
+        return true;
+    }
+    let name = path.rsplit('/').next().unwrap_or(path);
+    const PREFIXES: [&str; 16] = [
+        "libgomp",
+        "libacc",
+        "libnvhpc",
+        "libnvc",
+        "libnvomp",
+        "libpgc",
+        "libcuda",
+        "libcupti",
+        "libc.so",
+        "libc-",
+        "libpthread",
+        "ld-linux",
+        "libgcc_s",
+        "libstdc++",
+        "libgfortran",
+        "libaccprof",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+fn own_path() -> String {
+    let mut info: libc::Dl_info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr on the address of one of our own functions; it fills the
+    // struct we own. dli_fname, when set, is a NUL-terminated string owned by
+    // the loader for as long as the object stays loaded.
+    unsafe {
+        if libc::dladdr(own_path as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+            return CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned();
+        }
+    }
+    String::new()
+}
+
+struct Scan {
+    own: String,
+    found: Vec<(String, u64, Vec<(u64, u64)>, Vec<u8>)>,
+}
+
+unsafe extern "C" fn phdr_callback(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut c_void,
+) -> c_int {
+    // SAFETY: the loader passes a valid dl_phdr_info for the duration of the
+    // call, and `data` is the &mut Scan we passed to dl_iterate_phdr.
+    let (info, scan) = unsafe { (&*info, &mut *(data as *mut Scan)) };
+    let base = info.dlpi_addr;
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+        unsafe { CStr::from_ptr(info.dlpi_name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let path = if name.is_empty() {
+        std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    } else {
+        name
+    };
+    let mut text = Vec::new();
+    let mut build_id = Vec::new();
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
+            text.push((base + ph.p_vaddr, base + ph.p_vaddr + ph.p_memsz));
+        } else if ph.p_type == libc::PT_NOTE && build_id.is_empty() {
+            // SAFETY: a PT_NOTE segment of a loaded object is mapped and
+            // readable for p_memsz bytes at base + p_vaddr.
+            let notes = unsafe {
+                std::slice::from_raw_parts((base + ph.p_vaddr) as *const u8, ph.p_memsz as usize)
+            };
+            build_id = find_build_id(notes).unwrap_or_default();
+        }
+    }
+    if !path.is_empty() && !text.is_empty() {
+        scan.found.push((path, base, text, build_id));
+    }
+    0
+}
+
+/// Finds the GNU build id in a run of ELF notes.
+fn find_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |b: &[u8]| -> Option<u32> { Some(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?)) };
+    let align4 = |n: usize| (n + 3) & !3;
+    while notes.len() >= 12 {
+        let namesz = word(&notes[0..])? as usize;
+        let descsz = word(&notes[4..])? as usize;
+        let kind = word(&notes[8..])?;
+        let name_end = 12 + align4(namesz);
+        let desc_end = name_end + align4(descsz);
+        if desc_end > notes.len() {
+            return None;
+        }
+        if kind == NT_GNU_BUILD_ID && notes.get(12..12 + namesz) == Some(b"GNU\0") {
+            return Some(notes[name_end..name_end + descsz].to_vec());
+        }
+        notes = &notes[desc_end..];
+    }
+    None
+}
+
+/// Re-reads the loaded objects, adding any not seen yet.
+fn refresh() {
+    let mut scan = Scan {
+        own: own_path(),
+        found: Vec::new(),
+    };
+    // SAFETY: the callback only reads the loader's structures during the call
+    // and writes into `scan`, which outlives it.
+    unsafe {
+        libc::dl_iterate_phdr(Some(phdr_callback), (&mut scan as *mut Scan).cast());
+    }
+    let Ok(mut mods) = MODULES.write() else {
+        return;
+    };
+    let Ok(mut next) = NEXT_MODULE.lock() else {
+        return;
+    };
+    for (path, base, text, build_id) in scan.found {
+        if mods.iter().any(|m| m.base == base && m.path == path) {
+            continue;
+        }
+        let runtime = is_runtime_library(&path, &scan.own);
+        mods.push(LoadedModule {
+            id: ModuleId(*next),
+            path,
+            base,
+            text,
+            build_id,
+            runtime,
+            defined: false,
+        });
+        *next += 1;
+    }
+}
+
+/// Reads the module table once at start.
+pub fn init() {
+    refresh();
+}
+
+/// What a frame's address belongs to.
+enum Owner {
+    Runtime,
+    App(ModuleId, u64),
+    Unknown,
+}
+
+fn owner_of(ip: u64) -> Owner {
+    let Ok(mods) = MODULES.read() else {
+        return Owner::Unknown;
+    };
+    for m in mods.iter() {
+        if m.text.iter().any(|&(s, e)| ip >= s && ip < e) {
+            return if m.runtime {
+                Owner::Runtime
+            } else {
+                Owner::App(m.id, ip - m.base)
+            };
+        }
+    }
+    Owner::Unknown
+}
+
+struct Walk {
+    frames: usize,
+    found: Option<u64>,
+    unknown: bool,
+}
+
+extern "C" fn walk_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the &mut Walk passed to _Unwind_Backtrace below and
+    // `ctx` is the unwinder's live context for this frame.
+    let (walk, ip) = unsafe { (&mut *(arg as *mut Walk), _Unwind_GetIP(ctx) as u64) };
+    walk.frames += 1;
+    if ip == 0 || walk.frames > MAX_FRAMES {
+        return URC_END_OF_STACK;
+    }
+    match owner_of(ip) {
+        Owner::Runtime => URC_NO_REASON,
+        Owner::App(..) => {
+            walk.found = Some(ip);
+            URC_END_OF_STACK
+        }
+        Owner::Unknown => {
+            // A module loaded after the last scan (dlopen): stop here and let
+            // the caller refresh the table and classify it.
+            walk.unknown = true;
+            walk.found = Some(ip);
+            URC_END_OF_STACK
+        }
+    }
+}
+
+fn first_app_frame() -> Option<u64> {
+    let mut walk = Walk {
+        frames: 0,
+        found: None,
+        unknown: false,
+    };
+    // SAFETY: walk_frame matches the callback signature and only touches
+    // `walk`, which outlives the call.
+    unsafe { _Unwind_Backtrace(walk_frame, (&mut walk as *mut Walk).cast()) };
+    if walk.unknown {
+        refresh();
+        if let Some(ip) = walk.found {
+            if matches!(owner_of(ip), Owner::Runtime) {
+                // A newly seen runtime library: walk again with it known.
+                let mut again = Walk {
+                    frames: 0,
+                    found: None,
+                    unknown: false,
+                };
+                // SAFETY: as above.
+                unsafe { _Unwind_Backtrace(walk_frame, (&mut again as *mut Walk).cast()) };
+                return if again.unknown { None } else { again.found };
+            }
+        }
+    }
+    walk.found
+}
+
+/// The application call site of the current runtime call, interned.
+pub fn capture() -> Option<CallSiteId> {
+    let ip = first_app_frame()?;
+    if let Some(id) = CACHE.try_with(|c| c.borrow().get(&ip).copied()).ok().flatten() {
+        return Some(id);
+    }
+    let id = intern(ip)?;
+    let _ = CACHE.try_with(|c| c.borrow_mut().insert(ip, id));
+    Some(id)
+}
+
+fn intern(ip: u64) -> Option<CallSiteId> {
+    let Owner::App(module, offset) = owner_of(ip) else {
+        return None;
+    };
+    let mut sites = CALL_SITES.lock().ok()?;
+    let sites = sites.get_or_insert_with(HashMap::new);
+    if let Some(id) = sites.get(&ip) {
+        return Some(*id);
+    }
+    define_module(module);
+    let id = {
+        let mut next = NEXT_CALL_SITE.lock().ok()?;
+        let id = CallSiteId(*next);
+        *next += 1;
+        id
+    };
+    sites.insert(ip, id);
+    sink::define(Record::CallSite(CallSite {
+        id,
+        module,
+        return_offset: offset,
+    }));
+    Some(id)
+}
+
+fn define_module(id: ModuleId) {
+    let Ok(mut mods) = MODULES.write() else {
+        return;
+    };
+    if let Some(m) = mods.iter_mut().find(|m| m.id == id && !m.defined) {
+        m.defined = true;
+        let (start, end) = m.text.first().copied().unwrap_or((m.base, m.base));
+        sink::define(Record::Module(Module {
+            id: m.id,
+            path: m.path.clone(),
+            build_id: m.build_id.clone(),
+            base: m.base,
+            text_start: start - m.base,
+            text_end: end - m.base,
+        }));
+    }
+}
+
+/// After fork the child's trace must define modules and call sites again.
+pub fn reset_after_fork() {
+    if let Ok(mut mods) = MODULES.try_write() {
+        for m in mods.iter_mut() {
+            m.defined = false;
+        }
+    }
+    if let Ok(mut s) = CALL_SITES.try_lock() {
+        *s = None;
+    }
+    let _ = CACHE.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            c.clear();
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_libraries_are_recognised() {
+        assert!(is_runtime_library("/usr/lib/x86_64-linux-gnu/libgomp.so.1", ""));
+        assert!(is_runtime_library("/usr/lib/libgomp-plugin-nvptx.so.1", ""));
+        assert!(is_runtime_library("/lib/x86_64-linux-gnu/libc.so.6", ""));
+        assert!(is_runtime_library("/x/libaccprof.so", "/x/libaccprof.so"));
+        assert!(!is_runtime_library("/home/u/laplace_bad", ""));
+        assert!(!is_runtime_library("/home/u/libsolver.so", ""));
+    }
+
+    #[test]
+    fn build_id_is_read_from_notes() {
+        let mut notes = Vec::new();
+        // An unrelated note first, then the build id.
+        notes.extend_from_slice(&4u32.to_ne_bytes());
+        notes.extend_from_slice(&4u32.to_ne_bytes());
+        notes.extend_from_slice(&1u32.to_ne_bytes());
+        notes.extend_from_slice(b"GNU\0");
+        notes.extend_from_slice(&[0, 0, 0, 0]);
+        notes.extend_from_slice(&4u32.to_ne_bytes());
+        notes.extend_from_slice(&3u32.to_ne_bytes());
+        notes.extend_from_slice(&3u32.to_ne_bytes());
+        notes.extend_from_slice(b"GNU\0");
+        notes.extend_from_slice(&[0xab, 0xcd, 0xef, 0]);
+        assert_eq!(find_build_id(&notes), Some(vec![0xab, 0xcd, 0xef]));
+        assert_eq!(find_build_id(&notes[..10]), None);
+    }
+
+    #[test]
+    fn this_test_binary_is_an_app_module() {
+        init();
+        // The test harness's own code is not a runtime library.
+        let ip = this_test_binary_is_an_app_module as usize as u64;
+        assert!(matches!(owner_of(ip), Owner::App(..)));
+    }
+}

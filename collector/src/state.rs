@@ -1,0 +1,66 @@
+//! The collector's life: uninitialized -> enabled -> stopping -> disabled,
+//! kept in one atomic and advanced only by compare-exchange in cold code.
+//! Every hot path asks `enabled()` first; once disabled, nothing is recorded
+//! and the program goes on as if the collector were not there.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+const UNINITIALIZED: u8 = 0;
+const ENABLED: u8 = 1;
+const STOPPING: u8 = 2;
+const DISABLED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNINITIALIZED);
+static SAID_DISABLED: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+pub fn enabled() -> bool {
+    STATE.load(Ordering::Relaxed) == ENABLED
+}
+
+/// Moves uninitialized -> enabled; false if someone else already started
+/// (or the collector was disabled first).
+#[cold]
+pub fn enable() -> bool {
+    STATE
+        .compare_exchange(UNINITIALIZED, ENABLED, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}
+
+/// Moves enabled -> stopping (the final flush is under way): producers stop
+/// recording, the writer finishes what is buffered. True for the caller that
+/// made the move.
+#[cold]
+pub fn begin_stop() -> bool {
+    STATE
+        .compare_exchange(ENABLED, STOPPING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+}
+
+/// Re-enables after a fork: the child records into its own trace.
+#[cold]
+pub fn reenable_after_fork() {
+    let _ = STATE.compare_exchange(STOPPING, ENABLED, Ordering::AcqRel, Ordering::Acquire);
+}
+
+/// Turns the collector off for good after an internal error, saying so once
+/// on stderr. The program is not affected.
+#[cold]
+pub fn disable(reason: &str) {
+    STATE.store(DISABLED, Ordering::Release);
+    if !SAID_DISABLED.swap(true, Ordering::AcqRel) {
+        crate::note::error(&format!("disabled: {reason}; the program continues unobserved"));
+    }
+}
+
+/// Runs an FFI entry's body unless disabled, turning a panic into a quiet
+/// disable instead of unwinding into C.
+#[inline]
+pub fn guarded<F: FnOnce()>(what: &'static str, f: F) {
+    if !enabled() {
+        return;
+    }
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+        disable(&format!("internal error in {what}"));
+    }
+}

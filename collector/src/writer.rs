@@ -1,0 +1,260 @@
+//! The one thread that does I/O.
+//!
+//! It wakes when a buffer fills, when a flush is requested, and a few times a
+//! second regardless, drains every buffer and appends whole checksummed
+//! blocks to the trace, so a crash loses at most the last fraction of a
+//! second. The file is opened on the first drain that has events (or at
+//! exit), so the header describes sources as they ended up, and a forked
+//! child that execs at once leaves no empty file behind.
+//!
+//! Waking uses an eventfd, so a signal handler can request a flush and wait
+//! for it without taking a lock or allocating.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use accprof_trace::{DropSource, Record, Writer};
+
+use crate::{note, sink};
+
+const TICK_MS: i32 = 100;
+
+static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
+static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
+static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
+static FROM_SIGNAL: AtomicBool = AtomicBool::new(false);
+static STOP: AtomicBool = AtomicBool::new(false);
+static RUNNING: AtomicBool = AtomicBool::new(false);
+static FINISHED: AtomicBool = AtomicBool::new(false);
+
+/// Path of the trace being written, once opened (read by the summary).
+pub static TRACE_PATH: Mutex<Option<String>> = Mutex::new(None);
+
+/// Wakes the writer; async-signal-safe.
+pub fn wake() {
+    let fd = EVENT_FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a local to our eventfd.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+/// Starts the writer thread. Returns an error text if it cannot run.
+pub fn start() -> Result<(), String> {
+    // SAFETY: eventfd has no memory preconditions.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(format!("eventfd failed: {}", std::io::Error::last_os_error()));
+    }
+    let old = EVENT_FD.swap(fd, Ordering::AcqRel);
+    if old >= 0 {
+        // SAFETY: closing the descriptor we created earlier (inherited by a
+        // forked child; the parent keeps its own copy).
+        unsafe { libc::close(old) };
+    }
+    STOP.store(false, Ordering::Release);
+    FINISHED.store(false, Ordering::Release);
+    RUNNING.store(true, Ordering::Release);
+    std::thread::Builder::new()
+        .name("accprof-writer".into())
+        .spawn(run)
+        .map(|_| ())
+        .map_err(|e| {
+            RUNNING.store(false, Ordering::Release);
+            format!("cannot start the writer thread: {e}")
+        })
+}
+
+/// Asks for a flush of everything buffered and waits for it, at most
+/// `timeout`. Async-signal-safe when `from_signal` (no locks, no allocation).
+pub fn flush_and_wait(timeout: Duration, from_signal: bool) -> bool {
+    if !RUNNING.load(Ordering::Acquire) {
+        return false;
+    }
+    if from_signal {
+        FROM_SIGNAL.store(true, Ordering::Release);
+    }
+    let want = FLUSH_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
+    wake();
+    wait_until(timeout, || FLUSH_DONE.load(Ordering::Acquire) >= want)
+}
+
+/// Final flush: the writer drains, writes, closes the file and ends.
+pub fn stop(timeout: Duration) -> bool {
+    if !RUNNING.load(Ordering::Acquire) {
+        return true;
+    }
+    STOP.store(true, Ordering::Release);
+    wake();
+    wait_until(timeout, || FINISHED.load(Ordering::Acquire))
+}
+
+fn wait_until(timeout: Duration, done: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: nanosleep with a valid timespec; async-signal-safe.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    }
+    true
+}
+
+fn wait_for_wake() {
+    let fd = EVENT_FD.load(Ordering::Acquire);
+    if fd < 0 {
+        std::thread::sleep(Duration::from_millis(TICK_MS as u64));
+        return;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; then a non-blocking read of 8 bytes into a
+    // local resets the eventfd counter.
+    unsafe {
+        libc::poll(&mut pfd, 1, TICK_MS);
+        let mut v: u64 = 0;
+        libc::read(fd, (&mut v as *mut u64).cast(), 8);
+    }
+}
+
+enum Sink {
+    /// Not opened yet: nothing worth writing has arrived.
+    Pending,
+    Open(Writer<BufWriter<File>>),
+    /// Opening or writing failed; said once, records are dropped.
+    Failed,
+}
+
+thread_local! {
+    static IS_WRITER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on the writer thread (a signal landing there must not wait on itself).
+pub fn is_writer_thread() -> bool {
+    IS_WRITER.try_with(|w| w.get()).unwrap_or(false)
+}
+
+fn run() {
+    let _ = IS_WRITER.try_with(|w| w.set(true));
+    let mut sink = Sink::Pending;
+    let mut batch: Vec<Record> = Vec::with_capacity(16384);
+    let mut dropped_written = 0u64;
+    loop {
+        wait_for_wake();
+        let stopping = STOP.load(Ordering::Acquire);
+        let requested = FLUSH_REQUESTED.load(Ordering::Acquire);
+        let from_signal = FROM_SIGNAL.swap(false, Ordering::AcqRel);
+        if stopping || from_signal {
+            // The device side first, so its buffered records are in.
+            crate::cupti::flush();
+        }
+        if from_signal {
+            sink::drain_nonblocking(&mut batch);
+        } else {
+            sink::drain(&mut batch);
+        }
+        let has_events = batch.iter().any(|r| {
+            !matches!(
+                r,
+                Record::String { .. } | Record::Module(_) | Record::CallSite(_)
+            )
+        });
+        if matches!(sink, Sink::Pending) && (has_events || stopping) {
+            sink = open();
+        }
+        let dropped = sink::DROPPED.load(Ordering::Relaxed);
+        if stopping && dropped > dropped_written {
+            batch.push(Record::Dropped {
+                source: DropSource::Collector,
+                count: dropped - dropped_written,
+            });
+            dropped_written = dropped;
+        }
+        if let Sink::Open(w) = &mut sink {
+            let res = batch
+                .iter()
+                .try_for_each(|r| w.write(r))
+                .and_then(|_| w.flush());
+            if let Err(e) = res {
+                let path = TRACE_PATH
+                    .lock()
+                    .ok()
+                    .and_then(|p| p.clone())
+                    .unwrap_or_default();
+                note::error(&format!(
+                    "cannot write trace {path}: {e}; recording stops here, the program continues"
+                ));
+                sink = Sink::Failed;
+            }
+        }
+        if matches!(sink, Sink::Failed) {
+            sink::DROPPED.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        batch.clear();
+        FLUSH_DONE.fetch_max(requested, Ordering::AcqRel);
+        if stopping {
+            if let Sink::Open(w) = sink {
+                let _ = w.finish();
+            }
+            RUNNING.store(false, Ordering::Release);
+            FINISHED.store(true, Ordering::Release);
+            return;
+        }
+    }
+}
+
+fn open() -> Sink {
+    let header = crate::header::build();
+    let cfg = crate::config::config();
+    let path = crate::config::expand_output(
+        &cfg.output,
+        header.pid,
+        &header.host,
+        header.rank,
+        |p| std::path::Path::new(p).exists(),
+    );
+    let file = match File::create(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            note::error(&format!(
+                "cannot create trace {path}: {e}; nothing will be recorded, the program continues"
+            ));
+            return Sink::Failed;
+        }
+    };
+    match Writer::new(BufWriter::with_capacity(256 << 10, file), &header) {
+        Ok(w) => {
+            if let Ok(mut p) = TRACE_PATH.lock() {
+                *p = Some(path);
+            }
+            Sink::Open(w)
+        }
+        Err(e) => {
+            note::error(&format!("cannot write trace {path}: {e}"));
+            Sink::Failed
+        }
+    }
+}
+
+/// In a forked child: the parent's writer thread does not exist here.
+pub fn reset_after_fork() {
+    RUNNING.store(false, Ordering::Release);
+    FINISHED.store(false, Ordering::Release);
+    FLUSH_REQUESTED.store(0, Ordering::Release);
+    FLUSH_DONE.store(0, Ordering::Release);
+    if let Ok(mut p) = TRACE_PATH.try_lock() {
+        *p = None;
+    }
+}
