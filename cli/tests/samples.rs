@@ -1,0 +1,265 @@
+//! The OpenACC sample programs in samples/: they build with their Makefile
+//! (with GPU offload when the compiler has it, and host-only with
+//! OFFLOAD=no), every one of them reproduces its plain CPU reference with
+//! small arguments, mpi_halo does so on 2 and 4 ranks, and the source lines
+//! their header comments name are the constructs they claim.
+//!
+//! Needs make and gcc (gfortran, mpicc and mpirun for some samples); a
+//! missing tool skips its part with a note on stderr.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// C samples and their small (CI) arguments.
+const C_SAMPLES: &[(&str, &[&str])] = &[
+    ("heat2d_naive", &["96", "80", "20"]),
+    ("heat2d_data", &["96", "80", "20", "6"]),
+    ("heat2d_collapse", &["96", "80", "10"]),
+    ("laplace_bad", &["128", "50"]),
+    ("laplace_good", &["128", "50"]),
+    // Stops at the tolerance long before the iteration limit.
+    ("laplace_good", &["16", "100000", "1e-3"]),
+    ("launch_storm", &["2000", "64"]),
+    ("async", &["100000", "7", "3", "3"]),
+    ("async", &["10", "4", "8", "2"]),
+    ("threads", &["3", "20000", "20"]),
+];
+
+/// Fortran samples (binary names end in _f90) and their small arguments.
+const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
+    ("laplace_bad_f90", &["128", "50"]),
+    ("laplace_good_f90", &["128", "50"]),
+    ("laplace_good_f90", &["16", "100000", "1e-3"]),
+    ("jacobi_f90", &["128", "50"]),
+];
+
+const MPI_ARGS: &[&str] = &["64", "48", "20"];
+
+/// Source files whose headers document expected profiles.
+const SOURCES: &[&str] = &[
+    "heat2d_naive.c",
+    "heat2d_data.c",
+    "heat2d_collapse.c",
+    "laplace_bad.c",
+    "laplace_good.c",
+    "laplace_bad.f90",
+    "laplace_good.f90",
+    "jacobi.f90",
+    "launch_storm.c",
+    "async.c",
+    "threads.c",
+    "mpi_halo.c",
+];
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn samples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool} >/dev/null 2>&1"))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Runs a command to completion with a time limit, capturing its output.
+fn run_with_timeout(cmd: &mut Command, what: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    // Drain the pipes on their own threads so a chatty child cannot block.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let out_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err.read_to_end(&mut buf);
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > RUN_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what}: still running after {RUN_TIMEOUT:?}, killed");
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("{what}: wait failed: {e}"),
+        }
+    };
+    Output {
+        status,
+        stdout: out_reader.join().expect("stdout reader"),
+        stderr: err_reader.join().expect("stderr reader"),
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `make -C samples BUILD=dir OFFLOAD=offload`; returns the make output.
+fn build(dir: &Path, offload: &str) -> String {
+    let output = run_with_timeout(
+        Command::new("make")
+            .arg("-C")
+            .arg(samples_dir())
+            .arg("-j2")
+            .arg(format!("BUILD={}", dir.display()))
+            .arg(format!("OFFLOAD={offload}")),
+        &format!("make OFFLOAD={offload}"),
+    );
+    let log = text(&output);
+    assert!(output.status.success(), "make OFFLOAD={offload} failed:\n{log}");
+    log
+}
+
+/// Runs one sample and checks that it matched its CPU reference.
+fn check_run(label: &str, cmd: &mut Command) {
+    let output = run_with_timeout(cmd, label);
+    let log = text(&output);
+    assert!(
+        output.status.success(),
+        "{label}: exit status {:?}\n{log}",
+        output.status.code()
+    );
+    assert!(
+        log.lines().any(|l| l == "reference: match"),
+        "{label}: no 'reference: match' line\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.starts_with("checksum: ")),
+        "{label}: no 'checksum:' line\n{log}"
+    );
+}
+
+fn build_and_run_all(offload: &str) {
+    if !have("make") || !have("gcc") {
+        eprintln!("note: make or gcc not found, samples not built (OFFLOAD={offload})");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let dir = tmp.path();
+    let log = build(dir, offload);
+    eprintln!("samples build (OFFLOAD={offload}):\n{log}");
+    assert!(
+        !log.contains("warning"),
+        "the samples should build without warnings (OFFLOAD={offload}):\n{log}"
+    );
+
+    let mut cases: Vec<(&str, &[&str])> = C_SAMPLES.to_vec();
+    if have("gfortran") {
+        cases.extend_from_slice(FORTRAN_SAMPLES);
+    } else {
+        eprintln!("note: gfortran not found, Fortran samples skipped");
+    }
+    for (name, args) in cases {
+        let bin = dir.join(name);
+        assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+        check_run(&format!("{name} {}", args.join(" ")), Command::new(&bin).args(args));
+    }
+
+    if !have("mpicc") {
+        eprintln!("note: mpicc not found, mpi_halo skipped");
+        return;
+    }
+    let bin = dir.join("mpi_halo");
+    assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+    if !have("mpirun") {
+        eprintln!("note: mpirun not found, mpi_halo built but not run");
+        return;
+    }
+    let open_mpi = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| text(&o).contains("Open MPI"))
+        .unwrap_or(false);
+    for np in ["2", "4"] {
+        let mut cmd = Command::new("mpirun");
+        // Open MPI refuses to run as root and to put more ranks than cores
+        // on a node unless told to (CI runs as root on 2 cores).
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        if open_mpi {
+            cmd.arg("--oversubscribe");
+        }
+        cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS);
+        check_run(&format!("mpirun -np {np} mpi_halo {}", MPI_ARGS.join(" ")), &mut cmd);
+    }
+}
+
+#[test]
+fn default_build_runs_every_sample() {
+    // OFFLOAD=auto: GPU code where the compiler can make it (it can in CI).
+    build_and_run_all("auto");
+}
+
+#[test]
+fn host_only_build_runs_every_sample() {
+    build_and_run_all("no");
+}
+
+/// Every "line N: `text`" in a header names a line of that file holding text.
+#[test]
+fn header_line_references_are_exact() {
+    for name in SOURCES {
+        let path = samples_dir().join(name);
+        let source = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let lines: Vec<&str> = source.lines().collect();
+        let fortran = name.ends_with(".f90");
+        let header_len = lines
+            .iter()
+            .position(|l| if fortran { !l.starts_with('!') } else { l.trim() == "*/" })
+            .unwrap_or_else(|| panic!("{name}: no header comment"));
+        let mut found = 0;
+        for (i, line) in lines[..header_len].iter().enumerate() {
+            let Some((number, quoted)) = line_reference(line) else {
+                continue;
+            };
+            found += 1;
+            let target = number
+                .checked_sub(1)
+                .and_then(|n| lines.get(n))
+                .unwrap_or_else(|| panic!("{name}:{}: line {number} does not exist", i + 1));
+            assert!(
+                number > header_len && target.contains(quoted),
+                "{name}:{}: line {number} should hold `{quoted}` but is `{target}`",
+                i + 1
+            );
+        }
+        assert!(found >= 2, "{name}: header names only {found} source lines");
+    }
+}
+
+/// Parses the first "line 123: `text`" in a line into (123, "text").
+fn line_reference(line: &str) -> Option<(usize, &str)> {
+    line.match_indices("line ").find_map(|(at, _)| {
+        let rest = &line[at + 5..];
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let number = rest[..digits].parse().ok()?;
+        let rest = rest[digits..].strip_prefix(": `")?;
+        let end = rest.find('`')?;
+        Some((number, &rest[..end]))
+    })
+}
