@@ -79,6 +79,8 @@ extern "C" fn constructor() {
     });
 }
 
+// Not in this crate's own unit-test binary: it would profile the test runner.
+#[cfg(not(test))]
 #[used]
 #[link_section = ".init_array"]
 static CONSTRUCTOR: extern "C" fn() = constructor;
@@ -87,6 +89,7 @@ extern "C" fn destructor() {
     let _ = std::panic::catch_unwind(finish);
 }
 
+#[cfg(not(test))]
 #[used]
 #[link_section = ".fini_array"]
 static DESTRUCTOR: extern "C" fn() = destructor;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Collector overhead: wall time of each program bare, under the reference
+# collector, and under accprof (hashing off / sampled / full), interleaved
+# (bare ref acc... bare ref acc...), REPS rounds. Prints, per program and
+# variant, the median wall time and the median of per-round ratios to bare
+# (with min-max), so machine noise shared by one round cancels out.
+#
+# Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--quick]
+#   LIB     libaccprof.so / librefcollector.so
+#   DIR     samples built with `make -C samples` (with nvptx offload for GPU figures)
+#   --quick small sizes, for a check that the script works (not for figures)
+set -euo pipefail
+reps=7 quick=0 acc= ref= samples=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --accprof) acc=$2; shift 2 ;;
+    --ref) ref=$2; shift 2 ;;
+    --samples) samples=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) echo "overhead.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+for f in "$acc" "$ref"; do [ -f "$f" ] || { echo "overhead.sh: library '$f' not found" >&2; exit 2; }; done
+[ -d "$samples" ] || { echo "overhead.sh: samples directory '$samples' not found" >&2; exit 2; }
+
+if [ $quick = 1 ]; then
+  programs=("launch_storm 2000" "jacobi_f90 256 20" "heat2d_data 256 256 20 10" "heat2d_naive 256 256 20")
+else
+  programs=("launch_storm 100000" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
+fi
+variants=(bare ref accprof-off accprof-sampled accprof-full)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SAMPLE_SKIP_REFERENCE=1
+
+now() { date +%s%N; }
+run_one() { # variant program args...
+  local v=$1; shift
+  local env=()
+  case $v in
+    bare) ;;
+    ref) env=(LD_PRELOAD="$ref") ;;
+    accprof-*) env=(LD_PRELOAD="$acc" ACCPROF_HASH="${v#accprof-}" ACCPROF_QUIET=1
+                    ACCPROF_OUTPUT="$work/t-%p.trace") ;;
+  esac
+  local t0 t1
+  t0=$(now)
+  env "${env[@]}" "$samples/$1" "${@:2}" > "$work/out" 2>&1 || { echo "overhead.sh: $v $* failed:" >&2; tail -5 "$work/out" >&2; exit 1; }
+  t1=$(now)
+  rm -f "$work"/t-*.trace
+  echo $(( (t1 - t0) / 1000 ))
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+
+printf "%-32s %-16s %12s %10s %17s\n" program variant "median(s)" "ratio" "ratio min-max"
+for p in "${programs[@]}"; do
+  read -r -a argv <<< "$p"
+  # One warm-up of each variant (JIT caches, page cache), not counted.
+  for v in "${variants[@]}"; do run_one "$v" "${argv[@]}" > /dev/null; done
+  declare -A times=()
+  for ((r = 0; r < reps; r++)); do
+    for v in "${variants[@]}"; do times[$v]+="$(run_one "$v" "${argv[@]}") "; done
+  done
+  read -r -a base <<< "${times[bare]}"
+  for v in "${variants[@]}"; do
+    read -r -a t <<< "${times[$v]}"
+    med=$(printf "%s\n" "${t[@]}" | median)
+    ratios=$(for ((r = 0; r < reps; r++)); do awk -v a="${t[$r]}" -v b="${base[$r]}" 'BEGIN{printf "%.4f\n", a/b}'; done)
+    rmed=$(printf "%s\n" "$ratios" | median)
+    rmin=$(printf "%s\n" "$ratios" | sort -g | head -1)
+    rmax=$(printf "%s\n" "$ratios" | sort -g | tail -1)
+    printf "%-32s %-16s %12.3f %10.3f %8.3f-%-8.3f\n" "$p" "$v" "$(awk -v m="$med" 'BEGIN{print m/1e6}')" "$rmed" "$rmin" "$rmax"
+  done
+  unset times
+done
