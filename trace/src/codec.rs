@@ -1,11 +1,12 @@
 //! Record bodies and the header: encoding into a block buffer and decoding
 //! straight from it. The layout is documented in [`crate::format`].
+//!
+//! Decoding uses the sticky-error [`Cursor`]: fields are read without a
+//! branch per field and the record is checked once at its end.
 
 use crate::format::*;
 use crate::record::*;
-use crate::varint::{
-    put_bytes, put_varint, put_zigzag, varint_array, Cursor, DResult, DecodeError,
-};
+use crate::varint::{put_bytes, put_varint, varint_array, Cursor, DResult, DecodeError, Enc};
 
 /// Per-block delta state shared by encoder and decoder. Every block starts
 /// from `DeltaState::default()`.
@@ -19,36 +20,42 @@ pub(crate) struct DeltaState {
     thread: u32,
 }
 
-#[inline]
-fn put_delta(out: &mut Vec<u8>, last: &mut u64, v: u64) {
-    put_zigzag(out, v.wrapping_sub(*last) as i64);
+#[inline(always)]
+fn put_delta(e: &mut Enc<'_>, last: &mut u64, v: u64) {
+    e.zigzag(v.wrapping_sub(*last) as i64);
     *last = v;
 }
 
-#[inline]
-fn get_delta(c: &mut Cursor<'_>, last: &mut u64) -> DResult<u64> {
-    let v = last.wrapping_add(c.zigzag()? as u64);
+#[inline(always)]
+fn get_delta(c: &mut Cursor<'_>, last: &mut u64) -> u64 {
+    let v = last.wrapping_add(c.zigzag() as u64);
     *last = v;
-    Ok(v)
+    v
 }
 
-#[inline]
-fn put_delta32(out: &mut Vec<u8>, last: &mut u32, v: u32) {
-    put_zigzag(out, i64::from(v.wrapping_sub(*last) as i32));
+#[inline(always)]
+fn put_delta32(e: &mut Enc<'_>, last: &mut u32, v: u32) {
+    e.zigzag(i64::from(v.wrapping_sub(*last) as i32));
     *last = v;
 }
 
-#[inline]
-fn get_delta32(c: &mut Cursor<'_>, last: &mut u32) -> DResult<u32> {
-    let d = i32::try_from(c.zigzag()?).map_err(|_| DecodeError::Overflow)?;
-    let v = last.wrapping_add(d as u32);
+#[inline(always)]
+fn get_delta32(c: &mut Cursor<'_>, last: &mut u32) -> u32 {
+    let v = last.wrapping_add(c.zigzag_i32() as u32);
     *last = v;
-    Ok(v)
+    v
 }
 
-#[inline]
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_bytes(out, s.as_bytes());
+/// `v`, or (recording the error) `fallback` when the code was invalid.
+#[inline(always)]
+fn known<T>(c: &mut Cursor<'_>, v: Option<T>, fallback: T, what: &'static str) -> T {
+    match v {
+        Some(v) => v,
+        None => {
+            c.fail(DecodeError::Invalid(what));
+            fallback
+        }
+    }
 }
 
 // ---- enum codes -------------------------------------------------------
@@ -64,15 +71,15 @@ fn copy_kind_code(k: CopyKind) -> u8 {
     }
 }
 
-fn copy_kind_from(v: u8) -> DResult<CopyKind> {
-    Ok(match v {
+fn copy_kind_from(v: u8) -> Option<CopyKind> {
+    Some(match v {
         0 => CopyKind::HostToDevice,
         1 => CopyKind::DeviceToHost,
         2 => CopyKind::DeviceToDevice,
         3 => CopyKind::HostToHost,
         4 => CopyKind::PeerToPeer,
         5 => CopyKind::Other,
-        _ => return Err(DecodeError::Invalid("copy kind")),
+        _ => return None,
     })
 }
 
@@ -87,15 +94,15 @@ fn memory_kind_code(k: MemoryKind) -> u8 {
     }
 }
 
-fn memory_kind_from(v: u8) -> DResult<MemoryKind> {
-    Ok(match v {
+fn memory_kind_from(v: u8) -> Option<MemoryKind> {
+    Some(match v {
         0 => MemoryKind::Unknown,
         1 => MemoryKind::Pageable,
         2 => MemoryKind::Pinned,
         3 => MemoryKind::Device,
         4 => MemoryKind::Array,
         5 => MemoryKind::Managed,
-        _ => return Err(DecodeError::Invalid("memory kind")),
+        _ => return None,
     })
 }
 
@@ -110,15 +117,15 @@ fn driver_api_code(a: DriverApi) -> u8 {
     }
 }
 
-fn driver_api_from(v: u8) -> DResult<DriverApi> {
-    Ok(match v {
+fn driver_api_from(v: u8) -> Option<DriverApi> {
+    Some(match v {
         0 => DriverApi::Launch,
         1 => DriverApi::CopyHostToDevice,
         2 => DriverApi::CopyDeviceToHost,
         3 => DriverApi::CopyOther,
         4 => DriverApi::Memset,
         5 => DriverApi::Other,
-        _ => return Err(DecodeError::Invalid("driver api")),
+        _ => return None,
     })
 }
 
@@ -130,12 +137,12 @@ fn hash_mode_code(m: HashMode) -> u8 {
     }
 }
 
-fn hash_mode_from(v: u8) -> DResult<HashMode> {
-    Ok(match v {
+fn hash_mode_from(v: u8) -> Option<HashMode> {
+    Some(match v {
         0 => HashMode::Off,
         1 => HashMode::Sampled,
         2 => HashMode::Full,
-        _ => return Err(DecodeError::Invalid("hash mode")),
+        _ => return None,
     })
 }
 
@@ -147,12 +154,12 @@ fn drop_source_code(s: DropSource) -> u8 {
     }
 }
 
-fn drop_source_from(v: u8) -> DResult<DropSource> {
-    Ok(match v {
+fn drop_source_from(v: u8) -> Option<DropSource> {
+    Some(match v {
         0 => DropSource::AccProf,
         1 => DropSource::Cupti,
         2 => DropSource::Collector,
-        _ => return Err(DecodeError::Invalid("drop source")),
+        _ => return None,
     })
 }
 
@@ -164,12 +171,12 @@ fn level_code(l: Level) -> u8 {
     }
 }
 
-fn level_from(v: u8) -> DResult<Level> {
-    Ok(match v {
+fn level_from(v: u8) -> Option<Level> {
+    Some(match v {
         0 => Level::Info,
         1 => Level::Warning,
         2 => Level::Error,
-        _ => return Err(DecodeError::Invalid("diagnostic level")),
+        _ => return None,
     })
 }
 
@@ -193,8 +200,11 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
     }
 }
 
-/// An upper bound on the framed size of `rec`. Fixed-shape records are far
-/// below [`FIXED_BOUND`]; only records with strings or byte strings grow.
+/// An upper bound on the framed size of `rec`: [`encode_record`] needs a
+/// buffer this long. The fixed part covers the largest fixed-shape record
+/// (an AccEvent with every field at its widest is about 120 bytes) with
+/// room to spare, plus the length prefix and its move for long bodies.
+#[inline]
 pub(crate) fn size_bound(rec: &Record) -> usize {
     const FIXED_BOUND: usize = 256;
     FIXED_BOUND
@@ -207,62 +217,45 @@ pub(crate) fn size_bound(rec: &Record) -> usize {
         }
 }
 
-/// Appends one framed record (tag, body length, body) to `out`.
-pub(crate) fn encode_record(out: &mut Vec<u8>, st: &mut DeltaState, rec: &Record) {
-    out.push(tag_of(rec));
+/// Writes one framed record (tag, body length, body) at the start of `buf`,
+/// which must be at least [`size_bound`] long, and returns its length.
+#[inline]
+pub(crate) fn encode_record(buf: &mut [u8], st: &mut DeltaState, rec: &Record) -> usize {
+    let mut e = Enc::new(buf);
+    e.u8(tag_of(rec));
     // Almost every body is shorter than 128 bytes: reserve one length byte
     // and move the body only in the rare case it needs more.
-    let len_at = out.len();
-    out.push(0);
-    let body_start = out.len();
-    encode_body(out, st, rec);
-    let body_len = out.len() - body_start;
+    e.u8(0);
+    encode_body(&mut e, st, rec);
+    let end = e.pos();
+    let buf = e.into_inner();
+    let body_len = end - 2;
     if body_len < 0x80 {
-        out[len_at] = body_len as u8;
+        buf[1] = body_len as u8;
+        end
     } else {
         let (len_bytes, n) = varint_array(body_len as u64);
-        out.resize(out.len() + n - 1, 0);
-        out.copy_within(body_start..body_start + body_len, body_start + n - 1);
-        out[len_at..len_at + n].copy_from_slice(&len_bytes[..n]);
+        buf.copy_within(2..end, 1 + n);
+        buf[1..1 + n].copy_from_slice(&len_bytes[..n]);
+        1 + n + body_len
     }
 }
 
-fn encode_body(out: &mut Vec<u8>, st: &mut DeltaState, rec: &Record) {
+#[inline]
+fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
     match rec {
-        Record::String { id, text } => {
-            put_varint(out, u64::from(id.0));
-            put_str(out, text);
-        }
-        Record::Module(m) => {
-            put_varint(out, u64::from(m.id.0));
-            put_str(out, &m.path);
-            put_bytes(out, &m.build_id);
-            put_varint(out, m.base);
-            put_varint(out, m.text_start);
-            put_varint(out, m.text_end);
-        }
-        Record::CallSite(c) => {
-            put_varint(out, u64::from(c.id.0));
-            put_varint(out, u64::from(c.module.0));
-            put_varint(out, c.return_offset);
-        }
-        Record::Device(d) => {
-            put_varint(out, u64::from(d.id));
-            put_str(out, &d.name);
-            put_varint(out, u64::from(d.sm_count));
-            put_varint(out, u64::from(d.compute_capability.0));
-            put_varint(out, u64::from(d.compute_capability.1));
-            put_varint(out, d.global_memory_bytes);
-        }
-        Record::Acc(e) => encode_acc(out, st, e),
+        Record::Acc(a) => encode_acc(e, st, a),
         Record::Kernel(k) => {
-            put_delta(out, &mut st.time, k.start_ns);
-            put_varint(out, k.end_ns.wrapping_sub(k.start_ns));
-            put_varint(out, u64::from(k.name.0));
-            for v in k.grid.iter().chain(k.block.iter()) {
-                put_varint(out, u64::from(*v));
-            }
+            put_delta(e, &mut st.time, k.start_ns);
+            e.varint(k.end_ns.wrapping_sub(k.start_ns));
+            e.varint(u64::from(k.name.0));
             for v in [
+                k.grid[0],
+                k.grid[1],
+                k.grid[2],
+                k.block[0],
+                k.block[1],
+                k.block[2],
                 k.registers,
                 k.static_shared_bytes,
                 k.dynamic_shared_bytes,
@@ -271,77 +264,99 @@ fn encode_body(out: &mut Vec<u8>, st: &mut DeltaState, rec: &Record) {
                 k.context,
                 k.stream,
             ] {
-                put_varint(out, u64::from(v));
+                e.varint(u64::from(v));
             }
-            put_delta32(out, &mut st.correlation, k.correlation);
+            put_delta32(e, &mut st.correlation, k.correlation);
         }
         Record::Memcpy(m) => {
-            put_delta(out, &mut st.time, m.start_ns);
-            put_varint(out, m.end_ns.wrapping_sub(m.start_ns));
-            put_varint(out, m.bytes);
-            out.push(
-                copy_kind_code(m.kind) * 36 + memory_kind_code(m.src) * 6 + memory_kind_code(m.dst),
-            );
-            put_varint(out, u64::from(m.device));
-            put_varint(out, u64::from(m.context));
-            put_varint(out, u64::from(m.stream));
-            put_delta32(out, &mut st.correlation, m.correlation);
+            put_delta(e, &mut st.time, m.start_ns);
+            e.varint(m.end_ns.wrapping_sub(m.start_ns));
+            e.varint(m.bytes);
+            e.u8(copy_kind_code(m.kind) * 36
+                + memory_kind_code(m.src) * 6
+                + memory_kind_code(m.dst));
+            e.varint(u64::from(m.device));
+            e.varint(u64::from(m.context));
+            e.varint(u64::from(m.stream));
+            put_delta32(e, &mut st.correlation, m.correlation);
         }
         Record::Memset(m) => {
-            put_delta(out, &mut st.time, m.start_ns);
-            put_varint(out, m.end_ns.wrapping_sub(m.start_ns));
-            put_varint(out, m.bytes);
-            put_varint(out, u64::from(m.value));
-            out.push(memory_kind_code(m.memory));
-            put_varint(out, u64::from(m.device));
-            put_varint(out, u64::from(m.context));
-            put_varint(out, u64::from(m.stream));
-            put_delta32(out, &mut st.correlation, m.correlation);
+            put_delta(e, &mut st.time, m.start_ns);
+            e.varint(m.end_ns.wrapping_sub(m.start_ns));
+            e.varint(m.bytes);
+            e.varint(u64::from(m.value));
+            e.u8(memory_kind_code(m.memory));
+            e.varint(u64::from(m.device));
+            e.varint(u64::from(m.context));
+            e.varint(u64::from(m.stream));
+            put_delta32(e, &mut st.correlation, m.correlation);
         }
         Record::DriverCall(d) => {
             let same_thread = d.thread == st.thread;
-            let flags = driver_api_code(d.api)
+            e.u8(driver_api_code(d.api)
                 | (u8::from(same_thread) << 3)
                 | (u8::from(d.host_ptr.is_some()) << 4)
-                | (u8::from(d.bytes.is_some()) << 5);
-            out.push(flags);
-            put_delta(out, &mut st.time, d.time_ns);
+                | (u8::from(d.bytes.is_some()) << 5));
+            put_delta(e, &mut st.time, d.time_ns);
             if !same_thread {
-                put_varint(out, u64::from(d.thread));
+                e.varint(u64::from(d.thread));
                 st.thread = d.thread;
             }
-            put_delta(out, &mut st.region, d.region.0);
-            put_delta32(out, &mut st.correlation, d.correlation);
+            put_delta(e, &mut st.region, d.region.0);
+            put_delta32(e, &mut st.correlation, d.correlation);
             if let Some(p) = d.host_ptr {
-                put_delta(out, &mut st.host_ptr, p);
+                put_delta(e, &mut st.host_ptr, p);
             }
             if let Some(b) = d.bytes {
-                put_varint(out, b);
+                e.varint(b);
             }
         }
         Record::Hash(h) => {
-            let flags =
-                u8::from(h.direction == Direction::Download) | (hash_mode_code(h.mode) << 1);
-            out.push(flags);
-            put_delta(out, &mut st.time, h.time_ns);
-            put_delta(out, &mut st.region, h.region.0);
-            put_delta32(out, &mut st.correlation, h.correlation);
-            put_delta(out, &mut st.host_ptr, h.host_ptr);
-            put_varint(out, h.bytes);
-            out.extend_from_slice(&h.hash.to_le_bytes());
+            e.u8(u8::from(h.direction == Direction::Download) | (hash_mode_code(h.mode) << 1));
+            put_delta(e, &mut st.time, h.time_ns);
+            put_delta(e, &mut st.region, h.region.0);
+            put_delta32(e, &mut st.correlation, h.correlation);
+            put_delta(e, &mut st.host_ptr, h.host_ptr);
+            e.varint(h.bytes);
+            e.u64_le(h.hash);
+        }
+        Record::String { id, text } => {
+            e.varint(u64::from(id.0));
+            e.bytes(text.as_bytes());
+        }
+        Record::Module(m) => {
+            e.varint(u64::from(m.id.0));
+            e.bytes(m.path.as_bytes());
+            e.bytes(&m.build_id);
+            e.varint(m.base);
+            e.varint(m.text_start);
+            e.varint(m.text_end);
+        }
+        Record::CallSite(cs) => {
+            e.varint(u64::from(cs.id.0));
+            e.varint(u64::from(cs.module.0));
+            e.varint(cs.return_offset);
+        }
+        Record::Device(d) => {
+            e.varint(u64::from(d.id));
+            e.bytes(d.name.as_bytes());
+            e.varint(u64::from(d.sm_count));
+            e.varint(u64::from(d.compute_capability.0));
+            e.varint(u64::from(d.compute_capability.1));
+            e.varint(d.global_memory_bytes);
         }
         Record::Dropped { source, count } => {
-            out.push(drop_source_code(*source));
-            put_varint(out, *count);
+            e.u8(drop_source_code(*source));
+            e.varint(*count);
         }
         Record::Diagnostic {
             time_ns,
             level,
             message,
         } => {
-            put_delta(out, &mut st.time, *time_ns);
-            out.push(level_code(*level));
-            put_str(out, message);
+            put_delta(e, &mut st.time, *time_ns);
+            e.u8(level_code(*level));
+            e.bytes(message.as_bytes());
         }
     }
 }
@@ -361,17 +376,32 @@ const A_DETAIL_LAUNCH: u32 = 2;
 const A_FIELD_SHIFT: u32 = 10;
 const A_KNOWN: u32 = (1 << 14) - 1;
 
-#[inline]
+#[inline(always)]
 fn bit(b: bool, shift: u32) -> u32 {
     u32::from(b) << shift
 }
 
-fn encode_acc(out: &mut Vec<u8>, st: &mut DeltaState, e: &AccEvent) {
-    out.push(e.kind as u8);
-    let same_thread = e.thread == st.thread;
-    let loc = &e.location;
+#[inline(always)]
+fn put_opt(e: &mut Enc<'_>, v: Option<u64>) {
+    if let Some(v) = v {
+        e.varint(v);
+    }
+}
+
+#[inline(always)]
+fn put_opt32(e: &mut Enc<'_>, v: Option<u32>) {
+    if let Some(v) = v {
+        e.varint(u64::from(v));
+    }
+}
+
+#[inline]
+fn encode_acc(e: &mut Enc<'_>, st: &mut DeltaState, a: &AccEvent) {
+    e.u8(a.kind as u8);
+    let same_thread = a.thread == st.thread;
+    let loc = &a.location;
     let has_loc = *loc != SourceLocation::default();
-    let (detail, fields) = match &e.detail {
+    let (detail, fields) = match &a.detail {
         AccDetail::None => (0, 0),
         AccDetail::Data(d) => (
             A_DETAIL_DATA,
@@ -389,84 +419,62 @@ fn encode_acc(out: &mut Vec<u8>, st: &mut DeltaState, e: &AccEvent) {
         ),
     };
     let flags = bit(same_thread, 0)
-        | bit(e.device_type.is_some(), 1)
-        | bit(e.device_number.is_some(), 2)
-        | bit(e.async_queue.is_some(), 3)
-        | bit(e.construct.is_some(), 4)
-        | bit(e.implicit, 5)
-        | bit(e.call_site.is_some(), 6)
+        | bit(a.device_type.is_some(), 1)
+        | bit(a.device_number.is_some(), 2)
+        | bit(a.async_queue.is_some(), 3)
+        | bit(a.construct.is_some(), 4)
+        | bit(a.implicit, 5)
+        | bit(a.call_site.is_some(), 6)
         | bit(has_loc, 7)
         | (detail << A_DETAIL_SHIFT)
         | (fields << A_FIELD_SHIFT);
-    put_varint(out, u64::from(flags));
-    put_delta(out, &mut st.time, e.time_ns);
+    e.varint(u64::from(flags));
+    put_delta(e, &mut st.time, a.time_ns);
     if !same_thread {
-        put_varint(out, u64::from(e.thread));
-        st.thread = e.thread;
+        e.varint(u64::from(a.thread));
+        st.thread = a.thread;
     }
-    put_delta(out, &mut st.region, e.region.0);
-    if let Some(v) = e.device_type {
-        put_varint(out, u64::from(v));
+    put_delta(e, &mut st.region, a.region.0);
+    put_opt32(e, a.device_type);
+    put_opt32(e, a.device_number);
+    if let Some(q) = a.async_queue {
+        e.zigzag(i64::from(q));
     }
-    if let Some(v) = e.device_number {
-        put_varint(out, u64::from(v));
+    if let Some(c) = a.construct {
+        e.u8(c as u8);
     }
-    if let Some(v) = e.async_queue {
-        put_zigzag(out, i64::from(v));
-    }
-    if let Some(c) = e.construct {
-        out.push(c as u8);
-    }
-    if let Some(c) = e.call_site {
-        put_varint(out, u64::from(c.0));
-    }
+    put_opt32(e, a.call_site.map(|c| c.0));
     if has_loc {
-        let lflags = u8::from(loc.file.is_some())
+        e.u8(u8::from(loc.file.is_some())
             | (u8::from(loc.function.is_some()) << 1)
             | (u8::from(loc.line.is_some()) << 2)
             | (u8::from(loc.end_line.is_some()) << 3)
             | (u8::from(loc.function_line.is_some()) << 4)
-            | (u8::from(loc.function_end_line.is_some()) << 5);
-        out.push(lflags);
-        for v in [loc.file.map(|s| s.0), loc.function.map(|s| s.0)]
-            .into_iter()
-            .chain([
-                loc.line,
-                loc.end_line,
-                loc.function_line,
-                loc.function_end_line,
-            ])
-            .flatten()
-        {
-            put_varint(out, u64::from(v));
-        }
+            | (u8::from(loc.function_end_line.is_some()) << 5));
+        put_opt32(e, loc.file.map(|s| s.0));
+        put_opt32(e, loc.function.map(|s| s.0));
+        put_opt32(e, loc.line);
+        put_opt32(e, loc.end_line);
+        put_opt32(e, loc.function_line);
+        put_opt32(e, loc.function_end_line);
     }
-    match &e.detail {
+    match &a.detail {
         AccDetail::None => {}
         AccDetail::Data(d) => {
-            if let Some(v) = d.var_name {
-                put_varint(out, u64::from(v.0));
-            }
-            if let Some(v) = d.bytes {
-                put_varint(out, v);
-            }
+            put_opt32(e, d.var_name.map(|s| s.0));
+            put_opt(e, d.bytes);
             if let Some(v) = d.host_ptr {
-                put_delta(out, &mut st.host_ptr, v);
+                put_delta(e, &mut st.host_ptr, v);
             }
             if let Some(v) = d.device_ptr {
-                put_delta(out, &mut st.device_ptr, v);
+                put_delta(e, &mut st.device_ptr, v);
             }
         }
         AccDetail::Launch(l) => {
-            if let Some(v) = l.kernel_name {
-                put_varint(out, u64::from(v.0));
-            }
-            for v in [l.num_gangs, l.num_workers, l.vector_length]
-                .into_iter()
-                .flatten()
-            {
-                put_varint(out, v);
-            }
+            put_opt32(e, l.kernel_name.map(|s| s.0));
+            put_opt(e, l.num_gangs);
+            put_opt(e, l.num_workers);
+            put_opt(e, l.vector_length);
         }
     }
 }
@@ -475,225 +483,223 @@ fn encode_acc(out: &mut Vec<u8>, st: &mut DeltaState, e: &AccEvent) {
 
 /// Decodes one record body. `Ok(None)` means the tag is not one this
 /// version knows: the record is skipped and the delta state is untouched.
+/// After an error the delta state is not meaningful: the caller drops the
+/// rest of the block.
+///
+/// The reader decodes the frequent kinds itself (with the `decode_*`
+/// functions below, so that each record is built in place); this is the
+/// complete dispatch, for everything else.
+#[inline]
 pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResult<Option<Record>> {
     let c = &mut Cursor::new(body);
     let rec = match tag {
-        TAG_ACC => Record::Acc(decode_acc(c, st)?),
-        TAG_KERNEL => {
-            let start_ns = get_delta(c, &mut st.time)?;
-            let end_ns = start_ns.wrapping_add(c.varint()?);
-            let name = StringId(c.varint_u32()?);
-            let mut dims = [0u32; 6];
-            for d in &mut dims {
-                *d = c.varint_u32()?;
-            }
-            Record::Kernel(KernelRecord {
-                start_ns,
-                end_ns,
-                name,
-                grid: [dims[0], dims[1], dims[2]],
-                block: [dims[3], dims[4], dims[5]],
-                registers: c.varint_u32()?,
-                static_shared_bytes: c.varint_u32()?,
-                dynamic_shared_bytes: c.varint_u32()?,
-                local_bytes_per_thread: c.varint_u32()?,
-                device: c.varint_u32()?,
-                context: c.varint_u32()?,
-                stream: c.varint_u32()?,
-                correlation: get_delta32(c, &mut st.correlation)?,
-            })
-        }
-        TAG_MEMCPY => {
-            let start_ns = get_delta(c, &mut st.time)?;
-            let end_ns = start_ns.wrapping_add(c.varint()?);
-            let bytes = c.varint()?;
-            let kinds = c.u8()?;
-            Record::Memcpy(MemcpyRecord {
-                start_ns,
-                end_ns,
-                bytes,
-                kind: copy_kind_from(kinds / 36)?,
-                src: memory_kind_from(kinds / 6 % 6)?,
-                dst: memory_kind_from(kinds % 6)?,
-                device: c.varint_u32()?,
-                context: c.varint_u32()?,
-                stream: c.varint_u32()?,
-                correlation: get_delta32(c, &mut st.correlation)?,
-            })
-        }
-        TAG_MEMSET => {
-            let start_ns = get_delta(c, &mut st.time)?;
-            Record::Memset(MemsetRecord {
-                start_ns,
-                end_ns: start_ns.wrapping_add(c.varint()?),
-                bytes: c.varint()?,
-                value: c.varint_u32()?,
-                memory: memory_kind_from(c.u8()?)?,
-                device: c.varint_u32()?,
-                context: c.varint_u32()?,
-                stream: c.varint_u32()?,
-                correlation: get_delta32(c, &mut st.correlation)?,
-            })
-        }
-        TAG_DRIVER_CALL => {
-            let flags = c.u8()?;
-            if flags >> 6 != 0 {
-                return Err(DecodeError::Invalid("driver call flags"));
-            }
-            let api = driver_api_from(flags & 7)?;
-            let time_ns = get_delta(c, &mut st.time)?;
-            if flags & (1 << 3) == 0 {
-                st.thread = c.varint_u32()?;
-            }
-            let thread = st.thread;
-            let region = RegionId(get_delta(c, &mut st.region)?);
-            let correlation = get_delta32(c, &mut st.correlation)?;
-            let host_ptr = if flags & (1 << 4) != 0 {
-                Some(get_delta(c, &mut st.host_ptr)?)
-            } else {
-                None
-            };
-            let bytes = if flags & (1 << 5) != 0 {
-                Some(c.varint()?)
-            } else {
-                None
-            };
-            Record::DriverCall(DriverCall {
-                time_ns,
-                thread,
-                region,
-                correlation,
-                api,
-                host_ptr,
-                bytes,
-            })
-        }
-        TAG_HASH => {
-            let flags = c.u8()?;
-            if flags >> 3 != 0 {
-                return Err(DecodeError::Invalid("hash flags"));
-            }
-            Record::Hash(BufferHash {
-                direction: if flags & 1 != 0 {
-                    Direction::Download
-                } else {
-                    Direction::Upload
-                },
-                mode: hash_mode_from(flags >> 1)?,
-                time_ns: get_delta(c, &mut st.time)?,
-                region: RegionId(get_delta(c, &mut st.region)?),
-                correlation: get_delta32(c, &mut st.correlation)?,
-                host_ptr: get_delta(c, &mut st.host_ptr)?,
-                bytes: c.varint()?,
-                hash: c.u64_le()?,
-            })
-        }
+        TAG_ACC => Record::Acc(decode_acc(c, st)),
+        TAG_KERNEL => Record::Kernel(decode_kernel(c, st)),
+        TAG_MEMCPY => Record::Memcpy(decode_memcpy(c, st)),
+        TAG_MEMSET => Record::Memset(decode_memset(c, st)),
+        TAG_DRIVER_CALL => Record::DriverCall(decode_driver_call(c, st)),
+        TAG_HASH => Record::Hash(decode_hash(c, st)),
         TAG_STRING => Record::String {
-            id: StringId(c.varint_u32()?),
-            text: c.string()?,
+            id: StringId(c.varint_u32()),
+            text: c.string(),
         },
         TAG_MODULE => Record::Module(Module {
-            id: ModuleId(c.varint_u32()?),
-            path: c.string()?,
-            build_id: c.bytes()?.to_vec(),
-            base: c.varint()?,
-            text_start: c.varint()?,
-            text_end: c.varint()?,
+            id: ModuleId(c.varint_u32()),
+            path: c.string(),
+            build_id: c.bytes().to_vec(),
+            base: c.varint(),
+            text_start: c.varint(),
+            text_end: c.varint(),
         }),
         TAG_CALL_SITE => Record::CallSite(CallSite {
-            id: CallSiteId(c.varint_u32()?),
-            module: ModuleId(c.varint_u32()?),
-            return_offset: c.varint()?,
+            id: CallSiteId(c.varint_u32()),
+            module: ModuleId(c.varint_u32()),
+            return_offset: c.varint(),
         }),
         TAG_DEVICE => Record::Device(Device {
-            id: c.varint_u32()?,
-            name: c.string()?,
-            sm_count: c.varint_u32()?,
-            compute_capability: (c.varint_u32()?, c.varint_u32()?),
-            global_memory_bytes: c.varint()?,
+            id: c.varint_u32(),
+            name: c.string(),
+            sm_count: c.varint_u32(),
+            compute_capability: (c.varint_u32(), c.varint_u32()),
+            global_memory_bytes: c.varint(),
         }),
         TAG_DROPPED => Record::Dropped {
-            source: drop_source_from(c.u8()?)?,
-            count: c.varint()?,
+            source: {
+                let s = drop_source_from(c.u8());
+                known(c, s, DropSource::Collector, "drop source")
+            },
+            count: c.varint(),
         },
         TAG_DIAGNOSTIC => Record::Diagnostic {
-            time_ns: get_delta(c, &mut st.time)?,
-            level: level_from(c.u8()?)?,
-            message: c.string()?,
+            time_ns: get_delta(c, &mut st.time),
+            level: {
+                let l = level_from(c.u8());
+                known(c, l, Level::Error, "diagnostic level")
+            },
+            message: c.string(),
         },
         _ => return Ok(None),
     };
-    Ok(Some(rec))
+    c.finish(Some(rec))
 }
 
-#[inline]
-fn opt_u32(c: &mut Cursor<'_>, flags: u32, mask: u32) -> DResult<Option<u32>> {
-    if flags & mask != 0 {
-        Ok(Some(c.varint_u32()?))
-    } else {
-        Ok(None)
+#[inline(always)]
+pub(crate) fn decode_kernel(c: &mut Cursor<'_>, st: &mut DeltaState) -> KernelRecord {
+    let start_ns = get_delta(c, &mut st.time);
+    KernelRecord {
+        start_ns,
+        end_ns: start_ns.wrapping_add(c.varint()),
+        name: StringId(c.varint_u32()),
+        grid: [c.varint_u32(), c.varint_u32(), c.varint_u32()],
+        block: [c.varint_u32(), c.varint_u32(), c.varint_u32()],
+        registers: c.varint_u32(),
+        static_shared_bytes: c.varint_u32(),
+        dynamic_shared_bytes: c.varint_u32(),
+        local_bytes_per_thread: c.varint_u32(),
+        device: c.varint_u32(),
+        context: c.varint_u32(),
+        stream: c.varint_u32(),
+        correlation: get_delta32(c, &mut st.correlation),
     }
 }
 
-#[inline]
-fn opt_u64(c: &mut Cursor<'_>, flags: u32, mask: u32) -> DResult<Option<u64>> {
-    if flags & mask != 0 {
-        Ok(Some(c.varint()?))
-    } else {
-        Ok(None)
+#[inline(always)]
+pub(crate) fn decode_memcpy(c: &mut Cursor<'_>, st: &mut DeltaState) -> MemcpyRecord {
+    let start_ns = get_delta(c, &mut st.time);
+    let end_ns = start_ns.wrapping_add(c.varint());
+    let bytes = c.varint();
+    let kinds = c.u8();
+    let kind = copy_kind_from(kinds / 36);
+    let src = memory_kind_from(kinds / 6 % 6);
+    let dst = memory_kind_from(kinds % 6);
+    MemcpyRecord {
+        start_ns,
+        end_ns,
+        bytes,
+        kind: known(c, kind, CopyKind::Other, "copy kind"),
+        src: known(c, src, MemoryKind::Unknown, "memory kind"),
+        dst: known(c, dst, MemoryKind::Unknown, "memory kind"),
+        device: c.varint_u32(),
+        context: c.varint_u32(),
+        stream: c.varint_u32(),
+        correlation: get_delta32(c, &mut st.correlation),
     }
 }
 
-#[inline]
-fn opt_delta(c: &mut Cursor<'_>, flags: u32, mask: u32, last: &mut u64) -> DResult<Option<u64>> {
-    if flags & mask != 0 {
-        Ok(Some(get_delta(c, last)?))
-    } else {
-        Ok(None)
+#[inline(always)]
+pub(crate) fn decode_memset(c: &mut Cursor<'_>, st: &mut DeltaState) -> MemsetRecord {
+    let start_ns = get_delta(c, &mut st.time);
+    MemsetRecord {
+        start_ns,
+        end_ns: start_ns.wrapping_add(c.varint()),
+        bytes: c.varint(),
+        value: c.varint_u32(),
+        memory: {
+            let m = memory_kind_from(c.u8());
+            known(c, m, MemoryKind::Unknown, "memory kind")
+        },
+        device: c.varint_u32(),
+        context: c.varint_u32(),
+        stream: c.varint_u32(),
+        correlation: get_delta32(c, &mut st.correlation),
     }
 }
 
-fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> DResult<AccEvent> {
-    let kind =
-        AccEventKind::from_raw(i64::from(c.u8()?)).ok_or(DecodeError::Invalid("acc event kind"))?;
-    let flags = c.varint_u32()?;
+#[inline(always)]
+pub(crate) fn decode_driver_call(c: &mut Cursor<'_>, st: &mut DeltaState) -> DriverCall {
+    let flags = c.u8();
+    if flags >> 6 != 0 {
+        c.fail(DecodeError::Invalid("driver call flags"));
+    }
+    let api = known(
+        c,
+        driver_api_from(flags & 7),
+        DriverApi::Other,
+        "driver api",
+    );
+    let time_ns = get_delta(c, &mut st.time);
+    if flags & (1 << 3) == 0 {
+        st.thread = c.varint_u32();
+    }
+    DriverCall {
+        time_ns,
+        thread: st.thread,
+        region: RegionId(get_delta(c, &mut st.region)),
+        correlation: get_delta32(c, &mut st.correlation),
+        api,
+        host_ptr: (flags & (1 << 4) != 0).then(|| get_delta(c, &mut st.host_ptr)),
+        bytes: (flags & (1 << 5) != 0).then(|| c.varint()),
+    }
+}
+
+#[inline(always)]
+pub(crate) fn decode_hash(c: &mut Cursor<'_>, st: &mut DeltaState) -> BufferHash {
+    let flags = c.u8();
+    if flags >> 3 != 0 {
+        c.fail(DecodeError::Invalid("hash flags"));
+    }
+    BufferHash {
+        direction: if flags & 1 != 0 {
+            Direction::Download
+        } else {
+            Direction::Upload
+        },
+        mode: known(c, hash_mode_from(flags >> 1), HashMode::Off, "hash mode"),
+        time_ns: get_delta(c, &mut st.time),
+        region: RegionId(get_delta(c, &mut st.region)),
+        correlation: get_delta32(c, &mut st.correlation),
+        host_ptr: get_delta(c, &mut st.host_ptr),
+        bytes: c.varint(),
+        hash: c.u64_le(),
+    }
+}
+
+#[inline(always)]
+fn opt_u32(c: &mut Cursor<'_>, flags: u32, mask: u32) -> Option<u32> {
+    (flags & mask != 0).then(|| c.varint_u32())
+}
+
+#[inline(always)]
+fn opt_u64(c: &mut Cursor<'_>, flags: u32, mask: u32) -> Option<u64> {
+    (flags & mask != 0).then(|| c.varint())
+}
+
+#[inline(always)]
+pub(crate) fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> AccEvent {
+    let kind = AccEventKind::from_raw(i64::from(c.u8()));
+    let kind = known(c, kind, AccEventKind::WaitEnd, "acc event kind");
+    let flags = c.varint_u32();
     if flags & !A_KNOWN != 0 {
-        return Err(DecodeError::Invalid("acc event flags"));
+        c.fail(DecodeError::Invalid("acc event flags"));
     }
-    let time_ns = get_delta(c, &mut st.time)?;
+    let time_ns = get_delta(c, &mut st.time);
     if flags & A_SAME_THREAD == 0 {
-        st.thread = c.varint_u32()?;
+        st.thread = c.varint_u32();
     }
     let thread = st.thread;
-    let region = RegionId(get_delta(c, &mut st.region)?);
-    let device_type = opt_u32(c, flags, A_DEVICE_TYPE)?;
-    let device_number = opt_u32(c, flags, A_DEVICE_NUMBER)?;
-    let async_queue = if flags & A_ASYNC != 0 {
-        Some(i32::try_from(c.zigzag()?).map_err(|_| DecodeError::Overflow)?)
-    } else {
-        None
-    };
+    let region = RegionId(get_delta(c, &mut st.region));
+    let device_type = opt_u32(c, flags, A_DEVICE_TYPE);
+    let device_number = opt_u32(c, flags, A_DEVICE_NUMBER);
+    let async_queue = (flags & A_ASYNC != 0).then(|| c.zigzag_i32());
     let construct = if flags & A_CONSTRUCT != 0 {
-        Some(
-            ConstructKind::from_raw(i64::from(c.u8()?))
-                .ok_or(DecodeError::Invalid("construct kind"))?,
-        )
+        let k = ConstructKind::from_raw(i64::from(c.u8()));
+        Some(known(c, k, ConstructKind::Serial, "construct kind"))
     } else {
         None
     };
-    let call_site = opt_u32(c, flags, A_CALL_SITE)?.map(CallSiteId);
+    let call_site = opt_u32(c, flags, A_CALL_SITE).map(CallSiteId);
     let location = if flags & A_LOCATION != 0 {
-        let lf = u32::from(c.u8()?);
+        let lf = u32::from(c.u8());
         if lf >> 6 != 0 {
-            return Err(DecodeError::Invalid("location flags"));
+            c.fail(DecodeError::Invalid("location flags"));
         }
         SourceLocation {
-            file: opt_u32(c, lf, 1)?.map(StringId),
-            function: opt_u32(c, lf, 1 << 1)?.map(StringId),
-            line: opt_u32(c, lf, 1 << 2)?,
-            end_line: opt_u32(c, lf, 1 << 3)?,
-            function_line: opt_u32(c, lf, 1 << 4)?,
-            function_end_line: opt_u32(c, lf, 1 << 5)?,
+            file: opt_u32(c, lf, 1).map(StringId),
+            function: opt_u32(c, lf, 1 << 1).map(StringId),
+            line: opt_u32(c, lf, 1 << 2),
+            end_line: opt_u32(c, lf, 1 << 3),
+            function_line: opt_u32(c, lf, 1 << 4),
+            function_end_line: opt_u32(c, lf, 1 << 5),
         }
     } else {
         SourceLocation::default()
@@ -702,20 +708,23 @@ fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> DResult<AccEvent> {
     let detail = match (flags >> A_DETAIL_SHIFT) & 3 {
         0 if fields == 0 => AccDetail::None,
         A_DETAIL_DATA => AccDetail::Data(DataInfo {
-            var_name: opt_u32(c, fields, 1)?.map(StringId),
-            bytes: opt_u64(c, fields, 1 << 1)?,
-            host_ptr: opt_delta(c, fields, 1 << 2, &mut st.host_ptr)?,
-            device_ptr: opt_delta(c, fields, 1 << 3, &mut st.device_ptr)?,
+            var_name: opt_u32(c, fields, 1).map(StringId),
+            bytes: opt_u64(c, fields, 1 << 1),
+            host_ptr: (fields & (1 << 2) != 0).then(|| get_delta(c, &mut st.host_ptr)),
+            device_ptr: (fields & (1 << 3) != 0).then(|| get_delta(c, &mut st.device_ptr)),
         }),
         A_DETAIL_LAUNCH => AccDetail::Launch(LaunchInfo {
-            kernel_name: opt_u32(c, fields, 1)?.map(StringId),
-            num_gangs: opt_u64(c, fields, 1 << 1)?,
-            num_workers: opt_u64(c, fields, 1 << 2)?,
-            vector_length: opt_u64(c, fields, 1 << 3)?,
+            kernel_name: opt_u32(c, fields, 1).map(StringId),
+            num_gangs: opt_u64(c, fields, 1 << 1),
+            num_workers: opt_u64(c, fields, 1 << 2),
+            vector_length: opt_u64(c, fields, 1 << 3),
         }),
-        _ => return Err(DecodeError::Invalid("acc event detail")),
+        _ => {
+            c.fail(DecodeError::Invalid("acc event detail"));
+            AccDetail::None
+        }
     };
-    Ok(AccEvent {
+    AccEvent {
         time_ns,
         kind,
         thread,
@@ -728,10 +737,14 @@ fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> DResult<AccEvent> {
         location,
         call_site,
         detail,
-    })
+    }
 }
 
 // ---- header -----------------------------------------------------------
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_bytes(out, s.as_bytes());
+}
 
 fn put_source(out: &mut Vec<u8>, s: &SourceState) {
     match s {
@@ -743,11 +756,14 @@ fn put_source(out: &mut Vec<u8>, s: &SourceState) {
     }
 }
 
-fn get_source(c: &mut Cursor<'_>) -> DResult<SourceState> {
-    match c.u8()? {
-        0 => Ok(SourceState::Active),
-        1 => Ok(SourceState::Inactive(c.string()?)),
-        _ => Err(DecodeError::Invalid("source state")),
+fn get_source(c: &mut Cursor<'_>) -> SourceState {
+    match c.u8() {
+        0 => SourceState::Active,
+        1 => SourceState::Inactive(c.string()),
+        _ => {
+            c.fail(DecodeError::Invalid("source state"));
+            SourceState::Active
+        }
     }
 }
 
@@ -784,51 +800,71 @@ pub(crate) fn encode_header(out: &mut Vec<u8>, h: &Header) {
 /// fields of a later minor version and are ignored.
 pub(crate) fn decode_header(payload: &[u8]) -> DResult<Header> {
     let c = &mut Cursor::new(payload);
-    let host = c.string()?;
-    let pid = c.varint_u32()?;
-    let rank = match c.u8()? {
+    let host = c.string();
+    let pid = c.varint_u32();
+    let rank = match c.u8() {
         0 => None,
-        1 => Some(c.varint_u32()?),
-        _ => return Err(DecodeError::Invalid("rank flag")),
+        1 => Some(c.varint_u32()),
+        _ => {
+            c.fail(DecodeError::Invalid("rank flag"));
+            None
+        }
     };
-    let n = c.varint()?;
+    let n = c.varint();
     // Each argument takes at least one byte: never trust the count for the
-    // allocation.
+    // allocation, and stop at the first failure.
     let mut command_line = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(c.remaining()));
     for _ in 0..n {
-        command_line.push(c.string()?);
+        if c.failed() {
+            break;
+        }
+        command_line.push(c.string());
     }
-    Ok(Header {
+    let executable = c.string();
+    let start_unix_ns = c.varint();
+    let start_clock_ns = c.varint();
+    let clock = match c.u8() {
+        0 => Clock::Monotonic,
+        v => Clock::Other(v),
+    };
+    let runtime = c.string();
+    let collector = c.string();
+    let acc_prof = get_source(c);
+    let cupti = get_source(c);
+    let hashing = {
+        let m = hash_mode_from(c.u8());
+        known(c, m, HashMode::Off, "hash mode")
+    };
+    c.finish(Header {
         host,
         pid,
         rank,
         command_line,
-        executable: c.string()?,
-        start_unix_ns: c.varint()?,
-        start_clock_ns: c.varint()?,
-        clock: match c.u8()? {
-            0 => Clock::Monotonic,
-            v => Clock::Other(v),
-        },
-        runtime: c.string()?,
-        collector: c.string()?,
+        executable,
+        start_unix_ns,
+        start_clock_ns,
+        clock,
+        runtime,
+        collector,
         sources: Sources {
-            acc_prof: get_source(c)?,
-            cupti: get_source(c)?,
-            hashing: hash_mode_from(c.u8()?)?,
+            acc_prof,
+            cupti,
+            hashing,
         },
     })
 }
 
 /// Checks that `payload` is exactly a sequence of framed records and counts
 /// them, so that a reader can refuse a block before returning any of it.
+/// The error is the payload offset of the first bad frame.
 pub(crate) fn count_frames(payload: &[u8]) -> Result<u32, usize> {
     let mut c = Cursor::new(payload);
     let mut n: u32 = 0;
     while c.remaining() > 0 {
         let at = c.pos();
-        let ok = c.u8().and_then(|_| c.bytes()).is_ok();
-        if !ok {
+        c.u8();
+        c.bytes();
+        if c.failed() {
             return Err(at);
         }
         n = n.checked_add(1).ok_or(at)?;
@@ -840,22 +876,95 @@ pub(crate) fn count_frames(payload: &[u8]) -> Result<u32, usize> {
 mod tests {
     use super::*;
 
+    /// Appends one framed record to `out`, as the writer does.
+    fn push_record(out: &mut Vec<u8>, st: &mut DeltaState, rec: &Record) -> usize {
+        let at = out.len();
+        out.resize(at + size_bound(rec), 0);
+        let n = encode_record(&mut out[at..], st, rec);
+        out.truncate(at + n);
+        n
+    }
+
     fn round_trip(recs: &[Record]) {
         let mut buf = Vec::new();
         let mut st = DeltaState::default();
         for r in recs {
-            encode_record(&mut buf, &mut st, r);
+            push_record(&mut buf, &mut st, r);
         }
         assert_eq!(count_frames(&buf), Ok(recs.len() as u32));
         let mut c = Cursor::new(&buf);
         let mut st = DeltaState::default();
         for r in recs {
-            let tag = c.u8().expect("tag");
-            let body = c.bytes().expect("body");
+            let tag = c.u8();
+            let body = c.bytes();
+            assert!(!c.failed());
             let got = decode_record(tag, body, &mut st).expect("decodes");
             assert_eq!(got.as_ref(), Some(r));
         }
         assert_eq!(c.remaining(), 0);
+    }
+
+    #[test]
+    fn the_widest_fixed_records_stay_well_inside_the_bound() {
+        let loc = SourceLocation {
+            file: Some(StringId(u32::MAX)),
+            function: Some(StringId(u32::MAX)),
+            line: Some(u32::MAX),
+            end_line: Some(u32::MAX),
+            function_line: Some(u32::MAX),
+            function_end_line: Some(u32::MAX),
+        };
+        let acc = |detail| {
+            Record::Acc(AccEvent {
+                time_ns: u64::MAX / 2,
+                kind: AccEventKind::WaitEnd,
+                thread: u32::MAX,
+                region: RegionId(u64::MAX / 2),
+                device_type: Some(u32::MAX),
+                device_number: Some(u32::MAX),
+                async_queue: Some(i32::MIN),
+                construct: Some(ConstructKind::Serial),
+                implicit: true,
+                location: loc,
+                call_site: Some(CallSiteId(u32::MAX)),
+                detail,
+            })
+        };
+        let widest = [
+            acc(AccDetail::Data(DataInfo {
+                var_name: Some(StringId(u32::MAX)),
+                bytes: Some(u64::MAX),
+                host_ptr: Some(u64::MAX / 2),
+                device_ptr: Some(u64::MAX / 2),
+            })),
+            acc(AccDetail::Launch(LaunchInfo {
+                kernel_name: Some(StringId(u32::MAX)),
+                num_gangs: Some(u64::MAX),
+                num_workers: Some(u64::MAX),
+                vector_length: Some(u64::MAX),
+            })),
+            Record::Kernel(KernelRecord {
+                start_ns: u64::MAX / 2,
+                end_ns: u64::MAX,
+                name: StringId(u32::MAX),
+                grid: [u32::MAX; 3],
+                block: [u32::MAX; 3],
+                registers: u32::MAX,
+                static_shared_bytes: u32::MAX,
+                dynamic_shared_bytes: u32::MAX,
+                local_bytes_per_thread: u32::MAX,
+                device: u32::MAX,
+                context: u32::MAX,
+                stream: u32::MAX,
+                correlation: u32::MAX / 2,
+            }),
+        ];
+        for r in &widest {
+            let mut buf = Vec::new();
+            let n = push_record(&mut buf, &mut DeltaState::default(), r);
+            assert!(n <= 140 && n < size_bound(r) / 2 + 20, "{n} bytes");
+        }
+        round_trip(&widest);
     }
 
     #[test]

@@ -4,11 +4,11 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::codec::{count_frames, decode_header, decode_record, DeltaState};
+use crate::codec::{self, count_frames, decode_header, DeltaState};
 use crate::error::TraceError;
 use crate::format::*;
 use crate::record::{Header, Record};
-use crate::varint::Cursor;
+use crate::varint::{Cursor, DecodeError};
 
 /// A stretch of the input that was not read, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,33 +195,53 @@ impl<R: Read> Reader<R> {
 
     /// The next record; `None` at the end of the input or (without resync)
     /// at the first damaged block.
+    #[inline]
     pub fn next_record(&mut self) -> Option<Record> {
         loop {
             if self.pos < self.block.len() {
                 let at = self.pos;
                 let mut c = Cursor::new(&self.block[at..]);
-                // The block's framing was checked when it was loaded.
-                let frame = c.u8().and_then(|tag| Ok((tag, c.bytes()?)));
-                let result = match frame {
-                    Ok((tag, body)) => {
-                        self.pos += c.pos();
-                        decode_record(tag, body, &mut self.state).map_err(|e| (tag, e))
-                    }
-                    Err(e) => Err((0, e)),
+                let tag = c.u8();
+                let body = c.bytes();
+                self.pos += c.pos();
+                if c.failed() {
+                    // The framing was checked when the block was loaded;
+                    // this only keeps a bug from looping.
+                    self.malformed(at, tag, DecodeError::Short);
+                    continue;
+                }
+                // The frequent kinds are built right in the return value:
+                // going through `decode_record`'s Result would copy each
+                // 168-byte record once more.
+                let b = &mut Cursor::new(body);
+                let st = &mut self.state;
+                macro_rules! hot {
+                    ($variant:ident, $decode:ident) => {{
+                        let v = codec::$decode(b, st);
+                        if !b.failed() {
+                            return Some(Record::$variant(v));
+                        }
+                        b.finish(()).err()
+                    }};
+                }
+                let err = match tag {
+                    TAG_ACC => hot!(Acc, decode_acc),
+                    TAG_KERNEL => hot!(Kernel, decode_kernel),
+                    TAG_MEMCPY => hot!(Memcpy, decode_memcpy),
+                    TAG_MEMSET => hot!(Memset, decode_memset),
+                    TAG_DRIVER_CALL => hot!(DriverCall, decode_driver_call),
+                    TAG_HASH => hot!(Hash, decode_hash),
+                    _ => match codec::decode_record(tag, body, st) {
+                        Ok(Some(rec)) => return Some(rec),
+                        Ok(None) => {
+                            self.skipped_unknown += 1;
+                            None
+                        }
+                        Err(e) => Some(e),
+                    },
                 };
-                match result {
-                    Ok(Some(rec)) => return Some(rec),
-                    Ok(None) => self.skipped_unknown += 1,
-                    Err((tag, e)) => {
-                        // Later records of this block may be deltas against
-                        // this one: they cannot be trusted either.
-                        self.losses.push(Loss {
-                            offset: self.block_offset + at as u64,
-                            bytes: (self.block.len() - at) as u64,
-                            reason: format!("malformed record (kind {tag}): {e}"),
-                        });
-                        self.pos = self.block.len();
-                    }
+                if let Some(e) = err {
+                    self.malformed(at, tag, e);
                 }
                 continue;
             }
@@ -232,8 +252,22 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// A record of an intact block could not be decoded: drop the rest of
+    /// the block, since later records may be deltas against this one.
+    #[cold]
+    #[inline(never)]
+    fn malformed(&mut self, at: usize, tag: u8, e: DecodeError) {
+        self.losses.push(Loss {
+            offset: self.block_offset + at as u64,
+            bytes: (self.block.len() - at) as u64,
+            reason: format!("malformed record (kind {tag}): {e}"),
+        });
+        self.pos = self.block.len();
+    }
+
     /// Loads and validates the next block into `self.block`, or records
     /// why it could not.
+    #[inline(never)]
     fn load_block(&mut self) {
         self.block.clear();
         self.pos = 0;

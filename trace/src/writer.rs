@@ -21,8 +21,11 @@ use crate::record::{Header, Record};
 pub struct Writer<W: Write> {
     /// `None` only after `finish` took it.
     out: Option<W>,
-    /// The open block: [`BLOCK_HEADER_LEN`] placeholder bytes, then payload.
+    /// The open block: [`BLOCK_HEADER_LEN`] placeholder bytes, then payload
+    /// up to `fill`. The bytes after `fill` are working room: the buffer is
+    /// kept at least `size_bound` longer than `fill` before each record.
     block: Vec<u8>,
+    fill: usize,
     block_records: u32,
     state: DeltaState,
     records: u64,
@@ -56,10 +59,11 @@ impl<W: Write> Writer<W> {
         out.write_all(&buf)?;
         let bytes = buf.len() as u64;
         buf.clear();
-        buf.resize(BLOCK_HEADER_LEN, 0);
+        buf.resize(BLOCK_HEADER_LEN + BLOCK_TARGET + 1024, 0);
         Ok(Writer {
             out: Some(out),
             block: buf,
+            fill: BLOCK_HEADER_LEN,
             block_records: 0,
             state: DeltaState::default(),
             records: 0,
@@ -73,18 +77,21 @@ impl<W: Write> Writer<W> {
     #[inline]
     pub fn write(&mut self, rec: &Record) -> Result<(), TraceError> {
         let bound = size_bound(rec);
-        if self.block.len() - BLOCK_HEADER_LEN + bound > MAX_BLOCK_PAYLOAD {
+        if self.fill + bound > self.block.len() {
             self.make_room(bound)?;
         }
-        encode_record(&mut self.block, &mut self.state, rec);
+        let n = encode_record(&mut self.block[self.fill..], &mut self.state, rec);
+        self.fill += n;
         self.block_records += 1;
         self.records += 1;
-        if self.block.len() - BLOCK_HEADER_LEN >= BLOCK_TARGET {
+        if self.fill - BLOCK_HEADER_LEN >= BLOCK_TARGET {
             self.seal()?;
         }
         Ok(())
     }
 
+    /// Grows the working room for a record of up to `bound` bytes, sealing
+    /// first if the record would push the block past the payload limit.
     #[cold]
     fn make_room(&mut self, bound: usize) -> Result<(), TraceError> {
         if bound > MAX_BLOCK_PAYLOAD {
@@ -92,7 +99,13 @@ impl<W: Write> Writer<W> {
                 bytes: bound as u64,
             });
         }
-        self.seal()
+        if self.fill - BLOCK_HEADER_LEN + bound > MAX_BLOCK_PAYLOAD {
+            self.seal()?;
+        }
+        if self.fill + bound > self.block.len() {
+            self.block.resize(self.fill + bound, 0);
+        }
+        Ok(())
     }
 
     /// Seals the open block (if it holds any record) and flushes `out`.
@@ -128,23 +141,24 @@ impl<W: Write> Writer<W> {
         if self.block_records == 0 {
             return Ok(());
         }
-        let payload_len = self.block.len() - BLOCK_HEADER_LEN;
-        let crc = crc32fast::hash(&self.block[BLOCK_HEADER_LEN..]);
+        let block = &mut self.block[..self.fill];
+        let (head, payload) = block.split_at_mut(BLOCK_HEADER_LEN);
+        let crc = crc32fast::hash(payload);
         put_block_header(
-            &mut self.block,
+            head,
             DATA_BLOCK_MAGIC,
-            payload_len,
+            payload.len(),
             self.block_records,
             crc,
         );
         let res = match self.out.as_mut() {
-            Some(out) => out.write_all(&self.block),
+            Some(out) => out.write_all(block),
             None => Ok(()),
         };
         // Start a new block whatever happened: retrying a block that was
         // partly written would only add damage after it.
-        let len = self.block.len() as u64;
-        self.block.truncate(BLOCK_HEADER_LEN);
+        let len = self.fill as u64;
+        self.fill = BLOCK_HEADER_LEN;
         self.block_records = 0;
         self.state = DeltaState::default();
         res?;
