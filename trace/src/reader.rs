@@ -27,6 +27,7 @@ pub struct Loss {
 pub struct Trace {
     /// Format version of the file (major, minor).
     pub version: (u16, u16),
+    /// The process header.
     pub header: Header,
     /// Every record read, in file order.
     pub records: Vec<Record>,
