@@ -189,16 +189,22 @@ pub unsafe extern "C" fn on_event(
     _api_info: *mut c_void,
 ) {
     let time_ns = clock::now_ns();
+    // A fixed point in this frame: the runtime's frames above it have a
+    // fixed layout per call chain (see callsite::capture).
+    let anchor = std::hint::black_box(0u64);
+    let anchor = &anchor as *const u64 as usize;
     state::guarded("the acc_prof callback", || {
         // SAFETY: the runtime passes valid (or NULL) pointers for the call.
-        let event = unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const()) };
+        let event =
+            unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const(), anchor) };
         if let Some(ev) = event {
             sink::push(Record::Acc(ev));
         }
     });
 }
 
-/// Turns the runtime's structs into an [`AccEvent`].
+/// Turns the runtime's structs into an [`AccEvent`]. `stack_anchor` is the
+/// address of a local in the callback's frame (for call-site capture).
 ///
 /// # Safety
 /// `event_info` must be NULL or point to an acc_event_info whose
@@ -207,6 +213,7 @@ pub unsafe fn convert(
     time_ns: u64,
     pi: Option<&AccProfInfo>,
     event_info: *const c_void,
+    stack_anchor: usize,
 ) -> Option<AccEvent> {
     let pi = pi?;
     let Some(kind) = AccEventKind::from_raw(pi.event_type as i64) else {
@@ -231,7 +238,7 @@ pub unsafe fn convert(
     // implicit data part of a compute construct) share their parent's.
     let call_site = if is_construct_start(kind) && location.line.is_none() && region::depth() == 1
     {
-        callsite::capture()
+        callsite::capture(stack_anchor)
     } else {
         None
     };

@@ -40,10 +40,6 @@ static CALL_SITES: Mutex<Option<HashMap<u64, CallSiteId>>> = Mutex::new(None);
 static NEXT_MODULE: Mutex<u32> = Mutex::new(1);
 static NEXT_CALL_SITE: Mutex<u32> = Mutex::new(1);
 
-thread_local! {
-    static CACHE: RefCell<HashMap<u64, CallSiteId>> = RefCell::new(HashMap::new());
-}
-
 extern "C" {
     // From libgcc_s (linked by every Rust program on linux-gnu).
     fn _Unwind_Backtrace(
@@ -51,6 +47,7 @@ extern "C" {
         arg: *mut c_void,
     ) -> c_int;
     fn _Unwind_GetIP(ctx: *mut c_void) -> usize;
+    fn _Unwind_GetCFA(ctx: *mut c_void) -> usize;
 }
 
 const URC_NO_REASON: c_int = 0;
@@ -237,73 +234,195 @@ fn owner_of(ip: u64) -> Owner {
     Owner::Unknown
 }
 
+/// One frame as the unwinder saw it.
+#[derive(Clone, Copy)]
+struct Frame {
+    ip: u64,
+    cfa: u64,
+}
+
 struct Walk {
-    frames: usize,
-    found: Option<u64>,
+    frames: Vec<Frame>,
+    /// Index of the first application frame in `frames`.
+    app: Option<usize>,
     unknown: bool,
 }
 
 extern "C" fn walk_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the &mut Walk passed to _Unwind_Backtrace below and
     // `ctx` is the unwinder's live context for this frame.
-    let (walk, ip) = unsafe { (&mut *(arg as *mut Walk), _Unwind_GetIP(ctx) as u64) };
-    walk.frames += 1;
-    if ip == 0 || walk.frames > MAX_FRAMES {
+    let (walk, ip, cfa) = unsafe {
+        (
+            &mut *(arg as *mut Walk),
+            _Unwind_GetIP(ctx) as u64,
+            _Unwind_GetCFA(ctx) as u64,
+        )
+    };
+    if ip == 0 || walk.frames.len() >= MAX_FRAMES {
         return URC_END_OF_STACK;
     }
+    walk.frames.push(Frame { ip, cfa });
     match owner_of(ip) {
         Owner::Runtime => URC_NO_REASON,
         Owner::App(..) => {
-            walk.found = Some(ip);
+            walk.app = Some(walk.frames.len() - 1);
             URC_END_OF_STACK
         }
         Owner::Unknown => {
             // A module loaded after the last scan (dlopen): stop here and let
             // the caller refresh the table and classify it.
             walk.unknown = true;
-            walk.found = Some(ip);
             URC_END_OF_STACK
         }
     }
 }
 
-fn first_app_frame() -> Option<u64> {
+fn unwind() -> Walk {
     let mut walk = Walk {
-        frames: 0,
-        found: None,
+        frames: Vec::with_capacity(MAX_FRAMES),
+        app: None,
         unknown: false,
     };
     // SAFETY: walk_frame matches the callback signature and only touches
     // `walk`, which outlives the call.
     unsafe { _Unwind_Backtrace(walk_frame, (&mut walk as *mut Walk).cast()) };
-    if walk.unknown {
-        refresh();
-        if let Some(ip) = walk.found {
-            if matches!(owner_of(ip), Owner::Runtime) {
-                // A newly seen runtime library: walk again with it known.
-                let mut again = Walk {
-                    frames: 0,
-                    found: None,
-                    unknown: false,
-                };
-                // SAFETY: as above.
-                unsafe { _Unwind_Backtrace(walk_frame, (&mut again as *mut Walk).cast()) };
-                return if again.unknown { None } else { again.found };
-            }
+    walk
+}
+
+/// The stack layout of one runtime call chain, relative to an anchor in
+/// the collector's outermost frame: where each runtime frame's return
+/// address sits and what it must be, and where the application's return
+/// address sits. The layout of a given chain of compiled frames never
+/// changes, so once learned by a full unwind it is checked (every runtime
+/// return address compared exactly) and read in a few loads.
+#[derive(Clone)]
+struct Chain {
+    runtime: Vec<(u64, u64)>,
+    app_slot: u64,
+}
+
+struct ThreadCache {
+    chains: Vec<Chain>,
+    /// Highest stack address of this thread: reads never go past it.
+    stack_end: u64,
+    sites: HashMap<u64, CallSiteId>,
+}
+
+/// Chains remembered per thread, at most.
+const MAX_CHAINS: usize = 32;
+
+fn stack_end() -> u64 {
+    // SAFETY: pthread_getattr_np fills an attr we own and destroy; the
+    // stack address and size it reports describe this thread's stack.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            addr as u64 + size as u64
+        } else {
+            0
         }
     }
-    walk.found
+}
+
+thread_local! {
+    static CACHE: RefCell<Option<ThreadCache>> = const { RefCell::new(None) };
+}
+
+/// Reads one stack word at anchor + off, if it lies below the stack's end.
+fn read_slot(anchor: u64, off: u64, stack_end: u64) -> Option<u64> {
+    let addr = anchor.checked_add(off)?;
+    if addr % 8 != 0 || addr.checked_add(8)? > stack_end {
+        return None;
+    }
+    // SAFETY: addr lies between a live local of this thread's current call
+    // (the anchor) and the end of this thread's stack, so it is mapped and
+    // readable; it is 8-aligned.
+    Some(unsafe { std::ptr::read_volatile(addr as *const u64) })
+}
+
+fn cached_app_frame(cache: &ThreadCache, anchor: u64) -> Option<u64> {
+    'chains: for chain in &cache.chains {
+        for &(off, want) in &chain.runtime {
+            if read_slot(anchor, off, cache.stack_end) != Some(want) {
+                continue 'chains;
+            }
+        }
+        return read_slot(anchor, chain.app_slot, cache.stack_end);
+    }
+    None
+}
+
+/// Full unwind; learns the chain's layout relative to `anchor`.
+fn learn(anchor: u64) -> (Option<u64>, Option<Chain>) {
+    let mut walk = unwind();
+    if walk.unknown {
+        refresh();
+        walk = unwind();
+        if walk.unknown {
+            return (None, None);
+        }
+    }
+    let Some(app) = walk.app else {
+        return (None, None);
+    };
+    let f = &walk.frames;
+    // libgcc hands each frame's IP with the CFA of the frame that returns
+    // there, so that IP is stored just below that CFA.
+    let slot = |i: usize| f[i].cfa.checked_sub(8)?.checked_sub(anchor);
+    // Only slots past the anchor describe the runtime chain: the
+    // collector's own frames below it change with inlining and are not
+    // checked.
+    let runtime: Vec<(u64, u64)> = (0..app)
+        .filter(|&i| matches!(owner_of(f[i].ip), Owner::Runtime))
+        .filter_map(|i| Some((slot(i)?, f[i].ip)))
+        .collect();
+    let chain = slot(app).map(|app_slot| Chain { runtime, app_slot });
+    // Only a chain with at least one checked runtime frame is safe to reuse.
+    let chain = chain.filter(|c| !c.runtime.is_empty());
+    (Some(f[app].ip), chain)
 }
 
 /// The application call site of the current runtime call, interned.
-pub fn capture() -> Option<CallSiteId> {
-    let ip = first_app_frame()?;
-    if let Some(id) = CACHE.try_with(|c| c.borrow().get(&ip).copied()).ok().flatten() {
-        return Some(id);
-    }
-    let id = intern(ip)?;
-    let _ = CACHE.try_with(|c| c.borrow_mut().insert(ip, id));
-    Some(id)
+/// `anchor` is the address of a local in the collector's outermost frame
+/// (the acc_prof callback), so offsets from it are fixed per call chain.
+pub fn capture(anchor: usize) -> Option<CallSiteId> {
+    let anchor = anchor as u64;
+    CACHE
+        .try_with(|c| {
+            let mut c = c.try_borrow_mut().ok()?;
+            let cache = c.get_or_insert_with(|| ThreadCache {
+                chains: Vec::new(),
+                stack_end: stack_end(),
+                sites: HashMap::new(),
+            });
+            let ip = match cached_app_frame(cache, anchor) {
+                Some(ip) => ip,
+                None => {
+                    let (ip, chain) = learn(anchor);
+                    if let Some(chain) = chain {
+                        if cache.chains.len() < MAX_CHAINS && cache.stack_end != 0 {
+                            cache.chains.push(chain);
+                        }
+                    }
+                    ip?
+                }
+            };
+            if let Some(id) = cache.sites.get(&ip) {
+                return Some(*id);
+            }
+            let id = intern(ip)?;
+            cache.sites.insert(ip, id);
+            Some(id)
+        })
+        .ok()
+        .flatten()
 }
 
 fn intern(ip: u64) -> Option<CallSiteId> {
@@ -361,7 +480,7 @@ pub fn reset_after_fork() {
     }
     let _ = CACHE.try_with(|c| {
         if let Ok(mut c) = c.try_borrow_mut() {
-            c.clear();
+            *c = None;
         }
     });
 }
@@ -399,10 +518,11 @@ mod tests {
     }
 
     #[test]
-    fn this_test_binary_is_an_app_module() {
+    fn the_collectors_own_frames_are_skipped() {
         init();
-        // The test harness's own code is not a runtime library.
-        let ip = this_test_binary_is_an_app_module as usize as u64;
-        assert!(matches!(owner_of(ip), Owner::App(..)));
+        // The module holding the collector's code (here: the test binary)
+        // is never taken for the application.
+        let ip = the_collectors_own_frames_are_skipped as usize as u64;
+        assert!(matches!(owner_of(ip), Owner::Runtime));
     }
 }
