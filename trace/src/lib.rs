@@ -7,7 +7,27 @@
 //! the write path.
 //!
 //! Write with [`Writer`], read with [`Reader`] or [`read_trace`] /
-//! [`read_file`]. The byte layout is described in [`format`].
+//! [`read_file`]. The byte layout is described in [`mod@format`].
+//!
+//! ```
+//! use accprof_trace::*;
+//! # let header = Header {
+//! #     host: "node1".into(), pid: 42, rank: None, command_line: vec!["./app".into()],
+//! #     executable: "/tmp/app".into(), start_unix_ns: 1, start_clock_ns: 2,
+//! #     clock: Clock::Monotonic, runtime: "unknown".into(), collector: "doc".into(),
+//! #     sources: Sources { acc_prof: SourceState::Active,
+//! #         cupti: SourceState::Inactive("not loaded".into()), hashing: HashMode::Off },
+//! # };
+//! let mut w = Writer::new(Vec::new(), &header)?;
+//! w.write(&Record::Dropped { source: DropSource::Cupti, count: 3 })?;
+//! let bytes = w.finish()?;
+//!
+//! let trace = read_trace(&bytes[..])?;
+//! assert_eq!(trace.header, header);
+//! assert_eq!(trace.records.len(), 1);
+//! assert!(trace.losses.is_empty());
+//! # Ok::<(), TraceError>(())
+//! ```
 
 mod codec;
 mod error;

@@ -72,8 +72,10 @@ impl<W: Write> Writer<W> {
     }
 
     /// Appends `rec` to the open block, sealing the block once it passes
-    /// [`BLOCK_TARGET`] bytes. Fails only when sealing fails to write, or
-    /// for a record larger than [`MAX_BLOCK_PAYLOAD`].
+    /// [`BLOCK_TARGET`] bytes. Fails only when sealing fails to write (the
+    /// records of that block are then dropped, and the writer goes on with
+    /// a fresh block), or for a record larger than [`MAX_BLOCK_PAYLOAD`]
+    /// (refused; nothing else is lost).
     #[inline]
     pub fn write(&mut self, rec: &Record) -> Result<(), TraceError> {
         let bound = size_bound(rec);
