@@ -17,6 +17,7 @@ use std::sync::{Mutex, RwLock};
 
 use accprof_trace::{CallSite, CallSiteId, Module, ModuleId, Record};
 
+use crate::fasthash::AddrMap;
 use crate::sink;
 
 /// Frames walked at most before giving up.
@@ -305,7 +306,7 @@ struct ThreadCache {
     chains: Vec<Chain>,
     /// Highest stack address of this thread: reads never go past it.
     stack_end: u64,
-    sites: HashMap<u64, CallSiteId>,
+    sites: AddrMap<u64, CallSiteId>,
 }
 
 /// Chains remembered per thread, at most.
@@ -400,7 +401,7 @@ pub fn capture(anchor: usize) -> Option<CallSiteId> {
             let cache = c.get_or_insert_with(|| ThreadCache {
                 chains: Vec::new(),
                 stack_end: stack_end(),
-                sites: HashMap::new(),
+                sites: AddrMap::default(),
             });
             let ip = match cached_app_frame(cache, anchor) {
                 Some(ip) => ip,

@@ -11,9 +11,11 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use accprof_trace::{Record, StringId};
+
+use crate::fasthash::AddrMap;
 
 /// Records a thread buffers before it wakes the writer.
 const WAKE_AT: usize = 8192;
@@ -36,12 +38,9 @@ static NEXT_STRING: AtomicU32 = AtomicU32::new(1);
 /// Records dropped because they could not be written.
 pub(crate) static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Signals the writer that a buffer is worth draining now.
-pub(crate) static WAKE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
-
 thread_local! {
     static LOCAL: RefCell<Option<Arc<ThreadBuffer>>> = const { RefCell::new(None) };
-    static STRING_CACHE: RefCell<HashMap<usize, (StringId, Box<[u8]>)>> = RefCell::new(HashMap::new());
+    static STRING_CACHE: RefCell<AddrMap<usize, (StringId, Box<[u8]>)>> = RefCell::new(AddrMap::default());
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -50,39 +49,51 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn local_buffer() -> Option<Arc<ThreadBuffer>> {
+fn register_local() -> Option<()> {
     LOCAL
         .try_with(|l| {
-            let mut l = l.borrow_mut();
+            let mut l = l.try_borrow_mut().ok()?;
             if l.is_none() {
                 let buf = Arc::new(ThreadBuffer {
-                    records: Mutex::new(Vec::with_capacity(1024)),
+                    records: Mutex::new(Vec::with_capacity(WAKE_AT)),
                 });
                 lock(&REGISTRY).buffers.push(Arc::clone(&buf));
                 *l = Some(buf);
             }
-            l.clone()
+            Some(())
         })
         .ok()
         .flatten()
 }
 
 /// Appends a record to this thread's buffer.
+#[inline]
 pub(crate) fn push(rec: Record) {
     crate::check_child_writer();
-    let Some(buf) = local_buffer() else {
+    let mut rec = Some(rec);
+    let pushed = LOCAL.try_with(|l| {
+        let l = l.try_borrow().ok()?;
+        let buf = l.as_ref()?;
+        let mut v = lock(&buf.records);
+        v.push(rec.take()?);
+        Some(v.len())
+    });
+    if let Ok(Some(len)) = pushed {
+        if len == WAKE_AT {
+            wake_writer();
+        }
+        return;
+    }
+    let Some(rec) = rec else {
+        return;
+    };
+    if pushed.is_ok() && register_local().is_some() {
+        // First record of this thread: its buffer now exists.
+        push(rec);
+    } else {
         // Thread-local storage already torn down (a callback during thread
         // exit): fall back to the shared queue.
         lock(&DEFINITIONS).push(rec);
-        return;
-    };
-    let len = {
-        let mut v = lock(&buf.records);
-        v.push(rec);
-        v.len()
-    };
-    if len == WAKE_AT {
-        wake_writer();
     }
 }
 
@@ -91,10 +102,8 @@ pub(crate) fn define(rec: Record) {
     lock(&DEFINITIONS).push(rec);
 }
 
-pub(crate) fn wake_writer() {
-    let (m, cv) = &WAKE;
-    *lock(m) = true;
-    cv.notify_one();
+fn wake_writer() {
+    crate::writer::wake();
 }
 
 /// Interns a string, defining it on first use.
@@ -143,38 +152,50 @@ pub(crate) unsafe fn intern_cstr(p: *const libc::c_char) -> Option<StringId> {
     Some(id)
 }
 
-/// Takes everything buffered: definitions first, then every thread's records.
+/// Takes everything buffered into `out`: definitions first, then every
+/// thread's records. Each thread's vector is swapped with a recycled one of
+/// the same capacity, so neither side copies or faults in fresh pages.
 /// Buffers of threads that have exited are forgotten once empty.
-pub(crate) fn drain(out: &mut Vec<Record>) {
-    let mut taken: Vec<Record> = Vec::new();
+pub(crate) fn drain(out: &mut Vec<Vec<Record>>, spares: &mut Vec<Vec<Record>>) {
+    let mut taken: Vec<Vec<Record>> = Vec::new();
     {
         let mut reg = lock(&REGISTRY);
         reg.buffers.retain(|b| {
-            let mut v = lock(&b.records);
-            taken.append(&mut v);
+            let mut spare = spares.pop().unwrap_or_default();
+            {
+                let mut v = lock(&b.records);
+                if v.is_empty() {
+                    spares.push(spare);
+                } else {
+                    std::mem::swap(&mut *v, &mut spare);
+                    taken.push(spare);
+                }
+            }
             // Strong count 1: only the registry holds it; its thread is gone.
             Arc::strong_count(b) > 1
         });
     }
     // Definitions drained after the records they may define (see module doc).
-    out.append(&mut lock(&DEFINITIONS));
+    let mut defs = spares.pop().unwrap_or_default();
+    std::mem::swap(&mut *lock(&DEFINITIONS), &mut defs);
+    out.push(defs);
     out.append(&mut taken);
 }
 
 /// Like [`drain`], but never blocks: a buffer whose lock is held (the thread
 /// was interrupted while pushing) is skipped. Used when flushing from a
 /// signal, where the interrupted thread may hold a lock.
-pub(crate) fn drain_nonblocking(out: &mut Vec<Record>) {
-    let mut taken: Vec<Record> = Vec::new();
+pub(crate) fn drain_nonblocking(out: &mut Vec<Vec<Record>>) {
+    let mut taken: Vec<Vec<Record>> = Vec::new();
     if let Ok(reg) = REGISTRY.try_lock() {
         for b in reg.buffers.iter() {
             if let Ok(mut v) = b.records.try_lock() {
-                taken.append(&mut v);
+                taken.push(std::mem::take(&mut *v));
             }
         }
     }
     if let Ok(mut d) = DEFINITIONS.try_lock() {
-        out.append(&mut d);
+        out.push(std::mem::take(&mut *d));
     }
     out.append(&mut taken);
 }
@@ -183,7 +204,6 @@ type HeldLocks = (
     MutexGuard<'static, Registry>,
     MutexGuard<'static, Vec<Record>>,
     MutexGuard<'static, Option<HashMap<Box<[u8]>, StringId>>>,
-    MutexGuard<'static, bool>,
 );
 
 thread_local! {
@@ -197,7 +217,6 @@ pub(crate) fn fork_prepare() {
         lock(&REGISTRY),
         lock(&DEFINITIONS),
         lock(&INTERNED),
-        lock(&WAKE.0),
     );
     let _ = HELD_FOR_FORK.try_with(|h| *h.borrow_mut() = Some(held));
 }
@@ -212,13 +231,12 @@ pub(crate) fn fork_parent() {
 /// file must define its strings again, so everything starts empty.
 pub(crate) fn fork_child() {
     let _ = HELD_FOR_FORK.try_with(|h| {
-        if let Some((mut reg, mut defs, mut interned, mut wake)) = h.borrow_mut().take() {
+        if let Some((mut reg, mut defs, mut interned)) = h.borrow_mut().take() {
             // Buffers of other threads may be locked by threads that do not
             // exist here: drop them unlocked, never lock them.
             reg.buffers.clear();
             defs.clear();
             *interned = None;
-            *wake = false;
         }
     });
     let _ = LOCAL.try_with(|l| {

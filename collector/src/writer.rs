@@ -149,7 +149,8 @@ pub fn is_writer_thread() -> bool {
 fn run() {
     let _ = IS_WRITER.try_with(|w| w.set(true));
     let mut sink = Sink::Pending;
-    let mut batch: Vec<Record> = Vec::with_capacity(16384);
+    let mut batch: Vec<Vec<Record>> = Vec::new();
+    let mut spares: Vec<Vec<Record>> = Vec::new();
     let mut dropped_written = 0u64;
     loop {
         wait_for_wake();
@@ -163,9 +164,9 @@ fn run() {
         if from_signal {
             sink::drain_nonblocking(&mut batch);
         } else {
-            sink::drain(&mut batch);
+            sink::drain(&mut batch, &mut spares);
         }
-        let has_events = batch.iter().any(|r| {
+        let has_events = batch.iter().flatten().any(|r| {
             !matches!(
                 r,
                 Record::String { .. } | Record::Module(_) | Record::CallSite(_)
@@ -176,15 +177,16 @@ fn run() {
         }
         let dropped = sink::DROPPED.load(Ordering::Relaxed);
         if stopping && dropped > dropped_written {
-            batch.push(Record::Dropped {
+            batch.push(vec![Record::Dropped {
                 source: DropSource::Collector,
                 count: dropped - dropped_written,
-            });
+            }]);
             dropped_written = dropped;
         }
         if let Sink::Open(w) = &mut sink {
             let res = batch
                 .iter()
+                .flatten()
                 .try_for_each(|r| w.write(r))
                 .and_then(|_| w.flush());
             if let Err(e) = res {
@@ -200,9 +202,16 @@ fn run() {
             }
         }
         if matches!(sink, Sink::Failed) {
-            sink::DROPPED.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let n: usize = batch.iter().map(Vec::len).sum();
+            sink::DROPPED.fetch_add(n as u64, Ordering::Relaxed);
         }
-        batch.clear();
+        // Keep the emptied vectors (and their capacity) for the next swap.
+        for mut v in batch.drain(..) {
+            v.clear();
+            if spares.len() < 64 {
+                spares.push(v);
+            }
+        }
         FLUSH_DONE.fetch_max(requested, Ordering::AcqRel);
         if stopping {
             if let Sink::Open(w) = sink {
