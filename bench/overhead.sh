@@ -5,18 +5,20 @@
 # variant, the median wall time and the median of per-round ratios to bare
 # (with min-max), so machine noise shared by one round cancels out.
 #
-# Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--quick]
+# Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT] [--quick]
 #   LIB     libaccprof.so / librefcollector.so
 #   DIR     samples built with `make -C samples` (with nvptx offload for GPU figures)
+#   COUNT   launch_storm count (2 tiny kernels each; default 50000 = 100k kernels)
 #   --quick small sizes, for a check that the script works (not for figures)
 set -euo pipefail
-reps=7 quick=0 acc= ref= samples=
+reps=7 quick=0 acc= ref= samples= storm=50000
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
     --ref) ref=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --storm) storm=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     *) echo "overhead.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -27,7 +29,7 @@ for f in "$acc" "$ref"; do [ -f "$f" ] || { echo "overhead.sh: library '$f' not 
 if [ $quick = 1 ]; then
   programs=("launch_storm 2000" "jacobi_f90 256 20" "heat2d_data 256 256 20 10" "heat2d_naive 256 256 20")
 else
-  programs=("launch_storm 100000" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
+  programs=("launch_storm $storm" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
 fi
 variants=(bare ref accprof-off accprof-sampled accprof-full)
 work=$(mktemp -d)
