@@ -97,6 +97,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .env("LD_PRELOAD", preload)
         .env("ACCPROF_OUTPUT", &args.output)
         .env("ACCPROF_HASH", hash)
+        .env("ACCPROF_QUIET", "1")
         // The summary is printed here, from the trace, not by the collector.
         .env("ACCPROF_TIME", "0")
         .env_remove("PGI_ACC_TIME")

@@ -99,9 +99,13 @@ fn own_path() -> String {
     String::new()
 }
 
+/// A loaded object as dl_iterate_phdr shows it: path, load bias,
+/// executable ranges, build id.
+type FoundObject = (String, u64, Vec<(u64, u64)>, Vec<u8>);
+
 struct Scan {
     own: String,
-    found: Vec<(String, u64, Vec<(u64, u64)>, Vec<u8>)>,
+    found: Vec<FoundObject>,
 }
 
 unsafe extern "C" fn phdr_callback(
@@ -523,7 +527,7 @@ mod tests {
         init();
         // The module holding the collector's code (here: the test binary)
         // is never taken for the application.
-        let ip = the_collectors_own_frames_are_skipped as usize as u64;
+        let ip = the_collectors_own_frames_are_skipped as *const () as u64;
         assert!(matches!(owner_of(ip), Owner::Runtime));
     }
 }

@@ -60,6 +60,7 @@ pub unsafe extern "C" fn acc_register_library(
 }
 
 /// Runs in every process that loads the library (preload or ACC_PROFLIB).
+#[cfg_attr(test, allow(dead_code))]
 extern "C" fn constructor() {
     let _ = std::panic::catch_unwind(|| {
         init();
@@ -86,6 +87,7 @@ extern "C" fn constructor() {
 #[link_section = ".init_array"]
 static CONSTRUCTOR: extern "C" fn() = constructor;
 
+#[cfg_attr(test, allow(dead_code))]
 extern "C" fn destructor() {
     let _ = std::panic::catch_unwind(finish);
 }
@@ -145,6 +147,8 @@ fn finish() {
     cupti::flush();
     if !writer::stop(EXIT_WAIT) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");
+    } else if let Some(path) = writer::TRACE_PATH.try_lock().ok().and_then(|p| p.clone()) {
+        note::info(&format!("trace written to {path}"));
     }
 }
 

@@ -42,8 +42,7 @@ pub fn install() {
             if old.sa_sigaction == libc::SIG_IGN {
                 continue;
             }
-            let prev = &raw mut PREVIOUS;
-            (*prev)[i] = std::mem::MaybeUninit::new(old);
+            PREVIOUS[i] = std::mem::MaybeUninit::new(old);
             let mut new: libc::sigaction = std::mem::zeroed();
             new.sa_sigaction = handler as *const () as usize;
             new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
@@ -60,7 +59,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     };
     // SAFETY: PREVIOUS[i] was initialised by install() before this handler
     // was installed for `sig`, and is never written afterwards.
-    let old = unsafe { (*(&raw const PREVIOUS))[i].assume_init() };
+    let old = unsafe { PREVIOUS[i].assume_init() };
     if old.sa_sigaction == libc::SIG_DFL {
         // SAFETY: restoring the default and re-raising: the signal is blocked
         // while we run, so it is delivered with the default action as soon

@@ -38,9 +38,12 @@ static NEXT_STRING: AtomicU32 = AtomicU32::new(1);
 /// Records dropped because they could not be written.
 pub(crate) static DROPPED: AtomicU64 = AtomicU64::new(0);
 
+/// String address -> its id and the bytes it held when interned.
+type StringCache = AddrMap<usize, (StringId, Box<[u8]>)>;
+
 thread_local! {
     static LOCAL: RefCell<Option<Arc<ThreadBuffer>>> = const { RefCell::new(None) };
-    static STRING_CACHE: RefCell<AddrMap<usize, (StringId, Box<[u8]>)>> = RefCell::new(AddrMap::default());
+    static STRING_CACHE: RefCell<StringCache> = RefCell::new(AddrMap::default());
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
