@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building and testing accprof needs beyond Rust stable:
+# GCC's OpenACC offload compiler for NVIDIA GPUs, gfortran and Open MPI
+# (Debian/Ubuntu packages). Does nothing when they are already there.
+set -euo pipefail
+need=()
+dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || need+=(gcc-12-offload-nvptx)
+command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
+command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
+command -v make >/dev/null 2>&1 || need+=(make)
+[ ${#need[@]} -eq 0 ] && exit 0
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+echo "setup: installing ${need[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
