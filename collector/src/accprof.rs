@@ -194,12 +194,11 @@ pub unsafe extern "C" fn on_event(
     let anchor = std::hint::black_box(0u64);
     let anchor = &anchor as *const u64 as usize;
     state::guarded("the acc_prof callback", || {
-        // SAFETY: the runtime passes valid (or NULL) pointers for the call.
-        let event =
-            unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const(), anchor) };
-        if let Some(ev) = event {
-            sink::push(Record::Acc(ev));
-        }
+        sink::push_with(|| {
+            // SAFETY: the runtime passes valid (or NULL) pointers for the call.
+            unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const(), anchor) }
+                .map(Record::Acc)
+        });
     });
 }
 
@@ -209,6 +208,7 @@ pub unsafe extern "C" fn on_event(
 /// # Safety
 /// `event_info` must be NULL or point to an acc_event_info whose
 /// `valid_bytes` is truthful.
+#[inline(always)]
 pub unsafe fn convert(
     time_ns: u64,
     pi: Option<&AccProfInfo>,
@@ -221,9 +221,10 @@ pub unsafe fn convert(
         return None;
     };
     let region = region_for(kind);
-    let string = |p: Option<*const c_char>| {
+    let string = |p: Option<*const c_char>| match p {
         // SAFETY: a non-NULL string field from the runtime is NUL-terminated.
-        p.and_then(|p| unsafe { sink::intern_cstr(p) })
+        Some(p) if !p.is_null() => unsafe { sink::intern_cstr(p) },
+        _ => None,
     };
     let location = SourceLocation {
         file: string(field!(pi, AccProfInfo, src_file)),

@@ -69,6 +69,50 @@ fn register_local() -> Option<()> {
         .flatten()
 }
 
+/// Builds a record straight into this thread's buffer (no intermediate
+/// copies of the record on the hot path); `make` returning None pushes
+/// nothing. `make` must not push itself.
+#[inline]
+pub(crate) fn push_with(make: impl FnOnce() -> Option<Record>) {
+    crate::check_child_writer();
+    let mut make = Some(make);
+    let pushed = LOCAL.try_with(|l| {
+        let l = l.try_borrow().ok()?;
+        let buf = l.as_ref()?;
+        let make = make.take()?;
+        let mut v = lock(&buf.records);
+        if v.len() == v.capacity() {
+            v.reserve(WAKE_AT);
+        }
+        let len = v.len();
+        // SAFETY: capacity > len was ensured above; the slot is written
+        // completely before the length covers it.
+        unsafe {
+            let slot = v.as_mut_ptr().add(len);
+            match make() {
+                Some(rec) => slot.write(rec),
+                None => return Some(len),
+            }
+            v.set_len(len + 1);
+        }
+        Some(len + 1)
+    });
+    match pushed {
+        Ok(Some(len)) => {
+            if len == WAKE_AT {
+                wake_writer();
+            }
+        }
+        _ => {
+            if let Some(make) = make {
+                if let Some(rec) = make() {
+                    push(rec);
+                }
+            }
+        }
+    }
+}
+
 /// Appends a record to this thread's buffer.
 #[inline]
 pub(crate) fn push(rec: Record) {
