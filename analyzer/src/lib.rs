@@ -9,5 +9,7 @@ pub mod model;
 pub mod summary;
 pub mod symbolize;
 
-pub use load::{load_run, LoadError};
-pub use model::{Construct, ConstructClass, ConstructId, Copy, CopySource, Kernel, Run, Site, SiteId};
+pub use load::{load_run, load_run_with, LoadError, LoadOptions};
+pub use model::{
+    Construct, ConstructClass, ConstructId, Copy, CopySource, Kernel, Run, Site, SiteId,
+};

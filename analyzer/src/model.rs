@@ -18,7 +18,7 @@ use accprof_trace::{
     Header, Level, Loss, MemoryKind, ModuleId, Record, RegionId, StringId, Trace,
 };
 
-use crate::symbolize::{Symbolizer, SymbolizedSite};
+use crate::symbolize::{SymbolizedSite, Symbolizer};
 
 /// Index of a [`Site`] in [`Run::sites`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -230,35 +230,130 @@ fn is_end(kind: AccEventKind) -> bool {
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
 pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
-    let mut b = Builder::default();
+    let mut b = Builder::new(trace.header.sources.cupti.is_active());
     for rec in &trace.records {
         b.add(rec, symbolizer);
     }
-    b.finish(trace)
+    b.finish(
+        trace.header,
+        trace.version,
+        trace.losses,
+        trace.skipped_unknown,
+    )
 }
 
-#[derive(Default)]
+/// Builds the model while reading: records are looked at one by one and
+/// never held all at once, so memory follows the model, not the trace.
+pub fn build_from_reader<R: std::io::Read>(
+    mut reader: accprof_trace::Reader<R>,
+    symbolizer: &mut Symbolizer,
+) -> Run {
+    let mut b = Builder::new(reader.header().sources.cupti.is_active());
+    while let Some(rec) = reader.next_record() {
+        b.add(&rec, symbolizer);
+    }
+    let header = reader.header().clone();
+    let version = reader.version();
+    let losses = reader.losses().to_vec();
+    let skipped = reader.skipped_unknown();
+    b.finish(header, version, losses, skipped)
+}
+
+/// A map from ids handed out in sequence (region ids, CUPTI correlation
+/// ids, call site ids) to small values: a vector indexed by id while the
+/// ids stay dense, a hash map for the ones far outside (a damaged or
+/// unusual trace costs speed, never memory).
+struct IdMap<V> {
+    dense: Vec<Option<V>>,
+    sparse: HashMap<u64, V>,
+    len: usize,
+}
+
+impl<V: std::marker::Copy> IdMap<V> {
+    fn new() -> Self {
+        IdMap {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, id: u64, v: V) {
+        self.len += 1;
+        if let Some(slot) = self.dense.get_mut(id as usize) {
+            *slot = Some(v);
+            return;
+        }
+        // Grow only while the ids are about as many as the entries.
+        if id < 4096 || id < 4 * self.len as u64 {
+            let want = (id as usize + 1).max(self.dense.len() * 2);
+            self.dense.resize(want, None);
+            self.dense[id as usize] = Some(v);
+        } else {
+            self.sparse.insert(id, v);
+        }
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<V> {
+        match self.dense.get(id as usize) {
+            Some(v) => *v,
+            None if self.sparse.is_empty() => None,
+            None => self.sparse.get(&id).copied(),
+        }
+    }
+}
+
+/// What a CUPTI correlation id tells: the region of the driver call, the
+/// host pointer of a copy and the hash of the host buffer.
+#[derive(Clone, Copy, Default)]
+struct Correlated {
+    region: u64,
+    host_ptr: Option<u64>,
+    hash: Option<u64>,
+}
+
+/// An acc_prof upload/download start waiting for its end.
+struct PendingCopy {
+    thread: u32,
+    start_kind: AccEventKind,
+    start_ns: u64,
+    bytes: u64,
+    var: Option<StringId>,
+    host_ptr: Option<u64>,
+}
+
+/// An acc_prof transfer (used only when CUPTI was not recording).
+struct AccCopy {
+    region: RegionId,
+    kind: CopyKind,
+    bytes: u64,
+    start_ns: u64,
+    end_ns: u64,
+    var: Option<StringId>,
+    host_ptr: Option<u64>,
+}
+
 struct Builder {
+    /// Whether CUPTI recorded: without it acc_prof's transfers are kept.
+    cupti: bool,
     strings: HashMap<StringId, String>,
     modules: HashMap<ModuleId, accprof_trace::Module>,
     call_sites: HashMap<CallSiteId, accprof_trace::CallSite>,
     site_index: HashMap<Site, SiteId>,
     sites: Vec<Site>,
-    symbolized: HashMap<CallSiteId, SiteId>,
+    symbolized: IdMap<SiteId>,
     constructs: Vec<Construct>,
-    by_region: HashMap<RegionId, ConstructId>,
-    /// Open constructs per thread, innermost last.
-    open: HashMap<u32, Vec<ConstructId>>,
-    /// CUPTI correlation id -> region of the driver call.
-    correlation: HashMap<u32, RegionId>,
-    /// Host pointer + bytes of the driver call (for variables and hashes).
-    correlation_ptr: HashMap<u32, (Option<u64>, Option<u64>)>,
-    hash_by_correlation: HashMap<u32, u64>,
+    by_region: IdMap<ConstructId>,
+    /// Open constructs per thread, innermost last (few threads: a vector).
+    open: Vec<(u32, Vec<ConstructId>)>,
+    /// CUPTI correlation id -> driver call facts.
+    correlation: IdMap<Correlated>,
     kernels_raw: Vec<accprof_trace::KernelRecord>,
     memcpys_raw: Vec<accprof_trace::MemcpyRecord>,
-    /// acc_prof upload/download starts waiting for their end, per thread.
-    pending_copies: HashMap<(u32, AccEventKind), (u64, u64, Option<StringId>, Option<u64>)>,
-    acc_copies: Vec<(Option<RegionId>, CopyKind, u64, u64, u64, Option<StringId>, Option<u64>)>,
+    pending_copies: Vec<PendingCopy>,
+    acc_copies: Vec<AccCopy>,
     devices: Vec<Device>,
     hashes: Vec<BufferHash>,
     acc_events: u64,
@@ -268,6 +363,33 @@ struct Builder {
 }
 
 impl Builder {
+    fn new(cupti: bool) -> Self {
+        Builder {
+            cupti,
+            strings: HashMap::new(),
+            modules: HashMap::new(),
+            call_sites: HashMap::new(),
+            site_index: HashMap::new(),
+            sites: Vec::new(),
+            symbolized: IdMap::new(),
+            constructs: Vec::new(),
+            by_region: IdMap::new(),
+            open: Vec::new(),
+            correlation: IdMap::new(),
+            kernels_raw: Vec::new(),
+            memcpys_raw: Vec::new(),
+            pending_copies: Vec::new(),
+            acc_copies: Vec::new(),
+            devices: Vec::new(),
+            hashes: Vec::new(),
+            acc_events: 0,
+            dropped: HashMap::new(),
+            diagnostics: Vec::new(),
+            span: None,
+        }
+    }
+
+    #[inline]
     fn see_time(&mut self, t: u64) {
         if t == 0 {
             return;
@@ -280,6 +402,19 @@ impl Builder {
 
     fn string(&self, id: Option<StringId>) -> Option<String> {
         id.and_then(|id| self.strings.get(&id).cloned())
+    }
+
+    /// The open-construct stack of `thread`.
+    #[inline]
+    fn stack(&mut self, thread: u32) -> &mut Vec<ConstructId> {
+        let i = match self.open.iter().position(|(t, _)| *t == thread) {
+            Some(i) => i,
+            None => {
+                self.open.push((thread, Vec::new()));
+                self.open.len() - 1
+            }
+        };
+        &mut self.open[i].1
     }
 
     fn intern_site(&mut self, site: Site) -> SiteId {
@@ -312,8 +447,8 @@ impl Builder {
             return self.intern_site(site);
         }
         if let Some(cs) = ev.call_site {
-            if let Some(id) = self.symbolized.get(&cs) {
-                return *id;
+            if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
+                return id;
             }
             let site = match self.call_sites.get(&cs).copied() {
                 Some(c) => match self.modules.get(&c.module) {
@@ -340,7 +475,7 @@ impl Builder {
                 None => Site::unknown(),
             };
             let id = self.intern_site(site);
-            self.symbolized.insert(cs, id);
+            self.symbolized.insert(u64::from(cs.0), id);
             return id;
         }
         if let Some(p) = parent {
@@ -351,6 +486,35 @@ impl Builder {
 
     fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
         match rec {
+            Record::Acc(ev) => self.add_acc(ev, symbolizer),
+            Record::DriverCall(d) => {
+                let mut c = self
+                    .correlation
+                    .get(u64::from(d.correlation))
+                    .unwrap_or_default();
+                c.region = d.region.0;
+                c.host_ptr = d.host_ptr;
+                self.correlation.insert(u64::from(d.correlation), c);
+            }
+            Record::Hash(h) => {
+                let mut c = self
+                    .correlation
+                    .get(u64::from(h.correlation))
+                    .unwrap_or_default();
+                c.hash = Some(h.hash);
+                self.correlation.insert(u64::from(h.correlation), c);
+                self.hashes.push(*h);
+            }
+            Record::Kernel(k) => {
+                self.see_time(k.start_ns);
+                self.see_time(k.end_ns);
+                self.kernels_raw.push(*k);
+            }
+            Record::Memcpy(m) => {
+                self.see_time(m.start_ns);
+                self.see_time(m.end_ns);
+                self.memcpys_raw.push(*m);
+            }
             Record::String { id, text } => {
                 self.strings.insert(*id, text.clone());
             }
@@ -365,27 +529,7 @@ impl Builder {
                     self.devices.push(d.clone());
                 }
             }
-            Record::Acc(ev) => self.add_acc(ev, symbolizer),
-            Record::Kernel(k) => {
-                self.see_time(k.start_ns);
-                self.see_time(k.end_ns);
-                self.kernels_raw.push(*k);
-            }
-            Record::Memcpy(m) => {
-                self.see_time(m.start_ns);
-                self.see_time(m.end_ns);
-                self.memcpys_raw.push(*m);
-            }
             Record::Memset(_) => {}
-            Record::DriverCall(d) => {
-                self.correlation.insert(d.correlation, d.region);
-                self.correlation_ptr
-                    .insert(d.correlation, (d.host_ptr, d.bytes));
-            }
-            Record::Hash(h) => {
-                self.hash_by_correlation.insert(h.correlation, h.hash);
-                self.hashes.push(*h);
-            }
             Record::Dropped { source, count } => {
                 *self.dropped.entry(*source).or_default() += count;
             }
@@ -399,10 +543,7 @@ impl Builder {
         self.acc_events += 1;
         self.see_time(ev.time_ns);
         if let Some(class) = class_of(ev.kind) {
-            let parent = self
-                .open
-                .get(&ev.thread)
-                .and_then(|s| s.last().copied());
+            let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
             let id = ConstructId(self.constructs.len());
             self.constructs.push(Construct {
@@ -420,25 +561,23 @@ impl Builder {
                 device: ev.device_number,
                 launches: Vec::new(),
             });
-            self.by_region.insert(ev.region, id);
-            self.open.entry(ev.thread).or_default().push(id);
+            self.by_region.insert(ev.region.0, id);
+            self.stack(ev.thread).push(id);
             return;
         }
         if is_end(ev.kind) {
-            if let Some(&id) = self.by_region.get(&ev.region) {
+            if let Some(id) = self.by_region.get(ev.region.0) {
                 self.constructs[id.0].end_ns = Some(ev.time_ns);
-                if let Some(stack) = self.open.get_mut(&ev.thread) {
-                    if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                        stack.truncate(pos);
-                    }
+                let stack = self.stack(ev.thread);
+                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
+                    stack.truncate(pos);
                 }
             }
             return;
         }
-        let owner = self.by_region.get(&ev.region).copied();
         match (ev.kind, ev.detail) {
             (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
-                if let Some(id) = owner {
+                if let Some(id) = self.by_region.get(ev.region.0) {
                     let name = self.string(l.kernel_name);
                     self.constructs[id.0].launches.push(LaunchRequest {
                         kernel_name: name,
@@ -451,7 +590,7 @@ impl Builder {
                 }
             }
             (AccEventKind::EnqueueLaunchEnd, _) => {
-                if let Some(id) = owner {
+                if let Some(id) = self.by_region.get(ev.region.0) {
                     if let Some(l) = self.constructs[id.0]
                         .launches
                         .iter_mut()
@@ -462,52 +601,85 @@ impl Builder {
                     }
                 }
             }
+            // With CUPTI the device's memcpy records are the transfers.
+            _ if self.cupti => {}
             (
                 AccEventKind::EnqueueUploadStart | AccEventKind::EnqueueDownloadStart,
                 AccDetail::Data(d),
             ) => {
-                self.pending_copies.insert(
-                    (ev.thread, ev.kind),
-                    (
-                        ev.time_ns,
-                        d.bytes.unwrap_or(0),
-                        d.var_name,
-                        d.host_ptr,
-                    ),
-                );
+                let pending = PendingCopy {
+                    thread: ev.thread,
+                    start_kind: ev.kind,
+                    start_ns: ev.time_ns,
+                    bytes: d.bytes.unwrap_or(0),
+                    var: d.var_name,
+                    host_ptr: d.host_ptr,
+                };
+                match self
+                    .pending_copies
+                    .iter_mut()
+                    .find(|p| p.thread == ev.thread && p.start_kind == ev.kind)
+                {
+                    Some(p) => *p = pending,
+                    None => self.pending_copies.push(pending),
+                }
             }
             (AccEventKind::EnqueueUploadEnd | AccEventKind::EnqueueDownloadEnd, _) => {
-                let (start_kind, dir) = if ev.kind == AccEventKind::EnqueueUploadEnd {
+                let (start_kind, kind) = if ev.kind == AccEventKind::EnqueueUploadEnd {
                     (AccEventKind::EnqueueUploadStart, CopyKind::HostToDevice)
                 } else {
                     (AccEventKind::EnqueueDownloadStart, CopyKind::DeviceToHost)
                 };
-                if let Some((start, bytes, var, ptr)) =
-                    self.pending_copies.remove(&(ev.thread, start_kind))
+                if let Some(i) = self
+                    .pending_copies
+                    .iter()
+                    .position(|p| p.thread == ev.thread && p.start_kind == start_kind)
                 {
-                    self.acc_copies
-                        .push((Some(ev.region), dir, bytes, start, ev.time_ns, var, ptr));
+                    let p = self.pending_copies.swap_remove(i);
+                    self.acc_copies.push(AccCopy {
+                        region: ev.region,
+                        kind,
+                        bytes: p.bytes,
+                        start_ns: p.start_ns,
+                        end_ns: ev.time_ns,
+                        var: p.var,
+                        host_ptr: p.host_ptr,
+                    });
                 }
             }
             _ => {}
         }
     }
 
-    fn finish(mut self, trace: Trace) -> Run {
-        let construct_of = |b: &Builder, corr: u32| {
-            b.correlation
-                .get(&corr)
-                .and_then(|r| b.by_region.get(r).copied())
+    fn finish(
+        mut self,
+        header: Header,
+        version: (u16, u16),
+        losses: Vec<Loss>,
+        skipped_unknown: u64,
+    ) -> Run {
+        let construct_of = |b: &Builder, corr: u32| -> (Option<ConstructId>, Correlated) {
+            match b.correlation.get(u64::from(corr)) {
+                Some(c) => (b.by_region.get(c.region), c),
+                None => (None, Correlated::default()),
+            }
         };
+        // Kernel names are few: one String per name, cloned per kernel.
+        let mut names: HashMap<StringId, String> = HashMap::new();
         let mut kernels = Vec::with_capacity(self.kernels_raw.len());
         for k in std::mem::take(&mut self.kernels_raw) {
+            let name = names
+                .entry(k.name)
+                .or_insert_with(|| {
+                    self.strings
+                        .get(&k.name)
+                        .cloned()
+                        .unwrap_or_else(|| "?".into())
+                })
+                .clone();
             kernels.push(Kernel {
-                construct: construct_of(&self, k.correlation),
-                name: self
-                    .strings
-                    .get(&k.name)
-                    .cloned()
-                    .unwrap_or_else(|| "?".into()),
+                construct: construct_of(&self, k.correlation).0,
+                name,
                 grid: k.grid,
                 block: k.block,
                 registers: k.registers,
@@ -519,11 +691,11 @@ impl Builder {
                 stream: k.stream,
             });
         }
-        let mut copies = Vec::new();
+        let mut copies = Vec::with_capacity(self.memcpys_raw.len());
         for m in std::mem::take(&mut self.memcpys_raw) {
-            let ptr = self.correlation_ptr.get(&m.correlation).and_then(|p| p.0);
+            let (construct, c) = construct_of(&self, m.correlation);
             copies.push(Copy {
-                construct: construct_of(&self, m.correlation),
+                construct,
                 kind: m.kind,
                 bytes: m.bytes,
                 start_ns: m.start_ns,
@@ -532,37 +704,41 @@ impl Builder {
                 dst: m.dst,
                 source: CopySource::Cupti,
                 variable: None,
-                host_ptr: ptr,
-                hash: self.hash_by_correlation.get(&m.correlation).copied(),
+                host_ptr: c.host_ptr,
+                hash: c.hash,
             });
         }
         // Without CUPTI, acc_prof's transfer events are all we have.
-        if !trace.header.sources.cupti.is_active() {
-            for (region, kind, bytes, start, end, var, ptr) in std::mem::take(&mut self.acc_copies)
-            {
+        if !self.cupti {
+            for c in std::mem::take(&mut self.acc_copies) {
                 copies.push(Copy {
-                    construct: region.and_then(|r| self.by_region.get(&r).copied()),
-                    kind,
-                    bytes,
-                    start_ns: start,
-                    end_ns: end,
+                    construct: self.by_region.get(c.region.0),
+                    kind: c.kind,
+                    bytes: c.bytes,
+                    start_ns: c.start_ns,
+                    end_ns: c.end_ns,
                     src: MemoryKind::Unknown,
                     dst: MemoryKind::Unknown,
                     source: CopySource::AccProf,
-                    variable: var.and_then(|v| self.strings.get(&v).cloned()),
-                    host_ptr: ptr,
+                    variable: c.var.and_then(|v| self.strings.get(&v).cloned()),
+                    host_ptr: c.host_ptr,
                     hash: None,
                 });
             }
         }
-        kernels.sort_by_key(|k| k.start_ns);
-        copies.sort_by_key(|c| c.start_ns);
+        // CUPTI hands records over in start order per buffer: mostly sorted.
+        if !kernels.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
+            kernels.sort_by_key(|k| k.start_ns);
+        }
+        if !copies.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
+            copies.sort_by_key(|c| c.start_ns);
+        }
         let mut dropped: Vec<_> = self.dropped.into_iter().collect();
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
         Run {
-            header: trace.header,
-            version: trace.version,
-            losses: trace.losses,
+            header,
+            version,
+            losses,
             devices: self.devices,
             sites: self.sites,
             constructs: self.constructs,
@@ -573,7 +749,7 @@ impl Builder {
             dropped,
             diagnostics: self.diagnostics,
             notes: Vec::new(),
-            skipped_unknown: trace.skipped_unknown,
+            skipped_unknown,
             span_ns: self.span.unwrap_or((0, 0)),
         }
     }

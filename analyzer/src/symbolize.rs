@@ -2,8 +2,14 @@
 //! line, with addr2line over the module's DWARF. Loaders are cached per
 //! module path; a missing or unreadable binary is said once and its sites
 //! stay as addresses.
+//!
+//! A trace names each binary by the path it had on the recording machine and
+//! by its GNU build id. Where that path is missing or holds another build,
+//! the search directories are tried (file name, same build id), so a trace
+//! and a copy of its binaries read anywhere.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use accprof_trace::Module;
 
@@ -20,8 +26,18 @@ pub enum SymbolizedSite {
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
+    search_dirs: Vec<PathBuf>,
     /// What could not be done, one line per module.
     pub notes: Vec<String>,
+}
+
+/// The GNU build id of an ELF file; None when it cannot be read or has none.
+pub fn build_id(path: &Path) -> Option<Vec<u8>> {
+    use object::Object;
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
 impl Symbolizer {
@@ -29,16 +45,46 @@ impl Symbolizer {
         Self::default()
     }
 
+    /// A symbolizer that also looks for binaries in `dirs`.
+    pub fn with_search_dirs(dirs: Vec<PathBuf>) -> Self {
+        Symbolizer {
+            search_dirs: dirs,
+            ..Self::default()
+        }
+    }
+
+    /// The file that holds `module`'s build: its recorded path when that is
+    /// the same build (or the trace has no build id), else a file of the
+    /// same name with the same build id in a search directory.
+    fn locate(&self, module: &Module) -> Option<PathBuf> {
+        let same_build = |p: &Path| {
+            p.is_file()
+                && (module.build_id.is_empty()
+                    || build_id(p).is_some_and(|id| id == module.build_id))
+        };
+        let recorded = Path::new(&module.path);
+        if same_build(recorded) {
+            return Some(recorded.to_path_buf());
+        }
+        let name = recorded.file_name()?;
+        self.search_dirs
+            .iter()
+            .map(|d| d.join(name))
+            .find(|p| same_build(p))
+    }
+
     /// Looks up a return address (module-relative): the call instruction is
     /// the byte before it.
     pub fn lookup(&mut self, module: &Module, return_offset: u64) -> SymbolizedSite {
-        let loader = self
-            .loaders
-            .entry(module.path.clone())
-            .or_insert_with(|| addr2line::Loader::new(&module.path).ok());
-        let Some(loader) = loader.as_ref() else {
+        if !self.loaders.contains_key(&module.path) {
+            let loader = self
+                .locate(module)
+                .and_then(|p| addr2line::Loader::new(p).ok());
+            self.loaders.insert(module.path.clone(), loader);
+        }
+        let Some(loader) = self.loaders.get(&module.path).and_then(Option::as_ref) else {
             let note = format!(
-                "{}: cannot read the binary for source lines; sites are shown as addresses",
+                "{}: cannot read the binary (or it is another build) for source lines; sites are shown as addresses (--symbols DIR names a directory with a copy)",
                 module.path
             );
             if !self.notes.contains(&note) {
