@@ -1,17 +1,29 @@
 //! The aggregates behind the PGI_ACC_TIME-style summary: per source file,
 //! function and line, how often each construct was reached, the kernels it
 //! launched (per launch shape) and the transfers it made, with time
-//! statistics.
+//! statistics; and, for several traces (MPI ranks), one merged summary with
+//! per-rank totals and the imbalance of each line across ranks.
 //!
-//! Attribution: a kernel or copy belongs to the line of the construct that
-//! caused it; constructs nested in another (the implicit data part of a
-//! compute construct) count at their parent's line.
+//! Attribution ([`attributed_sites`]): a kernel or copy belongs to the line
+//! of the construct that caused it; constructs nested in another (the
+//! implicit data part of a compute construct) count at their parent's line;
+//! the exit of a structured `data` region counts at the line of its entry
+//! (GCC reports GOACC_data_end from the first line of the region's body,
+//! PGI at the pragma: the pragma line is the one users look for).
+//!
+//! Times: a function's `time(us)` is the host time spent inside its
+//! top-level OpenACC constructs (from each construct's start event to its
+//! end event; nested constructs are inside their parent and not counted
+//! again). Kernel `device time` is CUPTI's start-to-end per launch; kernel
+//! `elapsed time` is the host time of the construct that launched it.
+//! Transfer times are CUPTI's device times, or without CUPTI the host time
+//! of acc_prof's enqueue events.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use accprof_trace::{ConstructKind, CopyKind};
+use accprof_trace::{ConstructKind, CopyKind, Device, DropSource, Loss, MemoryKind, Sources};
 
-use crate::model::{ConstructClass, CopySource, Run};
+use crate::model::{ConstructClass, CopySource, Run, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,6 +35,7 @@ pub struct Stats {
 }
 
 impl Stats {
+    #[inline]
     pub fn add(&mut self, ns: u64) {
         if self.count == 0 {
             self.min_ns = ns;
@@ -66,6 +79,15 @@ pub enum Reached {
 }
 
 impl Reached {
+    const ALL: [Reached; 6] = [
+        Reached::ComputeRegion,
+        Reached::DataRegion,
+        Reached::EnterData,
+        Reached::ExitData,
+        Reached::Update,
+        Reached::Wait,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Reached::ComputeRegion => "compute region",
@@ -91,7 +113,18 @@ pub struct KernelLine {
     pub launches: u64,
     pub registers: u32,
     pub shared_bytes: u32,
+    pub local_bytes_per_thread: u32,
 }
+
+/// How many transfers of one line had one size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SizeCount {
+    pub bytes: u64,
+    pub count: u64,
+}
+
+/// Distinct sizes kept per transfer line; the rest are only counted.
+pub const MAX_SIZES: usize = 16;
 
 /// Transfers of one line in one direction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,6 +138,49 @@ pub struct TransferLine {
     pub pageable: u64,
     pub pinned: u64,
     pub variables: Vec<String>,
+    /// Transfers per size, largest size first (at most [`MAX_SIZES`]).
+    pub sizes: Vec<SizeCount>,
+    /// Transfers whose size did not fit in `sizes`.
+    pub other_sizes: u64,
+}
+
+impl TransferLine {
+    fn add_size(&mut self, bytes: u64, count: u64) {
+        if let Some(s) = self.sizes.iter_mut().find(|s| s.bytes == bytes) {
+            s.count += count;
+        } else if self.sizes.len() < MAX_SIZES {
+            self.sizes.push(SizeCount { bytes, count });
+        } else {
+            self.other_sizes += count;
+        }
+    }
+
+    /// How many transfers moved exactly `bytes` bytes.
+    pub fn count_of_size(&self, bytes: u64) -> u64 {
+        self.sizes
+            .iter()
+            .filter(|s| s.bytes == bytes)
+            .map(|s| s.count)
+            .sum()
+    }
+
+    fn merge(&mut self, o: &TransferLine) {
+        self.count += o.count;
+        self.bytes += o.bytes;
+        self.time.merge(&o.time);
+        self.device_timed |= o.device_timed;
+        self.pageable += o.pageable;
+        self.pinned += o.pinned;
+        for v in &o.variables {
+            if !self.variables.contains(v) {
+                self.variables.push(v.clone());
+            }
+        }
+        for s in &o.sizes {
+            self.add_size(s.bytes, s.count);
+        }
+        self.other_sizes += o.other_sizes;
+    }
 }
 
 /// Everything attributed to one source line.
@@ -115,6 +191,57 @@ pub struct LineSummary {
     pub reached: BTreeMap<Reached, Stats>,
     pub kernels: Vec<KernelLine>,
     pub transfers: Vec<TransferLine>,
+    /// Call address in the module (return address - 1) when there is no
+    /// line: sites without line information stay apart.
+    pub address: Option<u64>,
+    /// Host time of the top-level constructs at this line.
+    pub host_ns: u64,
+}
+
+impl LineSummary {
+    /// Device time of the line's kernels and transfers.
+    pub fn device_ns(&self) -> u64 {
+        let k: u64 = self.kernels.iter().map(|k| k.device.total_ns).sum();
+        let t: u64 = self
+            .transfers
+            .iter()
+            .filter(|t| t.device_timed)
+            .map(|t| t.time.total_ns)
+            .sum();
+        k + t
+    }
+
+    /// What the line costs, to rank lines: its device time, or its host
+    /// time when nothing was timed on the device (no CUPTI).
+    pub fn cost_ns(&self) -> u64 {
+        match self.device_ns() {
+            0 => self.host_ns,
+            d => d,
+        }
+    }
+
+    fn key(&self) -> (Option<u32>, Option<u64>) {
+        (self.line, self.address)
+    }
+
+    fn merge(&mut self, o: &LineSummary) {
+        for (k, s) in &o.reached {
+            self.reached.entry(*k).or_default().merge(s);
+        }
+        for k in &o.kernels {
+            let e = kernel_entry(&mut self.kernels, &k.name, &k.grid, &k.block);
+            e.device.merge(&k.device);
+            e.elapsed.merge(&k.elapsed);
+            e.launches += k.launches;
+            e.registers = e.registers.max(k.registers);
+            e.shared_bytes = e.shared_bytes.max(k.shared_bytes);
+            e.local_bytes_per_thread = e.local_bytes_per_thread.max(k.local_bytes_per_thread);
+        }
+        for t in &o.transfers {
+            transfer_entry(&mut self.transfers, t.direction).merge(t);
+        }
+        self.host_ns += o.host_ns;
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -128,14 +255,39 @@ pub struct FunctionSummary {
     pub lines: Vec<LineSummary>,
 }
 
+/// What a summary needs to know about the run(s) it describes, besides the
+/// aggregates: identity, data sources, devices and what was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFacts {
+    pub rank: Option<u32>,
+    pub pid: u32,
+    pub host: String,
+    pub command_line: Vec<String>,
+    pub runtime: String,
+    pub sources: Sources,
+    pub devices: Vec<Device>,
+    pub dropped: Vec<(DropSource, u64)>,
+    pub losses: Vec<Loss>,
+    pub notes: Vec<String>,
+    pub acc_events: u64,
+    pub wall_ns: u64,
+    pub host_construct_ns: u64,
+    pub kernel_ns: u64,
+    pub transfer_ns: u64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
     pub functions: Vec<FunctionSummary>,
+    /// CUPTI recorded device times (in every run, for a merged summary).
     pub cupti: bool,
+    /// Wall time the trace covers (the longest run's, merged).
     pub wall_ns: u64,
     pub kernel_ns: u64,
     pub transfer_ns: u64,
     pub host_construct_ns: u64,
+    /// The run this summarizes, or every run merged into it, in input order.
+    pub runs: Vec<RunFacts>,
 }
 
 fn device_label(run: &Run, device_type: Option<u32>) -> &'static str {
@@ -164,52 +316,98 @@ fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) 
     }
 }
 
+/// The source site each construct counts at (indexed like
+/// `run.constructs`): its own, except that the exit of a structured `data`
+/// region takes the site of its entry (the innermost unmatched entry of a
+/// `data` construct on the same thread), and nested constructs that carry
+/// their parent's site follow the parent.
+pub fn attributed_sites(run: &Run) -> Vec<SiteId> {
+    let mut sites: Vec<SiteId> = run.constructs.iter().map(|c| c.site).collect();
+    // Open `data` regions per thread, innermost last.
+    let mut open: Vec<(u32, Vec<usize>)> = Vec::new();
+    for (i, c) in run.constructs.iter().enumerate() {
+        if let Some(p) = c.parent {
+            if c.site == run.constructs[p.0].site {
+                sites[i] = sites[p.0];
+            }
+            continue;
+        }
+        if c.kind != Some(ConstructKind::Data) {
+            continue;
+        }
+        let stack = match open.iter().position(|(t, _)| *t == c.thread) {
+            Some(k) => &mut open[k].1,
+            None => {
+                open.push((c.thread, Vec::new()));
+                &mut open.last_mut().expect("just pushed").1
+            }
+        };
+        match c.class {
+            ConstructClass::EnterData => stack.push(i),
+            ConstructClass::ExitData => {
+                if let Some(enter) = stack.pop() {
+                    sites[i] = sites[enter];
+                }
+            }
+            _ => {}
+        }
+    }
+    sites
+}
+
+/// Aggregates of one site while summarizing.
+#[derive(Default)]
+struct SiteAcc {
+    used: bool,
+    reached: [Stats; 6],
+    kernels: Vec<KernelLine>,
+    transfers: Vec<TransferLine>,
+    host_ns: u64,
+    device_type: Option<u32>,
+    device_number: Option<u32>,
+}
+
+fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
+    let mut v = d.to_vec();
+    while v.len() > 1 && v.last() == Some(&1) {
+        v.pop();
+    }
+    v
+}
+
 /// Builds the summary of one run.
 pub fn summarize(run: &Run) -> Summary {
-    type Key = (String, String);
-    #[derive(Default)]
-    struct Acc {
-        device_type: Option<u32>,
-        device_number: u32,
-        time_ns: u64,
-        lines: BTreeMap<Option<u32>, LineSummary>,
-    }
-    let mut funcs: BTreeMap<Key, Acc> = BTreeMap::new();
-    let key_of = |site: crate::SiteId| {
-        let s = run.site(site);
-        ((s.file.clone(), s.function.clone()), s.line)
-    };
+    let attributed = attributed_sites(run);
+    // One slot per site, and a last one for work no construct claims.
+    let unattributed = run.sites.len();
+    let mut acc: Vec<SiteAcc> = Vec::with_capacity(run.sites.len() + 1);
+    acc.resize_with(run.sites.len() + 1, SiteAcc::default);
+    let cupti = run.cupti_active();
     let mut host_construct_ns = 0;
-    for c in &run.constructs {
-        let (key, line) = key_of(c.site);
-        let f = funcs.entry(key).or_default();
-        if f.device_type.is_none() {
-            f.device_type = c.device_type;
-            f.device_number = c.device.unwrap_or(0);
+    for (c, site) in run.constructs.iter().zip(&attributed) {
+        let a = &mut acc[site.0];
+        a.used = true;
+        if a.device_type.is_none() {
+            a.device_type = c.device_type;
+            a.device_number = c.device;
         }
-        let ls = f.lines.entry(line).or_insert_with(|| LineSummary {
-            line,
-            ..Default::default()
-        });
         let host = c.host_ns().unwrap_or(0);
-        ls.reached
-            .entry(reached_of(c.class, c.kind, c.parent.is_some()))
-            .or_default()
-            .add(host);
+        let r = reached_of(c.class, c.kind, c.parent.is_some());
+        a.reached[r as usize].add(host);
         if c.parent.is_none() {
-            f.time_ns += host;
+            a.host_ns += host;
             host_construct_ns += host;
         }
         // Without CUPTI, launches come from the runtime's own events.
-        if !run.cupti_active() && c.class == ConstructClass::Compute {
+        if !cupti && c.class == ConstructClass::Compute {
             for l in &c.launches {
-                let grid = vec![l.gangs.unwrap_or(0) as u32];
+                let grid = [l.gangs.unwrap_or(0) as u32];
                 let mut block = vec![l.vector_length.unwrap_or(0) as u32];
                 if l.workers.unwrap_or(1) > 1 {
                     block.push(l.workers.unwrap_or(1) as u32);
                 }
-                let name = l.kernel_name.clone().unwrap_or_else(|| "?".into());
-                let k = kernel_entry(&mut ls.kernels, &name, grid, block);
+                let name = l.kernel_name.as_deref().unwrap_or("?");
+                let k = kernel_entry(&mut a.kernels, name, &grid, &block);
                 k.launches += 1;
                 k.elapsed.add(host);
             }
@@ -217,35 +415,22 @@ pub fn summarize(run: &Run) -> Summary {
     }
     let mut kernel_ns = 0;
     for k in &run.kernels {
-        let site = k
-            .construct
-            .map(|c| run.construct(c).site)
-            .unwrap_or(crate::SiteId(usize::MAX));
-        let (key, line) = if site.0 == usize::MAX {
-            (("(unattributed)".to_string(), "?".to_string()), None)
-        } else {
-            key_of(site)
-        };
-        let f = funcs.entry(key).or_default();
-        let ls = f.lines.entry(line).or_insert_with(|| LineSummary {
-            line,
-            ..Default::default()
-        });
-        let dims = |d: [u32; 3]| {
-            let mut v = d.to_vec();
-            while v.len() > 1 && v.last() == Some(&1) {
-                v.pop();
-            }
-            v
-        };
-        let entry = kernel_entry(&mut ls.kernels, &k.name, dims(k.grid), dims(k.block));
+        let slot = k.construct.map_or(unattributed, |c| attributed[c.0].0);
+        let a = &mut acc[slot];
+        a.used = true;
+        let entry = kernel_entry(
+            &mut a.kernels,
+            &k.name,
+            &kernel_dims(k.grid),
+            &kernel_dims(k.block),
+        );
         entry.launches += 1;
         entry.device.add(k.device_ns());
         entry.registers = entry.registers.max(k.registers);
         entry.shared_bytes = entry.shared_bytes.max(k.shared_bytes);
+        entry.local_bytes_per_thread = entry.local_bytes_per_thread.max(k.local_bytes_per_thread);
         if let Some(c) = k.construct {
-            let top = run.top_level(c);
-            if let Some(h) = run.construct(top).host_ns() {
+            if let Some(h) = run.construct(run.top_level(c)).host_ns() {
                 entry.elapsed.add(h);
             }
         }
@@ -256,38 +441,23 @@ pub fn summarize(run: &Run) -> Summary {
         if !matches!(cp.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost) {
             continue;
         }
-        let (key, line) = match cp.construct {
-            Some(c) => key_of(run.construct(c).site),
-            None => (("(unattributed)".to_string(), "?".to_string()), None),
-        };
-        let f = funcs.entry(key).or_default();
-        let ls = f.lines.entry(line).or_insert_with(|| LineSummary {
-            line,
-            ..Default::default()
-        });
-        let t = match ls.transfers.iter().position(|t| t.direction == Some(cp.kind)) {
-            Some(i) => &mut ls.transfers[i],
-            None => {
-                ls.transfers.push(TransferLine {
-                    direction: Some(cp.kind),
-                    ..Default::default()
-                });
-                let last = ls.transfers.len() - 1;
-                &mut ls.transfers[last]
-            }
-        };
+        let slot = cp.construct.map_or(unattributed, |c| attributed[c.0].0);
+        let a = &mut acc[slot];
+        a.used = true;
+        let t = transfer_entry(&mut a.transfers, Some(cp.kind));
         t.count += 1;
         t.bytes += cp.bytes;
         t.time.add(cp.duration_ns());
         t.device_timed = cp.source == CopySource::Cupti;
+        t.add_size(cp.bytes, 1);
         let host_side = if cp.kind == CopyKind::HostToDevice {
             cp.src
         } else {
             cp.dst
         };
         match host_side {
-            accprof_trace::MemoryKind::Pageable => t.pageable += 1,
-            accprof_trace::MemoryKind::Pinned => t.pinned += 1,
+            MemoryKind::Pageable => t.pageable += 1,
+            MemoryKind::Pinned => t.pinned += 1,
             _ => {}
         }
         if let Some(v) = &cp.variable {
@@ -297,53 +467,328 @@ pub fn summarize(run: &Run) -> Summary {
         }
         transfer_ns += cp.duration_ns();
     }
+
+    // Group the sites into files, functions and lines.
+    struct FuncAcc {
+        device_type: Option<u32>,
+        device_number: Option<u32>,
+        time_ns: u64,
+        lines: BTreeMap<(Option<u32>, Option<u64>), LineSummary>,
+    }
+    let mut funcs: BTreeMap<(String, String), FuncAcc> = BTreeMap::new();
+    for (i, a) in acc.into_iter().enumerate() {
+        if !a.used {
+            continue;
+        }
+        let (file, function, line, address) = if i == unattributed {
+            ("(unattributed)".to_string(), "?".to_string(), None, None)
+        } else {
+            let s = run.site(SiteId(i));
+            let address = match s.line {
+                None => s.address.as_ref().map(|(_, off)| off.saturating_sub(1)),
+                Some(_) => None,
+            };
+            (s.file.clone(), s.function.clone(), s.line, address)
+        };
+        let f = funcs.entry((file, function)).or_insert_with(|| FuncAcc {
+            device_type: None,
+            device_number: None,
+            time_ns: 0,
+            lines: BTreeMap::new(),
+        });
+        if f.device_type.is_none() {
+            f.device_type = a.device_type;
+            f.device_number = a.device_number;
+        }
+        f.time_ns += a.host_ns;
+        let mut ls = LineSummary {
+            line,
+            address,
+            host_ns: a.host_ns,
+            kernels: a.kernels,
+            transfers: a.transfers,
+            ..Default::default()
+        };
+        for r in Reached::ALL {
+            let s = a.reached[r as usize];
+            if s.count > 0 {
+                ls.reached.insert(r, s);
+            }
+        }
+        match f.lines.entry((line, address)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(ls);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(&ls),
+        }
+    }
     let functions = funcs
         .into_iter()
-        .map(|((file, function), acc)| {
-            let mut lines: Vec<LineSummary> = acc.lines.into_values().collect();
+        .map(|((file, function), f)| {
+            let mut lines: Vec<LineSummary> = f.lines.into_values().collect();
             for l in &mut lines {
-                l.transfers.sort_by_key(|t| t.direction);
+                finish_line(l);
             }
             FunctionSummary {
                 file,
                 function,
-                device_label: device_label(run, acc.device_type).to_string(),
-                device_number: acc.device_number,
-                time_ns: acc.time_ns,
+                device_label: device_label(run, f.device_type).to_string(),
+                device_number: f.device_number.unwrap_or(0),
+                time_ns: f.time_ns,
                 lines,
             }
         })
         .collect();
+    let facts = RunFacts {
+        rank: run.header.rank,
+        pid: run.header.pid,
+        host: run.header.host.clone(),
+        command_line: run.header.command_line.clone(),
+        runtime: run.header.runtime.clone(),
+        sources: run.header.sources.clone(),
+        devices: run.devices.clone(),
+        dropped: run.dropped.clone(),
+        losses: run.losses.clone(),
+        notes: run.notes.clone(),
+        acc_events: run.acc_events,
+        wall_ns: run.wall_ns(),
+        host_construct_ns,
+        kernel_ns,
+        transfer_ns,
+    };
     Summary {
         functions,
-        cupti: run.cupti_active(),
+        cupti,
         wall_ns: run.wall_ns(),
         kernel_ns,
         transfer_ns,
         host_construct_ns,
+        runs: vec![facts],
+    }
+}
+
+/// Orders a line's transfers by direction and their sizes largest first.
+fn finish_line(l: &mut LineSummary) {
+    l.transfers.sort_by_key(|t| t.direction);
+    for t in &mut l.transfers {
+        t.sizes.sort_by_key(|s| std::cmp::Reverse(s.bytes));
     }
 }
 
 fn kernel_entry<'a>(
     kernels: &'a mut Vec<KernelLine>,
     name: &str,
-    grid: Vec<u32>,
-    block: Vec<u32>,
+    grid: &[u32],
+    block: &[u32],
 ) -> &'a mut KernelLine {
     let pos = kernels
         .iter()
-        .position(|k| k.name == name && k.grid == grid && k.block == block);
+        .position(|k| k.grid == grid && k.block == block && k.name == name);
     match pos {
         Some(i) => &mut kernels[i],
         None => {
             kernels.push(KernelLine {
                 name: name.to_string(),
-                grid,
-                block,
+                grid: grid.to_vec(),
+                block: block.to_vec(),
                 ..Default::default()
             });
             let last = kernels.len() - 1;
             &mut kernels[last]
         }
+    }
+}
+
+fn transfer_entry(transfers: &mut Vec<TransferLine>, dir: Option<CopyKind>) -> &mut TransferLine {
+    match transfers.iter().position(|t| t.direction == dir) {
+        Some(i) => &mut transfers[i],
+        None => {
+            transfers.push(TransferLine {
+                direction: dir,
+                ..Default::default()
+            });
+            let last = transfers.len() - 1;
+            &mut transfers[last]
+        }
+    }
+}
+
+/// One rank's totals in a merged summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankRow {
+    /// The rank the launcher gave (trace header), else the trace's position
+    /// among the inputs.
+    pub rank: u32,
+    /// False when `rank` is the input position (the header had none).
+    pub rank_known: bool,
+    pub pid: u32,
+    pub host: String,
+    pub wall_ns: u64,
+    pub host_construct_ns: u64,
+    pub kernel_ns: u64,
+    pub transfer_ns: u64,
+}
+
+/// How unevenly one source line's time is spread over the ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineImbalance {
+    pub file: String,
+    pub function: String,
+    pub line: Option<u32>,
+    pub address: Option<u64>,
+    /// The line's cost ([`LineSummary::cost_ns`]) on the rank where it is largest.
+    pub max_ns: u64,
+    pub max_rank: u32,
+    /// Mean over all ranks (a rank that never reached the line counts 0).
+    pub mean_ns: u64,
+    /// max / mean (1.0 = perfectly even).
+    pub ratio: f64,
+}
+
+/// Several runs (MPI ranks) summarized together.
+#[derive(Debug, Clone, Default)]
+pub struct MergedSummary {
+    /// Every line's statistics over all ranks, in the one-run layout.
+    pub merged: Summary,
+    /// One row per input, ordered by rank.
+    pub ranks: Vec<RankRow>,
+    /// Lines by imbalance: largest `max - mean` (the time the other ranks
+    /// would wait for the slowest one) first; lines with no spread left out.
+    pub imbalance: Vec<LineImbalance>,
+}
+
+/// Merges the summaries of several runs given in input order.
+pub fn merge(summaries: &[Summary]) -> MergedSummary {
+    let mut ranks = Vec::with_capacity(summaries.len());
+    // Rank of each summary, and each line's cost per rank.
+    type LineKey = (String, String, Option<u32>, Option<u64>);
+    let mut costs: HashMap<LineKey, Vec<u64>> = HashMap::new();
+    let mut funcs: BTreeMap<(String, String), FunctionSummary> = BTreeMap::new();
+    let mut merged = Summary {
+        cupti: !summaries.is_empty(),
+        ..Default::default()
+    };
+    for (i, s) in summaries.iter().enumerate() {
+        let facts = s.runs.first();
+        let rank = facts.and_then(|f| f.rank);
+        ranks.push(RankRow {
+            rank: rank.unwrap_or(i as u32),
+            rank_known: rank.is_some(),
+            pid: facts.map_or(0, |f| f.pid),
+            host: facts.map(|f| f.host.clone()).unwrap_or_default(),
+            wall_ns: s.wall_ns,
+            host_construct_ns: s.host_construct_ns,
+            kernel_ns: s.kernel_ns,
+            transfer_ns: s.transfer_ns,
+        });
+        merged.cupti &= s.cupti;
+        merged.wall_ns = merged.wall_ns.max(s.wall_ns);
+        merged.kernel_ns += s.kernel_ns;
+        merged.transfer_ns += s.transfer_ns;
+        merged.host_construct_ns += s.host_construct_ns;
+        merged.runs.extend(s.runs.iter().cloned());
+        for f in &s.functions {
+            let m = funcs
+                .entry((f.file.clone(), f.function.clone()))
+                .or_insert_with(|| FunctionSummary {
+                    file: f.file.clone(),
+                    function: f.function.clone(),
+                    device_label: f.device_label.clone(),
+                    device_number: f.device_number,
+                    ..Default::default()
+                });
+            m.time_ns += f.time_ns;
+            for l in &f.lines {
+                match m.lines.iter_mut().find(|x| x.key() == l.key()) {
+                    Some(x) => x.merge(l),
+                    None => m.lines.push(l.clone()),
+                }
+                let per_rank = costs
+                    .entry((f.file.clone(), f.function.clone(), l.line, l.address))
+                    .or_insert_with(|| vec![0; summaries.len()]);
+                per_rank[i] += l.cost_ns();
+            }
+        }
+    }
+    merged.functions = funcs
+        .into_values()
+        .map(|mut f| {
+            f.lines.sort_by_key(|l| l.key());
+            for l in &mut f.lines {
+                finish_line(l);
+            }
+            f
+        })
+        .collect();
+    let mut imbalance: Vec<LineImbalance> = costs
+        .into_iter()
+        .filter_map(|((file, function, line, address), per_rank)| {
+            let n = per_rank.len() as u64;
+            let total: u64 = per_rank.iter().sum();
+            let (max_i, &max_ns) = per_rank
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, v)| (**v, std::cmp::Reverse(*i)))?;
+            let mean_ns = total / n.max(1);
+            if max_ns == 0 || max_ns <= mean_ns {
+                return None;
+            }
+            Some(LineImbalance {
+                file,
+                function,
+                line,
+                address,
+                max_ns,
+                max_rank: ranks[max_i].rank,
+                mean_ns,
+                ratio: max_ns as f64 * n as f64 / total as f64,
+            })
+        })
+        .collect();
+    imbalance.sort_by(|a, b| {
+        (b.max_ns - b.mean_ns)
+            .cmp(&(a.max_ns - a.mean_ns))
+            .then_with(|| (&a.file, &a.function, a.line).cmp(&(&b.file, &b.function, b.line)))
+    });
+    ranks.sort_by_key(|r| r.rank);
+    MergedSummary {
+        merged,
+        ranks,
+        imbalance,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_merge_and_average() {
+        let mut a = Stats::default();
+        a.add(10);
+        a.add(30);
+        let mut b = Stats::default();
+        b.add(5);
+        a.merge(&b);
+        assert_eq!(
+            (a.count, a.total_ns, a.min_ns, a.max_ns, a.avg_ns()),
+            (3, 45, 5, 30, 15)
+        );
+        let mut empty = Stats::default();
+        empty.merge(&a);
+        assert_eq!(empty, a);
+        assert_eq!(Stats::default().avg_ns(), 0);
+    }
+
+    #[test]
+    fn sizes_are_counted_then_capped() {
+        let mut t = TransferLine::default();
+        for i in 0..(MAX_SIZES as u64 + 3) {
+            t.add_size(100 + i, 2);
+        }
+        t.add_size(100, 1);
+        assert_eq!(t.count_of_size(100), 3);
+        assert_eq!(t.sizes.len(), MAX_SIZES);
+        assert_eq!(t.other_sizes, 6);
     }
 }

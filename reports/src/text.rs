@@ -1,12 +1,16 @@
 //! The text summary in the layout PGI_ACC_TIME / NV_ACC_TIME users know,
-//! and an extended view with bytes, bandwidth, variables, memory kinds,
-//! kernel resources and time shares.
+//! and an extended view with bytes, bandwidth, sizes, variables, memory
+//! kinds, kernel resources, time shares, the data sources and losses. For
+//! several traces (MPI ranks): the merged summary, then a per-rank table and
+//! the lines whose time is most unevenly spread over the ranks.
 
 use std::fmt::Write as _;
 
-use accprof_analyzer::summary::{FunctionSummary, KernelLine, LineSummary, Stats, Summary, TransferLine};
+use accprof_analyzer::summary::{
+    FunctionSummary, KernelLine, LineSummary, MergedSummary, RunFacts, Stats, Summary, TransferLine,
+};
 use accprof_analyzer::Run;
-use accprof_trace::CopyKind;
+use accprof_trace::{CopyKind, SourceState};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextOptions {
@@ -15,6 +19,9 @@ pub struct TextOptions {
     /// List lines by cost instead of by line number.
     pub sort_by_time: bool,
 }
+
+/// How many lines the imbalance table of a merged summary lists.
+pub const IMBALANCE_ROWS: usize = 10;
 
 /// Formats an integer with thousands separators: 10852003 -> "10,852,003".
 pub fn thousands(v: u64) -> String {
@@ -30,7 +37,7 @@ pub fn thousands(v: u64) -> String {
 }
 
 fn us(ns: u64) -> String {
-    thousands((ns + 500) / 1000)
+    thousands(ns.saturating_add(500) / 1000)
 }
 
 fn stats_line(label: &str, s: &Stats) -> String {
@@ -43,8 +50,13 @@ fn stats_line(label: &str, s: &Stats) -> String {
     )
 }
 
-fn line_no(l: Option<u32>) -> String {
-    l.map(|l| l.to_string()).unwrap_or_else(|| "?".into())
+/// The line number, or the call address when the binary had no line for it.
+fn line_label(l: &LineSummary) -> String {
+    match (l.line, l.address) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(a)) => format!("{a:#x}"),
+        (None, None) => "?".into(),
+    }
 }
 
 fn dims(d: &[u32]) -> String {
@@ -69,37 +81,65 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// Time a line costs: device time of its kernels and transfers, or host
-/// time of its constructs when nothing was device-timed.
-fn line_cost(l: &LineSummary) -> u64 {
-    let k: u64 = l.kernels.iter().map(|k| k.device.total_ns).sum();
-    let t: u64 = l.transfers.iter().map(|t| t.time.total_ns).sum();
-    if k + t > 0 {
-        k + t
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
     } else {
-        l.reached.values().map(|s| s.total_ns).sum()
+        "s"
     }
 }
 
-/// Renders the summary of one run.
-pub fn render(run: &Run, summary: &Summary, opts: &TextOptions) -> Vec<u8> {
+/// Renders the summary of one run. (`run` is not needed any more: the
+/// summary carries what the text shows.)
+pub fn render(_run: &Run, summary: &Summary, opts: &TextOptions) -> Vec<u8> {
+    render_summary(summary, opts)
+}
+
+/// Renders a summary (of one run, or of several merged).
+pub fn render_summary(summary: &Summary, opts: &TextOptions) -> Vec<u8> {
     let mut out = String::new();
+    write_summary(&mut out, summary, opts);
+    out.into_bytes()
+}
+
+/// Renders several runs: the merged summary, the per-rank table and the
+/// most imbalanced lines.
+pub fn render_merged(m: &MergedSummary, opts: &TextOptions) -> Vec<u8> {
+    let mut out = String::new();
+    write_summary(&mut out, &m.merged, opts);
+    write_ranks(&mut out, m);
+    out.into_bytes()
+}
+
+fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
     out.push_str("\nAccelerator Kernel Timing data\n");
     if !summary.cupti {
-        let why = match &run.header.sources.cupti {
-            accprof_trace::SourceState::Inactive(r) => r.as_str(),
-            accprof_trace::SourceState::Active => "",
+        let why: Vec<String> = summary
+            .runs
+            .iter()
+            .filter_map(|r| match &r.sources.cupti {
+                SourceState::Inactive(why) => Some(why.clone()),
+                SourceState::Active => None,
+            })
+            .collect();
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            let mut w = why.clone();
+            w.dedup();
+            format!(" ({})", w.join("; "))
         };
         let _ = writeln!(
             out,
-            "(host times only: no device times without CUPTI: {why})"
+            "Host times only: CUPTI was not recording{why}, so there are no kernel or transfer device times; \
+             elapsed times are host times of the OpenACC constructs."
         );
     }
     let total_cost: u64 = summary
         .functions
         .iter()
         .flat_map(|f| f.lines.iter())
-        .map(line_cost)
+        .map(LineSummary::cost_ns)
         .sum();
     let mut last_file = None;
     for f in &summary.functions {
@@ -107,25 +147,45 @@ pub fn render(run: &Run, summary: &Summary, opts: &TextOptions) -> Vec<u8> {
             let _ = writeln!(out, "{}", f.file);
             last_file = Some(&f.file);
         }
-        render_function(&mut out, f, opts, total_cost);
+        render_function(out, f, opts, total_cost, summary.cupti);
     }
     if opts.extended {
-        render_footer(&mut out, run, summary);
+        render_footer(out, summary);
     }
-    for l in &run.losses {
-        let _ = writeln!(
-            out,
-            "warning: trace damaged at byte {}: {} ({} bytes not read); the summary covers what was read",
-            l.offset, l.reason, l.bytes
-        );
+    let several = summary.runs.len() > 1;
+    for (i, r) in summary.runs.iter().enumerate() {
+        let who = if several {
+            format!("{}: ", run_name(r, i))
+        } else {
+            String::new()
+        };
+        for l in &r.losses {
+            let _ = writeln!(
+                out,
+                "warning: {who}trace damaged at byte {}: {} ({} bytes not read); the summary covers what was read",
+                l.offset, l.reason, l.bytes
+            );
+        }
+        for n in &r.notes {
+            let _ = writeln!(out, "note: {who}{n}");
+        }
     }
-    for n in &run.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    out.into_bytes()
 }
 
-fn render_function(out: &mut String, f: &FunctionSummary, opts: &TextOptions, total_cost: u64) {
+fn run_name(r: &RunFacts, index: usize) -> String {
+    match r.rank {
+        Some(rank) => format!("rank {rank} (pid {})", r.pid),
+        None => format!("trace {} (pid {})", index + 1, r.pid),
+    }
+}
+
+fn render_function(
+    out: &mut String,
+    f: &FunctionSummary,
+    opts: &TextOptions,
+    total_cost: u64,
+    cupti: bool,
+) {
     let _ = writeln!(
         out,
         "  {}  {}  devicenum={}",
@@ -134,14 +194,16 @@ fn render_function(out: &mut String, f: &FunctionSummary, opts: &TextOptions, to
     let _ = writeln!(out, "    time(us): {}", us(f.time_ns));
     let mut lines: Vec<&LineSummary> = f.lines.iter().collect();
     if opts.sort_by_time {
-        lines.sort_by_key(|l| std::cmp::Reverse(line_cost(l)));
+        // Stable: equal costs keep line order.
+        lines.sort_by_key(|l| std::cmp::Reverse(l.cost_ns()));
     }
     for l in lines {
-        let n = line_no(l.line);
+        let n = line_label(l);
         let share = if opts.extended && total_cost > 0 {
             format!(
-                "  [{:.1}% of device time]",
-                100.0 * line_cost(l) as f64 / total_cost as f64
+                "  [{:.1}% of {} time]",
+                100.0 * l.cost_ns() as f64 / total_cost as f64,
+                if cupti { "device" } else { "host" }
             )
         } else {
             String::new()
@@ -153,10 +215,17 @@ fn render_function(out: &mut String, f: &FunctionSummary, opts: &TextOptions, to
                 "    {n}: {} reached {} time{}{}",
                 what.label(),
                 s.count,
-                if s.count == 1 { "" } else { "s" },
+                plural(s.count),
                 if first { share.as_str() } else { "" }
             );
             first = false;
+        }
+        if opts.extended && !l.reached.is_empty() {
+            let _ = writeln!(
+                out,
+                "         host time in constructs(us): {}",
+                us(l.host_ns)
+            );
         }
         for k in &l.kernels {
             render_kernel(out, &n, k, opts);
@@ -172,21 +241,35 @@ fn render_kernel(out: &mut String, n: &str, k: &KernelLine, opts: &TextOptions) 
         out,
         "        {n}: kernel launched {} time{}",
         k.launches,
-        if k.launches == 1 { "" } else { "s" }
+        plural(k.launches)
     );
-    let _ = writeln!(out, "            grid: [{}]  block: [{}]", dims(&k.grid), dims(&k.block));
+    let _ = writeln!(
+        out,
+        "            grid: [{}]  block: [{}]",
+        dims(&k.grid),
+        dims(&k.block)
+    );
     if opts.extended {
-        let _ = writeln!(
-            out,
-            "            kernel: {}  registers: {}  shared memory: {} B",
-            k.name, k.registers, k.shared_bytes
-        );
+        let threads: u64 = k.block.iter().map(|&b| u64::from(b)).product();
+        let mut line = format!("            kernel: {}  threads/block: {threads}", k.name);
+        if k.device.count > 0 {
+            let _ = write!(
+                line,
+                "  registers/thread: {}  shared memory: {} B  local memory: {} B/thread",
+                k.registers, k.shared_bytes, k.local_bytes_per_thread
+            );
+        }
+        let _ = writeln!(out, "{line}");
     }
     if k.device.count > 0 {
         let _ = writeln!(out, "             {}", stats_line("device time", &k.device));
     }
     if k.elapsed.count > 0 {
-        let _ = writeln!(out, "            {}", stats_line("elapsed time", &k.elapsed));
+        let _ = writeln!(
+            out,
+            "            {}",
+            stats_line("elapsed time", &k.elapsed)
+        );
     }
 }
 
@@ -197,7 +280,11 @@ fn render_transfer(out: &mut String, n: &str, t: &TransferLine, opts: &TextOptio
         _ => "copy",
     };
     let _ = writeln!(out, "        {n}: data {dir} transfers: {}", t.count);
-    let label = if t.device_timed { "device time" } else { "elapsed time" };
+    let label = if t.device_timed {
+        "device time"
+    } else {
+        "elapsed time"
+    };
     let _ = writeln!(out, "             {}", stats_line(label, &t.time));
     if opts.extended {
         let secs = t.time.total_ns as f64 / 1e9;
@@ -207,9 +294,10 @@ fn render_transfer(out: &mut String, n: &str, t: &TransferLine, opts: &TextOptio
             "-".into()
         };
         let mut extra = format!(
-            "             bytes: {} ({})  bandwidth: {bw}",
+            "             bytes: {} ({})  bandwidth: {bw}{}",
             thousands(t.bytes),
-            human_bytes(t.bytes)
+            human_bytes(t.bytes),
+            if t.device_timed { "" } else { " (host-timed)" }
         );
         if t.pageable + t.pinned > 0 {
             let _ = write!(extra, "  pageable: {}  pinned: {}", t.pageable, t.pinned);
@@ -218,38 +306,166 @@ fn render_transfer(out: &mut String, n: &str, t: &TransferLine, opts: &TextOptio
             let _ = write!(extra, "  variables: {}", t.variables.join(", "));
         }
         let _ = writeln!(out, "{extra}");
+        if !t.sizes.is_empty() {
+            let mut sizes: Vec<String> = t
+                .sizes
+                .iter()
+                .map(|s| format!("{} x {} B", s.count, thousands(s.bytes)))
+                .collect();
+            if t.other_sizes > 0 {
+                sizes.push(format!("{} of other sizes", t.other_sizes));
+            }
+            let _ = writeln!(out, "             sizes: {}", sizes.join(", "));
+        }
     }
 }
 
-fn render_footer(out: &mut String, run: &Run, s: &Summary) {
-    let src = &run.header.sources;
-    let state = |st: &accprof_trace::SourceState| match st {
-        accprof_trace::SourceState::Active => "active".to_string(),
-        accprof_trace::SourceState::Inactive(r) => format!("inactive ({r})"),
-    };
+fn source_state(st: &SourceState) -> String {
+    match st {
+        SourceState::Active => "active".to_string(),
+        SourceState::Inactive(r) => format!("inactive ({r})"),
+    }
+}
+
+fn render_footer(out: &mut String, s: &Summary) {
     let _ = writeln!(out, "\nRun");
+    if s.runs.len() > 1 {
+        let _ = writeln!(
+            out,
+            "    traces: {} (times below are sums over them; wall time is the longest)",
+            s.runs.len()
+        );
+    }
     let _ = writeln!(out, "    wall time covered(us): {}", us(s.wall_ns));
-    let _ = writeln!(out, "    host time in OpenACC constructs(us): {}", us(s.host_construct_ns));
     let _ = writeln!(
         out,
-        "    host time outside OpenACC constructs(us): {}",
-        us(s.wall_ns.saturating_sub(s.host_construct_ns))
+        "    host time in OpenACC constructs(us): {}",
+        us(s.host_construct_ns)
     );
+    if s.runs.len() == 1 {
+        let _ = writeln!(
+            out,
+            "    host time outside OpenACC constructs(us): {}",
+            us(s.wall_ns.saturating_sub(s.host_construct_ns))
+        );
+    }
     if s.cupti {
         let _ = writeln!(out, "    kernel device time(us): {}", us(s.kernel_ns));
         let _ = writeln!(out, "    transfer device time(us): {}", us(s.transfer_ns));
-    }
-    let _ = writeln!(out, "    sources: acc_prof {}, CUPTI {}, hashing {:?}", state(&src.acc_prof), state(&src.cupti), src.hashing);
-    let _ = writeln!(out, "    runtime: {}", run.header.runtime);
-    for d in &run.devices {
+    } else {
         let _ = writeln!(
             out,
-            "    device {}: {} ({} SMs, compute capability {}.{})",
-            d.id, d.name, d.sm_count, d.compute_capability.0, d.compute_capability.1
+            "    device times: none (CUPTI was not recording; host times only)"
         );
     }
-    for (source, count) in &run.dropped {
-        let _ = writeln!(out, "    dropped records ({source:?}): {}", thousands(*count));
+    // Sources, runtime and devices: once when every run agrees.
+    let mut seen: Vec<String> = Vec::new();
+    for (i, r) in s.runs.iter().enumerate() {
+        let src = &r.sources;
+        let mut block = format!(
+            "    sources: acc_prof {}, CUPTI {}, hashing {:?}\n    runtime: {}\n",
+            source_state(&src.acc_prof),
+            source_state(&src.cupti),
+            src.hashing,
+            r.runtime
+        );
+        for d in &r.devices {
+            let _ = writeln!(
+                block,
+                "    device {}: {} ({} SMs, compute capability {}.{})",
+                d.id, d.name, d.sm_count, d.compute_capability.0, d.compute_capability.1
+            );
+        }
+        if !seen.contains(&block) {
+            if s.runs.len() > 1 {
+                let _ = writeln!(out, "    {}:", run_name(r, i));
+            }
+            out.push_str(&block);
+            seen.push(block);
+        }
+    }
+    let mut dropped: Vec<(String, u64)> = Vec::new();
+    for r in &s.runs {
+        for (source, count) in &r.dropped {
+            let name = format!("{source:?}");
+            match dropped.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c += count,
+                None => dropped.push((name, *count)),
+            }
+        }
+    }
+    dropped.retain(|(_, c)| *c > 0);
+    if dropped.is_empty() {
+        let _ = writeln!(out, "    dropped records: none");
+    }
+    for (source, count) in dropped {
+        let _ = writeln!(out, "    dropped records ({source}): {}", thousands(count));
+    }
+}
+
+fn write_ranks(out: &mut String, m: &MergedSummary) {
+    let cupti = m.merged.cupti;
+    let _ = writeln!(out, "\nRanks ({} traces)", m.ranks.len());
+    let _ = writeln!(
+        out,
+        "  {:>6}  {:>9}  {:<16}  {:>14}  {:>16}  {:>16}  {:>18}",
+        "rank", "pid", "host", "wall(us)", "constructs(us)", "kernel dev(us)", "transfer dev(us)"
+    );
+    for r in &m.ranks {
+        let dev = |ns: u64| if cupti { us(ns) } else { "-".into() };
+        let rank = if r.rank_known {
+            r.rank.to_string()
+        } else {
+            format!("#{}", r.rank)
+        };
+        let _ = writeln!(
+            out,
+            "  {:>6}  {:>9}  {:<16}  {:>14}  {:>16}  {:>16}  {:>18}",
+            rank,
+            r.pid,
+            r.host,
+            us(r.wall_ns),
+            us(r.host_construct_ns),
+            dev(r.kernel_ns),
+            dev(r.transfer_ns)
+        );
+    }
+    if m.ranks.iter().any(|r| !r.rank_known) {
+        let _ = writeln!(
+            out,
+            "  (#N: the trace had no MPI rank; N is its position among the inputs)"
+        );
+    }
+    let what = if cupti { "device" } else { "host" };
+    if m.imbalance.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nImbalance: every line's {what} time is the same on every rank"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nImbalance per line ({what} time across ranks; largest max - mean first, top {})",
+        IMBALANCE_ROWS.min(m.imbalance.len())
+    );
+    for l in m.imbalance.iter().take(IMBALANCE_ROWS) {
+        let line = match (l.line, l.address) {
+            (Some(n), _) => n.to_string(),
+            (None, Some(a)) => format!("{a:#x}"),
+            (None, None) => "?".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  {}:{} ({})  max/mean={:.2}  max(us)={} (rank {})  mean(us)={}",
+            l.file,
+            line,
+            l.function,
+            l.ratio,
+            us(l.max_ns),
+            l.max_rank,
+            us(l.mean_ns)
+        );
     }
 }
 
@@ -263,5 +479,13 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(10852003), "10,852,003");
+    }
+
+    #[test]
+    fn microseconds_round_to_nearest() {
+        assert_eq!(us(499), "0");
+        assert_eq!(us(500), "1");
+        assert_eq!(us(1_234_567_890), "1,234,568");
+        assert_eq!(us(u64::MAX), thousands(u64::MAX / 1000));
     }
 }

@@ -1,0 +1,328 @@
+//! Summary rules on small hand-written traces: where a structured data
+//! region's exit counts, how several runs merge, and that call sites
+//! without source lines stay apart.
+
+use accprof_analyzer::model;
+use accprof_analyzer::summary::{merge, summarize, LineSummary, Reached, Summary};
+use accprof_analyzer::symbolize::Symbolizer;
+use accprof_trace::*;
+
+fn header(rank: Option<u32>, pid: u32) -> Header {
+    Header {
+        host: "node1".into(),
+        pid,
+        rank,
+        command_line: vec!["./app".into()],
+        executable: "/nonexistent/app".into(),
+        start_unix_ns: 1,
+        start_clock_ns: 1,
+        clock: Clock::Monotonic,
+        runtime: "NVHPC test".into(),
+        collector: "test".into(),
+        sources: Sources {
+            acc_prof: SourceState::Active,
+            cupti: SourceState::Active,
+            hashing: HashMode::Off,
+        },
+    }
+}
+
+/// Builds traces event by event, NVHPC style (file and line in every event)
+/// or GCC style (call sites).
+struct T {
+    records: Vec<Record>,
+    t: u64,
+}
+
+impl T {
+    fn new() -> T {
+        T {
+            records: vec![
+                Record::String {
+                    id: StringId(1),
+                    text: "app.c".into(),
+                },
+                Record::String {
+                    id: StringId(2),
+                    text: "main".into(),
+                },
+                Record::String {
+                    id: StringId(3),
+                    text: "kern".into(),
+                },
+            ],
+            t: 1000,
+        }
+    }
+
+    fn ev(
+        &mut self,
+        kind: AccEventKind,
+        thread: u32,
+        region: u64,
+        construct: ConstructKind,
+        line: Option<u32>,
+    ) {
+        self.t += 100;
+        let location = match line {
+            Some(l) => SourceLocation {
+                file: Some(StringId(1)),
+                function: Some(StringId(2)),
+                line: Some(l),
+                ..Default::default()
+            },
+            None => SourceLocation::default(),
+        };
+        self.records.push(Record::Acc(AccEvent {
+            time_ns: self.t,
+            kind,
+            thread,
+            region: RegionId(region),
+            device_type: Some(4),
+            device_number: Some(0),
+            async_queue: None,
+            construct: Some(construct),
+            implicit: false,
+            location,
+            call_site: None,
+            detail: AccDetail::None,
+        }));
+    }
+
+    /// A construct (start and end) at `line`.
+    fn construct(
+        &mut self,
+        start: AccEventKind,
+        thread: u32,
+        region: u64,
+        kind: ConstructKind,
+        line: u32,
+    ) {
+        let end = AccEventKind::from_raw(start as i64 + 1).expect("end event");
+        self.ev(start, thread, region, kind, Some(line));
+        self.ev(end, thread, region, kind, Some(line));
+    }
+
+    /// A copy the device made for `region`.
+    fn copy(&mut self, region: u64, corr: u32, kind: CopyKind, bytes: u64) {
+        self.records.push(Record::DriverCall(DriverCall {
+            time_ns: self.t,
+            thread: 1,
+            region: RegionId(region),
+            correlation: corr,
+            api: DriverApi::CopyOther,
+            host_ptr: Some(0x1000),
+            bytes: Some(bytes),
+        }));
+        self.records.push(Record::Memcpy(MemcpyRecord {
+            start_ns: self.t,
+            end_ns: self.t + 50,
+            bytes,
+            kind,
+            src: MemoryKind::Pageable,
+            dst: MemoryKind::Device,
+            device: 0,
+            context: 1,
+            stream: 1,
+            correlation: corr,
+        }));
+    }
+
+    /// A compute construct at `line` whose kernel ran `ns` on the device.
+    fn compute(&mut self, region: u64, corr: u32, line: u32, ns: u64) {
+        self.ev(
+            AccEventKind::ComputeConstructStart,
+            1,
+            region,
+            ConstructKind::Parallel,
+            Some(line),
+        );
+        self.records.push(Record::DriverCall(DriverCall {
+            time_ns: self.t,
+            thread: 1,
+            region: RegionId(region),
+            correlation: corr,
+            api: DriverApi::Launch,
+            host_ptr: None,
+            bytes: None,
+        }));
+        self.records.push(Record::Kernel(KernelRecord {
+            start_ns: self.t,
+            end_ns: self.t + ns,
+            name: StringId(3),
+            grid: [4, 1, 1],
+            block: [128, 1, 1],
+            registers: 32,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            local_bytes_per_thread: 0,
+            device: 0,
+            context: 1,
+            stream: 1,
+            correlation: corr,
+        }));
+        self.ev(
+            AccEventKind::ComputeConstructEnd,
+            1,
+            region,
+            ConstructKind::Parallel,
+            Some(line),
+        );
+    }
+
+    fn summary(self, rank: Option<u32>, pid: u32) -> Summary {
+        let trace = Trace {
+            version: (FORMAT_MAJOR, FORMAT_MINOR),
+            header: header(rank, pid),
+            records: self.records,
+            losses: Vec::new(),
+            skipped_unknown: 0,
+        };
+        summarize(&model::build(trace, &mut Symbolizer::new()))
+    }
+}
+
+fn at(s: &Summary, line: u32) -> Option<&LineSummary> {
+    s.functions
+        .iter()
+        .flat_map(|f| f.lines.iter())
+        .find(|l| l.line == Some(line))
+}
+
+fn reached(s: &Summary, line: u32, what: Reached) -> u64 {
+    at(s, line)
+        .and_then(|l| l.reached.get(&what))
+        .map_or(0, |st| st.count)
+}
+
+#[test]
+fn a_data_region_exit_counts_at_its_entry() {
+    use AccEventKind::*;
+    use ConstructKind::*;
+    let mut t = T::new();
+    // data at 10 { data at 20 { parallel at 21 } (exit reported at 22) }
+    // (exit reported at 30); thread 2 leaves a region it never entered
+    // (at 40); `enter data` / `exit data` directives (50, 51) are no
+    // structured region.
+    t.ev(EnterDataStart, 1, 1, Data, Some(10));
+    t.copy(1, 1, CopyKind::HostToDevice, 4096);
+    t.ev(EnterDataEnd, 1, 1, Data, Some(10));
+    t.construct(EnterDataStart, 1, 2, Data, 20);
+    t.compute(3, 2, 21, 1000);
+    t.construct(ExitDataStart, 2, 9, Data, 40);
+    t.construct(ExitDataStart, 1, 4, Data, 22);
+    t.ev(ExitDataStart, 1, 5, Data, Some(30));
+    t.copy(5, 3, CopyKind::DeviceToHost, 4096);
+    t.ev(ExitDataEnd, 1, 5, Data, Some(30));
+    t.construct(EnterDataStart, 1, 6, EnterData, 50);
+    t.construct(ExitDataStart, 1, 7, ExitData, 51);
+    let s = t.summary(None, 1);
+
+    assert_eq!(reached(&s, 10, Reached::DataRegion), 2);
+    assert_eq!(reached(&s, 20, Reached::DataRegion), 2);
+    assert_eq!(reached(&s, 21, Reached::ComputeRegion), 1);
+    assert!(at(&s, 22).is_none() && at(&s, 30).is_none());
+    assert_eq!(reached(&s, 40, Reached::DataRegion), 1);
+    assert_eq!(reached(&s, 50, Reached::EnterData), 1);
+    assert_eq!(reached(&s, 51, Reached::ExitData), 1);
+    // Both of the outer region's copies are under its line.
+    let l10 = at(&s, 10).expect("line 10");
+    let dirs: Vec<_> = l10.transfers.iter().map(|t| t.direction).collect();
+    assert_eq!(
+        dirs,
+        [Some(CopyKind::HostToDevice), Some(CopyKind::DeviceToHost)]
+    );
+    assert!(l10.transfers.iter().all(|t| t.count_of_size(4096) == 1));
+}
+
+#[test]
+fn ranks_merge_and_show_their_imbalance() {
+    // Rank 1 (given first) runs the loop at line 10 three times, rank 0
+    // once; line 20 runs once on each.
+    let mut r1 = T::new();
+    for i in 0..3 {
+        r1.compute(10 + i, 10 + i as u32, 10, 100);
+    }
+    r1.compute(20, 20, 20, 50);
+    let mut r0 = T::new();
+    r0.compute(10, 10, 10, 100);
+    r0.compute(20, 20, 20, 50);
+    let s1 = r1.summary(Some(1), 101);
+    let s0 = r0.summary(Some(0), 100);
+    let m = merge(&[s1, s0]);
+
+    assert_eq!(reached(&m.merged, 10, Reached::ComputeRegion), 4);
+    let k = &at(&m.merged, 10).expect("line 10").kernels[0];
+    assert_eq!((k.launches, k.device.count, k.device.total_ns), (4, 4, 400));
+    assert_eq!(reached(&m.merged, 20, Reached::ComputeRegion), 2);
+    assert_eq!(m.merged.kernel_ns, 500);
+    assert_eq!(m.merged.runs.len(), 2);
+
+    let ranks: Vec<(u32, u32, u64)> = m
+        .ranks
+        .iter()
+        .map(|r| (r.rank, r.pid, r.kernel_ns))
+        .collect();
+    assert_eq!(ranks, [(0, 100, 150), (1, 101, 350)]);
+
+    // Line 10: 300 ns on rank 1, 100 on rank 0: mean 200, max/mean 1.5.
+    // Line 20 is even and not listed.
+    assert_eq!(m.imbalance.len(), 1);
+    let i = &m.imbalance[0];
+    assert_eq!(
+        (i.line, i.max_ns, i.max_rank, i.mean_ns),
+        (Some(10), 300, 1, 200)
+    );
+    assert!((i.ratio - 1.5).abs() < 1e-9);
+}
+
+#[test]
+fn sites_without_lines_stay_apart() {
+    let mut t = T::new();
+    t.records.push(Record::Module(Module {
+        id: ModuleId(1),
+        path: "/nonexistent/app".into(),
+        build_id: vec![1; 20],
+        base: 0,
+        text_start: 0x1000,
+        text_end: 0x2000,
+    }));
+    for (id, off) in [(1, 0x1100), (2, 0x1200)] {
+        t.records.push(Record::CallSite(CallSite {
+            id: CallSiteId(id),
+            module: ModuleId(1),
+            return_offset: off,
+        }));
+    }
+    for (region, cs) in [(1, 1), (2, 2), (3, 2)] {
+        for kind in [
+            AccEventKind::ComputeConstructStart,
+            AccEventKind::ComputeConstructEnd,
+        ] {
+            t.t += 10;
+            t.records.push(Record::Acc(AccEvent {
+                time_ns: t.t,
+                kind,
+                thread: 1,
+                region: RegionId(region),
+                device_type: Some(5),
+                device_number: Some(0),
+                async_queue: None,
+                construct: Some(ConstructKind::Parallel),
+                implicit: false,
+                location: SourceLocation::default(),
+                call_site: (kind == AccEventKind::ComputeConstructStart).then_some(CallSiteId(cs)),
+                detail: AccDetail::None,
+            }));
+        }
+    }
+    let s = t.summary(None, 1);
+    let lines: Vec<(Option<u32>, Option<u64>, u64)> = s
+        .functions
+        .iter()
+        .flat_map(|f| f.lines.iter())
+        .map(|l| (l.line, l.address, l.reached[&Reached::ComputeRegion].count))
+        .collect();
+    // Looked up at the call instruction: return address - 1.
+    assert_eq!(lines, [(None, Some(0x10ff), 1), (None, Some(0x11ff), 2)]);
+}
