@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "accprof", version, about = "Profile OpenACC programs: data movement, kernels and launch shapes")]
+#[command(
+    name = "accprof",
+    version,
+    about = "Profile OpenACC programs: data movement, kernels and launch shapes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -66,7 +70,7 @@ pub enum SortArg {
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// Trace files.
+    /// Trace files; several (MPI ranks) give one merged summary and a per-rank table.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
     /// Add bytes, bandwidth, variables, memory kinds, kernel resources, time shares and sources.
@@ -75,20 +79,64 @@ pub struct ReportArgs {
     /// Order of the lines within a function.
     #[arg(long, value_enum, default_value_t = SortArg::Line)]
     pub sort: SortArg,
+    /// A directory with copies of the program's binaries, for source lines when
+    /// the recorded paths are missing or hold other builds (repeatable; also
+    /// $ACCPROF_SYMBOL_PATH, colon-separated).
+    #[arg(long = "symbols", value_name = "DIR")]
+    pub symbols: Vec<PathBuf>,
+    /// Run by the collector at the program's exit (ACCPROF_TIME=1): print the
+    /// summary of one trace, nothing for a program without OpenACC, never fail.
+    #[arg(long, hide = true)]
+    pub at_exit: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("accprof: {e:#}");
+            eprintln!("accprof: {}", one_line(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// An error and its causes on one line, without repeating a cause that the
+/// message before it already quotes.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+fn load_options(args: &ReportArgs) -> accprof_analyzer::LoadOptions {
+    let mut symbol_dirs = args.symbols.clone();
+    if let Some(path) = std::env::var_os("ACCPROF_SYMBOL_PATH") {
+        symbol_dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
+    }
+    accprof_analyzer::LoadOptions { symbol_dirs }
+}
+
+/// Writes the report to stdout; a reader that went away (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
     }
 }
 
@@ -97,16 +145,47 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         extended: args.extended,
         sort_by_time: args.sort == SortArg::Time,
     };
-    let mut out = Vec::new();
+    let load = load_options(args);
+    // One run in memory at a time: each is summarized, then dropped.
+    let mut summaries = Vec::with_capacity(args.traces.len());
     for path in &args.traces {
-        let run = accprof_analyzer::load_run(path)?;
-        let summary = accprof_analyzer::summary::summarize(&run);
-        if args.traces.len() > 1 {
-            out.extend_from_slice(format!("\n== {}\n", path.display()).as_bytes());
-        }
-        out.extend(accprof_reports::text::render(&run, &summary, &opts));
+        let run = accprof_analyzer::load_run_with(path, &load)?;
+        summaries.push(accprof_analyzer::summary::summarize(&run));
     }
-    use std::io::Write;
-    std::io::stdout().write_all(&out)?;
-    Ok(())
+    let text = if let [one] = summaries.as_slice() {
+        accprof_reports::text::render_summary(one, &opts)
+    } else {
+        let merged = accprof_analyzer::summary::merge(&summaries);
+        accprof_reports::text::render_merged(&merged, &opts)
+    };
+    write_stdout(&text)
+}
+
+/// The summary the collector asks for at exit. Its stdout is the program's
+/// stderr; whatever happens, the exit code is 0 (the collector ignores it,
+/// but a failure here must never look like the program's).
+fn report_at_exit(args: &ReportArgs) -> u8 {
+    let Some(path) = args.traces.first() else {
+        return 0;
+    };
+    let run = match accprof_analyzer::load_run_with(path, &load_options(args)) {
+        Ok(run) => run,
+        Err(e) => {
+            let _ = write_stdout(format!("accprof: no summary: {e}\n").as_bytes());
+            return 0;
+        }
+    };
+    // A process that never used OpenACC (a shell, a compiler the program
+    // ran) gets no summary.
+    if run.acc_events == 0 {
+        return 0;
+    }
+    let opts = accprof_reports::text::TextOptions {
+        extended: args.extended,
+        sort_by_time: args.sort == SortArg::Time,
+    };
+    let text =
+        accprof_reports::text::render_summary(&accprof_analyzer::summary::summarize(&run), &opts);
+    let _ = write_stdout(&text);
+    0
 }
