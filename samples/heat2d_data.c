@@ -12,13 +12,13 @@
  *        EVERY = 0 reports only after the last step.
  *
  * Expected profile (GCC 12 / libgomp; S = STEPS, E = EVERY, B = 8*NX*NY bytes):
- *   line 125: `#pragma acc data copyin(u[0:n]) create(unew[0:n])`
+ *   line 126: `#pragma acc data copyin(u[0:n]) create(unew[0:n])`
  *     data construct reached once: 1 upload of u (B bytes), 1 allocation of
  *     unew (B bytes, no transfer), both freed at the end of the region.
- *   line 127: `for (int step = 1; step <= steps; step++)` host time loop, S iterations
- *   line 128: `#pragma acc parallel loop collapse(2) present(u[0:n], unew[0:n])`
+ *   line 128: `for (int step = 1; step <= steps; step++)` host time loop, S iterations
+ *   line 129: `#pragma acc parallel loop collapse(2) present(u[0:n], unew[0:n])`
  *     reached S times, S kernel launches, no array transfers.
- *   line 141: `#pragma acc update host(u[0:n])`
+ *   line 142: `#pragma acc update host(u[0:n])`
  *     reached R times, R downloads of B bytes, where R counts the steps
  *     1..S that are multiples of E, plus 1 if S itself is not one
  *     (R = ceil(S/E) for E > 0; R = 1 for E = 0; R = 0 for S = 0).

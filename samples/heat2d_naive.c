@@ -11,8 +11,8 @@
  * Usage: heat2d_naive [NX [NY [STEPS]]]      defaults: 2048 2048 200
  *
  * Expected profile (GCC 12 / libgomp; S = STEPS, B = 8*NX*NY bytes):
- *   line 109: `for (int step = 0; step < steps; step++)` host time loop, S iterations
- *   line 110: `#pragma acc parallel loop collapse(2) copyin(u[0:n]) copyout(unew[0:n])`
+ *   line 110: `for (int step = 0; step < steps; step++)` host time loop, S iterations
+ *   line 111: `#pragma acc parallel loop collapse(2) copyin(u[0:n]) copyout(unew[0:n])`
  *     compute construct reached S times: S kernel launches, S uploads of u
  *     and S downloads of unew, B bytes each. Total 2*S*B bytes where a data
  *     region needs 2*B (heat2d_data.c).

@@ -17,17 +17,17 @@
 !        value by more than TOL.
 !
 ! Expected profile (GCC 12 / libgomp; I = iterations done, A = 8*(N+2)**2 bytes):
-!   line 99: `!$acc data copyin(f) copy(u) create(unew)`
-!     reached once: uploads of f and u and, at line 111: `!$acc end data`,
+!   line 100: `!$acc data copyin(f) copy(u) create(unew)`
+!     reached once: uploads of f and u and, at line 112: `!$acc end data`,
 !     one download of u (A bytes each); unew is only allocated.
-!   line 100: `!$acc parallel loop collapse(2) present(u, unew) ! boundary`
+!   line 101: `!$acc parallel loop collapse(2) present(u, unew) ! boundary`
 !     reached once (1 launch): gives unew the edge values on the device
 !     instead of uploading a second array.
-!   line 106: `do while (iter < iters .and. change > tol)` host loop, I iterations
-!   line 52: `!$acc parallel loop collapse(2) present(f, u, unew) reduction(max:biggest)`
+!   line 107: `do while (iter < iters .and. change > tol)` host loop, I iterations
+!   line 53: `!$acc parallel loop collapse(2) present(f, u, unew) reduction(max:biggest)`
 !     in subroutine sweep, reached 2*I times (from the two calls at
-!     line 107: `call sweep(n, h2, f, u, unew, change)` and
-!     line 108: `call sweep(n, h2, f, unew, u, change)`): 2*I launches; only the
+!     line 108: `call sweep(n, h2, f, u, unew, change)` and
+!     line 109: `call sweep(n, h2, f, unew, u, change)`): 2*I launches; only the
 !     8-byte reduction variable moves.
 !   Total array traffic 3*A bytes whatever I is; no transfer finding expected.
 !

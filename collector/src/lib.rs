@@ -22,6 +22,7 @@ mod note;
 mod region;
 mod signals;
 mod sink;
+mod summary_at_exit;
 pub mod state;
 mod writer;
 
@@ -148,6 +149,7 @@ fn finish() {
     if !writer::stop(EXIT_WAIT) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");
     } else if let Some(path) = writer::TRACE_PATH.try_lock().ok().and_then(|p| p.clone()) {
+        summary_at_exit::print_summary(&path);
         note::info(&format!("trace written to {path}"));
     }
 }
