@@ -159,6 +159,20 @@ impl Copy {
     }
 }
 
+/// A device allocation the runtime reported (acc_prof alloc/free events).
+/// GCC allocates one block per group of mapped variables, so `bytes` may
+/// cover several variables.
+#[derive(Debug, Clone)]
+pub struct DeviceAlloc {
+    pub construct: Option<ConstructId>,
+    pub bytes: u64,
+    pub device_ptr: Option<u64>,
+    pub variable: Option<String>,
+    pub alloc_ns: u64,
+    /// None when no free with the same device pointer came.
+    pub free_ns: Option<u64>,
+}
+
 /// One process's run, joined.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -170,6 +184,10 @@ pub struct Run {
     pub constructs: Vec<Construct>,
     pub kernels: Vec<Kernel>,
     pub copies: Vec<Copy>,
+    /// Device allocations, in allocation order.
+    pub allocs: Vec<DeviceAlloc>,
+    /// Loaded modules (to map host addresses to symbols).
+    pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
     pub acc_events: u64,
     pub dropped: Vec<(DropSource, u64)>,
@@ -354,6 +372,7 @@ struct Builder {
     memcpys_raw: Vec<accprof_trace::MemcpyRecord>,
     pending_copies: Vec<PendingCopy>,
     acc_copies: Vec<AccCopy>,
+    allocs: Vec<DeviceAlloc>,
     devices: Vec<Device>,
     hashes: Vec<BufferHash>,
     acc_events: u64,
@@ -380,6 +399,7 @@ impl Builder {
             memcpys_raw: Vec::new(),
             pending_copies: Vec::new(),
             acc_copies: Vec::new(),
+            allocs: Vec::new(),
             devices: Vec::new(),
             hashes: Vec::new(),
             acc_events: 0,
@@ -601,6 +621,32 @@ impl Builder {
                     }
                 }
             }
+            (AccEventKind::Alloc, AccDetail::Data(d)) => {
+                // All ones is libgomp's "unknown" size.
+                let bytes = d.bytes.filter(|&b| b != u64::MAX).unwrap_or(0);
+                let construct = self.by_region.get(ev.region.0);
+                let variable = self.string(d.var_name);
+                self.allocs.push(DeviceAlloc {
+                    construct,
+                    bytes,
+                    device_ptr: d.device_ptr,
+                    variable,
+                    alloc_ns: ev.time_ns,
+                    free_ns: None,
+                });
+            }
+            (AccEventKind::Free, AccDetail::Data(d)) => {
+                if let Some(ptr) = d.device_ptr {
+                    if let Some(a) = self
+                        .allocs
+                        .iter_mut()
+                        .rev()
+                        .find(|a| a.device_ptr == Some(ptr) && a.free_ns.is_none())
+                    {
+                        a.free_ns = Some(ev.time_ns);
+                    }
+                }
+            }
             // With CUPTI the device's memcpy records are the transfers.
             _ if self.cupti => {}
             (
@@ -735,6 +781,8 @@ impl Builder {
         }
         let mut dropped: Vec<_> = self.dropped.into_iter().collect();
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
+        let mut modules: Vec<_> = self.modules.values().cloned().collect();
+        modules.sort_by_key(|m| m.id);
         Run {
             header,
             version,
@@ -744,6 +792,8 @@ impl Builder {
             constructs: self.constructs,
             kernels,
             copies,
+            allocs: self.allocs,
+            modules,
             hashes: self.hashes,
             acc_events: self.acc_events,
             dropped,
