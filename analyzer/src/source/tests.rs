@@ -1,0 +1,224 @@
+use super::*;
+
+const LAPLACE_C: &str = include_str!("../../../samples/laplace_bad.c");
+const LAPLACE_F: &str = include_str!("../../../samples/laplace_bad.f90");
+const HEAT_C: &str = include_str!("../../../samples/heat2d_naive.c");
+
+fn c() -> SourceFile {
+    SourceFile::new(
+        "laplace_bad.c",
+        "laplace_bad.c".into(),
+        Lang::C,
+        LAPLACE_C.into(),
+    )
+}
+
+fn f() -> SourceFile {
+    SourceFile::new(
+        "laplace_bad.f90",
+        "laplace_bad.f90".into(),
+        Lang::Fortran,
+        LAPLACE_F.into(),
+    )
+}
+
+#[test]
+fn languages_from_names() {
+    assert_eq!(Lang::of("/x/a.c"), Some(Lang::C));
+    assert_eq!(Lang::of("a.F90"), Some(Lang::Fortran));
+    assert_eq!(Lang::of("a.cpp"), Some(Lang::C));
+    assert_eq!(Lang::of("a.f"), None);
+}
+
+#[test]
+fn c_directive_with_comment() {
+    let s = c();
+    let d = s.directive_at(148).expect("directive");
+    assert_eq!(d.construct, ["kernels"]);
+    assert!(d.clauses.is_empty());
+    assert_eq!(d.comment.as_deref(), Some("// stencil"));
+    assert_eq!(d.sentinel, "#pragma acc");
+    assert_eq!(
+        d.render("kernels", &["present(A, Anew)".into()]),
+        "#pragma acc kernels present(A, Anew) // stencil"
+    );
+    assert_eq!(s.block_of(&d), Some((149, 151, None)));
+}
+
+#[test]
+fn clauses_and_their_variables() {
+    let s = SourceFile::new("h.c", "h.c".into(), Lang::C, HEAT_C.into());
+    let d = s.directive_at(111).expect("directive");
+    assert_eq!(d.construct, ["parallel", "loop"]);
+    let names: Vec<_> = d.clauses.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["collapse", "copyin", "copyout"]);
+    assert_eq!(d.data_vars(), ["u", "unew"]);
+    assert_eq!(
+        d.clause("copyin").map(|c| c.items()),
+        Some(vec!["u[0:n]".to_string()])
+    );
+    let arrays = s.arrays(Some(111));
+    assert_eq!(arrays["u"].extent.as_deref(), Some("n"));
+    assert!(arrays["unew"].pointer);
+    let lp = s.enclosing_loops(111);
+    assert_eq!(lp[0].header_line, 110);
+    assert_eq!(lp[0].kind, "for");
+}
+
+#[test]
+fn directive_words() {
+    let (c, cl) = parse_directive_body(" enter data copyin(a[0:n]) async(2)");
+    assert_eq!(c, ["enter", "data"]);
+    assert_eq!(cl.len(), 2);
+    let (c, cl) = parse_directive_body(" parallel wait(1) num_gangs(4)");
+    assert_eq!(c, ["parallel"]);
+    assert_eq!(cl[0].name, "wait");
+    let (c, cl) = parse_directive_body(" wait(1)");
+    assert_eq!(c, ["wait"]);
+    assert_eq!(cl[0].args.as_deref(), Some("1"));
+    let (c, _) = parse_directive_body(" end parallel loop");
+    assert_eq!(c, ["end", "parallel", "loop"]);
+    let (c, cl) = parse_directive_body(" parallel loop reduction(max:dt) collapse(2)");
+    assert_eq!(c, ["parallel", "loop"]);
+    assert_eq!(cl[0].vars(), ["dt"]);
+}
+
+#[test]
+fn c_loops_and_nests() {
+    let s = c();
+    let outer = s.enclosing_loops(148);
+    assert_eq!(outer.len(), 1);
+    assert_eq!(outer[0].kind, "while");
+    assert_eq!((outer[0].header_line, outer[0].end_line), (147, 161));
+    assert_eq!(s.enclosing_loops(154)[0].header_line, 147);
+    let nest = s.loop_at(149).expect("loop");
+    assert_eq!(s.perfect_depth(nest, 3), 2);
+    let nest2 = s.loop_at(155).expect("loop");
+    assert_eq!(s.perfect_depth(nest2, 3), 2);
+    assert_eq!(s.loop_index(nest2).as_deref(), Some("i"));
+    let (a, b) = s.unit_of(148).expect("main");
+    assert!(a < 147 && b > 190, "{a}..{b}");
+}
+
+#[test]
+fn c_reduction_by_fmax() {
+    let s = c();
+    let locals = s.locals_in(155, 159);
+    assert!(locals.contains(&"i".to_string()) && locals.contains(&"j".to_string()));
+    let body = s.loop_body(155, 159, &locals, &["A".into(), "Anew".into()]);
+    assert_eq!(body.reductions.len(), 1, "{body:?}");
+    assert_eq!(body.reductions[0].op, "max");
+    assert_eq!(body.reductions[0].var, "dt");
+    assert_eq!(body.reductions[0].line, 157);
+    assert!(body.other_scalar_writes.is_empty());
+    // The stencil writes no scalar.
+    let body = s.loop_body(
+        149,
+        151,
+        &s.locals_in(149, 151),
+        &["A".into(), "Anew".into()],
+    );
+    assert!(body.reductions.is_empty() && body.other_scalar_writes.is_empty());
+}
+
+#[test]
+fn c_reduction_forms() {
+    let cases = [
+        ("s += a[i];", "+"),
+        ("s = s + a[i];", "+"),
+        ("s = a[i] + s;", "+"),
+        ("s -= a[i];", "+"),
+        ("p *= a[i];", "*"),
+        ("m = m > a[i] ? m : a[i];", "max"),
+        ("m = a[i] < m ? a[i] : m;", "min"),
+        ("if (a[i] > m) m = a[i];", "max"),
+        ("if (m > a[i]) m = a[i];", "min"),
+        ("m = fminf(m, a[i]);", "min"),
+    ];
+    for (stmt, op) in cases {
+        let text = format!("void f(float *a, int n) {{\n  float s = 0, p = 1, m = 0;\n  for (int i = 0; i < n; i++)\n    {stmt}\n}}\n");
+        let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text);
+        let body = s.loop_body(3, 4, &s.locals_in(3, 4), &["a".into()]);
+        assert_eq!(body.reductions.len(), 1, "{stmt}: {body:?}");
+        assert_eq!(body.reductions[0].op, op, "{stmt}");
+    }
+    // Not a reduction: a scalar carried from one iteration to the next.
+    let text = "void f(float *a, int n) {\n  float t = 0;\n  for (int i = 0; i < n; i++)\n    { a[i] = t; t = a[i] * 2; }\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    let body = s.loop_body(3, 4, &s.locals_in(3, 4), &["a".into()]);
+    assert!(body.reductions.is_empty());
+    assert_eq!(body.other_scalar_writes, [("t".to_string(), 4)]);
+}
+
+#[test]
+fn c_uses_read_and_write() {
+    let s = c();
+    let uses = s.uses(149, 151, &[]);
+    let anew: Vec<_> = uses.iter().filter(|u| u.key == "Anew").collect();
+    assert_eq!(anew.len(), 1);
+    assert!(anew[0].write && !anew[0].read && anew[0].indexed);
+    assert!(uses
+        .iter()
+        .filter(|u| u.key == "A")
+        .all(|u| u.read && !u.write));
+    // After the loop, main reads A, never Anew.
+    let (_, end) = s.unit_of(162).expect("main");
+    let after = s.uses(162, end, &[]);
+    assert!(after.iter().any(|u| u.key == "A"));
+    assert!(!after.iter().any(|u| u.key == "Anew"));
+}
+
+#[test]
+fn c_arrays_with_macro_sizes() {
+    let s = c();
+    let a = s.arrays(Some(148));
+    assert_eq!(a["A"].dims, "[W][W]");
+    assert_eq!(a["Anew"].dims, "[W][W]");
+    assert!(!a["A"].pointer);
+}
+
+#[test]
+fn fortran_directive_and_block() {
+    let s = f();
+    let d = s.directive_at(65).expect("directive");
+    assert_eq!(d.construct, ["kernels"]);
+    assert_eq!(d.comment.as_deref(), Some("! stencil"));
+    assert_eq!(d.indent, "    ");
+    assert_eq!(s.block_of(&d), Some((66, 70, Some(71))));
+    let lp = s.enclosing_loops(65);
+    assert_eq!(lp[0].kind, "do while");
+    assert_eq!((lp[0].header_line, lp[0].end_line), (64, 83));
+    let nest = s.loop_at(66).expect("loop");
+    assert_eq!(s.perfect_depth(nest, 3), 2);
+    assert_eq!(s.loop_index(nest).as_deref(), Some("j"));
+}
+
+#[test]
+fn fortran_reduction_and_arrays() {
+    let s = f();
+    let arrays = s.arrays(Some(65));
+    assert!(arrays["a"].allocatable);
+    assert_eq!(arrays["anew"].dims, "(:,:)");
+    let body = s.loop_body(75, 80, &s.locals_in(75, 80), &["a".into(), "anew".into()]);
+    assert_eq!(body.reductions.len(), 1, "{body:?}");
+    assert_eq!(body.reductions[0].op, "max");
+    assert_eq!(body.reductions[0].var, "dt");
+    let (_, end) = s.unit_of(84).expect("program");
+    let after = s.uses(84, end, &[]);
+    assert!(after.iter().any(|u| u.key == "a"));
+    assert!(!after.iter().any(|u| u.key == "anew"));
+    let in_stencil = s.uses(66, 70, &[]);
+    assert!(in_stencil
+        .iter()
+        .any(|u| u.key == "anew" && u.write && !u.read));
+}
+
+#[test]
+fn fortran_parallel_loop_block() {
+    let text = "program p\n  real :: x(10)\n  integer :: i\n  !$acc parallel loop &\n  !$acc& copy(x)\n  do i = 1, 10\n    x(i) = i\n  end do\n  !$acc end parallel loop\nend program p\n";
+    let s = SourceFile::new("p.f90", "p.f90".into(), Lang::Fortran, text.into());
+    let d = s.directive_at(5).expect("continued directive");
+    assert_eq!((d.line, d.end_line), (4, 5));
+    assert_eq!(d.data_vars(), ["x"]);
+    assert_eq!(s.block_of(&d), Some((6, 8, Some(9))));
+}
