@@ -6,6 +6,7 @@
 
 pub mod load;
 pub mod model;
+pub mod patch;
 pub mod source;
 pub mod summary;
 pub mod symbolize;
