@@ -4,9 +4,11 @@
 //!
 //! It reads traces; it never runs programs and never writes files.
 
+pub mod findings;
 pub mod load;
 pub mod model;
 pub mod patch;
+pub mod rules;
 pub mod source;
 pub mod summary;
 pub mod symbolize;

@@ -1,0 +1,99 @@
+//! A1: repeated allocation and free. Device memory of the same size is
+//! allocated and freed again and again at one place (each block freed before
+//! the next is allocated): the runtime allocates per construct instance
+//! what could be allocated once.
+//!
+//! Evidence needed: the runtime's alloc/free events (acc_prof). They are
+//! points in time, so the cost is not measured; the finding gives counts.
+
+use super::{group_by, Checked, Context};
+use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::model::DeviceAlloc;
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let run = cx.run;
+    if run.allocs.is_empty() {
+        if run.header.sources.acc_prof.is_active() && !run.constructs.is_empty() {
+            out.note("A1/A2 (allocations) not checked: the runtime reported no device allocations");
+        }
+        return out;
+    }
+    let big = run
+        .allocs
+        .iter()
+        .filter(|a| a.bytes >= cx.opts.min_bytes)
+        .map(|a| {
+            let site = a.construct.map(|c| run.construct(run.top_level(c)).site);
+            ((site, a.bytes), a)
+        });
+    for ((site, bytes), group) in group_by(big) {
+        if group.len() < cx.opts.min_repeats || !disjoint(&group) {
+            continue;
+        }
+        let here = cx.location("construct", site, None);
+        let mut f = Finding::new(
+            "A1",
+            Category::Allocation,
+            format!(
+                "device memory allocated and freed {} times at {}",
+                group.len(),
+                here.place()
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.locations.push(here);
+        f.evidence
+            .field("allocations", Value::Count(group.len() as u64));
+        f.evidence.field("bytes_each", Value::Bytes(bytes));
+        f.evidence.say(format!(
+            "{} allocations of {} at the same place, each freed before the next one; the runtime reports allocations as points in time, so their cost is not measured",
+            group.len(),
+            fmt_bytes(bytes)
+        ));
+        f.proposal.text = "Allocate once: a data region (or `enter data create`) around the loop keeps the device memory for all iterations (see D6 when the same place also repeats transfers).".into();
+        out.findings.push(f);
+    }
+    out
+}
+
+fn disjoint(group: &[&DeviceAlloc]) -> bool {
+    group
+        .windows(2)
+        .all(|w| w[0].free_ns.is_some_and(|f| f <= w[1].alloc_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::rules::testutil::{run_rule, RunBuilder};
+
+    #[test]
+    fn allocation_per_instance() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 40);
+        let a = b.buf(1 << 20, 0);
+        for _ in 0..3 {
+            b.gcc_compute(s, &[a], 1_000, 10, &[a]);
+        }
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        assert_eq!(c.findings[0].evidence.count("allocations"), Some(3));
+        assert_eq!(c.findings[0].cost_ns, None);
+    }
+
+    #[test]
+    fn twice_is_not_repeated() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 40);
+        let a = b.buf(1 << 20, 0);
+        for _ in 0..2 {
+            b.gcc_compute(s, &[a], 1_000, 10, &[a]);
+        }
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+}

@@ -1,0 +1,89 @@
+//! A2: allocation no kernel uses. No kernel ran while a block of device
+//! memory was allocated (from its allocation to its free, or to the end of
+//! the run).
+//!
+//! Evidence needed: the runtime's alloc/free events and kernel activity.
+//! Certain when both are present.
+
+use accprof_trace::DropSource;
+
+use super::{group_by, Checked, Context};
+use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let run = cx.run;
+    if run.allocs.is_empty() || !cx.knows_kernels() {
+        // A1 and U1 say why.
+        return out;
+    }
+    if run
+        .dropped
+        .iter()
+        .any(|(s, n)| *s == DropSource::Cupti && *n > 0)
+    {
+        return out;
+    }
+    let end = run.span_ns.1;
+    let unused = run.allocs.iter().filter(|a| {
+        a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
+    });
+    let groups = group_by(unused.map(|a| {
+        let site = a.construct.map(|c| run.construct(run.top_level(c)).site);
+        (site, a)
+    }));
+    for (site, group) in groups {
+        let bytes: u64 = group.iter().map(|a| a.bytes).sum();
+        let here = cx.location("construct", site, group[0].variable.clone());
+        let mut f = Finding::new(
+            "A2",
+            Category::Allocation,
+            format!(
+                "device memory no kernel used: {} allocated at {}",
+                fmt_bytes(bytes),
+                here.place()
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.locations.push(here);
+        f.evidence
+            .field("allocations", Value::Count(group.len() as u64));
+        f.evidence.field("bytes", Value::Bytes(bytes));
+        f.evidence.say(format!(
+            "No kernel ran between these allocations and their frees (per {}).",
+            cx.kernel_source.unwrap_or("the run")
+        ));
+        f.proposal.text = "Remove the data clause or directive that maps this data, or move it to where kernels use it.".into();
+        out.findings.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::model::ConstructClass;
+    use crate::rules::testutil::{run_rule, RunBuilder};
+
+    #[test]
+    fn allocation_without_kernels() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 3);
+        let d = b.open(ConstructClass::EnterData, s, None);
+        let a = b.alloc(d, 1 << 20);
+        b.close(d);
+        b.free(a);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        // With a kernel inside its lifetime it is used.
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 3);
+        let x = b.buf(1 << 20, 0);
+        b.gcc_compute(s, &[x], 1_000, 10, &[]);
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+}

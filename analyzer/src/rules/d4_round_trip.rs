@@ -1,0 +1,145 @@
+//! D4: device -> host -> device round trip. A buffer is downloaded and
+//! later uploaded again with the same content hash, and nothing else moved
+//! it in between: the host sent back exactly what it had received, so the
+//! upload was avoidable had the data stayed on the device.
+//!
+//! Evidence needed: content hashes (the download's, taken when it ended,
+//! and the upload's, taken when it started). With sampled hashes the
+//! finding is "likely". The trace cannot show whether the host read the
+//! data in between, so only the upload is counted as saving.
+
+use accprof_trace::HashMode;
+
+use super::{
+    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
+    Dir, Xfer,
+};
+use crate::findings::{fmt_bytes, Category, Finding, Value};
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    if cx.hash_mode() == HashMode::Off {
+        out.note("D4 (round trips) not checked: hashing was off in this run (record with --hash sampled or --hash full)");
+        return out;
+    }
+    let pairs = consecutive_pairs(cx, |a, b| {
+        a.dir == Dir::Download && b.dir == Dir::Upload && same_hash(a, b) && b.start_ns >= a.end_ns
+    });
+    for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
+        let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
+        let downs: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
+        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
+        let here = cx.location("upload", site, None);
+        let mut f = Finding::new(
+            "D4",
+            Category::DataMovement,
+            format!(
+                "device -> host -> device round trip: {} uploaded again unchanged at {}",
+                super::vars_label(cx, &ups),
+                here.place()
+            ),
+        );
+        f.confidence = cx.hash_confidence();
+        f.cost_ns = Some(cost);
+        f.saving_ns = Some(cost);
+        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.locations = xfer_locations(cx, "upload", &ups);
+        f.locations.extend(xfer_locations(cx, "download", &downs));
+        f.evidence
+            .field("round_trips", Value::Count(group.len() as u64));
+        xfer_evidence(&mut f.evidence, "upload_", &ups);
+        xfer_evidence(&mut f.evidence, "download_", &downs);
+        if let Some(h) = ups[0].hash {
+            f.evidence.field("example_hash", Value::hash(h));
+        }
+        f.evidence.say(format!(
+            "{} times a buffer came back from the device and was sent to it again with the same content ({}); {} re-sent in all",
+            group.len(),
+            cx.hash_meaning(),
+            fmt_bytes(ups.iter().map(|x| x.bytes).sum()),
+        ));
+        f.evidence.say(
+            "A trace cannot show whether the host read the data in between; the saving counts only the uploads.",
+        );
+        f.proposal.text = "Keep the data on the device between these constructs (a data region around both, see D6 where the transfers repeat in a loop); if the host reads it in between, `update host` there instead of the implicit copy out, and drop the upload.".into();
+        out.findings.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::rules::testutil::{run_rule, RunBuilder};
+
+    #[test]
+    fn unchanged_data_sent_back_is_a_round_trip() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s1 = b.site("a.c", 10);
+        let s2 = b.site("a.c", 20);
+        let a = b.buf(1 << 20, 0xaaaa);
+        b.gcc_compute(s1, &[a], 1_000, 100, &[a]);
+        b.gcc_compute(s2, &[a], 1_000, 100, &[a]);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        let f = &c.findings[0];
+        assert_eq!(f.id, "D4");
+        assert_eq!(f.evidence.count("round_trips"), Some(1));
+        assert_eq!(f.locations[0].line, Some(20));
+        assert_eq!(f.locations[1].line, Some(10));
+        assert_eq!(f.confidence, crate::findings::Confidence::Certain);
+        assert_eq!(f.saved_copies.len(), 1);
+    }
+
+    #[test]
+    fn changed_data_is_no_round_trip() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s1 = b.site("a.c", 10);
+        let a = b.buf(1 << 20, 1);
+        let mut a2 = a;
+        a2.hash = 2; // the host changed it before sending it again
+        b.gcc_compute(s1, &[a], 1_000, 100, &[a]);
+        b.gcc_compute(s1, &[a2], 1_000, 100, &[a2]);
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+
+    #[test]
+    fn sampled_hashes_make_it_likely_and_off_says_so() {
+        let mut b = RunBuilder::new(HashMode::Sampled);
+        let s = b.site("a.c", 10);
+        let a = b.buf(1 << 20, 7);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(
+            c.findings[0].confidence,
+            crate::findings::Confidence::Likely
+        );
+
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 10);
+        let a = b.buf(1 << 20, 7);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert!(c.findings.is_empty());
+        assert!(c.notes[0].contains("hashing was off"));
+    }
+
+    #[test]
+    fn small_transfers_are_ignored() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s = b.site("a.c", 10);
+        let a = b.buf(8, 7);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        b.gcc_compute(s, &[a], 1_000, 100, &[a]);
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+}

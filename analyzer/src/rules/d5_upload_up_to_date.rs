@@ -1,0 +1,117 @@
+//! D5: upload into an up-to-date device copy. An `update device` sends a
+//! buffer whose previous transfer (either way) had the same content hash,
+//! with no kernel and no device allocation or free in between: the device
+//! copy already held these bytes.
+//!
+//! Evidence needed: full-content hashes (removing an `update device` the
+//! device needs corrupts results, and a sample can miss the change) and
+//! kernel activity (CUPTI, or at least the runtime's launch events).
+
+use accprof_trace::HashMode;
+
+use super::{
+    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
+    Dir, Xfer,
+};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::ConstructClass;
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    if cx.hash_mode() != HashMode::Full {
+        out.note(
+            "D5 (upload into an up-to-date device copy) needs full-content hashes (--hash full)",
+        );
+        return out;
+    }
+    if !cx.knows_kernels() {
+        out.note("D5 not checked: the run recorded no kernel activity");
+        return out;
+    }
+    let allocs_between = |t0: u64, t1: u64| {
+        cx.run.allocs.iter().any(|a| {
+            (t0 < a.alloc_ns && a.alloc_ns < t1) || a.free_ns.is_some_and(|f| t0 < f && f < t1)
+        })
+    };
+    let pairs = consecutive_pairs(cx, |a, b| {
+        b.dir == Dir::Upload
+            && cx.origin_class(b) == Some(ConstructClass::Update)
+            && same_hash(a, b)
+            && !cx.kernel_between(a.start_ns, b.start_ns)
+            && !allocs_between(a.start_ns, b.start_ns)
+    });
+    for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
+        let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
+        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
+        let here = cx.location("update", site, None);
+        let mut f = Finding::new(
+            "D5",
+            Category::DataMovement,
+            format!(
+                "`update device` of data the device already has: {} at {}",
+                super::vars_label(cx, &ups),
+                here.place()
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.cost_ns = Some(cost);
+        f.saving_ns = Some(cost);
+        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.locations = xfer_locations(cx, "update", &ups);
+        f.evidence
+            .field("redundant_updates", Value::Count(group.len() as u64));
+        xfer_evidence(&mut f.evidence, "", &ups);
+        f.evidence.say(format!(
+            "Each of these uploads sent the same bytes as the buffer's previous transfer ({}), and no kernel ran and no device memory was allocated or freed in between: the device copy was up to date.",
+            cx.hash_meaning()
+        ));
+        f.proposal.text = "Remove this `update device` (or make it conditional on the host having changed the data).".into();
+        out.findings.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::{CopyKind, HashMode};
+
+    use super::*;
+    use crate::rules::testutil::{run_rule, RunBuilder};
+
+    #[test]
+    fn update_device_right_after_copyin() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s0 = b.site("a.c", 3);
+        let s1 = b.site("a.c", 4);
+        let a = b.buf(1 << 20, 6);
+        let d = b.open(ConstructClass::EnterData, s0, None);
+        b.copy(d, CopyKind::HostToDevice, a, 1_000);
+        b.close(d);
+        let u = b.open(ConstructClass::Update, s1, None);
+        b.copy(u, CopyKind::HostToDevice, a, 1_000);
+        b.close(u);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        assert_eq!(c.findings[0].locations[0].line, Some(4));
+    }
+
+    #[test]
+    fn a_kernel_in_between_may_have_changed_it() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s0 = b.site("a.c", 3);
+        let s1 = b.site("a.c", 4);
+        let a = b.buf(1 << 20, 6);
+        let d = b.open(ConstructClass::EnterData, s0, None);
+        b.copy(d, CopyKind::HostToDevice, a, 1_000);
+        b.close(d);
+        let k = b.open(ConstructClass::Compute, s0, None);
+        b.kernel(k, 10, 1_000);
+        b.close(k);
+        let u = b.open(ConstructClass::Update, s1, None);
+        b.copy(u, CopyKind::HostToDevice, a, 1_000);
+        b.close(u);
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+}

@@ -1,0 +1,408 @@
+//! D6: transfers repeated in every iteration of a host loop. The same place
+//! (a compute construct's implicit or explicit data clauses, or a data
+//! construct) moves the same host buffers again and again: a `data` region
+//! around the loop would move them once.
+//!
+//! Evidence: counts, bytes and times from the trace (certain), the host
+//! pointer of each transfer (a buffer that never repeats is a different
+//! array each time, so hoisting would not help), and, when hashed, whether
+//! the host changed a buffer between iterations (such uploads stay as
+//! `update device`). The enclosing loop, the arrays and the clauses come
+//! from the source ([`super::data_region`]); without it the finding still
+//! stands with its lines and counts. `update` constructs are not D6: the
+//! user asked for those transfers explicitly (D1, D2, D5 judge them).
+
+use std::collections::BTreeMap;
+
+use super::data_region::{self, RegionPlan};
+use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
+use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::model::{ConstructClass, SiteId};
+
+/// The repeated transfers of one site.
+struct SiteGroup<'a> {
+    site: SiteId,
+    instances: usize,
+    xfers: Vec<&'a Xfer>,
+    /// Transfers a hoisted region would not need.
+    saved: Vec<&'a Xfer>,
+    /// Uploads that carried new host data (hash changed since the buffer's
+    /// previous transfer): they stay, as `update device`.
+    host_changed: usize,
+}
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let movable = cx.xfers.iter().filter(|x| {
+        matches!(
+            cx.origin_class(x),
+            Some(ConstructClass::Compute | ConstructClass::EnterData | ConstructClass::ExitData)
+        )
+    });
+    let mut groups = Vec::new();
+    for (site, xs) in group_by(movable.filter_map(|x| Some((x.site?, x)))) {
+        if let Some(g) = site_group(cx, site, xs) {
+            groups.push(g);
+        }
+    }
+    // One finding per host loop (or per site when the loop is unknown).
+    let mut by_loop: BTreeMap<(String, u32), Vec<SiteGroup>> = BTreeMap::new();
+    for g in groups {
+        let s = cx.run.site(g.site);
+        let lp = s.line.and_then(|l| {
+            cx.sources
+                .get(&s.file)
+                .and_then(|src| data_region::host_loop(src, l))
+        });
+        let k = match lp {
+            Some(lp) => (s.file.clone(), lp.header_line),
+            // No loop known: keyed by the site itself (line 0 never clashes).
+            None => (format!("{}#{}", s.file, g.site.0), 0),
+        };
+        by_loop.entry(k).or_default().push(g);
+    }
+    for ((file, loop_line), gs) in by_loop {
+        out.findings.push(finding(cx, &file, loop_line, &gs));
+    }
+    out
+}
+
+fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteGroup<'a>> {
+    let mut origins: Vec<_> = xs.iter().filter_map(|x| x.origin).collect();
+    origins.sort_unstable();
+    origins.dedup();
+    if origins.len() < cx.opts.min_repeats {
+        return None;
+    }
+    let mut saved = Vec::new();
+    let mut host_changed = 0;
+    let per_buffer = group_by(xs.iter().map(|x| ((x.host_ptr, x.bytes, x.dir), *x)));
+    for ((ptr, bytes, dir), list) in per_buffer {
+        if ptr.is_none() || list.len() < 2 {
+            continue;
+        }
+        match dir {
+            Dir::Upload => {
+                // All but the first upload, unless the host changed the data.
+                for x in &list[1..] {
+                    if host_changed_before(cx, x, ptr, bytes) {
+                        host_changed += 1;
+                    } else {
+                        saved.push(*x);
+                    }
+                }
+            }
+            Dir::Download => saved.extend(list[..list.len() - 1].iter().copied()),
+        }
+    }
+    if saved.is_empty() {
+        return None;
+    }
+    Some(SiteGroup {
+        site,
+        instances: origins.len(),
+        xfers: xs,
+        saved,
+        host_changed,
+    })
+}
+
+/// True when the buffer's previous transfer had another hash than this
+/// upload: the host wrote new data in between.
+fn host_changed_before(cx: &Context, x: &Xfer, ptr: Option<u64>, bytes: u64) -> bool {
+    let Some(p) = ptr else { return false };
+    let Some(list) = cx.buffers.get(&(p, bytes)) else {
+        return false;
+    };
+    let pos = list.iter().position(|&i| cx.xfers[i].copy == x.copy);
+    let prev = pos
+        .and_then(|k| k.checked_sub(1))
+        .map(|k| &cx.xfers[list[k]]);
+    matches!((prev.and_then(|p| p.hash), x.hash), (Some(a), Some(b)) if a != b)
+}
+
+fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Finding {
+    let all: Vec<&Xfer> = gs.iter().flat_map(|g| g.xfers.iter().copied()).collect();
+    let mut saved: Vec<&Xfer> = gs.iter().flat_map(|g| g.saved.iter().copied()).collect();
+    let iterations = gs.iter().map(|g| g.instances).max().unwrap_or(0);
+    let src = cx.sources.get(file);
+    let lp = src.and_then(|s| s.loop_at(loop_line).cloned());
+    let plan: Option<RegionPlan> = match (src, &lp) {
+        (Some(s), Some(l)) => Some(data_region::plan(cx, s, l, &all)),
+        _ => None,
+    };
+    // Downloads of arrays the host reads inside the loop stay (as updates).
+    if let Some(p) = &plan {
+        let read_in_loop: Vec<String> = p
+            .arrays
+            .iter()
+            .filter(|a| !a.host_reads_in_loop.is_empty())
+            .map(|a| a.name.clone())
+            .collect();
+        if !read_in_loop.is_empty() {
+            saved.retain(|x| {
+                x.dir == Dir::Upload
+                    || cx
+                        .name_of(x.host_ptr)
+                        .is_some_and(|n| !read_in_loop.contains(&n))
+            });
+        }
+    }
+    let cost: u64 = all.iter().map(|x| x.duration_ns()).sum();
+    let saving: u64 = saved.iter().map(|x| x.duration_ns()).sum();
+    let first_site = cx.location("construct", Some(gs[0].site), None);
+    let where_ = match &lp {
+        Some(l) => format!(
+            "the `{}` loop at {}:{}",
+            l.kind,
+            cx.run.site(gs[0].site).file,
+            l.header_line
+        ),
+        None => format!("{} ({iterations} times)", first_site.place()),
+    };
+    let mut f = Finding::new(
+        "D6",
+        Category::DataMovement,
+        format!(
+            "transfers repeated in every iteration of {where_}: {} moved {} times",
+            super::vars_label(cx, &all),
+            iterations
+        ),
+    );
+    f.confidence = Confidence::Certain;
+    f.cost_ns = Some(cost);
+    f.saving_ns = Some(saving);
+    f.saved_copies = saved.iter().map(|x| x.copy).collect();
+    if let Some(l) = &lp {
+        let mut loc = cx.location("host loop", Some(gs[0].site), None);
+        loc.line = Some(l.header_line);
+        loc.address = None;
+        f.locations.push(loc);
+    }
+    let ups: Vec<&Xfer> = all
+        .iter()
+        .copied()
+        .filter(|x| x.dir == Dir::Upload)
+        .collect();
+    let downs: Vec<&Xfer> = all
+        .iter()
+        .copied()
+        .filter(|x| x.dir == Dir::Download)
+        .collect();
+    f.evidence
+        .field("iterations", Value::Count(iterations as u64));
+    xfer_evidence(&mut f.evidence, "upload_", &ups);
+    xfer_evidence(&mut f.evidence, "download_", &downs);
+    f.evidence
+        .field("avoidable_transfers", Value::Count(saved.len() as u64));
+    let changed: usize = gs.iter().map(|g| g.host_changed).sum();
+    f.evidence
+        .field("uploads_of_new_host_data", Value::Count(changed as u64));
+    for g in gs {
+        let here: Vec<&Xfer> = g.xfers.clone();
+        let u = here.iter().filter(|x| x.dir == Dir::Upload).count();
+        let d = here.len() - u;
+        let label = super::vars_label(cx, &here);
+        f.locations
+            .push(cx.location("construct", Some(g.site), Some(label.clone())));
+        let per = |n: usize| n as f64 / g.instances as f64;
+        let loc = cx.location("", Some(g.site), None);
+        f.evidence.say(format!(
+            "{}: reached {} times; {u} uploads and {d} downloads of {} ({:.0} up and {:.0} down per instance), {} in all",
+            loc.place(),
+            g.instances,
+            label,
+            per(u),
+            per(d),
+            fmt_bytes(here.iter().map(|x| x.bytes).sum()),
+        ));
+    }
+    if changed > 0 {
+        f.evidence.say(format!(
+            "{changed} uploads carried data the host had changed since the buffer's previous transfer (hash changed): they stay, as `update device` inside the loop."
+        ));
+    }
+    f.evidence.say(match cx.hash_mode() {
+        accprof_trace::HashMode::Off => "Hashing was off: the saving assumes the host does not change these buffers between iterations.".to_string(),
+        _ => "The saving counts every upload after a buffer's first (unless its hash shows new host data) and every download before its last.".to_string(),
+    });
+    match plan {
+        Some(p) => apply_plan(cx, &mut f, p),
+        None => {
+            f.proposal.text = match &lp {
+                None if src.is_some() => format!(
+                    "No loop around {} in its function: the repetition comes from the callers. Put a `data` region around the calling loop, with `present` on this construct.",
+                    first_site.place()
+                ),
+                _ => "Put a `data` region around the host loop that repeats these constructs, keeping the arrays on the device, with `present` on the constructs inside.".to_string(),
+            };
+            f.proposal.no_patch = Some(match src {
+                None => format!("source {} not read", cx.run.site(gs[0].site).file),
+                Some(_) => "no enclosing host loop in the source".to_string(),
+            });
+        }
+    }
+    f
+}
+
+fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {
+    let lang_data = &p.directive;
+    let mut text = format!(
+        "Keep {} on the device for the whole loop: put `{}` before the `{}` loop at line {}",
+        p.arrays
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" and "),
+        lang_data,
+        p.loop_text.split(['(', ' ']).next().unwrap_or("loop"),
+        p.loop_line,
+    );
+    text.push_str(
+        if p.file.ends_with(".c")
+            || p.file.ends_with(".cpp")
+            || p.file.ends_with(".cc")
+            || p.file.ends_with(".h")
+        {
+            " (it applies to the loop statement)."
+        } else {
+            " and `!$acc end data` after its `end do`."
+        },
+    );
+    for a in &p.arrays {
+        text.push_str(&format!(" {}({}): {}.", a.clause, a.item, a.reason));
+    }
+    let reads: Vec<String> = p
+        .arrays
+        .iter()
+        .filter_map(|a| {
+            a.host_reads_in_loop
+                .first()
+                .map(|l| format!("`update host({})` before line {l}", a.item))
+        })
+        .collect();
+    if reads.is_empty() {
+        text.push_str(
+            " No `update` is needed: the host does not read or write these arrays inside the loop.",
+        );
+    } else {
+        text.push_str(&format!(
+            " The host reads them inside the loop: {}.",
+            reads.join(", ")
+        ));
+    }
+    text.push_str(" The constructs inside get `present(...)` in place of their data clauses for these arrays.");
+    for n in &p.notes {
+        text.push_str(&format!(" Note: {n}."));
+    }
+    let _ = cx;
+    f.proposal.text = text;
+    f.proposal.directive = Some(p.directive.clone());
+    if p.patchable {
+        f.proposal.edits = p.edits;
+    } else {
+        f.proposal.no_patch = Some(p.notes.join("; "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::patch;
+    use crate::rules::testutil::{run_rule, run_rule_with, RunBuilder};
+    use crate::source::SourceSet;
+
+    const LAPLACE: &str = include_str!("../../../samples/laplace_bad.c");
+
+    /// laplace_bad's pattern: two constructs per iteration, each copying
+    /// both arrays in and out.
+    fn laplace_run(iters: usize, hashing: HashMode) -> crate::Run {
+        let mut b = RunBuilder::new(hashing);
+        let s1 = b.site("laplace_bad.c", 148);
+        let s2 = b.site("laplace_bad.c", 154);
+        let a = b.buf(8_421_408, 1);
+        let anew = b.buf(8_421_408, 2);
+        for _ in 0..iters {
+            b.gcc_compute(s1, &[a, anew], 30_000, 8448, &[a, anew]);
+            b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
+        }
+        b.run.copies.iter_mut().for_each(|c| {
+            c.variable = Some(if c.host_ptr == Some(a.ptr) {
+                "A".into()
+            } else {
+                "Anew".into()
+            })
+        });
+        b.build()
+    }
+
+    #[test]
+    fn repeated_transfers_without_source() {
+        let run = laplace_run(5, HashMode::Off);
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 2, "one per site when the loop is unknown");
+        let f = &c.findings[0];
+        assert_eq!(f.evidence.count("iterations"), Some(5));
+        assert_eq!(f.evidence.count("upload_transfers"), Some(10));
+        // 2 buffers: 4 of 5 uploads and 4 of 5 downloads of each are avoidable.
+        assert_eq!(f.evidence.count("avoidable_transfers"), Some(16));
+        assert!(f.proposal.edits.is_empty());
+    }
+
+    #[test]
+    fn one_finding_for_the_loop_with_a_data_region() {
+        let run = laplace_run(5, HashMode::Off);
+        let set = SourceSet::with_text("laplace_bad.c", LAPLACE);
+        let c = run_rule_with(&run, &set, check);
+        assert_eq!(c.findings.len(), 1);
+        let f = &c.findings[0];
+        assert_eq!(f.locations[0].role, "host loop");
+        assert_eq!(f.locations[0].line, Some(147));
+        assert_eq!(
+            f.proposal.directive.as_deref(),
+            Some("#pragma acc data copy(A) create(Anew)")
+        );
+        let p = patch::render(&set, &f.proposal.edits).expect("patch");
+        let new = &p.files[0].1;
+        assert!(new.contains(
+            "#pragma acc data copy(A) create(Anew)\n    while (dt > tol && iter < iters) {"
+        ));
+        assert!(new.contains("#pragma acc kernels present(A, Anew) // stencil"));
+        assert!(new.contains("#pragma acc kernels present(A, Anew) // update and max change"));
+    }
+
+    #[test]
+    fn three_is_the_minimum() {
+        let run = laplace_run(2, HashMode::Off);
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+
+    #[test]
+    fn new_host_data_every_iteration_is_not_avoidable() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s = b.site("x.c", 10);
+        let mut input = b.buf(1 << 20, 0);
+        for i in 0..4 {
+            input.hash = 100 + i; // the host reads new input each time
+            b.gcc_compute(s, &[input], 1_000, 10, &[]);
+        }
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+
+    #[test]
+    fn updates_are_not_d6() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("x.c", 10);
+        let u = b.buf(1 << 20, 0);
+        for _ in 0..4 {
+            let c = b.open(ConstructClass::Update, s, None);
+            b.copy(c, accprof_trace::CopyKind::DeviceToHost, u, 1_000);
+            b.close(c);
+        }
+        let run = b.build();
+        assert!(run_rule(&run, check).findings.is_empty());
+    }
+}

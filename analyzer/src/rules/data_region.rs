@@ -1,0 +1,535 @@
+//! Planning a `data` region around a host loop: which arrays, with which
+//! clauses, where the host needs `update`s, and how the constructs inside
+//! change. Used by D6; everything here reads the source, and every choice
+//! carries its reason so the proposal can say why.
+//!
+//! Clause choice per array (from the source of the loop and of the rest of
+//! the function or program unit after it):
+//! - the host swaps the array's pointer inside the loop: `copy` (both
+//!   buffers stay mapped and both come back);
+//! - written on the device and read by the host after the loop: `copy`;
+//! - written on the device, not read after the loop, and written before it
+//!   is read in the first construct that touches it: `create`;
+//! - written on the device otherwise: `copyin`;
+//! - only read on the device: `copyin`.
+//!
+//! Host reads of an array inside the loop get an `update host` before them;
+//! host writes inside the loop need an `update device` after them, which is
+//! proposed in words only.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Context, Dir, Xfer};
+use crate::patch::Edit;
+use crate::source::{ArrayDecl, Directive, Lang, Loop, SourceFile};
+
+/// One array of the region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayChoice {
+    /// As written in the source.
+    pub name: String,
+    /// "copy", "copyin" or "create".
+    pub clause: String,
+    /// The clause item ("A", "u[0:n]").
+    pub item: String,
+    pub reason: String,
+    pub host_reads_in_loop: Vec<u32>,
+    pub host_writes_in_loop: Vec<u32>,
+}
+
+/// The region to propose.
+#[derive(Debug, Clone, Default)]
+pub struct RegionPlan {
+    pub file: String,
+    pub loop_line: u32,
+    pub loop_end: u32,
+    pub loop_text: String,
+    pub arrays: Vec<ArrayChoice>,
+    /// The `data` directive, as it would be written.
+    pub directive: String,
+    pub edits: Vec<Edit>,
+    /// Caveats and the reasons there is no patch.
+    pub notes: Vec<String>,
+    /// False when the source does not allow a safe mechanical edit.
+    pub patchable: bool,
+}
+
+/// Lookup key of a name in `src`'s language.
+pub fn key(lang: Lang, name: &str) -> String {
+    match lang {
+        Lang::Fortran => name.to_ascii_lowercase(),
+        Lang::C => name.to_string(),
+    }
+}
+
+/// The innermost host loop around the construct at `line`.
+pub fn host_loop(src: &SourceFile, line: u32) -> Option<Loop> {
+    src.enclosing_loops(line).first().map(|l| (*l).clone())
+}
+
+/// A compute construct inside the loop, with its block.
+struct Inner {
+    d: Directive,
+    first: u32,
+    last: u32,
+    closing: Option<u32>,
+}
+
+fn inner_constructs(src: &SourceFile, lp: &Loop) -> Vec<Inner> {
+    src.directives_in(lp.header_line + 1, lp.end_line)
+        .into_iter()
+        .filter(|d| d.is_compute() && d.construct.first().map(String::as_str) != Some("end"))
+        .filter_map(|d| {
+            let (first, last, closing) = src.block_of(&d)?;
+            Some(Inner {
+                d,
+                first,
+                last,
+                closing,
+            })
+        })
+        .collect()
+}
+
+/// Plans the region around `lp` for the transfers `xs` (the repeated ones
+/// at the constructs inside it).
+pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionPlan {
+    let lang = src.lang;
+    let mut plan = RegionPlan {
+        file: src.path.clone(),
+        loop_line: lp.header_line,
+        loop_end: lp.end_line,
+        loop_text: src.header_text(lp),
+        patchable: true,
+        ..RegionPlan::default()
+    };
+    let inner = inner_constructs(src, lp);
+    let decls = src.arrays(Some(lp.header_line));
+    // Skip ranges: the constructs (directive to end of block).
+    let skip: Vec<(u32, u32)> = inner
+        .iter()
+        .map(|c| (c.d.line, c.closing.unwrap_or(c.last)))
+        .chain(
+            src.directives_in(lp.header_line + 1, lp.end_line)
+                .iter()
+                .map(|d| (d.line, d.end_line)),
+        )
+        .collect();
+    // Arrays the constructs use, in order of first use.
+    let mut order: Vec<String> = Vec::new();
+    let mut clause_items: HashMap<String, String> = HashMap::new();
+    for c in &inner {
+        for cl in
+            c.d.clauses
+                .iter()
+                .filter(|cl| crate::source::is_data_clause(&cl.name))
+        {
+            for item in cl.items() {
+                let v = key(lang, item.split(['[', '(']).next().unwrap_or("").trim());
+                clause_items.entry(v.clone()).or_insert(item.clone());
+                if !order.contains(&v) {
+                    order.push(v);
+                }
+            }
+        }
+    }
+    for c in &inner {
+        for u in src.uses(c.first, c.last, &[]) {
+            let known = decls.contains_key(&u.key) || clause_items.contains_key(&u.key);
+            if known && !order.contains(&u.key) {
+                order.push(u.key.clone());
+            }
+        }
+    }
+    if order.is_empty() {
+        plan.patchable = false;
+        plan.notes.push(format!(
+            "no array declared in {} is used by the constructs inside the loop at line {}",
+            src.path, lp.header_line
+        ));
+        return plan;
+    }
+    // What the trace moved must be covered by the arrays found.
+    let mut buffers: Vec<u64> = xs.iter().filter_map(|x| x.host_ptr).collect();
+    buffers.sort_unstable();
+    buffers.dedup();
+    if buffers.len() > order.len() {
+        plan.patchable = false;
+        plan.notes.push(format!(
+            "the run moved {} different buffers at these constructs but the source shows {} arrays ({}); some data is mapped in a way this reader does not see",
+            buffers.len(),
+            order.len(),
+            order.join(", ")
+        ));
+    }
+    let unit_end = src
+        .unit_of(lp.header_line)
+        .map(|u| u.1)
+        .unwrap_or(src.lines.len() as u32);
+    let after = src.uses(lp.end_line + 1, unit_end, &[]);
+    let in_loop = src.uses(lp.header_line + 1, lp.end_line, &skip);
+    let is_free = |u: &crate::source::Use| {
+        u.tok >= 2 && src.tokens[u.tok - 2].key == "free" && src.tokens[u.tok - 1].text == "("
+    };
+    let data_use = |u: &crate::source::Use| match lang {
+        Lang::C => u.indexed || (u.whole && !is_free(u)),
+        Lang::Fortran => true,
+    };
+    let swapped: Vec<String> = in_loop
+        .iter()
+        .filter(|u| lang == Lang::C && u.write && !u.indexed && order.contains(&u.key))
+        .map(|u| u.key.clone())
+        .collect();
+    for k in &order {
+        let name = decls.get(k).map(|d| d.name.clone()).unwrap_or_else(|| {
+            clause_items
+                .get(k)
+                .map(|i| i.split(['[', '(']).next().unwrap_or(i).trim().to_string())
+                .unwrap_or_else(|| k.clone())
+        });
+        let mut written = false;
+        let mut first_write_only = None;
+        for c in &inner {
+            let uses: Vec<_> = src
+                .uses(c.first, c.last, &[])
+                .into_iter()
+                .filter(|u| u.key == *k)
+                .collect();
+            if uses.is_empty() {
+                continue;
+            }
+            written |= uses.iter().any(|u| u.write);
+            if first_write_only.is_none() {
+                first_write_only = Some((uses.iter().all(|u| u.write && !u.read), c.d.line));
+            }
+        }
+        let read_after = after.iter().any(|u| u.key == *k && data_use(u));
+        let host_reads: Vec<u32> = in_loop
+            .iter()
+            .filter(|u| u.key == *k && data_use(u) && u.read)
+            .map(|u| u.line)
+            .collect();
+        let host_writes: Vec<u32> = in_loop
+            .iter()
+            .filter(|u| u.key == *k && data_use(u) && u.write)
+            .map(|u| u.line)
+            .collect();
+        let (clause, reason) = if swapped.contains(k) {
+            ("copy", format!("the host swaps `{name}` with another array inside the loop, so both buffers stay mapped and both come back"))
+        } else if written && read_after {
+            (
+                "copy",
+                format!(
+                    "the loop writes `{name}` on the device and the host reads it after the loop"
+                ),
+            )
+        } else if written && first_write_only.is_some_and(|f| f.0) {
+            let line = first_write_only.map(|f| f.1).unwrap_or(0);
+            ("create", format!("the construct at line {line} writes `{name}` before anything reads it and the host does not read it after the loop: the device needs no initial values"))
+        } else if written {
+            ("copyin", format!("the loop reads `{name}` before writing it on the device and the host does not read it after the loop"))
+        } else {
+            ("copyin", format!("the device only reads `{name}`"))
+        };
+        let item = match (lang, clause_items.get(k), decls.get(k)) {
+            (Lang::Fortran, _, _) => name.clone(),
+            (Lang::C, Some(i), _) if i.contains('[') => i.clone(),
+            (Lang::C, _, Some(ArrayDecl { pointer: false, .. })) => name.clone(),
+            (
+                Lang::C,
+                _,
+                Some(ArrayDecl {
+                    pointer: true,
+                    extent: Some(e),
+                    ..
+                }),
+            ) => format!("{name}[0:{e}]"),
+            _ => {
+                plan.patchable = false;
+                plan.notes.push(format!("the size of `{name}` is not known from the source: write its extent in the clause (`{name}[0:n]`)"));
+                format!("{name}[0:?]")
+            }
+        };
+        plan.arrays.push(ArrayChoice {
+            name,
+            clause: clause.to_string(),
+            item,
+            reason,
+            host_reads_in_loop: host_reads,
+            host_writes_in_loop: host_writes,
+        });
+    }
+    // copy, copyin, create: the directive and the `present` lists follow it.
+    let rank = |c: &str| {
+        ["copy", "copyin", "copyout", "create"]
+            .iter()
+            .position(|x| *x == c)
+            .unwrap_or(9)
+    };
+    plan.arrays.sort_by_key(|a| rank(&a.clause));
+    // The data directive.
+    let mut by_clause: BTreeMap<usize, (String, Vec<String>)> = BTreeMap::new();
+    for a in &plan.arrays {
+        by_clause
+            .entry(rank(&a.clause))
+            .or_insert_with(|| (a.clause.clone(), Vec::new()))
+            .1
+            .push(a.item.clone());
+    }
+    let clauses: Vec<String> = by_clause
+        .values()
+        .map(|(c, items)| format!("{c}({})", items.join(", ")))
+        .collect();
+    let directive_indent = match lang {
+        Lang::C => inner
+            .first()
+            .map(|c| c.d.indent.clone())
+            .unwrap_or_else(|| src.indent_of(lp.header_line)),
+        Lang::Fortran => src.indent_of(lp.header_line),
+    };
+    plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
+    plan.edits.push(Edit::InsertBefore {
+        file: src.path.clone(),
+        line: lp.header_line,
+        lines: vec![format!("{directive_indent}{}", plan.directive)],
+    });
+    if lang == Lang::Fortran {
+        plan.edits.push(Edit::InsertAfter {
+            file: src.path.clone(),
+            line: lp.end_line,
+            lines: vec![format!("{directive_indent}!$acc end data")],
+        });
+    }
+    // The constructs inside: data clauses for these arrays become `present`.
+    for c in &inner {
+        let used: Vec<&ArrayChoice> = plan
+            .arrays
+            .iter()
+            .filter(|a| {
+                src.uses(c.first, c.last, &[])
+                    .iter()
+                    .any(|u| u.key == key(lang, &a.name))
+            })
+            .collect();
+        if used.is_empty() {
+            continue;
+        }
+        if c.d.end_line != c.d.line {
+            plan.notes.push(format!(
+                "the directive at line {} continues over several lines and was left as it is (its data clauses find the data present)",
+                c.d.line
+            ));
+            continue;
+        }
+        let ours = |item: &str| {
+            let v = item.split(['[', '(']).next().unwrap_or("").trim();
+            used.iter().any(|a| key(lang, &a.name) == key(lang, v))
+        };
+        let mut remove = Vec::new();
+        let mut add = Vec::new();
+        for cl in
+            c.d.clauses
+                .iter()
+                .filter(|cl| crate::source::is_data_clause(&cl.name) && cl.name != "present")
+        {
+            let items = cl.items();
+            if items.iter().any(|i| ours(i)) {
+                remove.push(cl.name.clone());
+                let rest: Vec<String> = items.into_iter().filter(|i| !ours(i)).collect();
+                if !rest.is_empty() {
+                    add.push(format!("{}({})", cl.name, rest.join(", ")));
+                }
+            }
+        }
+        let items: Vec<String> = used.iter().map(|a| a.item.clone()).collect();
+        add.insert(0, format!("present({})", items.join(", ")));
+        plan.edits.push(Edit::Directive {
+            file: src.path.clone(),
+            line: c.d.line,
+            end_line: c.d.end_line,
+            original: src.line(c.d.line).trim().to_string(),
+            construct: None,
+            remove,
+            add,
+        });
+    }
+    // Host reads inside the loop: refresh the host copy first.
+    let mut reads: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for a in &plan.arrays {
+        if let Some(&l) = a.host_reads_in_loop.first() {
+            reads.entry(l).or_default().push(a.item.clone());
+        }
+        if let Some(&l) = a.host_writes_in_loop.first() {
+            plan.patchable = false;
+            plan.notes.push(format!(
+                "the host writes `{}` at line {l} inside the loop: add `{} update device({})` after it",
+                a.name,
+                lang.sentinel(),
+                a.item
+            ));
+        }
+    }
+    for (line, items) in reads {
+        plan.edits.push(Edit::InsertBefore {
+            file: src.path.clone(),
+            line,
+            lines: vec![format!(
+                "{directive_indent}{} update host({})",
+                lang.sentinel(),
+                items.join(", ")
+            )],
+        });
+    }
+    if let Some(outer) = src.enclosing_loops(lp.header_line).first() {
+        plan.notes.push(format!(
+            "this loop is inside the loop at line {}; if the host does not use these arrays there either, the region can go around that one",
+            outer.header_line
+        ));
+    }
+    plan
+}
+
+/// Names of host buffers inferred from the source at the constructs that
+/// moved them: one array and one buffer; arrays listed only in `copyin`
+/// (or only `copyout`) and buffers only uploaded (or only downloaded);
+/// the one array the construct writes and the one buffer whose content
+/// changed between upload and download.
+pub fn infer_names(
+    cx_names: &mut HashMap<u64, String>,
+    run: &crate::Run,
+    sources: &crate::source::SourceSet,
+    xfers: &[Xfer],
+) {
+    let by_site = super::group_by(xfers.iter().filter_map(|x| Some((x.site?, x))));
+    for (site, xs) in by_site {
+        let s = run.site(site);
+        let (Some(line), Some(src)) = (s.line, sources.get(&s.file)) else {
+            continue;
+        };
+        let Some(d) = src.directive_at(line) else {
+            continue;
+        };
+        if !d.is_compute() {
+            continue;
+        }
+        let Some((a, b, _)) = src.block_of(&d) else {
+            continue;
+        };
+        let decls = src.arrays(Some(line));
+        let uses = src.uses(a, b, &[]);
+        let mut arrays: Vec<String> = Vec::new();
+        for v in d
+            .data_vars()
+            .iter()
+            .map(|v| key(src.lang, v))
+            .chain(uses.iter().map(|u| u.key.clone()))
+        {
+            if (decls.contains_key(&v) || d.data_vars().iter().any(|x| key(src.lang, x) == v))
+                && !arrays.contains(&v)
+            {
+                arrays.push(v);
+            }
+        }
+        let display = |k: &str| {
+            decls
+                .get(k)
+                .map(|d| d.name.clone())
+                .unwrap_or_else(|| k.to_string())
+        };
+        let mut ptrs: Vec<u64> = xs.iter().filter_map(|x| x.host_ptr).collect();
+        ptrs.sort_unstable();
+        ptrs.dedup();
+        let unnamed: Vec<u64> = ptrs
+            .iter()
+            .copied()
+            .filter(|p| !cx_names.contains_key(p))
+            .collect();
+        let free_arrays: Vec<String> = arrays
+            .iter()
+            .filter(|k| !cx_names.values().any(|n| key(src.lang, n) == **k))
+            .cloned()
+            .collect();
+        if unnamed.is_empty() || free_arrays.is_empty() {
+            continue;
+        }
+        if unnamed.len() == 1 && free_arrays.len() == 1 && ptrs.len() == arrays.len() {
+            cx_names.insert(unnamed[0], display(&free_arrays[0]));
+            continue;
+        }
+        // By direction.
+        let dirs = |p: u64| {
+            let up = xs
+                .iter()
+                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Upload);
+            let down = xs
+                .iter()
+                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Download);
+            (up, down)
+        };
+        let only = |name: &str| -> Vec<String> {
+            d.clauses
+                .iter()
+                .filter(|c| match name {
+                    "in" => matches!(c.name.as_str(), "copyin" | "pcopyin" | "present_or_copyin"),
+                    _ => matches!(
+                        c.name.as_str(),
+                        "copyout" | "pcopyout" | "present_or_copyout"
+                    ),
+                })
+                .flat_map(|c| c.vars())
+                .map(|v| key(src.lang, &v))
+                .filter(|v| free_arrays.contains(v))
+                .collect()
+        };
+        let ups_only: Vec<u64> = unnamed
+            .iter()
+            .copied()
+            .filter(|&p| dirs(p) == (true, false))
+            .collect();
+        let downs_only: Vec<u64> = unnamed
+            .iter()
+            .copied()
+            .filter(|&p| dirs(p) == (false, true))
+            .collect();
+        let (ins, outs) = (only("in"), only("out"));
+        if ups_only.len() == 1 && ins.len() == 1 {
+            cx_names.insert(ups_only[0], display(&ins[0]));
+        }
+        if downs_only.len() == 1 && outs.len() == 1 {
+            cx_names.insert(downs_only[0], display(&outs[0]));
+        }
+        // By the content that changed: the one array the construct writes.
+        if unnamed.len() == 2 && free_arrays.len() == 2 {
+            let written: Vec<&String> = free_arrays
+                .iter()
+                .filter(|k| uses.iter().any(|u| u.key == **k && u.write))
+                .collect();
+            if written.len() != 1 {
+                continue;
+            }
+            let changed = |p: u64| {
+                xs.iter().any(|up| {
+                    up.host_ptr == Some(p)
+                        && up.dir == Dir::Upload
+                        && xs.iter().any(|down| {
+                            down.host_ptr == Some(p)
+                                && down.dir == Dir::Download
+                                && down.origin == up.origin
+                                && down.hash.is_some()
+                                && up.hash.is_some()
+                                && down.hash != up.hash
+                        })
+                })
+            };
+            let ch: Vec<u64> = unnamed.iter().copied().filter(|&p| changed(p)).collect();
+            if ch.len() == 1 {
+                let other = unnamed.iter().copied().find(|&p| p != ch[0]);
+                let other_name = free_arrays.iter().find(|k| *k != written[0]);
+                cx_names.insert(ch[0], display(written[0]));
+                if let (Some(p), Some(n)) = (other, other_name) {
+                    cx_names.insert(p, display(n));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! L3: a kernel launched as a single gang. GCC compiles a `kernels` loop
+//! nest it cannot parallelize (a reduction written as `dt = fmax(dt, ...)`,
+//! or arrays it cannot prove independent) as one gang of 32 threads; the
+//! launch then costs orders of magnitude more than a parallel one.
+//!
+//! Evidence: CUPTI's grid (product of its dimensions = 1) and measured
+//! device time; without CUPTI, the runtime's num_gangs = 1 and the
+//! construct's host time (the finding then says so). Source: the directive
+//! at the construct's line, its loop nest (perfectly nested levels give
+//! `collapse`), and the scalars the body writes: a max/min/sum/product
+//! reduction becomes `reduction(op:var)`; no reduction gives
+//! `gang vector`; any other scalar write means no patch.
+
+use super::{group_by, Checked, Context};
+use crate::findings::{fmt_ns, Category, Confidence, Finding, Proposal, Value};
+use crate::model::{ConstructClass, SiteId};
+use crate::patch::Edit;
+use crate::source::Lang;
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let run = cx.run;
+    // (site, device or host ns, grid text) of single-gang launches.
+    let mut single: Vec<(Option<SiteId>, u64)> = Vec::new();
+    let mut measured_on_device = true;
+    let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
+    if !run.kernels.is_empty() {
+        for k in &run.kernels {
+            let site = k.construct.map(|c| run.construct(run.top_level(c)).site);
+            *all_launches.entry(site).or_default() += 1;
+            if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
+                single.push((site, k.device_ns()));
+            }
+        }
+    } else {
+        measured_on_device = false;
+        for c in run
+            .constructs
+            .iter()
+            .filter(|c| c.class == ConstructClass::Compute)
+        {
+            for l in &c.launches {
+                *all_launches.entry(Some(c.site)).or_default() += 1;
+                if l.gangs == Some(1) {
+                    single.push((
+                        Some(c.site),
+                        c.host_ns().unwrap_or(0) / c.launches.len().max(1) as u64,
+                    ));
+                }
+            }
+        }
+    }
+    let sms = run.devices.first().map(|d| d.sm_count).filter(|&n| n > 0);
+    for (site, group) in group_by(single) {
+        let cost: u64 = group.iter().sum();
+        // A single gang that costs nothing (a scalar `serial` region) is fine.
+        if cx.share(cost) < cx.opts.min_share / 5.0 {
+            continue;
+        }
+        let here = cx.location("construct", site, None);
+        let launches = group.len() as u64;
+        let mut f = Finding::new(
+            "L3",
+            Category::Launch,
+            format!(
+                "single-gang launch at {}: {launches} launches on 1 gang took {}",
+                here.place(),
+                fmt_ns(cost)
+            ),
+        );
+        f.confidence = if measured_on_device {
+            Confidence::Certain
+        } else {
+            Confidence::Likely
+        };
+        f.cost_ns = Some(cost);
+        if let Some(n) = sms {
+            f.saving_ns = Some(cost - cost / n as u64);
+            f.evidence.say(format!(
+                "The saving assumes the loop spreads over the device's {n} SMs at least (one gang runs on one SM)."
+            ));
+        }
+        f.locations.push(here);
+        f.evidence
+            .field("single_gang_launches", Value::Count(launches));
+        f.evidence.field(
+            "launches_here",
+            Value::Count(*all_launches.get(&site).unwrap_or(&0) as u64),
+        );
+        if measured_on_device {
+            f.evidence.field("device_time", Value::Ns(cost));
+            f.evidence
+                .field("avg_launch", Value::Ns(cost / launches.max(1)));
+            let k = run.kernels.iter().find(|k| {
+                k.construct.map(|c| run.construct(run.top_level(c)).site) == site
+                    && k.grid.iter().product::<u32>() == 1
+            });
+            if let Some(k) = k {
+                f.evidence
+                    .field("grid", Value::Text(format!("{:?}", k.grid)));
+                f.evidence
+                    .field("block", Value::Text(format!("{:?}", k.block)));
+                f.evidence.say(format!(
+                    "CUPTI: {} ran with grid {:?} and block {:?}, {} per launch on average ({:.0}% of the wall time).",
+                    k.name,
+                    k.grid,
+                    k.block,
+                    fmt_ns(cost / launches.max(1)),
+                    100.0 * cx.share(cost)
+                ));
+            }
+        } else {
+            f.evidence.say("Without CUPTI the runtime's num_gangs = 1 is the evidence and the cost is the construct's host time.");
+        }
+        let (proposal, source_lines) = propose(cx, site);
+        for l in source_lines {
+            f.evidence.say(l);
+        }
+        f.proposal = proposal;
+        out.findings.push(f);
+    }
+    out
+}
+
+/// The `parallel loop` rewrite of the construct at `site`, with the source
+/// lines that justify it.
+fn propose(cx: &Context, site: Option<SiteId>) -> (Proposal, Vec<String>) {
+    let mut p = Proposal {
+        text: "Make the loop nest a `parallel loop` (with `reduction(op:var)` for a scalar it reduces into, `collapse(n)` for perfectly nested loops) so it runs on many gangs.".into(),
+        ..Proposal::default()
+    };
+    let mut why = Vec::new();
+    let Some(site) = site.map(|s| cx.run.site(s)) else {
+        p.no_patch = Some("the construct has no source location".into());
+        return (p, why);
+    };
+    let Some(line) = site.line else {
+        p.no_patch = Some("the construct has no source line (no debug information)".into());
+        return (p, why);
+    };
+    let Some(src) = cx.sources.get(&site.file) else {
+        p.no_patch = Some(format!("source {} not read", site.file));
+        return (p, why);
+    };
+    let Some(d) = src.directive_at(line) else {
+        p.no_patch = Some(format!("no OpenACC directive at {}:{line}", site.file));
+        return (p, why);
+    };
+    let name = d.construct_name();
+    let gangs_one = d
+        .clause("num_gangs")
+        .and_then(|c| c.args.as_deref())
+        .map(str::trim)
+        == Some("1");
+    if d.has_loop() && !gangs_one {
+        p.no_patch = Some(format!(
+            "`{name}` at line {line} is a loop construct already; look for `seq` or `num_gangs` on it or inside"
+        ));
+        return (p, why);
+    }
+    let Some((a, b, closing)) = src.block_of(&d) else {
+        p.no_patch = Some(format!(
+            "could not find the block of `{name}` at line {line}"
+        ));
+        return (p, why);
+    };
+    let Some(lp) = src.loop_at(a).filter(|l| l.end_line == b) else {
+        p.no_patch = Some(format!(
+            "the `{name}` region at line {line} is not one loop nest; convert it by hand"
+        ));
+        return (p, why);
+    };
+    let inner_directives = src.directives_in(a, b);
+    let depth = if inner_directives.is_empty() {
+        src.perfect_depth(lp, 3)
+    } else {
+        1
+    };
+    let decls = src.arrays(Some(line));
+    let mut arrays: Vec<String> = decls.keys().cloned().collect();
+    arrays.extend(d.data_vars().into_iter().map(|v| key(src.lang, &v)));
+    let locals = src.locals_in(a, b);
+    let body = src.loop_body(a, b, &locals, &arrays);
+    if let Some((v, l)) = body.other_scalar_writes.first() {
+        p.no_patch = Some(format!(
+            "the loop writes the scalar `{v}` at line {l} in a way that is not a reduction: it needs `private({v})` or carries a dependence; convert by hand"
+        ));
+        return (p, why);
+    }
+    let mut add = Vec::new();
+    if depth > 1 {
+        add.push(format!("collapse({depth})"));
+        why.push(format!(
+            "Lines {a}-{b}: {depth} perfectly nested loops (`{}`).",
+            src.header_text(lp)
+        ));
+    }
+    for r in &body.reductions {
+        add.push(format!("reduction({}:{})", r.op, r.var));
+        why.push(format!(
+            "Line {}: `{}` is a {} reduction on {}.",
+            r.line, r.statement, r.op, r.var
+        ));
+    }
+    if body.reductions.is_empty() {
+        add.push("gang vector".into());
+        why.push(format!("Lines {a}-{b}: no scalar is written in the loop nest, so its iterations are independent as far as scalars go (the arrays must not overlap)."));
+    }
+    let mut remove = Vec::new();
+    if gangs_one {
+        remove.push("num_gangs".to_string());
+    }
+    let new_construct = "parallel loop".to_string();
+    let mut kept: Vec<String> = add.clone();
+    kept.extend(
+        d.clauses
+            .iter()
+            .filter(|c| !remove.contains(&c.name))
+            .map(|c| c.text()),
+    );
+    let directive = d.render(&new_construct, &kept).trim().to_string();
+    p.text = match body.reductions.first() {
+        Some(r) => format!(
+            "`{name}` at line {line} runs its loop nest on one gang: the compiler did not parallelize the {} reduction on `{}` (line {}). Make it `{}`.",
+            r.op, r.var, r.line, directive
+        ),
+        None => format!(
+            "`{name}` at line {line} runs its loop nest on one gang: the compiler could not prove the iterations independent. Assert it with `{directive}` (check that the arrays do not overlap)."
+        ),
+    };
+    p.directive = Some(directive);
+    p.edits.push(Edit::Directive {
+        file: site.file.clone(),
+        line: d.line,
+        end_line: d.end_line,
+        original: src.line(d.line).trim().to_string(),
+        construct: Some(new_construct),
+        remove,
+        add,
+    });
+    if let Some(c) = closing {
+        // `!$acc end kernels` does not close a `parallel loop`.
+        p.edits.push(Edit::Delete {
+            file: site.file.clone(),
+            line: c,
+            expect: src.line(c).trim().to_string(),
+        });
+    }
+    (p, why)
+}
+
+fn key(lang: Lang, v: &str) -> String {
+    match lang {
+        Lang::Fortran => v.to_ascii_lowercase(),
+        Lang::C => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::rules::testutil::{run_rule, run_rule_with, RunBuilder};
+    use crate::source::SourceSet;
+
+    const SRC: &str = "double a[100][100];\nint main(void) {\n  double m = 0;\n#pragma acc kernels // max\n  for (int i = 0; i < 100; i++)\n    for (int j = 0; j < 100; j++)\n      m = fmax(m, a[i][j]);\n  return m > 0;\n}\n";
+
+    fn run_with_one_gang() -> crate::Run {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("t.c", 4);
+        let k = b.site("t.c", 99);
+        b.gcc_compute(k, &[], 1_000, 500, &[]);
+        b.gcc_compute(s, &[], 50_000_000, 1, &[]);
+        b.build()
+    }
+
+    #[test]
+    fn measured_single_gang_with_reduction_patch() {
+        let run = run_with_one_gang();
+        let set = SourceSet::with_text("t.c", SRC);
+        let c = run_rule_with(&run, &set, check);
+        assert_eq!(c.findings.len(), 1);
+        let f = &c.findings[0];
+        assert_eq!(f.locations[0].line, Some(4));
+        assert_eq!(f.cost_ns, Some(50_000_000));
+        assert_eq!(
+            f.proposal.directive.as_deref(),
+            Some("#pragma acc parallel loop collapse(2) reduction(max:m) // max")
+        );
+        assert_eq!(f.proposal.edits.len(), 1);
+    }
+
+    #[test]
+    fn without_source_it_still_reports() {
+        let run = run_with_one_gang();
+        let c = run_rule(&run, check);
+        let f = &c.findings[0];
+        assert!(f.proposal.edits.is_empty());
+        assert!(f
+            .proposal
+            .no_patch
+            .as_deref()
+            .unwrap_or("")
+            .contains("not read"));
+    }
+
+    #[test]
+    fn fortran_kernels_without_reduction() {
+        let src = "program p\n  real :: a(10,10), b(10,10)\n  integer :: i, j\n  !$acc kernels\n  do j = 1, 10\n    do i = 1, 10\n      a(i,j) = b(i,j)\n    end do\n  end do\n  !$acc end kernels\nend program p\n";
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("p.f90", 4);
+        b.gcc_compute(s, &[], 10_000_000, 1, &[]);
+        let run = b.build();
+        let set = SourceSet::with_text("p.f90", src);
+        let c = run_rule_with(&run, &set, check);
+        let f = &c.findings[0];
+        assert_eq!(
+            f.proposal.directive.as_deref(),
+            Some("!$acc parallel loop collapse(2) gang vector")
+        );
+        assert_eq!(
+            f.proposal.edits.len(),
+            2,
+            "directive + delete of `!$acc end kernels`"
+        );
+    }
+
+    #[test]
+    fn a_carried_scalar_gets_no_patch() {
+        let src = "int main(void) {\n  double t = 0, a[10];\n#pragma acc kernels\n  for (int i = 0; i < 10; i++) { a[i] = t; t = a[i] + 1; }\n  return 0;\n}\n";
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("c.c", 3);
+        b.gcc_compute(s, &[], 10_000_000, 1, &[]);
+        let run = b.build();
+        let set = SourceSet::with_text("c.c", src);
+        let c = run_rule_with(&run, &set, check);
+        let f = &c.findings[0];
+        assert!(f.proposal.edits.is_empty());
+        assert!(f.proposal.no_patch.as_deref().unwrap_or("").contains("`t`"));
+    }
+}

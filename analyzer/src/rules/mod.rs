@@ -1,0 +1,506 @@
+//! The findings rules. Each rule is a module with one pure function,
+//! `check(&Context) -> Checked`: the run (and the sources read for it) in,
+//! findings and notes out. [`Context`] holds what several rules derive from
+//! the run: the large transfers in time order, the history of each host
+//! buffer, when kernels ran, and the names of host buffers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use accprof_trace::{CopyKind, HashMode};
+
+use crate::findings::{Confidence, Finding, Location};
+use crate::model::{ConstructClass, ConstructId, Run, SiteId};
+use crate::source::SourceSet;
+
+pub mod a1_repeated_alloc;
+pub mod a2_unused_alloc;
+pub mod d1_duplicate_upload;
+pub mod d2_duplicate_download;
+pub mod d3_copy_not_needed;
+pub mod d4_round_trip;
+pub mod d5_upload_up_to_date;
+pub mod d6_repeated_in_loop;
+pub mod data_region;
+pub mod l3_single_gang;
+pub mod p1_partial_change;
+pub mod s1_pageable;
+pub mod s2_sync_waits;
+pub mod s3_idle_gaps;
+pub mod u1_unused_upload;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+/// Thresholds of the rules.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Transfers and allocations smaller than this are not examined: they
+    /// are scalars, Fortran descriptors and kernel argument blocks, which a
+    /// data region does not remove.
+    pub min_bytes: u64,
+    /// A transfer or allocation at one place must repeat this often to count
+    /// as repeated (D6, A1).
+    pub min_repeats: usize,
+    /// Share of the run's wall time below which time-based findings
+    /// (S1, S2, S3, L3) are not reported.
+    pub min_share: f64,
+    /// Device idle gaps shorter than this are launch overhead, not idleness (S3).
+    pub min_gap_ns: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            min_bytes: 1024,
+            min_repeats: 3,
+            min_share: 0.05,
+            min_gap_ns: 100_000,
+        }
+    }
+}
+
+/// What one rule found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub findings: Vec<Finding>,
+    /// What the rule could not check, and why.
+    pub notes: Vec<String>,
+}
+
+impl Checked {
+    pub fn note(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        if !self.notes.contains(&s) {
+            self.notes.push(s);
+        }
+    }
+}
+
+/// Direction of a host <-> device transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    Upload,
+    Download,
+}
+
+impl Dir {
+    pub fn word(self) -> &'static str {
+        match self {
+            Dir::Upload => "upload",
+            Dir::Download => "download",
+        }
+    }
+}
+
+/// One large host <-> device transfer, as the rules see it.
+#[derive(Debug, Clone)]
+pub struct Xfer {
+    /// Index in `Run::copies`.
+    pub copy: usize,
+    pub dir: Dir,
+    pub host_ptr: Option<u64>,
+    pub bytes: u64,
+    pub hash: Option<u64>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The construct the transfer belongs to, and the outermost construct
+    /// around it (GCC's implicit data part sits inside the compute construct).
+    pub construct: Option<ConstructId>,
+    pub origin: Option<ConstructId>,
+    /// The origin's source site.
+    pub site: Option<SiteId>,
+}
+
+impl Xfer {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Everything the rules share.
+pub struct Context<'a> {
+    pub run: &'a Run,
+    pub sources: &'a SourceSet,
+    pub opts: &'a Options,
+    /// Large transfers in time order.
+    pub xfers: Vec<Xfer>,
+    /// Per host buffer (pointer, bytes): its transfers in time order (indices into `xfers`).
+    pub buffers: BTreeMap<(u64, u64), Vec<usize>>,
+    /// Transfers below `min_bytes`, not examined.
+    pub small_transfers: usize,
+    /// Kernel intervals sorted by start, with the running maximum of ends.
+    kernel_starts: Vec<u64>,
+    kernel_max_end: Vec<u64>,
+    /// Where kernel times come from, None when the run has none.
+    pub kernel_source: Option<&'static str>,
+    /// Host buffer names (pointer -> name).
+    pub names: HashMap<u64, String>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(run: &'a Run, sources: &'a SourceSet, opts: &'a Options) -> Context<'a> {
+        let mut xfers = Vec::new();
+        let mut small = 0;
+        for (i, c) in run.copies.iter().enumerate() {
+            let dir = match c.kind {
+                CopyKind::HostToDevice => Dir::Upload,
+                CopyKind::DeviceToHost => Dir::Download,
+                _ => continue,
+            };
+            if c.bytes < opts.min_bytes {
+                small += 1;
+                continue;
+            }
+            let origin = c.construct.map(|id| run.top_level(id));
+            xfers.push(Xfer {
+                copy: i,
+                dir,
+                host_ptr: c.host_ptr,
+                bytes: c.bytes,
+                hash: c.hash,
+                start_ns: c.start_ns,
+                end_ns: c.end_ns,
+                construct: c.construct,
+                origin,
+                site: origin.map(|o| run.construct(o).site),
+            });
+        }
+        xfers.sort_by_key(|x| (x.start_ns, x.copy));
+        let mut buffers: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
+        for (i, x) in xfers.iter().enumerate() {
+            if let Some(p) = x.host_ptr {
+                buffers.entry((p, x.bytes)).or_default().push(i);
+            }
+        }
+        let mut intervals: Vec<(u64, u64)> =
+            run.kernels.iter().map(|k| (k.start_ns, k.end_ns)).collect();
+        // With CUPTI on, its kernel records are complete (drops are noted
+        // separately): no record means no kernel.
+        let mut kernel_source = run.cupti_active().then_some("CUPTI kernel records");
+        if intervals.is_empty() && !run.cupti_active() {
+            // Without CUPTI, the runtime's launch events say when a kernel
+            // was enqueued (not when it ran): good enough for "none ran".
+            for c in &run.constructs {
+                for l in &c.launches {
+                    intervals.push((l.start_ns, l.end_ns.unwrap_or(l.start_ns)));
+                }
+            }
+            if !intervals.is_empty() {
+                kernel_source = Some("acc_prof launch events");
+            }
+        }
+        intervals.sort_unstable();
+        let mut max_end = 0;
+        let kernel_max_end = intervals
+            .iter()
+            .map(|&(_, e)| {
+                max_end = max_end.max(e);
+                max_end
+            })
+            .collect();
+        let mut names = buffer_names(run);
+        data_region::infer_names(&mut names, run, sources, &xfers);
+        Context {
+            run,
+            sources,
+            opts,
+            xfers,
+            buffers,
+            small_transfers: small,
+            kernel_starts: intervals.iter().map(|&(s, _)| s).collect(),
+            kernel_max_end,
+            kernel_source,
+            names,
+        }
+    }
+
+    /// True when some kernel ran (or was launched) in the open interval (t0, t1).
+    pub fn kernel_between(&self, t0: u64, t1: u64) -> bool {
+        // Kernels that start before t1; any of them ending after t0 overlaps.
+        let n = self.kernel_starts.partition_point(|&s| s < t1);
+        n > 0 && self.kernel_max_end[n - 1] > t0
+    }
+
+    /// True when the run can tell whether kernels ran.
+    pub fn knows_kernels(&self) -> bool {
+        self.kernel_source.is_some()
+    }
+
+    pub fn hash_mode(&self) -> HashMode {
+        self.run.header.sources.hashing
+    }
+
+    /// How much an equality of hashes proves in this run.
+    pub fn hash_confidence(&self) -> Confidence {
+        match self.hash_mode() {
+            HashMode::Full => Confidence::Certain,
+            _ => Confidence::Likely,
+        }
+    }
+
+    /// One line saying what equal hashes mean in this run.
+    pub fn hash_meaning(&self) -> &'static str {
+        match self.hash_mode() {
+            HashMode::Full => "full-content hashes (every byte) are equal",
+            HashMode::Sampled => {
+                "sampled hashes are equal (16 chunks of 256 B per buffer: a change outside the \
+                 chunks is not seen; record with --hash full to prove it)"
+            }
+            HashMode::Off => "no hashes (hashing was off)",
+        }
+    }
+
+    /// The class of the origin construct of a transfer.
+    pub fn origin_class(&self, x: &Xfer) -> Option<ConstructClass> {
+        x.origin.map(|o| self.run.construct(o).class)
+    }
+
+    /// A location for a site.
+    pub fn location(&self, role: &str, site: Option<SiteId>, variable: Option<String>) -> Location {
+        let s = match site {
+            Some(id) => self.run.site(id).clone(),
+            None => crate::model::Site::unknown(),
+        };
+        Location {
+            role: role.to_string(),
+            file: s.file.clone(),
+            line: s.line,
+            function: s.function.clone(),
+            variable,
+            address: s.address.map(|(m, off)| format!("{m}+{off:#x}")),
+        }
+    }
+
+    /// The buffer's name, or its address and size.
+    pub fn buffer_label(&self, ptr: Option<u64>, bytes: u64) -> String {
+        match ptr {
+            Some(p) => match self.names.get(&p) {
+                Some(n) => n.clone(),
+                None => format!("buffer {p:#x} ({})", crate::findings::fmt_bytes(bytes)),
+            },
+            None => format!("a buffer of {}", crate::findings::fmt_bytes(bytes)),
+        }
+    }
+
+    pub fn name_of(&self, ptr: Option<u64>) -> Option<String> {
+        ptr.and_then(|p| self.names.get(&p).cloned())
+    }
+
+    /// Share of the run's wall time.
+    pub fn share(&self, ns: u64) -> f64 {
+        let wall = self.run.wall_ns();
+        if wall == 0 {
+            0.0
+        } else {
+            ns as f64 / wall as f64
+        }
+    }
+}
+
+/// Names of host buffers: the runtime's variable names, else the symbol of
+/// the executable at exactly that address (globals and statics).
+fn buffer_names(run: &Run) -> HashMap<u64, String> {
+    let mut names = HashMap::new();
+    for c in &run.copies {
+        if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
+            names.entry(p).or_insert_with(|| v.clone());
+        }
+    }
+    let ptrs: Vec<u64> = run
+        .copies
+        .iter()
+        .filter_map(|c| c.host_ptr)
+        .filter(|p| !names.contains_key(p))
+        .collect();
+    if ptrs.is_empty() {
+        return names;
+    }
+    // The executable is the module whose path is the traced executable.
+    let exe = run
+        .modules
+        .iter()
+        .find(|m| m.path == run.header.executable)
+        .or_else(|| run.modules.first());
+    let (path, base) = match exe {
+        Some(m) => (m.path.clone(), m.base),
+        None => (run.header.executable.clone(), 0),
+    };
+    if path.is_empty() || !Path::new(&path).is_file() {
+        return names;
+    }
+    let Ok(loader) = addr2line::Loader::new(&path) else {
+        return names;
+    };
+    for p in ptrs {
+        let Some(rel) = p.checked_sub(base) else {
+            continue;
+        };
+        if let Some(sym) = loader.find_symbol_info(rel) {
+            if sym.address() == rel {
+                names.insert(p, demangle_data_symbol(sym.name()));
+            }
+        }
+    }
+    names
+}
+
+/// gfortran names module variables `__mod_MOD_var`; C names are plain.
+fn demangle_data_symbol(name: &str) -> String {
+    match name.find("_MOD_") {
+        Some(i) if name.starts_with("__") => name[i + 5..].to_string(),
+        _ => name.to_string(),
+    }
+}
+
+/// Runs every rule.
+pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
+    let cx = Context::new(run, sources, opts);
+    let mut all = Checked::default();
+    let rules: [fn(&Context) -> Checked; 14] = [
+        d6_repeated_in_loop::check,
+        d1_duplicate_upload::check,
+        d2_duplicate_download::check,
+        d3_copy_not_needed::check,
+        d4_round_trip::check,
+        d5_upload_up_to_date::check,
+        u1_unused_upload::check,
+        p1_partial_change::check,
+        a1_repeated_alloc::check,
+        a2_unused_alloc::check,
+        s1_pageable::check,
+        s2_sync_waits::check,
+        s3_idle_gaps::check,
+        l3_single_gang::check,
+    ];
+    for rule in rules {
+        let mut c = rule(&cx);
+        all.findings.append(&mut c.findings);
+        for n in c.notes {
+            all.note(n);
+        }
+    }
+    if cx.small_transfers > 0 {
+        all.note(format!(
+            "{} transfers smaller than {} B (scalars, descriptors, kernel argument blocks) were not examined",
+            cx.small_transfers, opts.min_bytes
+        ));
+    }
+    if !run.cupti_active() {
+        all.note(
+            "no CUPTI in this run: transfer and kernel times are the runtime's host-side times, \
+             and GCC's libgomp reports no array transfers without CUPTI",
+        );
+    }
+    all
+}
+
+/// Groups items by key, keeping first-seen order of keys.
+pub(crate) fn group_by<K: Ord + Clone, T>(
+    items: impl IntoIterator<Item = (K, T)>,
+) -> Vec<(K, Vec<T>)> {
+    let mut map: BTreeMap<K, Vec<T>> = BTreeMap::new();
+    for (k, t) in items {
+        map.entry(k).or_default().push(t);
+    }
+    map.into_iter().collect()
+}
+
+/// Names of the buffers behind these transfers, in first-seen order:
+/// "A, Anew", or "2 buffers of 8.03 MiB" when unnamed.
+pub(crate) fn vars_label(cx: &Context, xs: &[&Xfer]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    let mut unnamed: Vec<(u64, u64)> = Vec::new();
+    for x in xs {
+        match cx.name_of(x.host_ptr) {
+            Some(n) => {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            None => {
+                let k = (x.host_ptr.unwrap_or(0), x.bytes);
+                if !unnamed.contains(&k) {
+                    unnamed.push(k);
+                }
+            }
+        }
+    }
+    if !unnamed.is_empty() {
+        let sizes: BTreeMap<u64, usize> = unnamed.iter().fold(BTreeMap::new(), |mut m, (_, b)| {
+            *m.entry(*b).or_default() += 1;
+            m
+        });
+        for (b, n) in sizes {
+            names.push(if n == 1 {
+                format!("a buffer of {}", crate::findings::fmt_bytes(b))
+            } else {
+                format!("{n} buffers of {}", crate::findings::fmt_bytes(b))
+            });
+        }
+    }
+    names.sort_by_key(|n| n.to_lowercase());
+    names.join(", ")
+}
+
+/// Pairs of consecutive transfers of the same host buffer (same pointer and
+/// size) that `keep` accepts, as indices into `cx.xfers`.
+pub(crate) fn consecutive_pairs(
+    cx: &Context,
+    keep: impl Fn(&Xfer, &Xfer) -> bool,
+) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for list in cx.buffers.values() {
+        for w in list.windows(2) {
+            let (a, b) = (&cx.xfers[w[0]], &cx.xfers[w[1]]);
+            if keep(a, b) {
+                out.push((w[0], w[1]));
+            }
+        }
+    }
+    out
+}
+
+/// True when both transfers carry hashes and they are equal.
+pub(crate) fn same_hash(a: &Xfer, b: &Xfer) -> bool {
+    matches!((a.hash, b.hash), (Some(x), Some(y)) if x == y)
+}
+
+/// Pairs of transfers (indices into `Context::xfers`) at one site.
+pub(crate) type SitePairs = (Option<SiteId>, Vec<(usize, usize)>);
+
+/// Transfers grouped by the site of the transfer at `pick` of each pair.
+pub(crate) fn pairs_by_site(
+    cx: &Context,
+    pairs: &[(usize, usize)],
+    pick: impl Fn(&(usize, usize)) -> usize,
+) -> Vec<SitePairs> {
+    group_by(pairs.iter().map(|p| (cx.xfers[pick(p)].site, *p)))
+}
+
+/// Locations of a set of transfers: one per (role, site), with the names
+/// of the buffers moved there.
+pub(crate) fn xfer_locations(cx: &Context, role: &str, xs: &[&Xfer]) -> Vec<Location> {
+    let groups = group_by(xs.iter().map(|x| (x.site, *x)));
+    groups
+        .into_iter()
+        .map(|(site, g)| {
+            let label = vars_label(cx, &g);
+            cx.location(role, site, (!label.is_empty()).then_some(label))
+        })
+        .collect()
+}
+
+/// The common evidence of a group of transfers.
+pub(crate) fn xfer_evidence(ev: &mut crate::findings::Evidence, prefix: &str, xs: &[&Xfer]) {
+    use crate::findings::Value;
+    ev.field(&format!("{prefix}transfers"), Value::Count(xs.len() as u64));
+    ev.field(
+        &format!("{prefix}bytes"),
+        Value::Bytes(xs.iter().map(|x| x.bytes).sum()),
+    );
+    ev.field(
+        &format!("{prefix}time"),
+        Value::Ns(xs.iter().map(|x| x.duration_ns()).sum()),
+    );
+}

@@ -1,0 +1,88 @@
+//! S2: synchronous waits. Time the host spends in `wait` directives (and
+//! `acc_wait` calls) blocked on the device, when it is a real share of the
+//! run: overlapping that time with host work needs `async` queues and a
+//! later wait.
+//!
+//! Evidence needed: wait events (acc_prof). GCC's libgomp sends none, so
+//! under GCC the rule says it could not check.
+
+use super::{group_by, Checked, Context};
+use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::model::ConstructClass;
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let run = cx.run;
+    let waits: Vec<_> = run
+        .constructs
+        .iter()
+        .filter(|c| c.class == ConstructClass::Wait && c.parent.is_none())
+        .collect();
+    if waits.is_empty() {
+        if run.header.runtime.contains("libgomp") {
+            out.note("S2 (synchronous waits) not checked: GCC's libgomp sends no wait events");
+        }
+        return out;
+    }
+    let total: u64 = waits.iter().filter_map(|c| c.host_ns()).sum();
+    if cx.share(total) < cx.opts.min_share {
+        return out;
+    }
+    let mut f = Finding::new(
+        "S2",
+        Category::Synchronization,
+        format!("host blocked {} in wait directives", fmt_ns(total)),
+    );
+    f.confidence = Confidence::Certain;
+    f.cost_ns = Some(total);
+    let mut by_site = group_by(waits.iter().map(|c| (c.site, c.host_ns().unwrap_or(0))));
+    by_site.sort_by_key(|(_, t)| std::cmp::Reverse(t.iter().sum::<u64>()));
+    for (site, times) in by_site.iter().take(3) {
+        let mut loc = cx.location("wait", Some(*site), None);
+        loc.role = format!(
+            "wait ({} times, {})",
+            times.len(),
+            fmt_ns(times.iter().sum())
+        );
+        f.locations.push(loc);
+    }
+    f.evidence.field("waits", Value::Count(waits.len() as u64));
+    f.evidence.field("wait_time", Value::Ns(total));
+    f.evidence.say(format!(
+        "{:.0}% of the wall time is spent waiting for the device.",
+        100.0 * cx.share(total)
+    ));
+    f.evidence.say("How much of it could overlap depends on host work that does not need the results; the saving is not estimated.");
+    f.proposal.text = "Launch the device work with `async(q)` and move the `wait(q)` to the point where the host needs the results, doing independent host work in between.".into();
+    out.findings.push(f);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::rules::testutil::{run_rule, RunBuilder};
+
+    #[test]
+    fn long_waits() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 9);
+        let w = b.open(ConstructClass::Wait, s, None);
+        b.t += 1_000_000;
+        b.close(w);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        assert!(c.findings[0].cost_ns.unwrap_or(0) >= 1_000_000);
+    }
+
+    #[test]
+    fn libgomp_has_no_wait_events() {
+        let b = RunBuilder::new(HashMode::Off);
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert!(c.notes[0].contains("libgomp"));
+    }
+}

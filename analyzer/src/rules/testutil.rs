@@ -1,0 +1,254 @@
+//! Hand-built runs for the rules' unit tests.
+
+use accprof_trace::{
+    Clock, CopyKind, Device, HashMode, Header, MemoryKind, RegionId, SourceState, Sources,
+};
+
+use crate::model::{
+    Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel, LaunchRequest,
+    Run, Site, SiteId,
+};
+use crate::rules::{Checked, Context, Options};
+use crate::source::SourceSet;
+
+pub struct RunBuilder {
+    pub run: Run,
+    /// The clock: every helper that advances time moves it.
+    pub t: u64,
+    next_ptr: u64,
+}
+
+/// A buffer as a compute construct maps it: host pointer, bytes, hash.
+#[derive(Clone, Copy)]
+pub struct Buf {
+    pub ptr: u64,
+    pub bytes: u64,
+    pub hash: u64,
+}
+
+impl RunBuilder {
+    pub fn new(hashing: HashMode) -> RunBuilder {
+        let header = Header {
+            host: "test".into(),
+            pid: 1,
+            rank: None,
+            command_line: vec!["./app".into()],
+            executable: String::new(),
+            start_unix_ns: 0,
+            start_clock_ns: 0,
+            clock: Clock::Monotonic,
+            runtime: "GCC libgomp (test)".into(),
+            collector: "accprof test".into(),
+            sources: Sources {
+                acc_prof: SourceState::Active,
+                cupti: SourceState::Active,
+                hashing,
+            },
+        };
+        RunBuilder {
+            run: Run {
+                header,
+                version: (1, 0),
+                losses: Vec::new(),
+                devices: vec![Device {
+                    id: 0,
+                    name: "Test GPU".into(),
+                    sm_count: 100,
+                    compute_capability: (9, 0),
+                    global_memory_bytes: 1 << 34,
+                }],
+                sites: Vec::new(),
+                constructs: Vec::new(),
+                kernels: Vec::new(),
+                copies: Vec::new(),
+                allocs: Vec::new(),
+                modules: Vec::new(),
+                hashes: Vec::new(),
+                acc_events: 0,
+                dropped: Vec::new(),
+                diagnostics: Vec::new(),
+                notes: Vec::new(),
+                skipped_unknown: 0,
+                span_ns: (0, 0),
+            },
+            t: 1_000,
+            next_ptr: 0x10_0000,
+        }
+    }
+
+    pub fn no_cupti(mut self) -> Self {
+        self.run.header.sources.cupti = SourceState::Inactive("test".into());
+        self
+    }
+
+    pub fn buf(&mut self, bytes: u64, hash: u64) -> Buf {
+        let ptr = self.next_ptr;
+        self.next_ptr += bytes.next_multiple_of(4096) + 4096;
+        Buf { ptr, bytes, hash }
+    }
+
+    pub fn site(&mut self, file: &str, line: u32) -> SiteId {
+        let s = Site {
+            file: file.into(),
+            function: "main".into(),
+            line: Some(line),
+            address: None,
+        };
+        if let Some(i) = self.run.sites.iter().position(|x| *x == s) {
+            return SiteId(i);
+        }
+        self.run.sites.push(s);
+        SiteId(self.run.sites.len() - 1)
+    }
+
+    pub fn open(
+        &mut self,
+        class: ConstructClass,
+        site: SiteId,
+        parent: Option<ConstructId>,
+    ) -> ConstructId {
+        let id = ConstructId(self.run.constructs.len());
+        self.run.constructs.push(Construct {
+            region: RegionId(id.0 as u64 + 1),
+            class,
+            kind: None,
+            implicit: parent.is_some(),
+            site,
+            thread: 1,
+            start_ns: self.t,
+            end_ns: None,
+            parent,
+            async_queue: None,
+            device_type: None,
+            device: None,
+            launches: Vec::new(),
+        });
+        self.t += 1_000;
+        id
+    }
+
+    pub fn close(&mut self, id: ConstructId) {
+        self.t += 1_000;
+        self.run.constructs[id.0].end_ns = Some(self.t);
+        self.t += 1_000;
+    }
+
+    pub fn copy(&mut self, construct: ConstructId, kind: CopyKind, b: Buf, ns: u64) -> usize {
+        let (src, dst) = match kind {
+            CopyKind::HostToDevice => (MemoryKind::Pageable, MemoryKind::Device),
+            _ => (MemoryKind::Device, MemoryKind::Pageable),
+        };
+        self.run.copies.push(Copy {
+            construct: Some(construct),
+            kind,
+            bytes: b.bytes,
+            start_ns: self.t,
+            end_ns: self.t + ns,
+            src,
+            dst,
+            source: CopySource::Cupti,
+            variable: None,
+            host_ptr: Some(b.ptr),
+            hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
+        });
+        self.t += ns + 1_000;
+        self.run.copies.len() - 1
+    }
+
+    pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) {
+        self.run.constructs[construct.0]
+            .launches
+            .push(LaunchRequest {
+                kernel_name: Some("k".into()),
+                gangs: Some(grid as u64),
+                workers: Some(1),
+                vector_length: Some(32),
+                start_ns: self.t,
+                end_ns: Some(self.t + 500),
+            });
+        if self.run.cupti_active() {
+            self.run.kernels.push(Kernel {
+                construct: Some(construct),
+                name: "k".into(),
+                grid: [grid, 1, 1],
+                block: [32, 1, 1],
+                registers: 32,
+                shared_bytes: 0,
+                local_bytes_per_thread: 0,
+                start_ns: self.t,
+                end_ns: self.t + ns,
+                device: 0,
+                stream: 7,
+            });
+        }
+        self.t += ns + 1_000;
+    }
+
+    pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> usize {
+        self.run.allocs.push(DeviceAlloc {
+            construct: Some(construct),
+            bytes,
+            device_ptr: Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
+            variable: None,
+            alloc_ns: self.t,
+            free_ns: None,
+        });
+        self.t += 100;
+        self.run.allocs.len() - 1
+    }
+
+    pub fn free(&mut self, alloc: usize) {
+        self.run.allocs[alloc].free_ns = Some(self.t);
+        self.t += 100;
+    }
+
+    /// A compute construct the GCC way: an implicit enter data part that
+    /// allocates and uploads `ins`, one kernel, an implicit exit data part
+    /// that downloads `outs` (with the hashes given there) and frees.
+    pub fn gcc_compute(
+        &mut self,
+        site: SiteId,
+        ins: &[Buf],
+        kernel_ns: u64,
+        grid: u32,
+        outs: &[Buf],
+    ) -> ConstructId {
+        let c = self.open(ConstructClass::Compute, site, None);
+        let enter = self.open(ConstructClass::EnterData, site, Some(c));
+        let bytes: u64 = ins.iter().chain(outs).map(|b| b.bytes).sum();
+        let a = self.alloc(enter, bytes.max(1));
+        for b in ins {
+            self.copy(enter, CopyKind::HostToDevice, *b, 10_000);
+        }
+        self.close(enter);
+        self.kernel(c, grid, kernel_ns);
+        let exit = self.open(ConstructClass::ExitData, site, Some(c));
+        for b in outs {
+            self.copy(exit, CopyKind::DeviceToHost, *b, 10_000);
+        }
+        self.free(a);
+        self.close(exit);
+        self.close(c);
+        c
+    }
+
+    pub fn build(mut self) -> Run {
+        self.run.span_ns = (0, self.t + 1_000);
+        self.run
+    }
+}
+
+/// Runs one rule on a run with default options and no sources.
+pub fn run_rule(run: &Run, rule: fn(&Context) -> Checked) -> Checked {
+    let sources = SourceSet::default();
+    let opts = Options::default();
+    let cx = Context::new(run, &sources, &opts);
+    rule(&cx)
+}
+
+/// Runs one rule with sources.
+pub fn run_rule_with(run: &Run, sources: &SourceSet, rule: fn(&Context) -> Checked) -> Checked {
+    let opts = Options::default();
+    let cx = Context::new(run, sources, &opts);
+    rule(&cx)
+}
