@@ -74,8 +74,7 @@ pub struct AccOtherEventInfo {
     pub tool_info: *mut c_void,
 }
 
-pub type AccProfCallback =
-    unsafe extern "C" fn(*mut AccProfInfo, *mut c_void, *mut c_void);
+pub type AccProfCallback = unsafe extern "C" fn(*mut AccProfInfo, *mut c_void, *mut c_void);
 pub type AccProfReg = unsafe extern "C" fn(c_int, Option<AccProfCallback>, c_int);
 pub type AccProfLookup = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 
@@ -237,8 +236,7 @@ pub unsafe fn convert(
     };
     // Only top-level constructs need their own call site: nested ones (the
     // implicit data part of a compute construct) share their parent's.
-    let call_site = if is_construct_start(kind) && location.line.is_none() && region::depth() == 1
-    {
+    let call_site = if is_construct_start(kind) && location.line.is_none() && region::depth() == 1 {
         callsite::capture(stack_anchor)
     } else {
         None

@@ -93,7 +93,9 @@ fn own_path() -> String {
     // the loader for as long as the object stays loaded.
     unsafe {
         if libc::dladdr(own_path as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
-            return CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned();
+            return CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned();
         }
     }
     String::new()
@@ -496,7 +498,10 @@ mod tests {
 
     #[test]
     fn runtime_libraries_are_recognised() {
-        assert!(is_runtime_library("/usr/lib/x86_64-linux-gnu/libgomp.so.1", ""));
+        assert!(is_runtime_library(
+            "/usr/lib/x86_64-linux-gnu/libgomp.so.1",
+            ""
+        ));
         assert!(is_runtime_library("/usr/lib/libgomp-plugin-nvptx.so.1", ""));
         assert!(is_runtime_library("/lib/x86_64-linux-gnu/libc.so.6", ""));
         assert!(is_runtime_library("/x/libaccprof.so", "/x/libaccprof.so"));

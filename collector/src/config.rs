@@ -53,7 +53,10 @@ impl Config {
         Config {
             output,
             hash,
-            cupti: !matches!(std::env::var("ACCPROF_CUPTI").as_deref(), Ok("0") | Ok("off")),
+            cupti: !matches!(
+                std::env::var("ACCPROF_CUPTI").as_deref(),
+                Ok("0") | Ok("off")
+            ),
             summary: flag("ACCPROF_TIME") || flag("PGI_ACC_TIME") || flag("NV_ACC_TIME"),
             disabled: flag("ACCPROF_DISABLE"),
             quiet: flag("ACCPROF_QUIET"),

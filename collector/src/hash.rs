@@ -55,16 +55,31 @@ mod tests {
         let mut a = vec![1u8; 1 << 20];
         let full = unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Full) };
         let sampled = unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Sampled) };
-        assert_eq!(unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Off) }, None);
+        assert_eq!(
+            unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Off) },
+            None
+        );
         // A change in the first chunk is seen by both modes.
         a[0] = 2;
-        assert_ne!(unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Full) }, full);
-        assert_ne!(unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Sampled) }, sampled);
+        assert_ne!(
+            unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Full) },
+            full
+        );
+        assert_ne!(
+            unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Sampled) },
+            sampled
+        );
         // Between samples only full mode sees a change: that is the trade.
         a[0] = 1;
         a[300] = 9;
-        assert_ne!(unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Full) }, full);
-        assert_eq!(unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Sampled) }, sampled);
+        assert_ne!(
+            unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Full) },
+            full
+        );
+        assert_eq!(
+            unsafe { hash_buffer(a.as_ptr(), a.len(), HashMode::Sampled) },
+            sampled
+        );
     }
 
     #[test]

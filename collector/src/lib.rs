@@ -22,8 +22,8 @@ mod note;
 mod region;
 mod signals;
 mod sink;
-mod summary_at_exit;
 pub mod state;
+mod summary_at_exit;
 mod writer;
 
 use std::ffi::c_void;

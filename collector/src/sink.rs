@@ -260,11 +260,7 @@ thread_local! {
 /// pthread_atfork "prepare": hold every shared lock across fork so the child
 /// never inherits one locked by a thread that does not exist there.
 pub(crate) fn fork_prepare() {
-    let held = (
-        lock(&REGISTRY),
-        lock(&DEFINITIONS),
-        lock(&INTERNED),
-    );
+    let held = (lock(&REGISTRY), lock(&DEFINITIONS), lock(&INTERNED));
     let _ = HELD_FOR_FORK.try_with(|h| *h.borrow_mut() = Some(held));
 }
 

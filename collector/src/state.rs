@@ -49,7 +49,9 @@ pub fn reenable_after_fork() {
 pub fn disable(reason: &str) {
     STATE.store(DISABLED, Ordering::Release);
     if !SAID_DISABLED.swap(true, Ordering::AcqRel) {
-        crate::note::error(&format!("disabled: {reason}; the program continues unobserved"));
+        crate::note::error(&format!(
+            "disabled: {reason}; the program continues unobserved"
+        ));
     }
 }
 

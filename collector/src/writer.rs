@@ -48,7 +48,10 @@ pub fn start() -> Result<(), String> {
     // SAFETY: eventfd has no memory preconditions.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if fd < 0 {
-        return Err(format!("eventfd failed: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "eventfd failed: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     let old = EVENT_FD.swap(fd, Ordering::AcqRel);
     if old >= 0 {
@@ -227,13 +230,10 @@ fn run() {
 fn open() -> Sink {
     let header = crate::header::build();
     let cfg = crate::config::config();
-    let path = crate::config::expand_output(
-        &cfg.output,
-        header.pid,
-        &header.host,
-        header.rank,
-        |p| std::path::Path::new(p).exists(),
-    );
+    let path =
+        crate::config::expand_output(&cfg.output, header.pid, &header.host, header.rank, |p| {
+            std::path::Path::new(p).exists()
+        });
     let file = match File::create(&path) {
         Ok(f) => f,
         Err(e) => {
