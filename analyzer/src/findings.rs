@@ -207,6 +207,39 @@ impl Analysis {
     }
 }
 
+/// The edits of all findings together.
+#[derive(Debug, Clone, Default)]
+pub struct Combined {
+    pub patched: Option<crate::patch::Patched>,
+    /// Indices (into `Analysis::findings`) of the findings whose edits it holds.
+    pub applied: Vec<usize>,
+    /// Findings left out because their edits clash with earlier ones, and why.
+    pub skipped: Vec<String>,
+}
+
+/// The edits of every finding together, in rank order. A finding whose
+/// edits cannot be combined with those before it is left out.
+pub fn combined_patch(analysis: &Analysis, sources: &SourceSet) -> Combined {
+    let mut out = Combined::default();
+    let mut edits: Vec<Edit> = Vec::new();
+    for (i, f) in analysis.findings.iter().enumerate() {
+        if f.proposal.edits.is_empty() {
+            continue;
+        }
+        let mut trial = edits.clone();
+        trial.extend(f.proposal.edits.iter().cloned());
+        match crate::patch::render(sources, &trial) {
+            Ok(p) => {
+                edits = trial;
+                out.applied.push(i);
+                out.patched = Some(p);
+            }
+            Err(e) => out.skipped.push(format!("#{} {}: {e}", i + 1, f.id)),
+        }
+    }
+    out
+}
+
 /// Runs every rule on `run`, ranks the findings by cost (largest first;
 /// unmeasured last) and fills in each proposal's own patch.
 pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
@@ -231,7 +264,8 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
         }
     }
     let total_saving_ns = total_saving(run, &findings);
-    let mut notes = out.notes;
+    let mut notes = run.notes.clone();
+    notes.extend(out.notes);
     notes.extend(sources.notes());
     Analysis {
         findings,

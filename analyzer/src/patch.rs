@@ -122,9 +122,10 @@ pub fn render(sources: &SourceSet, edits: &[Edit]) -> Result<Patched, PatchError
         let new = apply(path, &src.lines, src.lang, &edits)?;
         let old_text = src.lines.join("\n");
         let new_text = new.join("\n");
+        let shown = display_path(&src.found_at.display().to_string());
         diff.push_str(&unified_diff(
-            &format!("a/{}", display_path(path)),
-            &format!("b/{}", display_path(path)),
+            &format!("a/{shown}"),
+            &format!("b/{shown}"),
             &old_text,
             &new_text,
             3,
@@ -138,8 +139,17 @@ pub fn render(sources: &SourceSet, edits: &[Edit]) -> Result<Patched, PatchError
     Ok(Patched { files, diff })
 }
 
-fn display_path(p: &str) -> &str {
-    p.trim_start_matches('/')
+/// The path in diff headers: relative to the current directory when the
+/// file is under it (so `patch -p1` applies it there), else without the
+/// leading slash.
+fn display_path(p: &str) -> String {
+    let path = std::path::Path::new(p);
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Ok(rel) = path.strip_prefix(&cwd) {
+            return rel.display().to_string();
+        }
+    }
+    p.trim_start_matches('/').to_string()
 }
 
 #[derive(Default)]
@@ -248,13 +258,21 @@ fn apply(
                 found: l.trim().into(),
             })?;
             let construct = p.construct.clone().unwrap_or_else(|| d.construct_name());
+            // The kept clauses in their order; the new ones where the first
+            // removed clause was, or first when none is removed.
             let mut clauses: Vec<String> = Vec::new();
-            // New clauses first, then the kept ones, each name once.
-            for a in &p.add {
-                clauses.push(a.clone());
+            let mut placed = false;
+            if !d.clauses.iter().any(|c| p.remove.contains(&c.name)) {
+                clauses.extend(p.add.iter().cloned());
+                placed = true;
             }
             for c in &d.clauses {
-                if !p.remove.contains(&c.name) && !clauses.contains(&c.text()) {
+                if p.remove.contains(&c.name) {
+                    if !placed {
+                        clauses.extend(p.add.iter().cloned());
+                        placed = true;
+                    }
+                } else if !clauses.contains(&c.text()) {
                     clauses.push(c.text());
                 }
             }

@@ -24,11 +24,6 @@ struct SiteGroup<'a> {
     site: SiteId,
     instances: usize,
     xfers: Vec<&'a Xfer>,
-    /// Transfers a hoisted region would not need.
-    saved: Vec<&'a Xfer>,
-    /// Uploads that carried new host data (hash changed since the buffer's
-    /// previous transfer): they stay, as `update device`.
-    host_changed: usize,
 }
 
 pub fn check(cx: &Context) -> Checked {
@@ -74,16 +69,30 @@ fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteG
     if origins.len() < cx.opts.min_repeats {
         return None;
     }
+    if avoidable(cx, &xs).0.is_empty() {
+        return None;
+    }
+    Some(SiteGroup {
+        site,
+        instances: origins.len(),
+        xfers: xs,
+    })
+}
+
+/// The transfers a region around all of `xs` would not need: every upload
+/// of a buffer after its first (unless its hash shows new host data, which
+/// is counted apart), every download before its last.
+fn avoidable<'a>(cx: &Context, xs: &[&'a Xfer]) -> (Vec<&'a Xfer>, usize) {
     let mut saved = Vec::new();
     let mut host_changed = 0;
     let per_buffer = group_by(xs.iter().map(|x| ((x.host_ptr, x.bytes, x.dir), *x)));
-    for ((ptr, bytes, dir), list) in per_buffer {
+    for ((ptr, bytes, dir), mut list) in per_buffer {
         if ptr.is_none() || list.len() < 2 {
             continue;
         }
+        list.sort_by_key(|x| x.start_ns);
         match dir {
             Dir::Upload => {
-                // All but the first upload, unless the host changed the data.
                 for x in &list[1..] {
                     if host_changed_before(cx, x, ptr, bytes) {
                         host_changed += 1;
@@ -95,16 +104,7 @@ fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteG
             Dir::Download => saved.extend(list[..list.len() - 1].iter().copied()),
         }
     }
-    if saved.is_empty() {
-        return None;
-    }
-    Some(SiteGroup {
-        site,
-        instances: origins.len(),
-        xfers: xs,
-        saved,
-        host_changed,
-    })
+    (saved, host_changed)
 }
 
 /// True when the buffer's previous transfer had another hash than this
@@ -123,7 +123,9 @@ fn host_changed_before(cx: &Context, x: &Xfer, ptr: Option<u64>, bytes: u64) -> 
 
 fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Finding {
     let all: Vec<&Xfer> = gs.iter().flat_map(|g| g.xfers.iter().copied()).collect();
-    let mut saved: Vec<&Xfer> = gs.iter().flat_map(|g| g.saved.iter().copied()).collect();
+    // Across all constructs of the loop: one upload and one download of
+    // each buffer remain.
+    let (mut saved, changed) = avoidable(cx, &all);
     let iterations = gs.iter().map(|g| g.instances).max().unwrap_or(0);
     let src = cx.sources.get(file);
     let lp = src.and_then(|s| s.loop_at(loop_line).cloned());
@@ -195,7 +197,6 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     xfer_evidence(&mut f.evidence, "download_", &downs);
     f.evidence
         .field("avoidable_transfers", Value::Count(saved.len() as u64));
-    let changed: usize = gs.iter().map(|g| g.host_changed).sum();
     f.evidence
         .field("uploads_of_new_host_data", Value::Count(changed as u64));
     for g in gs {
