@@ -1,0 +1,285 @@
+//! Findings on the traces recorded on an NVIDIA H200 (cli/tests/fixtures/h200,
+//! recorded by cli/tests/fixtures/record.sh with GCC 12's libgomp, CUPTI and
+//! sampled hashes). The binaries in cli/tests/fixtures/h200/bin give the
+//! source lines; the sources are the repository's samples/.
+//!
+//! - The "bad" samples get the findings their header comments announce, at
+//!   the lines they name, with the proposals and patches in tests/golden
+//!   (rewrite with `ACCPROF_BLESS=1 cargo test -p accprof-analyzer --test h200`).
+//! - The "good" samples and the data-region samples get no data-movement
+//!   finding at all.
+//! - Without the sources, the findings stay, without patches, with a note.
+
+use std::path::{Path, PathBuf};
+
+use accprof_analyzer::findings::{self, Analysis, Category, Finding};
+use accprof_analyzer::rules::Options;
+use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::{LoadOptions, Run};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures() -> PathBuf {
+    root().join("cli/tests/fixtures/h200")
+}
+
+fn load(name: &str) -> Run {
+    let opts = LoadOptions {
+        symbol_dirs: vec![fixtures().join("bin")],
+    };
+    let run = accprof_analyzer::load_run_with(&fixtures().join(format!("{name}.trace")), &opts)
+        .expect("fixture loads");
+    assert!(
+        run.notes.is_empty(),
+        "{name}: every site should have a line: {:?}",
+        run.notes
+    );
+    run
+}
+
+/// The recorded sample paths are those of the recording machine; the
+/// repository's samples/ stands in for them.
+fn sources(run: &Run) -> SourceSet {
+    SourceSet::load(run, &[root().join("samples")])
+}
+
+fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
+    let run = load(name);
+    let src = sources(&run);
+    let a = findings::analyze(&run, &src, &Options::default());
+    (run, src, a)
+}
+
+fn with_id<'a>(a: &'a Analysis, id: &str) -> Vec<&'a Finding> {
+    a.findings.iter().filter(|f| f.id == id).collect()
+}
+
+fn file_name(p: &str) -> &str {
+    Path::new(p)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(p)
+}
+
+/// `role file:line [variable]` of each location, with file names only.
+fn places(f: &Finding) -> Vec<String> {
+    f.locations
+        .iter()
+        .map(|l| {
+            let var = l
+                .variable
+                .as_deref()
+                .map(|v| format!(" [{v}]"))
+                .unwrap_or_default();
+            format!(
+                "{} {}:{}{var}",
+                l.role,
+                file_name(&l.file),
+                l.line.unwrap_or(0)
+            )
+        })
+        .collect()
+}
+
+/// The combined patch with machine paths cut to `samples/...`.
+fn patch_text(a: &Analysis, src: &SourceSet) -> String {
+    let c = findings::combined_patch(a, src);
+    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    let diff = c.patched.expect("a patch").diff;
+    diff.lines()
+        .map(|l| {
+            match (
+                l.starts_with("--- ") || l.starts_with("+++ "),
+                l.find("samples/"),
+            ) {
+                (true, Some(i)) => format!("{} {}{}", &l[..3], &l[4..6], &l[i..]),
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("ACCPROF_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, got).expect("write golden");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (create it with ACCPROF_BLESS=1 cargo test -p accprof-analyzer --test h200)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        want, got,
+        "{name} differs (if intended: ACCPROF_BLESS=1 cargo test -p accprof-analyzer --test h200)"
+    );
+}
+
+#[test]
+fn laplace_bad_c() {
+    let (run, src, a) = analyze("laplace_bad_c");
+    // L3 costs the most: the update kernel on one gang.
+    assert_eq!(a.findings[0].id, "L3");
+    let l3 = with_id(&a, "L3");
+    assert_eq!(l3.len(), 1, "only the update kernel runs on one gang");
+    assert_eq!(places(l3[0]), ["construct laplace_bad.c:154"]);
+    let single: u64 = run
+        .kernels
+        .iter()
+        .filter(|k| k.grid == [1, 1, 1])
+        .map(|k| k.device_ns())
+        .sum();
+    assert_eq!(l3[0].cost_ns, Some(single));
+    assert_eq!(l3[0].evidence.count("single_gang_launches"), Some(20));
+    assert_eq!(
+        l3[0].proposal.directive.as_deref(),
+        Some("#pragma acc parallel loop collapse(2) reduction(max:dt) // update and max change")
+    );
+
+    let d6 = with_id(&a, "D6");
+    assert_eq!(d6.len(), 1, "one finding for the one host loop");
+    assert_eq!(
+        places(d6[0]),
+        [
+            "host loop laplace_bad.c:147",
+            "construct laplace_bad.c:148 [A, Anew]",
+            "construct laplace_bad.c:154 [A, Anew]"
+        ]
+    );
+    // 20 iterations x 2 constructs x 2 arrays, each way.
+    assert_eq!(d6[0].evidence.count("iterations"), Some(20));
+    assert_eq!(d6[0].evidence.count("upload_transfers"), Some(80));
+    assert_eq!(d6[0].evidence.count("download_transfers"), Some(80));
+    // Kept: the first upload and the last download of each array.
+    assert_eq!(d6[0].evidence.count("avoidable_transfers"), Some(160 - 4));
+    assert_eq!(
+        d6[0].proposal.directive.as_deref(),
+        Some("#pragma acc data copy(A) create(Anew)")
+    );
+
+    // The hashes (sampled) support round trips: what came back was sent again.
+    let d4 = with_id(&a, "D4");
+    assert_eq!(d4.len(), 2);
+    assert!(d4
+        .iter()
+        .all(|f| f.confidence == findings::Confidence::Likely));
+    let mut ups: Vec<String> = d4.iter().map(|f| places(f)[0].clone()).collect();
+    ups.sort();
+    assert_eq!(
+        ups,
+        [
+            "upload laplace_bad.c:148 [A, Anew]",
+            "upload laplace_bad.c:154 [A, Anew]"
+        ]
+    );
+    // Sampled hashes are not enough to claim that a download was useless.
+    assert!(with_id(&a, "D2").is_empty() && with_id(&a, "D3").is_empty());
+    assert!(a.notes.iter().any(|n| n.contains("full-content")));
+    golden("laplace_bad_c.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn laplace_bad_f90() {
+    let (_, src, a) = analyze("laplace_bad_f90");
+    assert_eq!(a.findings[0].id, "L3");
+    let l3 = with_id(&a, "L3");
+    assert_eq!(l3.len(), 1, "here the stencil is the single-gang kernel");
+    assert_eq!(places(l3[0]), ["construct laplace_bad.f90:65"]);
+    assert_eq!(
+        l3[0].proposal.directive.as_deref(),
+        Some("!$acc parallel loop collapse(2) gang vector ! stencil")
+    );
+    let d6 = with_id(&a, "D6");
+    assert_eq!(d6.len(), 1);
+    // No symbols for allocatables: the names come from the source and
+    // from which buffer the stencil changed.
+    assert_eq!(
+        places(d6[0]),
+        [
+            "host loop laplace_bad.f90:64",
+            "construct laplace_bad.f90:65 [a, anew]",
+            "construct laplace_bad.f90:74 [a, anew]"
+        ]
+    );
+    assert_eq!(
+        d6[0].proposal.directive.as_deref(),
+        Some("!$acc data copy(a) create(anew)")
+    );
+    assert_eq!(with_id(&a, "D4").len(), 2);
+    golden("laplace_bad_f90.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn heat2d_naive() {
+    let (_, src, a) = analyze("heat2d_naive");
+    let d6 = with_id(&a, "D6");
+    assert_eq!(d6.len(), 1);
+    assert_eq!(places(d6[0])[0], "host loop heat2d_naive.c:110");
+    assert!(places(d6[0])[1].starts_with("construct heat2d_naive.c:111"));
+    assert_eq!(d6[0].evidence.count("iterations"), Some(20));
+    // The loop swaps u and unew: both stay mapped and both come back.
+    assert_eq!(
+        d6[0].proposal.directive.as_deref(),
+        Some("#pragma acc data copy(u[0:n], unew[0:n])")
+    );
+    // Each downloaded unew goes up again as the next step's u.
+    assert_eq!(with_id(&a, "D4").len(), 1);
+    assert!(with_id(&a, "L3").is_empty());
+    golden("heat2d_naive.patch", &patch_text(&a, &src));
+}
+
+/// Zero false positives: the repaired variants and the samples that already
+/// use data regions get no data-movement or allocation finding.
+#[test]
+fn good_samples_get_no_data_movement_finding() {
+    for name in [
+        "laplace_good_c",
+        "laplace_good_f90",
+        "heat2d_data",
+        "jacobi_f90",
+        "launch_storm",
+    ] {
+        let (_, _, a) = analyze(name);
+        let dm: Vec<String> = a
+            .data_movement()
+            .map(|f| format!("{} {}", f.id, f.title))
+            .collect();
+        assert!(dm.is_empty(), "{name}: {dm:?}");
+        assert!(
+            a.findings.iter().all(|f| f.category != Category::Launch),
+            "{name}: parallel loops are not single-gang"
+        );
+    }
+}
+
+#[test]
+fn missing_sources_keep_the_findings_without_patches() {
+    let run = load("laplace_bad_c");
+    let none = |_: &Path| Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+    let src = SourceSet::load_with(&run, &[], &[], &none);
+    let a = findings::analyze(&run, &src, &Options::default());
+    let ids: Vec<&str> = a.findings.iter().map(|f| f.id).collect();
+    assert!(ids.contains(&"L3") && ids.contains(&"D6"), "{ids:?}");
+    assert!(a.findings.iter().all(|f| f.proposal.edits.is_empty()));
+    // One D6 per construct when the loop is unknown, still at their lines.
+    let d6 = with_id(&a, "D6");
+    assert_eq!(d6.len(), 2);
+    assert!(d6.iter().all(|f| f
+        .proposal
+        .no_patch
+        .as_deref()
+        .is_some_and(|w| w.contains("not read"))));
+    assert!(a
+        .notes
+        .iter()
+        .any(|n| n.contains("laplace_bad.c not found")));
+    assert!(findings::combined_patch(&a, &src).patched.is_none());
+}
