@@ -4,4 +4,5 @@
 //! Every exporter takes a model and options and returns bytes; only the CLI
 //! opens files.
 
+pub mod findings;
 pub mod text;

@@ -1,0 +1,241 @@
+//! Findings as text and JSON.
+//!
+//! Text: a short run header, the findings ranked by cost (place, cost and
+//! saving, evidence, proposal with its directive), then the notes on what
+//! could not be checked. JSON: the same, typed, with the combined patch.
+
+use std::fmt::Write as _;
+
+use accprof_analyzer::findings::{fmt_bytes, fmt_ns, Analysis, Confidence, Finding, Value};
+use accprof_analyzer::Run;
+use serde::Serialize;
+
+/// What the text shows.
+#[derive(Debug, Clone, Default)]
+pub struct FindingsOptions {
+    /// The trace's path as the user gave it.
+    pub trace: String,
+    /// Column to wrap prose at (0: no wrapping).
+    pub width: usize,
+}
+
+/// The findings of one run as readable text.
+pub fn render_text(run: &Run, analysis: &Analysis, opts: &FindingsOptions) -> Vec<u8> {
+    let mut s = String::new();
+    let width = if opts.width == 0 {
+        usize::MAX
+    } else {
+        opts.width
+    };
+    let _ = writeln!(s, "accprof analyze: {}", opts.trace);
+    let _ = writeln!(s, "  program: {}", run.header.command_line.join(" "));
+    let kernel_ns: u64 = run.kernels.iter().map(|k| k.device_ns()).sum();
+    let copy_ns: u64 = run
+        .copies
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.kind,
+                accprof_trace::CopyKind::HostToDevice | accprof_trace::CopyKind::DeviceToHost
+            )
+        })
+        .map(|c| c.duration_ns())
+        .sum();
+    let times = if run.cupti_active() {
+        format!(
+            "kernels {}, host<->device transfers {} (device times, CUPTI)",
+            fmt_ns(kernel_ns),
+            fmt_ns(copy_ns)
+        )
+    } else {
+        "no device times (no CUPTI in this run)".to_string()
+    };
+    let hashing = match run.header.sources.hashing {
+        accprof_trace::HashMode::Off => "off",
+        accprof_trace::HashMode::Sampled => "sampled",
+        accprof_trace::HashMode::Full => "full",
+    };
+    let _ = writeln!(
+        s,
+        "  wall {}, {times}; content hashing {hashing}",
+        fmt_ns(analysis.wall_ns)
+    );
+    let _ = writeln!(s);
+    if analysis.findings.is_empty() {
+        let _ = writeln!(s, "No findings.");
+    } else {
+        let share = |ns: u64| {
+            if analysis.wall_ns == 0 {
+                0.0
+            } else {
+                100.0 * ns as f64 / analysis.wall_ns as f64
+            }
+        };
+        let _ = writeln!(
+            s,
+            "{} finding{}, ranked by the time they cost; together they could save about {} ({:.0}% of the wall time, each transfer counted once).",
+            analysis.findings.len(),
+            if analysis.findings.len() == 1 { "" } else { "s" },
+            fmt_ns(analysis.total_saving_ns),
+            share(analysis.total_saving_ns)
+        );
+        for (i, f) in analysis.findings.iter().enumerate() {
+            let _ = writeln!(s);
+            finding_text(&mut s, i + 1, f, width, &share);
+        }
+    }
+    if !analysis.notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "Not checked, or limited:");
+        for n in &analysis.notes {
+            wrap(&mut s, n, "  - ", "    ", width);
+        }
+    }
+    s.into_bytes()
+}
+
+fn finding_text(
+    s: &mut String,
+    rank: usize,
+    f: &Finding,
+    width: usize,
+    share: &dyn Fn(u64) -> f64,
+) {
+    let _ = writeln!(s, "#{rank} {}  {}", f.id, f.title);
+    let cost = match f.cost_ns {
+        Some(c) => format!("cost {} ({:.0}% of the wall time)", fmt_ns(c), share(c)),
+        None => "cost not measured".to_string(),
+    };
+    let saving = match f.saving_ns {
+        Some(v) => format!("could save ~{}", fmt_ns(v)),
+        None => "saving not estimated".to_string(),
+    };
+    let conf = match f.confidence {
+        Confidence::Certain => "certain",
+        Confidence::Likely => "likely",
+    };
+    let _ = writeln!(s, "   {cost}; {saving}; {conf}");
+    for l in &f.locations {
+        let var = l
+            .variable
+            .as_deref()
+            .map(|v| format!("  [{v}]"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "   at {:<12} {}  {}{var}", l.role, l.place(), l.function);
+    }
+    if !f.evidence.fields.is_empty() {
+        let fields: Vec<String> = f
+            .evidence
+            .fields
+            .iter()
+            .map(|fd| format!("{} {}", fd.name.replace('_', " "), value_text(&fd.value)))
+            .collect();
+        wrap(
+            s,
+            &fields.join(", "),
+            "   evidence: ",
+            "             ",
+            width,
+        );
+    }
+    for t in &f.evidence.text {
+        wrap(s, t, "     ", "     ", width);
+    }
+    wrap(s, &f.proposal.text, "   proposal: ", "             ", width);
+    if let Some(d) = &f.proposal.directive {
+        let _ = writeln!(s, "   directive: {d}");
+    }
+    if f.proposal.patch.is_some() {
+        let _ = writeln!(
+            s,
+            "   patch: yes (accprof analyze --patch prints it; --apply writes it)"
+        );
+    } else if let Some(why) = &f.proposal.no_patch {
+        wrap(s, why, "   no patch: ", "             ", width);
+    }
+}
+
+/// A value in its unit.
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::Count(c) => c.to_string(),
+        Value::Bytes(b) => fmt_bytes(*b),
+        Value::Ns(n) => fmt_ns(*n),
+        Value::Hash(h) => h.clone(),
+        Value::Ratio(r) => format!("{r:.2}"),
+        Value::Text(t) => t.clone(),
+    }
+}
+
+/// Word-wraps `text` with `first` before the first line and `rest` before
+/// the others.
+fn wrap(s: &mut String, text: &str, first: &str, rest: &str, width: usize) {
+    let mut line = String::from(first);
+    let mut empty = true;
+    for w in text.split(' ') {
+        if !empty && line.chars().count() + 1 + w.chars().count() > width {
+            s.push_str(line.trim_end());
+            s.push('\n');
+            line = String::from(rest);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(w);
+        empty = false;
+    }
+    s.push_str(line.trim_end());
+    s.push('\n');
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    trace: &'a str,
+    program: &'a [String],
+    runtime: &'a str,
+    cupti: bool,
+    hashing: &'a str,
+    wall_ns: u64,
+    total_saving_ns: u64,
+    findings: &'a [Finding],
+    notes: &'a [String],
+    /// Unified diff of every proposal's edits together, when there are any.
+    patch: Option<&'a str>,
+}
+
+/// The findings as JSON (one object; `patch` is the combined diff).
+pub fn render_json(run: &Run, analysis: &Analysis, trace: &str, patch: Option<&str>) -> Vec<u8> {
+    let doc = JsonDoc {
+        trace,
+        program: &run.header.command_line,
+        runtime: &run.header.runtime,
+        cupti: run.cupti_active(),
+        hashing: match run.header.sources.hashing {
+            accprof_trace::HashMode::Off => "off",
+            accprof_trace::HashMode::Sampled => "sampled",
+            accprof_trace::HashMode::Full => "full",
+        },
+        wall_ns: analysis.wall_ns,
+        total_saving_ns: analysis.total_saving_ns,
+        findings: &analysis.findings,
+        notes: &analysis.notes,
+        patch,
+    };
+    // Serializing plain data with string keys cannot fail.
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_words() {
+        let mut s = String::new();
+        wrap(&mut s, "one two three four", "> ", "  ", 9);
+        assert_eq!(s, "> one two\n  three\n  four\n");
+    }
+}
