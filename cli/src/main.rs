@@ -3,6 +3,7 @@
 //! The binary only parses arguments and calls the libraries; errors are
 //! printed once, on one line, naming the input, with exit code 2.
 
+mod analyze;
 mod run;
 
 use std::path::PathBuf;
@@ -28,6 +29,9 @@ enum Command {
     Run(RunArgs),
     /// Print the PGI_ACC_TIME-style summary of one or more traces.
     Report(ReportArgs),
+    /// Findings with source lines and proposals (data regions, updates,
+    /// launch shapes); --patch, --apply and --verify act on them.
+    Analyze(analyze::AnalyzeArgs),
 }
 
 #[derive(clap::Args)]
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
+        Command::Analyze(args) => analyze::analyze(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -83,28 +83,7 @@ fn hostname() -> String {
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let lib = find_collector(args.lib.as_deref())?;
     let program = &args.command[0];
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
-    };
-    let hash = match args.hash {
-        HashArg::Off => "off",
-        HashArg::Sampled => "sampled",
-        HashArg::Full => "full",
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(&args.command[1..])
-        .env("LD_PRELOAD", preload)
-        .env("ACCPROF_OUTPUT", &args.output)
-        .env("ACCPROF_HASH", hash)
-        .env("ACCPROF_QUIET", "1")
-        // The summary is printed here, from the trace, not by the collector.
-        .env("ACCPROF_TIME", "0")
-        .env_remove("PGI_ACC_TIME")
-        .env_remove("NV_ACC_TIME");
-    if args.no_cupti {
-        cmd.env("ACCPROF_CUPTI", "0");
-    }
+    let mut cmd = collector_command(&args.command, &lib, &args.output, args.hash, args.no_cupti);
     let mut child = cmd.spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             anyhow::anyhow!("cannot run {program}: program not found")
@@ -118,8 +97,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         libc::signal(libc::SIGINT, forward as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, forward as *const () as libc::sighandler_t);
     }
-    let status = child.wait().with_context(|| format!("waiting for {program}"))?;
-    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {program}"))?;
+    let code = match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&status),
+    ) {
         (Some(c), _) => c as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => 1,
@@ -156,4 +140,92 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         Err(e) => eprintln!("accprof: {e}"),
     }
     Ok(code)
+}
+
+/// `command` set up to run with the collector preloaded, writing its trace
+/// to `output` (a pattern) with the given hashing; the collector prints no
+/// summary of its own.
+fn collector_command(
+    command: &[String],
+    lib: &Path,
+    output: &str,
+    hash: HashArg,
+    no_cupti: bool,
+) -> Command {
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let hash = match hash {
+        HashArg::Off => "off",
+        HashArg::Sampled => "sampled",
+        HashArg::Full => "full",
+    };
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("ACCPROF_OUTPUT", output)
+        .env("ACCPROF_HASH", hash)
+        .env("ACCPROF_QUIET", "1")
+        // The summary is printed from the trace, not by the collector.
+        .env("ACCPROF_TIME", "0")
+        .env_remove("PGI_ACC_TIME")
+        .env_remove("NV_ACC_TIME");
+    if no_cupti {
+        cmd.env("ACCPROF_CUPTI", "0");
+    }
+    cmd
+}
+
+/// A program run under the collector with its output captured.
+pub struct Collected {
+    /// Where the trace was asked to go (it may be missing).
+    pub trace: PathBuf,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Exit code, or 128 + signal.
+    pub code: u8,
+    /// Wall time of the process, measured here.
+    pub wall_ns: u64,
+}
+
+/// Runs `command` under the collector (found as for `accprof run`),
+/// writing its trace to `trace` (a plain path: no % patterns), and
+/// captures stdout and stderr.
+pub fn run_collected(
+    command: &[String],
+    lib: Option<&Path>,
+    trace: &Path,
+    hash: HashArg,
+) -> anyhow::Result<Collected> {
+    let Some(program) = command.first() else {
+        bail!("empty command");
+    };
+    let lib = find_collector(lib)?;
+    let output = trace.display().to_string().replace('%', "%%");
+    let mut cmd = collector_command(command, &lib, &output, hash, false);
+    let start = std::time::Instant::now();
+    let out = cmd.output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::anyhow!("cannot run {program}: program not found")
+        } else {
+            anyhow::anyhow!("cannot run {program}: {e}")
+        }
+    })?;
+    let wall_ns = start.elapsed().as_nanos() as u64;
+    let code = match (
+        out.status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+    ) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => 1,
+    };
+    Ok(Collected {
+        trace: trace.to_path_buf(),
+        stdout: out.stdout,
+        stderr: out.stderr,
+        code,
+        wall_ns,
+    })
 }

@@ -1,0 +1,340 @@
+//! `accprof analyze` end to end on the H200 fixture traces: the text report,
+//! JSON, the patch, --apply (the patched laplace_bad compiled for the host
+//! with `gcc -fopenacc` still prints `reference: match`), --verify in host
+//! fallback (no GPU here: transfer times are absent and the report says
+//! so), and bad input (one line, exit code 2).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures() -> PathBuf {
+    repo().join("cli/tests/fixtures/h200")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    fixtures().join(format!("{name}.trace"))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `accprof analyze` with the fixture binaries and the repository's samples.
+fn analyze(args: &[&str]) -> Output {
+    let samples = repo().join("samples");
+    let mut all = vec!["--source-dir", path_str(&samples)];
+    all.extend_from_slice(args);
+    analyze_only(&all)
+}
+
+/// `accprof analyze` with the fixture binaries, sources only as recorded
+/// or as the arguments say.
+fn analyze_only(args: &[&str]) -> Output {
+    Command::new(accprof())
+        .arg("analyze")
+        .arg("--symbols")
+        .arg(fixtures().join("bin"))
+        .args(args)
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .output()
+        .expect("accprof runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// A directory holding a copy of `name` from samples/, and the
+/// --source-map argument that makes the trace read it from there.
+fn sample_copy(dir: &Path, name: &str) -> (PathBuf, String) {
+    let dst = dir.join(name);
+    std::fs::copy(repo().join("samples").join(name), &dst).expect("copy sample");
+    // The fixtures recorded their sources under /work/main/samples.
+    (dst, format!("/work/main/samples={}", dir.display()))
+}
+
+#[test]
+fn text_report_ranks_findings_with_lines_and_proposals() {
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&[path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("#1 L3  single-gang launch at"), "{s}");
+    assert!(s.contains("laplace_bad.c:154"), "{s}");
+    assert!(s.contains("directive: #pragma acc parallel loop collapse(2) reduction(max:dt) // update and max change"), "{s}");
+    assert!(
+        s.contains("#2 D6  transfers repeated in every iteration of the `while` loop"),
+        "{s}"
+    );
+    assert!(
+        s.contains("directive: #pragma acc data copy(A) create(Anew)"),
+        "{s}"
+    );
+    assert!(s.contains("Not checked, or limited:"), "{s}");
+    assert!(
+        s.contains("P1 (whole array sent when a small range changed) not checked"),
+        "{s}"
+    );
+}
+
+#[test]
+fn json_is_typed_and_carries_the_patch() {
+    let t = fixture("laplace_bad_f90");
+    let out = analyze(&["--json", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let findings = v["findings"].as_array().expect("findings");
+    assert_eq!(findings[0]["id"], "L3");
+    assert_eq!(findings[0]["locations"][0]["line"], 65);
+    let d6 = findings.iter().find(|f| f["id"] == "D6").expect("D6");
+    assert_eq!(d6["category"], "data_movement");
+    assert_eq!(
+        d6["proposal"]["directive"],
+        "!$acc data copy(a) create(anew)"
+    );
+    let it = d6["evidence"]["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .find(|f| f["name"] == "iterations")
+        .expect("iterations");
+    assert_eq!(
+        (it["unit"].as_str(), it["value"].as_u64()),
+        (Some("count"), Some(20))
+    );
+    assert!(v["patch"]
+        .as_str()
+        .is_some_and(|p| p.contains("+  !$acc end data")));
+    assert_eq!(v["hashing"], "sampled");
+}
+
+#[test]
+fn patch_prints_the_unified_diff() {
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&["--patch", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = text(&out.stdout);
+    assert!(s.starts_with("--- a/"), "{s}");
+    assert!(
+        s.contains(
+            "+#pragma acc data copy(A) create(Anew)\n     while (dt > tol && iter < iters) {"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("-#pragma acc kernels // update and max change\n+#pragma acc parallel loop collapse(2) reduction(max:dt) present(A, Anew) // update and max change"), "{s}");
+}
+
+/// The patched laplace_bad.c, compiled for the host with GCC's OpenACC,
+/// computes what the CPU reference does.
+#[test]
+fn applied_patch_compiles_and_matches_the_reference() {
+    if !have("gcc") {
+        eprintln!("skipped: no gcc");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let patched = dir.path().join("laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&["--apply", "--out", path_str(&patched), path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("2 of 2 findings applied"),
+        "{}",
+        text(&out.stderr)
+    );
+    let src = std::fs::read_to_string(&patched).expect("patched file");
+    assert!(src.contains("#pragma acc data copy(A) create(Anew)"));
+    let exe = dir.path().join("laplace_bad");
+    let cc = Command::new("gcc")
+        .args(["-O2", "-fopenacc", "-foffload=disable"])
+        .arg(&patched)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lm")
+        .output()
+        .expect("gcc runs");
+    assert!(cc.status.success(), "{}", text(&cc.stderr));
+    let run = Command::new(&exe)
+        .args(["128", "50", "0"])
+        .output()
+        .expect("runs");
+    let s = text(&run.stdout);
+    assert!(
+        run.status.success() && s.contains("reference: match"),
+        "{s}"
+    );
+}
+
+#[test]
+fn applied_fortran_patch_compiles_and_matches_the_reference() {
+    if !have("gfortran") {
+        eprintln!("skipped: no gfortran");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let patched = dir.path().join("laplace_bad.f90");
+    let t = fixture("laplace_bad_f90");
+    let out = analyze(&["--apply", "--out", path_str(&patched), path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exe = dir.path().join("laplace_bad_f90");
+    let fc = Command::new("gfortran")
+        .args(["-O2", "-fopenacc", "-foffload=disable"])
+        .arg(&patched)
+        .arg("-o")
+        .arg(&exe)
+        .current_dir(dir.path())
+        .output()
+        .expect("gfortran runs");
+    assert!(fc.status.success(), "{}", text(&fc.stderr));
+    let run = Command::new(&exe)
+        .args(["128", "50", "0"])
+        .output()
+        .expect("runs");
+    assert!(
+        text(&run.stdout).contains("reference: match"),
+        "{}",
+        text(&run.stdout)
+    );
+}
+
+/// --verify on this machine: no GPU, so libgomp runs the program on the
+/// host and CUPTI is absent; the outputs are compared and the missing
+/// transfer and kernel times are named as missing.
+#[test]
+fn verify_in_host_fallback() {
+    if !have("gcc") {
+        eprintln!("skipped: no gcc");
+        return;
+    }
+    let lib = collector_lib();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let keep = dir.path().join("verify");
+    let out = analyze(&[
+        "--source-map",
+        &map,
+        "--verify",
+        "--lib",
+        path_str(&lib),
+        "--keep",
+        path_str(&keep),
+        "--build",
+        "gcc -O2 -g -fopenacc -foffload=disable {src} -o {out} -lm",
+        "--run",
+        "{out} 64 10 0",
+        path_str(&t),
+    ]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", text(&out.stderr));
+    assert!(s.contains("patched with #1 L3, #2 D6"), "{s}");
+    assert!(
+        s.contains("output: identical (stdout compared line by line, 5 lines, ignoring lines that start with \"time:\"); exit codes 0 and 0"),
+        "{s}"
+    );
+    assert!(
+        s.contains(
+            "host<->device transfer time           n/a          n/a   not measured: no CUPTI"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("host fallback"), "{s}");
+    assert!(s.contains("wall time (process)"), "{s}");
+    // 10 iterations of 2 constructs; the data region adds its enter and exit.
+    assert!(
+        s.contains("OpenACC constructs reached             20           22"),
+        "{s}"
+    );
+    assert!(keep.join("before.trace").is_file() && keep.join("after.trace").is_file());
+    // The source copy is untouched.
+    let orig = std::fs::read_to_string(repo().join("samples/laplace_bad.c")).expect("sample");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("laplace_bad.c")).expect("copy"),
+        orig
+    );
+}
+
+#[test]
+fn apply_never_overwrites_the_source_without_in_place() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (copy, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&[
+        "--source-map",
+        &map,
+        "--apply",
+        "--out",
+        path_str(&copy),
+        path_str(&t),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is the source itself: use --in-place"),
+        "{err}"
+    );
+    // Default name next to the source.
+    let out = analyze(&["--source-map", &map, "--apply", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.path().join("laplace_bad.accprof.c").is_file());
+    let out = analyze(&["--source-map", &map, "--in-place", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let patched = std::fs::read_to_string(&copy).expect("source");
+    assert!(patched.contains("#pragma acc data copy(A) create(Anew)"));
+    // Once patched, the source no longer matches the trace: set aside, not misread.
+    let out = analyze_only(&["--source-map", &map, "--apply", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("changed since the run (line 148 holds no OpenACC directive"),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("does not match the run"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let out = analyze(&["/nonexistent/x.trace"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/x.trace"), "{err}");
+
+    // Sources missing: findings still print, with a note; --apply fails clearly.
+    let t = fixture("laplace_bad_c");
+    let out = analyze_only(&[
+        "--source-map",
+        "/work/main/samples=/nonexistent",
+        "--apply",
+        path_str(&t),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot apply: source /work/main/samples/laplace_bad.c not found"),
+        "{err}"
+    );
+    let s = text(&out.stdout);
+    assert!(s.contains("L3") && s.contains("laplace_bad.c:154"), "{s}");
+    assert!(s.contains("not found: its findings show lines only"), "{s}");
+
+    let out = analyze(&["--verify", "--build", "true", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(2), "--verify needs --run");
+}
