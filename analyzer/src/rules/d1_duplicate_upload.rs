@@ -19,7 +19,7 @@ use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     if cx.hash_mode() == HashMode::Off {
-        out.note("D1 (duplicate uploads) not checked: hashing was off in this run");
+        out.note("D1 (duplicate uploads) and D4 (round trips) not checked: hashing was off in this run (record with --hash sampled or --hash full)");
         return out;
     }
     let pairs = consecutive_pairs(cx, |a, b| {

@@ -18,7 +18,10 @@ use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     if cx.hash_mode() != HashMode::Full {
-        out.note("D2 (duplicate downloads) and D3 (copy where copyin suffices) need full-content hashes (record with --hash full): a sampled hash cannot show that a buffer did not change");
+        out.note(match cx.hash_mode() {
+            HashMode::Off => "D2 (duplicate downloads), D3 (copy where copyin suffices) and D5 (upload into an up-to-date copy) not checked: they need full-content hashes and hashing was off (record with --hash full)",
+            _ => "D2 (duplicate downloads), D3 (copy where copyin suffices) and D5 (upload into an up-to-date copy) not checked: they need full-content hashes (record with --hash full); a sampled hash cannot show that a buffer did not change",
+        });
         return out;
     }
     let pairs = consecutive_pairs(cx, |a, b| {

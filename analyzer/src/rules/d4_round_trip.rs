@@ -19,7 +19,7 @@ use crate::findings::{fmt_bytes, Category, Finding, Value};
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     if cx.hash_mode() == HashMode::Off {
-        out.note("D4 (round trips) not checked: hashing was off in this run (record with --hash sampled or --hash full)");
+        out.note("D1 (duplicate uploads) and D4 (round trips) not checked: hashing was off in this run (record with --hash sampled or --hash full)");
         return out;
     }
     let pairs = consecutive_pairs(cx, |a, b| {
@@ -53,10 +53,10 @@ pub fn check(cx: &Context) -> Checked {
             f.evidence.field("example_hash", Value::hash(h));
         }
         f.evidence.say(format!(
-            "{} times a buffer came back from the device and was sent to it again with the same content ({}); {} re-sent in all",
+            "{} times a buffer came back from the device and was sent to it again with the same content, {} re-sent in all; {}.",
             group.len(),
-            cx.hash_meaning(),
             fmt_bytes(ups.iter().map(|x| x.bytes).sum()),
+            cx.hash_meaning(),
         ));
         f.evidence.say(
             "A trace cannot show whether the host read the data in between; the saving counts only the uploads.",

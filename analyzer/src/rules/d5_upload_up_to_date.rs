@@ -19,9 +19,7 @@ use crate::model::ConstructClass;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     if cx.hash_mode() != HashMode::Full {
-        out.note(
-            "D5 (upload into an up-to-date device copy) needs full-content hashes (--hash full)",
-        );
+        // D2 says why, once.
         return out;
     }
     if !cx.knows_kernels() {

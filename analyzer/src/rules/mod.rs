@@ -242,10 +242,10 @@ impl<'a> Context<'a> {
     /// One line saying what equal hashes mean in this run.
     pub fn hash_meaning(&self) -> &'static str {
         match self.hash_mode() {
-            HashMode::Full => "full-content hashes (every byte) are equal",
+            HashMode::Full => "full-content hashes are equal",
             HashMode::Sampled => {
-                "sampled hashes are equal (16 chunks of 256 B per buffer: a change outside the \
-                 chunks is not seen; record with --hash full to prove it)"
+                "sampled hashes are equal: 16 chunks of 256 B per buffer, so a change outside \
+                 them is not seen; --hash full proves it"
             }
             HashMode::Off => "no hashes (hashing was off)",
         }
@@ -357,6 +357,10 @@ fn demangle_data_symbol(name: &str) -> String {
 pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     let cx = Context::new(run, sources, opts);
     let mut all = Checked::default();
+    // acc_device_host is 2 in the OpenACC API.
+    if !run.constructs.is_empty() && run.constructs.iter().all(|c| c.device_type == Some(2)) {
+        all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
+    }
     let rules: [fn(&Context) -> Checked; 14] = [
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,

@@ -58,14 +58,14 @@ pub fn check(cx: &Context) -> Checked {
     }
     xfer_evidence(&mut f.evidence, "pageable_", &pageable);
     if let Some(b) = bw(&pageable) {
-        f.evidence.field("pageable_gb_per_s", Value::Ratio(b));
+        f.evidence.field("pageable_GB/s", Value::Ratio(b));
     }
     match (bw(&pageable), bw(&pinned)) {
         (Some(p), Some(q)) if q > p => {
             let bytes: u64 = pageable.iter().map(|x| x.bytes).sum();
             let at_pinned = (bytes as f64 / q) as u64;
             f.saving_ns = Some(cost.saturating_sub(at_pinned));
-            f.evidence.field("pinned_gb_per_s", Value::Ratio(q));
+            f.evidence.field("pinned_GB/s", Value::Ratio(q));
             f.evidence.say(format!(
                 "Pinned transfers in this run moved {q:.2} GB/s against {p:.2} GB/s for pageable ones; the saving assumes the pinned rate."
             ));
