@@ -406,4 +406,67 @@ mod tests {
         let run = b.build();
         assert!(run_rule(&run, check).findings.is_empty());
     }
+
+    const HOST_USE: &str = "static double a[100], b[100];\nint main(void) {\n  double s = 0;\n  for (int it = 0; it < 10; it++) {\n#pragma acc parallel loop\n    for (int i = 0; i < 100; i++) a[i] = b[i] + it;\n    s += a[0];\n  }\n  return s > 0;\n}\n";
+
+    fn host_use_run() -> crate::Run {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("h.c", 5);
+        let a = b.buf(800, 0);
+        let bb = b.buf(800, 0);
+        for _ in 0..10 {
+            b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
+        }
+        b.run.copies.iter_mut().for_each(|c| {
+            c.variable = Some(if c.host_ptr == Some(a.ptr) {
+                "a".into()
+            } else {
+                "b".into()
+            })
+        });
+        b.build()
+    }
+
+    #[test]
+    fn host_reads_in_the_loop_get_update_host() {
+        let run = host_use_run();
+        let set = SourceSet::with_text("h.c", HOST_USE);
+        let opts = crate::rules::Options {
+            min_bytes: 100,
+            ..Default::default()
+        };
+        let cx = crate::rules::Context::new(&run, &set, &opts);
+        let c = check(&cx);
+        let f = &c.findings[0];
+        assert_eq!(
+            f.proposal.directive.as_deref(),
+            Some("#pragma acc data copyin(b) create(a)")
+        );
+        let p = patch::render(&set, &f.proposal.edits).expect("patch");
+        assert!(
+            p.files[0]
+                .1
+                .contains("#pragma acc update host(a)\n    s += a[0];"),
+            "{}",
+            p.diff
+        );
+        // The downloads of a stay (as the update); only b's are saved.
+        assert!(f.proposal.text.contains("`update host(a)` before line 7"));
+    }
+
+    #[test]
+    fn host_writes_in_the_loop_mean_no_patch() {
+        let run = host_use_run();
+        let src = HOST_USE.replace("s += a[0];", "b[0] = s;");
+        let set = SourceSet::with_text("h.c", &src);
+        let opts = crate::rules::Options {
+            min_bytes: 100,
+            ..Default::default()
+        };
+        let cx = crate::rules::Context::new(&run, &set, &opts);
+        let f = &check(&cx).findings[0];
+        assert!(f.proposal.edits.is_empty());
+        let why = f.proposal.no_patch.as_deref().unwrap_or("");
+        assert!(why.contains("the host writes `b` at line 7"), "{why}");
+    }
 }

@@ -225,7 +225,7 @@ pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionP
             )
         } else if written && first_write_only.is_some_and(|f| f.0) {
             let line = first_write_only.map(|f| f.1).unwrap_or(0);
-            ("create", format!("the construct at line {line} writes `{name}` before anything reads it and the host does not read it after the loop: the device needs no initial values"))
+            ("create", format!("the construct at line {line} writes `{name}` before anything reads it and the host does not read it after the loop: the device needs no initial values (this assumes the loop never reads parts of it that it does not write; --verify checks the output)"))
         } else if written {
             ("copyin", format!("the loop reads `{name}` before writing it on the device and the host does not read it after the loop"))
         } else {
