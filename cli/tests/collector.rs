@@ -44,12 +44,18 @@ fn check_sample(exe: &str, src: &str, args: &[&str], expected_computes: usize) -
     let bin = samples().join(exe);
     let out = accprof_run(dir.path(), &["--no-summary"], &bin, args);
     assert!(out.status.success(), "{exe}: {}", stderr(&out));
-    assert!(stdout(&out).contains("reference: match"), "{exe}: {}", stdout(&out));
+    assert!(
+        stdout(&out).contains("reference: match"),
+        "{exe}: {}",
+        stdout(&out)
+    );
     let run = only_trace(dir.path());
     assert!(run.header.sources.acc_prof.is_active());
     let sites = compute_sites(&run);
     assert_eq!(sites.len(), expected_computes, "{exe}: compute constructs");
-    let src_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples").join(src);
+    let src_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples")
+        .join(src);
     let lines = directive_lines(&src_path, &["parallel", "kernels", "serial"]);
     for (file, line) in &sites {
         assert_eq!(file, src, "{exe}: attributed to {file}");
@@ -67,7 +73,11 @@ fn laplace_bad_c_two_kernels_regions_per_iteration() {
     // laplace_bad.c: two `kernels` regions in the iteration loop.
     let run = check_sample("laplace_bad", "laplace_bad.c", &["64", "5", "0"], 2 * 5);
     let distinct: std::collections::BTreeSet<_> = compute_sites(&run).into_iter().collect();
-    assert_eq!(distinct.len(), 2, "two distinct compute lines: {distinct:?}");
+    assert_eq!(
+        distinct.len(),
+        2,
+        "two distinct compute lines: {distinct:?}"
+    );
 }
 
 #[test]
@@ -77,8 +87,18 @@ fn laplace_good_c_attributed() {
 
 #[test]
 fn laplace_fortran_attributed() {
-    check_sample("laplace_bad_f90", "laplace_bad.f90", &["64", "5", "0"], 2 * 5);
-    check_sample("laplace_good_f90", "laplace_good.f90", &["64", "5", "0"], 2 * 5);
+    check_sample(
+        "laplace_bad_f90",
+        "laplace_bad.f90",
+        &["64", "5", "0"],
+        2 * 5,
+    );
+    check_sample(
+        "laplace_good_f90",
+        "laplace_good.f90",
+        &["64", "5", "0"],
+        2 * 5,
+    );
 }
 
 #[test]
@@ -87,7 +107,11 @@ fn nvhpc_style_fields_are_recorded() {
     let exe = program("nvhpc_driver");
     let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("registered events: 25"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("registered events: 25"),
+        "{}",
+        stdout(&out)
+    );
     let run = only_trace(dir.path());
     let sites = compute_sites(&run);
     assert_eq!(sites, vec![("solver.c".to_string(), Some(42)); 3]);
@@ -109,10 +133,15 @@ fn nvhpc_style_fields_are_recorded() {
         .filter(|c| c.kind == accprof_trace::CopyKind::DeviceToHost)
         .collect();
     assert_eq!(downloads.len(), 3);
-    assert!(downloads.iter().all(|d| d.variable.is_none() && d.bytes == 0));
+    assert!(downloads
+        .iter()
+        .all(|d| d.variable.is_none() && d.bytes == 0));
     let launch = &run.constructs[0].launches[0];
     assert_eq!(launch.kernel_name.as_deref(), Some("solve_42_gpu"));
-    assert_eq!((launch.gangs, launch.vector_length), (Some(7813), Some(128)));
+    assert_eq!(
+        (launch.gangs, launch.vector_length),
+        (Some(7813), Some(128))
+    );
 }
 
 #[test]
@@ -211,16 +240,27 @@ fn a_missing_program_is_a_clear_error() {
     let out = accprof_run(dir.path(), &[], Path::new("./no-such-program"), &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("no-such-program") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("no-such-program") && err.contains("not found"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[test]
 fn output_is_unchanged_by_the_collector() {
     let bin = samples().join("heat2d_data");
-    let bare = Command::new(&bin).args(["64", "64", "20", "5"]).output().expect("runs");
+    let bare = Command::new(&bin)
+        .args(["64", "64", "20", "5"])
+        .output()
+        .expect("runs");
     let dir = tempdir();
-    let watched = accprof_run(dir.path(), &["--no-summary"], &bin, &["64", "64", "20", "5"]);
+    let watched = accprof_run(
+        dir.path(),
+        &["--no-summary"],
+        &bin,
+        &["64", "64", "20", "5"],
+    );
     assert_eq!(bare.status.code(), watched.status.code());
     // Everything but the program's own timing line must be identical.
     let strip = |s: String| {

@@ -130,7 +130,10 @@ fn build(dir: &Path, offload: &str) -> String {
         &format!("make OFFLOAD={offload}"),
     );
     let log = text(&output);
-    assert!(output.status.success(), "make OFFLOAD={offload} failed:\n{log}");
+    assert!(
+        output.status.success(),
+        "make OFFLOAD={offload} failed:\n{log}"
+    );
     log
 }
 
@@ -176,7 +179,10 @@ fn build_and_run_all(offload: &str) {
     for (name, args) in cases {
         let bin = dir.join(name);
         assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
-        check_run(&format!("{name} {}", args.join(" ")), Command::new(&bin).args(args));
+        check_run(
+            &format!("{name} {}", args.join(" ")),
+            Command::new(&bin).args(args),
+        );
     }
 
     if !have("mpicc") {
@@ -204,7 +210,10 @@ fn build_and_run_all(offload: &str) {
             cmd.arg("--oversubscribe");
         }
         cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS);
-        check_run(&format!("mpirun -np {np} mpi_halo {}", MPI_ARGS.join(" ")), &mut cmd);
+        check_run(
+            &format!("mpirun -np {np} mpi_halo {}", MPI_ARGS.join(" ")),
+            &mut cmd,
+        );
     }
 }
 
@@ -224,13 +233,19 @@ fn host_only_build_runs_every_sample() {
 fn header_line_references_are_exact() {
     for name in SOURCES {
         let path = samples_dir().join(name);
-        let source = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let source =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let lines: Vec<&str> = source.lines().collect();
         let fortran = name.ends_with(".f90");
         let header_len = lines
             .iter()
-            .position(|l| if fortran { !l.starts_with('!') } else { l.trim() == "*/" })
+            .position(|l| {
+                if fortran {
+                    !l.starts_with('!')
+                } else {
+                    l.trim() == "*/"
+                }
+            })
             .unwrap_or_else(|| panic!("{name}: no header comment"));
         let mut found = 0;
         for (i, line) in lines[..header_len].iter().enumerate() {

@@ -29,7 +29,8 @@ pub fn collector_lib() -> PathBuf {
     LIB.get_or_init(|| {
         let dir = accprof().parent().expect("binary dir").to_path_buf();
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "accprof-collector"]).current_dir(repo());
+        cmd.args(["build", "-q", "-p", "accprof-collector"])
+            .current_dir(repo());
         if dir.ends_with("release") {
             cmd.arg("--release");
         }
