@@ -5,13 +5,15 @@
 # variant, the median wall time and the median of per-round ratios to bare
 # (with min-max), so machine noise shared by one round cancels out.
 #
-# Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT] [--quick]
+# Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT]
+#                           [--variants "bare ref accprof-sampled ..."] [--quick]
 #   LIB     libaccprof.so / librefcollector.so
 #   DIR     samples built with `make -C samples` (with nvptx offload for GPU figures)
 #   COUNT   launch_storm count (2 tiny kernels each; default 50000 = 100k kernels)
 #   --quick small sizes, for a check that the script works (not for figures)
 set -euo pipefail
 reps=7 quick=0 acc= ref= samples= storm=50000
+variants=(bare ref accprof-off accprof-sampled accprof-full)
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
@@ -19,6 +21,7 @@ while [ $# -gt 0 ]; do
     --samples) samples=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --storm) storm=$2; shift 2 ;;
+    --variants) read -r -a variants <<< "$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     *) echo "overhead.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -31,7 +34,6 @@ if [ $quick = 1 ]; then
 else
   programs=("launch_storm $storm" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
 fi
-variants=(bare ref accprof-off accprof-sampled accprof-full)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export SAMPLE_SKIP_REFERENCE=1
