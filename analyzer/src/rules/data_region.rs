@@ -343,12 +343,44 @@ pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionP
         }
         let items: Vec<String> = used.iter().map(|a| a.item.clone()).collect();
         add.insert(0, format!("present({})", items.join(", ")));
+        // A `kernels` region is parallelized (or not) by the compiler's own
+        // analysis, and GCC's changes with the data clauses: a region it ran
+        // on many gangs with implicit copies can come out as one gang with
+        // `present`. Where the source allows it, make it an explicit
+        // `parallel loop`, which does not depend on that analysis.
+        let mut construct = None;
+        if c.d.construct_name() == "kernels" && !c.d.has_loop() {
+            match super::l3_single_gang::rewrite_as_parallel_loop(src, &c.d) {
+                Ok(rw) => {
+                    for a in rw.add.iter().rev() {
+                        add.insert(0, a.clone());
+                    }
+                    remove.extend(rw.remove.iter().cloned());
+                    construct = Some("parallel loop".to_string());
+                    if let Some(end) = rw.closing {
+                        plan.edits.push(Edit::Delete {
+                            file: src.path.clone(),
+                            line: end,
+                            expect: src.line(end).trim().to_string(),
+                        });
+                    }
+                    plan.notes.push(format!(
+                        "`kernels` at line {} becomes an explicit `parallel loop`: with `present` clauses GCC may run a `kernels` region on one gang where it parallelized it before",
+                        c.d.line
+                    ));
+                }
+                Err(why) => plan.notes.push(format!(
+                    "`kernels` at line {} stays `kernels` ({why}); check after the change that the compiler still parallelizes it",
+                    c.d.line
+                )),
+            }
+        }
         plan.edits.push(Edit::Directive {
             file: src.path.clone(),
             line: c.d.line,
             end_line: c.d.end_line,
             original: src.line(c.d.line).trim().to_string(),
-            construct: None,
+            construct,
             remove,
             add,
         });
