@@ -241,7 +241,9 @@ pub(crate) fn rewrite_as_parallel_loop(
         .map(str::trim)
         == Some("1");
     let Some((a, b, closing)) = src.block_of(d) else {
-        return Err(format!("could not find the block of `{name}` at line {line}"));
+        return Err(format!(
+            "could not find the block of `{name}` at line {line}"
+        ));
     };
     let Some(lp) = src.loop_at(a).filter(|l| l.end_line == b) else {
         return Err(format!(
