@@ -318,7 +318,21 @@ struct ThreadCache {
 /// Chains remembered per thread, at most.
 const MAX_CHAINS: usize = 32;
 
+extern "C" {
+    /// glibc: the main thread's stack address at program start (argc's
+    /// slot); every frame of the main thread lies below it.
+    static __libc_stack_end: *mut c_void;
+}
+
 fn stack_end() -> u64 {
+    // SAFETY: getpid/gettid have no preconditions.
+    let main_thread = unsafe { libc::getpid() == libc::gettid() };
+    if main_thread {
+        // pthread_getattr_np would parse /proc/self/maps for the main
+        // thread; glibc's start-up stack address is a tighter bound anyway.
+        // SAFETY: a glibc data symbol written once before main().
+        return unsafe { __libc_stack_end } as u64;
+    }
     // SAFETY: pthread_getattr_np fills an attr we own and destroy; the
     // stack address and size it reports describe this thread's stack.
     unsafe {

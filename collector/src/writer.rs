@@ -102,9 +102,11 @@ fn wait_until(timeout: Duration, done: impl Fn() -> bool) -> bool {
         if start.elapsed() >= timeout {
             return false;
         }
+        // Short steps: exit waits on this, and most flushes take well under
+        // a millisecond.
         let ts = libc::timespec {
             tv_sec: 0,
-            tv_nsec: 1_000_000,
+            tv_nsec: 50_000,
         };
         // SAFETY: nanosleep with a valid timespec; async-signal-safe.
         unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
