@@ -158,14 +158,17 @@ fn runtime_name(addr: *const c_void) -> String {
 }
 
 /// Starts a new region for construct starts, closes it for ends.
-fn region_for(kind: AccEventKind) -> accprof_trace::RegionId {
+#[inline]
+fn region_for(kind: AccEventKind, t: &crate::tls::PerThread) -> accprof_trace::RegionId {
     use AccEventKind::*;
     match kind {
         ComputeConstructStart | EnterDataStart | ExitDataStart | UpdateStart | WaitStart => {
-            region::open()
+            region::open_in(t)
         }
-        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd => region::close(),
-        _ => region::current(),
+        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd => {
+            region::close_in(t)
+        }
+        _ => region::current_in(t),
     }
 }
 
@@ -193,33 +196,51 @@ pub unsafe extern "C" fn on_event(
     let anchor = std::hint::black_box(0u64);
     let anchor = &anchor as *const u64 as usize;
     state::guarded("the acc_prof callback", || {
-        sink::push_with(|| {
-            // SAFETY: the runtime passes valid (or NULL) pointers for the call.
-            unsafe { convert(time_ns, prof_info.as_ref(), event_info.cast_const(), anchor) }
-                .map(Record::Acc)
+        // One thread-local access per event: everything below takes `t`.
+        let _ = crate::tls::THREAD.try_with(|t| {
+            sink::push_with(t, |slot| {
+                // SAFETY: the runtime passes valid (or NULL) pointers for the
+                // call; `slot` is writable space for one record.
+                unsafe {
+                    convert_into(
+                        slot,
+                        t,
+                        time_ns,
+                        prof_info.as_ref(),
+                        event_info.cast_const(),
+                        anchor,
+                    )
+                }
+            })
         });
     });
 }
 
-/// Turns the runtime's structs into an [`AccEvent`]. `stack_anchor` is the
+/// Turns the runtime's structs into an [`AccEvent`] record written straight
+/// into `slot` (no intermediate copies of the ~170-byte record on the hot
+/// path); false when the event is not recorded. `stack_anchor` is the
 /// address of a local in the callback's frame (for call-site capture).
 ///
 /// # Safety
-/// `event_info` must be NULL or point to an acc_event_info whose
-/// `valid_bytes` is truthful.
+/// `slot` must be valid for writing one `Record`; `event_info` must be NULL
+/// or point to an acc_event_info whose `valid_bytes` is truthful.
 #[inline(always)]
-pub unsafe fn convert(
+pub(crate) unsafe fn convert_into(
+    slot: *mut Record,
+    t: &crate::tls::PerThread,
     time_ns: u64,
     pi: Option<&AccProfInfo>,
     event_info: *const c_void,
     stack_anchor: usize,
-) -> Option<AccEvent> {
-    let pi = pi?;
+) -> bool {
+    let Some(pi) = pi else {
+        return false;
+    };
     let Some(kind) = AccEventKind::from_raw(pi.event_type as i64) else {
         UNKNOWN_EVENTS.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return false;
     };
-    let region = region_for(kind);
+    let region = region_for(kind, t);
     let string = |p: Option<*const c_char>| match p {
         // SAFETY: a non-NULL string field from the runtime is NUL-terminated.
         Some(p) if !p.is_null() => unsafe { sink::intern_cstr(p) },
@@ -236,7 +257,7 @@ pub unsafe fn convert(
     };
     // Only top-level constructs need their own call site: nested ones (the
     // implicit data part of a compute construct) share their parent's.
-    let call_site = if is_construct_start(kind) && location.line.is_none() && region::depth() == 1 {
+    let call_site = if is_construct_start(kind) && location.line.is_none() && t.depth.get() == 1 {
         callsite::capture(stack_anchor)
     } else {
         None
@@ -279,20 +300,25 @@ pub unsafe fn convert(
     } else {
         AccDetail::None
     };
-    Some(AccEvent {
-        time_ns,
-        kind,
-        thread: clock::thread_id(),
-        region,
-        device_type: field!(pi, AccProfInfo, device_type)
-            .filter(|&d| d >= 0)
-            .map(|d| d as u32),
-        device_number: non_negative(field!(pi, AccProfInfo, device_number)),
-        async_queue: field!(pi, AccProfInfo, async_).map(|a| a as i32),
-        construct,
-        implicit,
-        location,
-        call_site,
-        detail,
-    })
+    let thread = clock::thread_id_in(t);
+    // SAFETY: the caller guarantees `slot` is writable for one Record.
+    unsafe {
+        slot.write(Record::Acc(AccEvent {
+            time_ns,
+            kind,
+            thread,
+            region,
+            device_type: field!(pi, AccProfInfo, device_type)
+                .filter(|&d| d >= 0)
+                .map(|d| d as u32),
+            device_number: non_negative(field!(pi, AccProfInfo, device_number)),
+            async_queue: field!(pi, AccProfInfo, async_).map(|a| a as i32),
+            construct,
+            implicit,
+            location,
+            call_site,
+            detail,
+        }));
+    }
+    true
 }

@@ -22,24 +22,29 @@ pub fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-thread_local! {
-    static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
 /// OS id of the calling thread (cached per thread).
 #[inline]
 pub fn thread_id() -> u32 {
-    let cached = TID.try_with(|t| t.get()).unwrap_or(0);
+    crate::tls::THREAD
+        .try_with(thread_id_in)
+        // SAFETY: gettid has no preconditions.
+        .unwrap_or_else(|_| unsafe { libc::gettid() } as u32)
+}
+
+/// OS id of the thread `t` belongs to.
+#[inline]
+pub(crate) fn thread_id_in(t: &crate::tls::PerThread) -> u32 {
+    let cached = t.tid.get();
     if cached != 0 {
         return cached;
     }
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() } as u32;
-    let _ = TID.try_with(|t| t.set(tid));
+    t.tid.set(tid);
     tid
 }
 
 /// Forgets this thread's cached id (the child of a fork has a new one).
 pub fn reset_thread_id() {
-    let _ = TID.try_with(|t| t.set(0));
+    let _ = crate::tls::THREAD.try_with(|t| t.tid.set(0));
 }

@@ -24,6 +24,7 @@ mod signals;
 mod sink;
 pub mod state;
 mod summary_at_exit;
+mod tls;
 mod writer;
 
 use std::ffi::c_void;

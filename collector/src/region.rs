@@ -5,66 +5,70 @@
 //! events, launches) and the driver calls CUPTI reports on the same thread
 //! belong to the innermost open region.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use accprof_trace::RegionId;
 
+use crate::tls::{PerThread, DEPTH, THREAD};
+
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-const DEPTH: usize = 16;
-
-thread_local! {
-    static STACK: Cell<([u64; DEPTH], usize)> = const { Cell::new(([0; DEPTH], 0)) };
-}
-
-/// Opens a region on this thread and returns its id.
-pub fn open() -> RegionId {
+/// Opens a region on the thread `t` belongs to and returns its id.
+#[inline]
+pub(crate) fn open_in(t: &PerThread) -> RegionId {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let _ = STACK.try_with(|s| {
-        let (mut ids, n) = s.get();
-        if n < DEPTH {
-            ids[n] = id;
-        }
-        // Past DEPTH we only count, so closes stay balanced.
-        s.set((ids, n + 1));
-    });
+    let n = t.depth.get();
+    if n < DEPTH {
+        t.regions[n].set(id);
+    }
+    // Past DEPTH we only count, so closes stay balanced.
+    t.depth.set(n + 1);
     RegionId(id)
 }
 
 /// Closes the innermost region and returns its id (0 when none is open: an
 /// end event whose start was not seen).
-pub fn close() -> RegionId {
-    STACK
-        .try_with(|s| {
-            let (ids, n) = s.get();
-            if n == 0 {
-                return RegionId(0);
-            }
-            s.set((ids, n - 1));
-            RegionId(if n <= DEPTH { ids[n - 1] } else { 0 })
-        })
-        .unwrap_or(RegionId(0))
+#[inline]
+pub(crate) fn close_in(t: &PerThread) -> RegionId {
+    let n = t.depth.get();
+    if n == 0 {
+        return RegionId(0);
+    }
+    t.depth.set(n - 1);
+    RegionId(if n <= DEPTH {
+        t.regions[n - 1].get()
+    } else {
+        0
+    })
 }
 
-/// How many regions are open on this thread.
-pub fn depth() -> usize {
-    STACK.try_with(|s| s.get().1).unwrap_or(0)
+/// The innermost open region (0 when none).
+#[inline]
+pub(crate) fn current_in(t: &PerThread) -> RegionId {
+    let n = t.depth.get();
+    RegionId(if n == 0 || n > DEPTH {
+        0
+    } else {
+        t.regions[n - 1].get()
+    })
 }
 
 /// The innermost open region on this thread (0 when none).
 pub fn current() -> RegionId {
-    STACK
-        .try_with(|s| {
-            let (ids, n) = s.get();
-            RegionId(if n == 0 || n > DEPTH { 0 } else { ids[n - 1] })
-        })
-        .unwrap_or(RegionId(0))
+    THREAD.try_with(current_in).unwrap_or(RegionId(0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn open() -> RegionId {
+        THREAD.with(open_in)
+    }
+
+    fn close() -> RegionId {
+        THREAD.with(close_in)
+    }
 
     #[test]
     fn nested_regions_close_in_order() {

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use accprof_trace::{Record, StringId};
 
 use crate::fasthash::AddrMap;
+use crate::tls::{PerThread, THREAD};
 
 /// Records a thread buffers before it wakes the writer.
 const WAKE_AT: usize = 8192;
@@ -42,7 +43,6 @@ pub(crate) static DROPPED: AtomicU64 = AtomicU64::new(0);
 type StringCache = AddrMap<usize, (StringId, Box<[u8]>)>;
 
 thread_local! {
-    static LOCAL: RefCell<Option<Arc<ThreadBuffer>>> = const { RefCell::new(None) };
     static STRING_CACHE: RefCell<StringCache> = RefCell::new(AddrMap::default());
 }
 
@@ -53,9 +53,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn register_local() -> Option<()> {
-    LOCAL
-        .try_with(|l| {
-            let mut l = l.try_borrow_mut().ok()?;
+    THREAD
+        .try_with(|t| {
+            let mut l = t.buffer.try_borrow_mut().ok()?;
             if l.is_none() {
                 let buf = Arc::new(ThreadBuffer {
                     records: Mutex::new(Vec::with_capacity(WAKE_AT)),
@@ -69,15 +69,16 @@ fn register_local() -> Option<()> {
         .flatten()
 }
 
-/// Builds a record straight into this thread's buffer (no intermediate
-/// copies of the record on the hot path); `make` returning None pushes
-/// nothing. `make` must not push itself.
+/// Builds a record straight into this thread's buffer: `make` writes it
+/// into the slot it is given and returns true, or returns false to push
+/// nothing. No intermediate copies of the record on the hot path. `make`
+/// must not push itself.
 #[inline]
-pub(crate) fn push_with(make: impl FnOnce() -> Option<Record>) {
+pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Record) -> bool) {
     crate::check_child_writer();
     let mut make = Some(make);
-    let pushed = LOCAL.try_with(|l| {
-        let l = l.try_borrow().ok()?;
+    let pushed = (|| {
+        let l = t.buffer.try_borrow().ok()?;
         let buf = l.as_ref()?;
         let make = make.take()?;
         let mut v = lock(&buf.records);
@@ -85,28 +86,29 @@ pub(crate) fn push_with(make: impl FnOnce() -> Option<Record>) {
             v.reserve(WAKE_AT);
         }
         let len = v.len();
-        // SAFETY: capacity > len was ensured above; the slot is written
-        // completely before the length covers it.
+        // SAFETY: capacity > len was ensured above; `make` writes the whole
+        // slot before the length covers it, and the length grows only if it
+        // said so.
         unsafe {
-            let slot = v.as_mut_ptr().add(len);
-            match make() {
-                Some(rec) => slot.write(rec),
-                None => return Some(len),
+            if !make(v.as_mut_ptr().add(len)) {
+                return Some(len);
             }
             v.set_len(len + 1);
         }
         Some(len + 1)
-    });
+    })();
     match pushed {
-        Ok(Some(len)) => {
+        Some(len) => {
             if len == WAKE_AT {
                 wake_writer();
             }
         }
-        _ => {
+        None => {
             if let Some(make) = make {
-                if let Some(rec) = make() {
-                    push(rec);
+                let mut rec = std::mem::MaybeUninit::<Record>::uninit();
+                if make(rec.as_mut_ptr()) {
+                    // SAFETY: `make` returned true: it wrote the record.
+                    push(unsafe { rec.assume_init() });
                 }
             }
         }
@@ -118,8 +120,8 @@ pub(crate) fn push_with(make: impl FnOnce() -> Option<Record>) {
 pub(crate) fn push(rec: Record) {
     crate::check_child_writer();
     let mut rec = Some(rec);
-    let pushed = LOCAL.try_with(|l| {
-        let l = l.try_borrow().ok()?;
+    let pushed = THREAD.try_with(|t| {
+        let l = t.buffer.try_borrow().ok()?;
         let buf = l.as_ref()?;
         let mut v = lock(&buf.records);
         v.push(rec.take()?);
@@ -282,8 +284,8 @@ pub(crate) fn fork_child() {
             *interned = None;
         }
     });
-    let _ = LOCAL.try_with(|l| {
-        if let Ok(mut l) = l.try_borrow_mut() {
+    let _ = THREAD.try_with(|t| {
+        if let Ok(mut l) = t.buffer.try_borrow_mut() {
             *l = None;
         }
     });

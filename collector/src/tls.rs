@@ -1,0 +1,32 @@
+//! Everything the hot path keeps per thread, in one thread-local: a cdylib
+//! pays a `__tls_get_addr` call (and a lazy-init check) per thread-local it
+//! touches, and every acc_prof event touches all of these.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use crate::sink::ThreadBuffer;
+
+/// Regions tracked per thread (deeper nesting is counted, not recorded).
+pub(crate) const DEPTH: usize = 16;
+
+pub(crate) struct PerThread {
+    /// OS thread id, 0 until first asked.
+    pub tid: Cell<u32>,
+    /// Open OpenACC regions, innermost at `depth - 1`.
+    pub regions: [Cell<u64>; DEPTH],
+    pub depth: Cell<usize>,
+    /// This thread's record buffer, registered on first use.
+    pub buffer: RefCell<Option<Arc<ThreadBuffer>>>,
+}
+
+thread_local! {
+    pub(crate) static THREAD: PerThread = const {
+        PerThread {
+            tid: Cell::new(0),
+            regions: [const { Cell::new(0) }; DEPTH],
+            depth: Cell::new(0),
+            buffer: RefCell::new(None),
+        }
+    };
+}
