@@ -133,28 +133,18 @@ pub unsafe fn register_all(reg: AccProfReg, route: &str) {
 
 /// Names the library that holds `addr` (the runtime's register function).
 fn runtime_name(addr: *const c_void) -> String {
-    let mut info: libc::Dl_info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
+    let Some(path) = crate::callsite::object_of(addr) else {
+        return "OpenACC runtime".into();
     };
-    // SAFETY: dladdr fills the struct we own; dli_fname is owned by the loader.
-    unsafe {
-        if libc::dladdr(addr, &mut info) != 0 && !info.dli_fname.is_null() {
-            let path = std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy();
-            let name = path.rsplit('/').next().unwrap_or(&path);
-            let family = if name.starts_with("libgomp") {
-                "GCC libgomp"
-            } else if name.starts_with("libacc") || name.starts_with("libnv") {
-                "NVHPC"
-            } else {
-                "OpenACC runtime"
-            };
-            return format!("{family} {path}");
-        }
-    }
-    "OpenACC runtime".into()
+    let name = path.rsplit('/').next().unwrap_or(&path);
+    let family = if name.starts_with("libgomp") {
+        "GCC libgomp"
+    } else if name.starts_with("libacc") || name.starts_with("libnv") {
+        "NVHPC"
+    } else {
+        "OpenACC runtime"
+    };
+    format!("{family} {path}")
 }
 
 /// Starts a new region for construct starts, closes it for ends.

@@ -81,24 +81,27 @@ fn is_runtime_library(path: &str, own_path: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-fn own_path() -> String {
-    let mut info: libc::Dl_info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    };
-    // SAFETY: dladdr on the address of one of our own functions; it fills the
-    // struct we own. dli_fname, when set, is a NUL-terminated string owned by
-    // the loader for as long as the object stays loaded.
+/// Path of the loaded object that holds `addr` (as the loader names it).
+pub(crate) fn object_of(addr: *const c_void) -> Option<String> {
+    // SAFETY: Dl_info is plain data, valid zeroed; dladdr fills it for an
+    // address inside a loaded object and returns 0 otherwise. dli_fname,
+    // when set, is a NUL-terminated string owned by the loader for as long
+    // as the object stays loaded.
     unsafe {
-        if libc::dladdr(own_path as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
-            return CStr::from_ptr(info.dli_fname)
-                .to_string_lossy()
-                .into_owned();
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
         }
+        Some(
+            CStr::from_ptr(info.dli_fname)
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
-    String::new()
+}
+
+fn own_path() -> String {
+    object_of(own_path as *const c_void).unwrap_or_default()
 }
 
 /// A loaded object as dl_iterate_phdr shows it: path, load bias,

@@ -584,19 +584,7 @@ fn object_path(handle: *mut c_void, symbol: &CStr) -> Option<String> {
     if sym.is_null() {
         return None;
     }
-    // SAFETY: Dl_info is plain data, valid zeroed; dladdr fills it.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: `sym` is an address inside a loaded object.
-    if unsafe { libc::dladdr(sym, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dli_fname points to the loader's NUL-terminated copy of the
-    // object's name, alive while the object is loaded.
-    Some(
-        unsafe { CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    crate::callsite::object_of(sym.cast_const())
 }
 
 /// Finds libcupti and loads it: the one already in the process if any (the

@@ -75,20 +75,9 @@ fn find_accprof() -> Result<PathBuf, String> {
 
 /// The file this code was loaded from (libaccprof.so), from dladdr.
 fn this_library() -> Option<PathBuf> {
-    // SAFETY: Dl_info is plain data; dladdr fills it for an address inside a
-    // loaded object and returns 0 otherwise. dli_fname, when non-null, is a
-    // NUL-terminated string owned by the dynamic loader, valid while the
-    // object stays loaded (we are running its code).
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        let addr = print_summary as *const () as *const libc::c_void;
-        if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
-            return None;
-        }
-        let name = std::ffi::CStr::from_ptr(info.dli_fname);
-        let path = PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
-        Some(std::fs::canonicalize(&path).unwrap_or(path))
-    }
+    let addr = print_summary as *const () as *const libc::c_void;
+    let path = PathBuf::from(crate::callsite::object_of(addr)?);
+    Some(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
 fn cstring(bytes: &[u8]) -> Result<CString, String> {

@@ -21,7 +21,7 @@ use crate::record::{Header, Record};
 pub struct Writer<W: Write> {
     /// `None` only after `finish` took it.
     out: Option<W>,
-    /// The open block: [`BLOCK_HEADER_LEN`] placeholder bytes, then payload
+    /// The open block: [`BLOCK_HEADER_LEN`] bytes reserved for its header, then payload
     /// up to `fill`. The bytes after `fill` are working room: the buffer is
     /// kept at least `size_bound` longer than `fill` before each record.
     block: Vec<u8>,
