@@ -163,6 +163,56 @@ fn fork_leaves_one_trace_per_process() {
 }
 
 #[test]
+fn constructs_lie_inside_the_programs_own_clock_readings() {
+    // The program reads CLOCK_MONOTONIC just before and just after each of
+    // its compute constructs; the trace's times are on that clock, whether
+    // the collector stamped them with clock_gettime or the TSC.
+    for clock in ["auto", "monotonic"] {
+        let dir = tempdir();
+        let exe = program("clock");
+        let out = Command::new(accprof())
+            .arg("run")
+            .arg("--lib")
+            .arg(collector_lib())
+            .arg("--no-summary")
+            .arg("--output")
+            .arg(dir.path().join("t-%p.trace"))
+            .arg("--")
+            .arg(&exe)
+            .env("ACCPROF_CLOCK", clock)
+            .output()
+            .expect("accprof runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let brackets: Vec<(u64, u64)> = stdout(&out)
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("bracket ")?.split(' ');
+                Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+            })
+            .collect();
+        assert_eq!(brackets.len(), 8);
+        let run = only_trace(dir.path());
+        let mut computes: Vec<(u64, u64)> = run
+            .constructs
+            .iter()
+            .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
+            .map(|c| (c.start_ns, c.end_ns.expect("construct ended")))
+            .collect();
+        computes.sort();
+        assert_eq!(computes.len(), 8);
+        // Readings of the counter and the clock agree to well under a
+        // microsecond; allow 2 us for the clock's own read time.
+        const SLACK: u64 = 2_000;
+        for ((start, end), (before, after)) in computes.iter().zip(&brackets) {
+            assert!(
+                before.saturating_sub(SLACK) <= *start && start <= end && *end <= after + SLACK,
+                "ACCPROF_CLOCK={clock}: construct {start}..{end} outside {before}..{after}"
+            );
+        }
+    }
+}
+
+#[test]
 fn exit_from_a_thread_keeps_the_trace() {
     let dir = tempdir();
     let exe = program("thread_exit");

@@ -180,7 +180,8 @@ pub unsafe extern "C" fn on_event(
     event_info: *mut c_void,
     _api_info: *mut c_void,
 ) {
-    let time_ns = clock::now_ns();
+    // Converted to ns by the writer (see clock).
+    let time_ns = clock::stamp();
     // A fixed point in this frame: the runtime's frames above it have a
     // fixed layout per call chain (see callsite::capture).
     let anchor = std::hint::black_box(0u64);

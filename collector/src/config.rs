@@ -19,6 +19,9 @@ pub struct Config {
     pub disabled: bool,
     /// ACCPROF_QUIET=1: no notes on stderr (errors still print).
     pub quiet: bool,
+    /// ACCPROF_CLOCK=monotonic: stamp host events with clock_gettime even
+    /// where the time-stamp counter could be used (see `clock`).
+    pub allow_tsc: bool,
     /// Problems with the options themselves, reported once at start.
     pub warnings: Vec<String>,
 }
@@ -50,6 +53,16 @@ impl Config {
             Ok(s) if !s.is_empty() => s,
             _ => DEFAULT_OUTPUT.to_string(),
         };
+        let allow_tsc = match std::env::var("ACCPROF_CLOCK").as_deref() {
+            Err(_) | Ok("") | Ok("auto") => true,
+            Ok("monotonic") => false,
+            Ok(other) => {
+                warnings.push(format!(
+                    "ACCPROF_CLOCK={other} is not one of auto, monotonic; using auto"
+                ));
+                true
+            }
+        };
         Config {
             output,
             hash,
@@ -60,6 +73,7 @@ impl Config {
             summary: flag("ACCPROF_TIME") || flag("PGI_ACC_TIME") || flag("NV_ACC_TIME"),
             disabled: flag("ACCPROF_DISABLE"),
             quiet: flag("ACCPROF_QUIET"),
+            allow_tsc,
             warnings,
         }
     }

@@ -112,6 +112,7 @@ fn init() {
             return;
         }
         header::mark_start();
+        clock::init(cfg.allow_tsc);
         if !state::enable() {
             return;
         }

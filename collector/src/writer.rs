@@ -157,6 +157,7 @@ fn run() {
     let mut batch: Vec<Vec<Record>> = Vec::new();
     let mut spares: Vec<Vec<Record>> = Vec::new();
     let mut dropped_written = 0u64;
+    let mut clock = crate::clock::Calibration::new();
     loop {
         wait_for_wake();
         let stopping = STOP.load(Ordering::Acquire);
@@ -170,6 +171,16 @@ fn run() {
             sink::drain_nonblocking(&mut batch);
         } else {
             sink::drain(&mut batch, &mut spares);
+        }
+        // Stamps of acc_prof events into ns (see clock): the reading comes
+        // after the drain, so it is newer than every stamp drained.
+        if crate::clock::uses_tsc() {
+            clock.take_reading();
+            for r in batch.iter_mut().flatten() {
+                if let Record::Acc(e) = r {
+                    e.time_ns = clock.to_ns(e.time_ns);
+                }
+            }
         }
         let has_events = batch.iter().flatten().any(|r| {
             !matches!(
