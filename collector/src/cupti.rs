@@ -40,9 +40,14 @@ use sys::CUptiResult::{
 use sys::CUpti_ActivityKind as Kind;
 use sys::CUpti_driver_api_trace_cbid as Cb;
 
-/// Activity buffers handed to CUPTI: large enough that a busy program fills
-/// one every few thousand launches, not every few dozen.
-const BUFFER_BYTES: usize = 8 << 20;
+/// Activity buffers handed to CUPTI: about 4,000 kernel records each, so a
+/// busy program fills one every few thousand launches, not every few dozen,
+/// and CUPTI's worker thread hands full ones back while the program runs
+/// (see [`FLUSH_PERIOD_MS`]) instead of all of them at exit, where turning
+/// them into records would add to the program's wall time.
+const BUFFER_BYTES: usize = 1 << 20;
+/// How often CUPTI's worker thread returns full buffers.
+const FLUSH_PERIOD_MS: u32 = 100;
 /// CUPTI requires 8-byte aligned activity buffers.
 const BUFFER_ALIGN: usize = 8;
 
@@ -236,6 +241,19 @@ fn start_inner() -> Result<(), String> {
         }
     }
 
+    if has_symbol(&lib, c"cuptiActivityFlushPeriod") {
+        // SAFETY: a plain setting of CUPTI's worker thread.
+        let r = unsafe { sys::cuptiActivityFlushPeriod(FLUSH_PERIOD_MS) };
+        if r != CUPTI_SUCCESS {
+            notes.push((
+                Level::Info,
+                format!(
+                    "cuptiActivityFlushPeriod failed ({r:?}); device records are processed at exit"
+                ),
+            ));
+        }
+    }
+
     let mut refused = Vec::new();
     for (cb, _) in TRACED {
         // SAFETY: `sub` is our live subscriber; the id is from this CUPTI's
@@ -377,8 +395,9 @@ fn dl_error() -> String {
 }
 
 /// Checks that the CUDA driver library loads (CUPTI cannot work without it)
-/// and returns its CUDA version (e.g. 13000) when it says. The probe handle
-/// is closed again: CUPTI and the runtime load the driver themselves.
+/// and returns its CUDA version (e.g. 13000) when it says. The handle stays
+/// open: CUPTI and the runtime load the driver next, and closing it here
+/// would unload it only for them to load it again (about a millisecond).
 fn probe_driver() -> Result<Option<i32>, String> {
     let name = c"libcuda.so.1";
     // SAFETY: dlopen with a NUL-terminated name; RTLD_NOLOAD only looks.
@@ -409,8 +428,6 @@ fn probe_driver() -> Result<Option<i32>, String> {
             f(&mut version) == 0
         }
     };
-    // SAFETY: closing our own probe handle; no pointer into it is kept.
-    unsafe { libc::dlclose(h) };
     Ok(ok.then_some(version))
 }
 
