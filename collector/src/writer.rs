@@ -247,6 +247,12 @@ fn open() -> Sink {
         crate::config::expand_output(&cfg.output, header.pid, &header.host, header.rank, |p| {
             std::path::Path::new(p).exists()
         });
+    // An old trace of the same name is removed, not truncated: ext4 flushes
+    // a truncated-then-rewritten file to disk at close (several ms on the
+    // program's exit path); a new file is written back in the background.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        let _ = std::fs::remove_file(&path);
+    }
     let file = match File::create(&path) {
         Ok(f) => f,
         Err(e) => {
