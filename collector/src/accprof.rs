@@ -79,6 +79,7 @@ pub type AccProfReg = unsafe extern "C" fn(c_int, Option<AccProfCallback>, c_int
 pub type AccProfLookup = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 
 const ACC_REG: c_int = 0;
+const DEVICE_INIT_START: c_int = AccEventKind::DeviceInitStart as c_int;
 
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 /// Callbacks with an event number outside the specification's range.
@@ -180,6 +181,13 @@ pub unsafe extern "C" fn on_event(
     event_info: *mut c_void,
     _api_info: *mut c_void,
 ) {
+    // Device initialization waits for CUPTI (started in the background),
+    // so the device's first work is recorded. The wait is not timed.
+    // SAFETY: a non-NULL prof_info from the runtime points to an
+    // acc_prof_info, whose first field is always present.
+    if !prof_info.is_null() && unsafe { (*prof_info).event_type } == DEVICE_INIT_START {
+        crate::cupti::await_start(crate::CUPTI_START_WAIT);
+    }
     // Converted to ns by the writer (see clock).
     let time_ns = clock::stamp();
     // A fixed point in this frame: the runtime's frames above it have a

@@ -119,6 +119,54 @@ fn device_side<F: FnOnce()>(what: &'static str, f: F) {
 // Start, flush, fork
 // ---------------------------------------------------------------------------
 
+/// Set once the background start has finished, whatever its outcome (and
+/// in a forked child, where it never runs).
+static START_DONE: AtomicBool = AtomicBool::new(true);
+
+/// Starts CUPTI on a thread of its own and returns at once; `report` gets
+/// the outcome there. Loading libcupti and subscribing take some 6 ms on
+/// the H200 host, which then overlap with the program's own start-up
+/// instead of adding to it. The runtime's device_init event waits for the
+/// start ([`await_start`]), so no device work begins before recording
+/// does. Where no thread can be started, CUPTI starts here.
+pub(crate) fn start_in_background(report: fn(Result<(), String>)) {
+    START_DONE.store(false, Ordering::Release);
+    let run = move || {
+        let r = start();
+        report(r);
+        START_DONE.store(true, Ordering::Release);
+    };
+    let spawned = std::thread::Builder::new()
+        .name("accprof-cupti".into())
+        .spawn(run);
+    if spawned.is_err() {
+        let r = start();
+        report(r);
+        START_DONE.store(true, Ordering::Release);
+    }
+}
+
+/// Waits (at most `timeout`) for a background start to finish; true when
+/// it has. Polls, so it is safe after fork and takes no lock.
+pub(crate) fn await_start(timeout: std::time::Duration) -> bool {
+    if START_DONE.load(Ordering::Acquire) {
+        return true;
+    }
+    let t0 = std::time::Instant::now();
+    while !START_DONE.load(Ordering::Acquire) {
+        if t0.elapsed() >= timeout {
+            return false;
+        }
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000,
+        };
+        // SAFETY: nanosleep with a valid timespec.
+        unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
+    }
+    true
+}
+
 /// Loads CUPTI and starts recording: kernel, memcpy, memset and device
 /// activity, driver-API callbacks for launches, copies and memsets, and a
 /// flush when a context is about to be destroyed. `Err(reason)` when it
@@ -171,6 +219,7 @@ pub(crate) fn flush() {
 /// [`flush`] and every callback a no-op. Async-signal-safe.
 pub(crate) fn forget_after_fork() {
     STATE.store(FORGOTTEN, Ordering::Release);
+    START_DONE.store(true, Ordering::Release);
 }
 
 const FLUSH_FORCED: u32 = sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED as u32;

@@ -36,6 +36,10 @@ use accprof_trace::SourceState;
 /// How long exit waits for the last records to reach the file.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
+/// How long the runtime's device initialization, the trace header and exit
+/// wait for CUPTI to finish starting.
+pub(crate) const CUPTI_START_WAIT: Duration = Duration::from_secs(5);
+
 /// Set in a forked child: the writer thread is started on first use there.
 static NEED_WRITER: AtomicBool = AtomicBool::new(false);
 
@@ -124,15 +128,22 @@ fn init() {
             return;
         }
         callsite::init();
-        let cupti = if !cfg.cupti {
-            SourceState::Inactive("turned off (ACCPROF_CUPTI=0)".into())
+        if cfg.cupti {
+            cupti::start_in_background(|r| {
+                header::set(
+                    &header::CUPTI,
+                    match r {
+                        Ok(()) => SourceState::Active,
+                        Err(reason) => SourceState::Inactive(reason),
+                    },
+                )
+            });
         } else {
-            match cupti::start() {
-                Ok(()) => SourceState::Active,
-                Err(reason) => SourceState::Inactive(reason),
-            }
-        };
-        header::set(&header::CUPTI, cupti);
+            header::set(
+                &header::CUPTI,
+                SourceState::Inactive("turned off (ACCPROF_CUPTI=0)".into()),
+            );
+        }
         signals::install();
         // SAFETY: registering plain extern "C" functions with no arguments.
         unsafe {
@@ -147,6 +158,9 @@ fn finish() {
     if !state::begin_stop() {
         return;
     }
+    // A program that ends before CUPTI has started (it never used the
+    // device) must not race the start.
+    cupti::await_start(CUPTI_START_WAIT);
     cupti::flush();
     if !writer::stop(EXIT_WAIT) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");

@@ -241,6 +241,8 @@ fn run() {
 }
 
 fn open() -> Sink {
+    // The header says whether CUPTI records: let its start finish first.
+    crate::cupti::await_start(crate::CUPTI_START_WAIT);
     let header = crate::header::build();
     let cfg = crate::config::config();
     let path =
