@@ -6,13 +6,14 @@
 # (with min-max), so machine noise shared by one round cancels out.
 #
 # Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT]
-#                           [--variants "bare ref accprof-sampled ..."] [--quick]
+#                           [--variants "bare ref accprof-sampled ..."] [--programs "prog args,..."] [--quick]
 #   LIB     libaccprof.so / librefcollector.so
 #   DIR     samples built with `make -C samples` (with nvptx offload for GPU figures)
 #   COUNT   launch_storm count (2 tiny kernels each; default 50000 = 100k kernels)
+#   --programs  comma-separated programs with arguments, instead of the default four
 #   --quick small sizes, for a check that the script works (not for figures)
 set -euo pipefail
-reps=7 quick=0 acc= ref= samples= storm=50000
+reps=7 quick=0 acc= ref= samples= storm=50000 only=
 variants=(bare ref accprof-off accprof-sampled accprof-full)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -22,6 +23,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift 2 ;;
     --storm) storm=$2; shift 2 ;;
     --variants) read -r -a variants <<< "$2"; shift 2 ;;
+    --programs) only=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     *) echo "overhead.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -34,6 +36,7 @@ if [ $quick = 1 ]; then
 else
   programs=("launch_storm $storm" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
 fi
+if [ -n "$only" ]; then IFS=, read -r -a programs <<< "$only"; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export SAMPLE_SKIP_REFERENCE=1
