@@ -1,9 +1,10 @@
 //! The one clock of a trace: CLOCK_MONOTONIC in nanoseconds (CUPTI is given
 //! the same clock, so host and device timestamps compare directly).
 //!
-//! The acc_prof hot path does not read that clock itself: where the kernel
-//! keeps CLOCK_MONOTONIC with the CPU's time-stamp counter (an invariant TSC,
-//! the clocksource `tsc`), an event is stamped with the raw counter, which
+//! Host events (acc_prof events, driver calls, buffer hashes) do not read
+//! that clock themselves: where the kernel keeps CLOCK_MONOTONIC with the
+//! CPU's time-stamp counter (an invariant TSC, the clocksource `tsc`), an
+//! event is stamped with the raw counter, which
 //! costs about half as much as `clock_gettime` (16 against 28 ns on the H200
 //! host), and the writer thread turns stamps into nanoseconds with
 //! [`Calibration`]: pairs of (counter, CLOCK_MONOTONIC) readings taken as it

@@ -1544,7 +1544,8 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
     };
     match site {
         SITE_ENTER => {
-            let time_ns = crate::clock::now_ns();
+            // Converted to ns by the writer (see clock).
+            let time_ns = crate::clock::stamp();
             let region = crate::region::current();
             crate::sink::push(Record::DriverCall(DriverCall {
                 time_ns,
@@ -1664,7 +1665,7 @@ unsafe fn push_hash(
         return;
     };
     crate::sink::push(Record::Hash(BufferHash {
-        time_ns: crate::clock::now_ns(),
+        time_ns: crate::clock::stamp(),
         region: crate::region::current(),
         correlation,
         direction,

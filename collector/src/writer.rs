@@ -172,13 +172,16 @@ fn run() {
         } else {
             sink::drain(&mut batch, &mut spares);
         }
-        // Stamps of acc_prof events into ns (see clock): the reading comes
+        // Stamps of host events into ns (see clock): the reading comes
         // after the drain, so it is newer than every stamp drained.
         if crate::clock::uses_tsc() {
             clock.take_reading();
             for r in batch.iter_mut().flatten() {
-                if let Record::Acc(e) = r {
-                    e.time_ns = clock.to_ns(e.time_ns);
+                match r {
+                    Record::Acc(e) => e.time_ns = clock.to_ns(e.time_ns),
+                    Record::DriverCall(d) => d.time_ns = clock.to_ns(d.time_ns),
+                    Record::Hash(h) => h.time_ns = clock.to_ns(h.time_ns),
+                    _ => {}
                 }
             }
         }
