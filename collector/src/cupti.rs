@@ -132,17 +132,14 @@ static START_DONE: AtomicBool = AtomicBool::new(true);
 pub(crate) fn start_in_background(report: fn(Result<(), String>)) {
     START_DONE.store(false, Ordering::Release);
     let run = move || {
-        let r = start();
-        report(r);
+        report(start());
         START_DONE.store(true, Ordering::Release);
     };
     let spawned = std::thread::Builder::new()
         .name("accprof-cupti".into())
         .spawn(run);
     if spawned.is_err() {
-        let r = start();
-        report(r);
-        START_DONE.store(true, Ordering::Release);
+        run();
     }
 }
 
