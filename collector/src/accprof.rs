@@ -10,10 +10,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use accprof_trace::{
-    AccDetail, AccEvent, AccEventKind, ConstructKind, DataInfo, LaunchInfo, Record, SourceLocation,
-    SourceState,
-};
+use accprof_trace::{AccEventKind, ConstructKind, SourceState};
+
+use crate::event::{flag, AccRaw, Event, NONE32, NO_CONSTRUCT};
 
 use crate::{callsite, clock, header, region, sink, state};
 
@@ -92,6 +91,18 @@ fn covers(valid_bytes: c_int, offset: usize, size: usize) -> bool {
     valid_bytes > 0 && offset + size <= valid_bytes as usize
 }
 
+/// A field of `$s`, read without its own check when `$whole` (the struct's
+/// `valid_bytes` covers all of it).
+macro_rules! get {
+    ($whole:expr, $s:expr, $ty:ty, $f:ident) => {
+        if $whole {
+            Some($s.$f)
+        } else {
+            field!($s, $ty, $f)
+        }
+    };
+}
+
 macro_rules! field {
     ($s:expr, $ty:ty, $f:ident) => {
         if covers($s.valid_bytes, offset_of!($ty, $f), size_of_field(&$s.$f)) {
@@ -105,11 +116,6 @@ macro_rules! field {
 #[inline]
 fn size_of_field<T>(_: &T) -> usize {
     size_of::<T>()
-}
-
-#[inline]
-fn non_negative(v: Option<c_int>) -> Option<u32> {
-    v.filter(|&v| v >= 0).map(|v| v as u32)
 }
 
 /// Registers our callback for every event through `reg`, once per process
@@ -215,17 +221,17 @@ pub unsafe extern "C" fn on_event(
     });
 }
 
-/// Turns the runtime's structs into an [`AccEvent`] record written straight
-/// into `slot` (no intermediate copies of the ~170-byte record on the hot
-/// path); false when the event is not recorded. `stack_anchor` is the
-/// address of a local in the callback's frame (for call-site capture).
+/// Turns the runtime's structs into an [`AccRaw`] event written straight
+/// into `slot` (no intermediate copies on the hot path); false when the
+/// event is not recorded. `stack_anchor` is the address of a local in the
+/// callback's frame (for call-site capture).
 ///
 /// # Safety
-/// `slot` must be valid for writing one `Record`; `event_info` must be NULL
+/// `slot` must be valid for writing one `Event`; `event_info` must be NULL
 /// or point to an acc_event_info whose `valid_bytes` is truthful.
 #[inline(always)]
 pub(crate) unsafe fn convert_into(
-    slot: *mut Record,
+    slot: *mut Event,
     t: &crate::tls::PerThread,
     time_ns: u64,
     pi: Option<&AccProfInfo>,
@@ -242,81 +248,124 @@ pub(crate) unsafe fn convert_into(
     let region = region_for(kind, t);
     let string = |p: Option<*const c_char>| match p {
         // SAFETY: a non-NULL string field from the runtime is NUL-terminated.
-        Some(p) if !p.is_null() => unsafe { sink::intern_cstr(p) },
-        _ => None,
+        Some(p) if !p.is_null() => unsafe { sink::intern_cstr(p) }.map_or(0, |s| s.0),
+        _ => 0,
     };
-    let location = SourceLocation {
-        file: string(field!(pi, AccProfInfo, src_file)),
-        function: string(field!(pi, AccProfInfo, func_name)),
-        line: non_negative(field!(pi, AccProfInfo, line_no)).filter(|&l| l > 0),
-        end_line: non_negative(field!(pi, AccProfInfo, end_line_no)).filter(|&l| l > 0),
-        function_line: non_negative(field!(pi, AccProfInfo, func_line_no)).filter(|&l| l > 0),
-        function_end_line: non_negative(field!(pi, AccProfInfo, func_end_line_no))
-            .filter(|&l| l > 0),
-    };
+    // Runtimes fill the whole struct (libgomp and NVHPC do): one check
+    // then covers every field.
+    let whole = covers(pi.valid_bytes, 0, size_of::<AccProfInfo>());
+    let line = |v: Option<c_int>| v.filter(|&l| l > 0).map_or(0, |l| l as u32);
+    let lines = [
+        line(get!(whole, pi, AccProfInfo, line_no)),
+        line(get!(whole, pi, AccProfInfo, end_line_no)),
+        line(get!(whole, pi, AccProfInfo, func_line_no)),
+        line(get!(whole, pi, AccProfInfo, func_end_line_no)),
+    ];
     // Only top-level constructs need their own call site: nested ones (the
     // implicit data part of a compute construct) share their parent's.
-    let call_site = if is_construct_start(kind) && location.line.is_none() && t.depth.get() == 1 {
-        callsite::capture(stack_anchor)
+    let call_site = if is_construct_start(kind) && lines[0] == 0 && t.depth.get() == 1 {
+        callsite::capture(stack_anchor).map_or(0, |c| c.0)
     } else {
-        None
+        0
     };
+    let mut flags = 0u8;
+    let mut construct = NO_CONSTRUCT;
+    let mut name = 0;
+    let mut p = [0u64; 3];
     // SAFETY: caller's promise on event_info; every variant starts with the
     // acc_other_event_info head, whose own valid_bytes guards further reads.
-    let other = unsafe { (event_info as *const AccOtherEventInfo).as_ref() };
-    let (construct, implicit) = match other {
-        Some(o) => (
-            field!(o, AccOtherEventInfo, parent_construct)
-                .and_then(|c| ConstructKind::from_raw(c as i64)),
-            field!(o, AccOtherEventInfo, implicit).is_some_and(|i| i != 0),
-        ),
-        None => (None, false),
+    if let Some(o) = unsafe { (event_info as *const AccOtherEventInfo).as_ref() } {
+        if let Some(c) = field!(o, AccOtherEventInfo, parent_construct) {
+            if ConstructKind::from_raw(c as i64).is_some() {
+                construct = c as u8;
+            }
+        }
+        if field!(o, AccOtherEventInfo, implicit).is_some_and(|i| i != 0) {
+            flags |= flag::IMPLICIT;
+        }
+        let mut put = |i: usize, bit: u8, v: Option<u64>| {
+            if let Some(v) = v {
+                p[i] = v;
+                flags |= bit;
+            }
+        };
+        if kind.is_data() {
+            // SAFETY: for data events the runtime passes acc_data_event_info.
+            let d = unsafe { &*(event_info as *const AccDataEventInfo) };
+            let whole = covers(d.valid_bytes, 0, size_of::<AccDataEventInfo>());
+            name = string(get!(whole, d, AccDataEventInfo, var_name));
+            put(
+                0,
+                flag::HAS_P0,
+                get!(whole, d, AccDataEventInfo, bytes).map(|b| b as u64),
+            );
+            let ptr = |p: Option<*const c_void>| p.filter(|p| !p.is_null()).map(|p| p as u64);
+            put(
+                1,
+                flag::HAS_P1,
+                ptr(get!(whole, d, AccDataEventInfo, host_ptr)),
+            );
+            put(
+                2,
+                flag::HAS_P2,
+                ptr(get!(whole, d, AccDataEventInfo, device_ptr)),
+            );
+            flags |= flag::DATA;
+        } else if kind.is_launch() {
+            // SAFETY: for launch events the runtime passes acc_launch_event_info.
+            let l = unsafe { &*(event_info as *const AccLaunchEventInfo) };
+            let whole = covers(l.valid_bytes, 0, size_of::<AccLaunchEventInfo>());
+            name = string(get!(whole, l, AccLaunchEventInfo, kernel_name));
+            put(
+                0,
+                flag::HAS_P0,
+                get!(whole, l, AccLaunchEventInfo, num_gangs).map(|v| v as u64),
+            );
+            put(
+                1,
+                flag::HAS_P1,
+                get!(whole, l, AccLaunchEventInfo, num_workers).map(|v| v as u64),
+            );
+            put(
+                2,
+                flag::HAS_P2,
+                get!(whole, l, AccLaunchEventInfo, vector_length).map(|v| v as u64),
+            );
+            flags |= flag::LAUNCH;
+        }
+    }
+    let async_queue = match get!(whole, pi, AccProfInfo, async_) {
+        Some(a) => {
+            flags |= flag::HAS_ASYNC;
+            a as i32
+        }
+        None => 0,
     };
-    let detail = if event_info.is_null() {
-        AccDetail::None
-    } else if kind.is_data() {
-        // SAFETY: for data events the runtime passes acc_data_event_info.
-        let d = unsafe { &*(event_info as *const AccDataEventInfo) };
-        AccDetail::Data(DataInfo {
-            var_name: string(field!(d, AccDataEventInfo, var_name)),
-            bytes: field!(d, AccDataEventInfo, bytes).map(|b| b as u64),
-            host_ptr: field!(d, AccDataEventInfo, host_ptr)
-                .filter(|p| !p.is_null())
-                .map(|p| p as u64),
-            device_ptr: field!(d, AccDataEventInfo, device_ptr)
-                .filter(|p| !p.is_null())
-                .map(|p| p as u64),
-        })
-    } else if kind.is_launch() {
-        // SAFETY: for launch events the runtime passes acc_launch_event_info.
-        let l = unsafe { &*(event_info as *const AccLaunchEventInfo) };
-        AccDetail::Launch(LaunchInfo {
-            kernel_name: string(field!(l, AccLaunchEventInfo, kernel_name)),
-            num_gangs: field!(l, AccLaunchEventInfo, num_gangs).map(|v| v as u64),
-            num_workers: field!(l, AccLaunchEventInfo, num_workers).map(|v| v as u64),
-            vector_length: field!(l, AccLaunchEventInfo, vector_length).map(|v| v as u64),
-        })
-    } else {
-        AccDetail::None
-    };
-    let thread = clock::thread_id_in(t);
-    // SAFETY: the caller guarantees `slot` is writable for one Record.
+    let device_type = get!(whole, pi, AccProfInfo, device_type)
+        .filter(|&d| d >= 0)
+        .map_or(NONE32, |d| d as u32);
+    let device_number = get!(whole, pi, AccProfInfo, device_number)
+        .filter(|&d| d >= 0)
+        .map_or(NONE32, |d| d as u32);
+    let file = string(get!(whole, pi, AccProfInfo, src_file));
+    let function = string(get!(whole, pi, AccProfInfo, func_name));
+    // SAFETY: the caller guarantees `slot` is writable for one Event.
     unsafe {
-        slot.write(Record::Acc(AccEvent {
-            time_ns,
-            kind,
-            thread,
-            region,
-            device_type: field!(pi, AccProfInfo, device_type)
-                .filter(|&d| d >= 0)
-                .map(|d| d as u32),
-            device_number: non_negative(field!(pi, AccProfInfo, device_number)),
-            async_queue: field!(pi, AccProfInfo, async_).map(|a| a as i32),
-            construct,
-            implicit,
-            location,
+        slot.write(Event::Acc(AccRaw {
+            time: time_ns,
+            region: region.0,
+            p,
+            name,
+            file,
+            function,
+            lines,
             call_site,
-            detail,
+            device_type,
+            device_number,
+            async_queue,
+            kind,
+            construct,
+            flags,
         }));
     }
     true

@@ -15,6 +15,7 @@ mod callsite;
 pub mod clock;
 pub mod config;
 mod cupti;
+mod event;
 mod fasthash;
 mod hash;
 mod header;

@@ -1,7 +1,8 @@
 //! Where records go: per-thread buffers that producers push into, and a
 //! global queue of definitions (strings, modules, call sites).
 //!
-//! Producers never do I/O. Each thread owns one buffer behind its own mutex;
+//! Producers never do I/O. Each thread owns one buffer of compact
+//! [`Event`]s behind its own mutex;
 //! only the writer thread ever takes it from another thread, a few times a
 //! second, so the lock is uncontended on the hot path. Definitions go to a
 //! separate queue that the writer drains *after* the thread buffers and
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use accprof_trace::{Record, StringId};
 
+use crate::event::Event;
 use crate::fasthash::AddrMap;
 use crate::tls::{PerThread, THREAD};
 
@@ -22,7 +24,23 @@ use crate::tls::{PerThread, THREAD};
 const WAKE_AT: usize = 8192;
 
 pub(crate) struct ThreadBuffer {
-    records: Mutex<Vec<Record>>,
+    /// OS id of the owning thread (events do not carry it).
+    tid: u32,
+    events: Mutex<Vec<Event>>,
+}
+
+/// What one drain takes: definitions (and records pushed after their
+/// thread's storage was gone), then each thread's events with its id.
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub defs: Vec<Record>,
+    pub threads: Vec<(u32, Vec<Event>)>,
+}
+
+impl Batch {
+    pub(crate) fn len(&self) -> usize {
+        self.defs.len() + self.threads.iter().map(|(_, v)| v.len()).sum::<usize>()
+    }
 }
 
 struct Registry {
@@ -58,7 +76,8 @@ fn register_local() -> Option<()> {
             let mut l = t.buffer.try_borrow_mut().ok()?;
             if l.is_none() {
                 let buf = Arc::new(ThreadBuffer {
-                    records: Mutex::new(Vec::with_capacity(WAKE_AT)),
+                    tid: crate::clock::thread_id_in(t),
+                    events: Mutex::new(Vec::with_capacity(WAKE_AT)),
                 });
                 lock(&REGISTRY).buffers.push(Arc::clone(&buf));
                 *l = Some(buf);
@@ -69,19 +88,19 @@ fn register_local() -> Option<()> {
         .flatten()
 }
 
-/// Builds a record straight into this thread's buffer: `make` writes it
+/// Builds an event straight into this thread's buffer: `make` writes it
 /// into the slot it is given and returns true, or returns false to push
-/// nothing. No intermediate copies of the record on the hot path. `make`
+/// nothing. No intermediate copies of the event on the hot path. `make`
 /// must not push itself.
 #[inline]
-pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Record) -> bool) {
+pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Event) -> bool) {
     crate::check_child_writer();
     let mut make = Some(make);
     let pushed = (|| {
         let l = t.buffer.try_borrow().ok()?;
         let buf = l.as_ref()?;
         let make = make.take()?;
-        let mut v = lock(&buf.records);
+        let mut v = lock(&buf.events);
         if v.len() == v.capacity() {
             v.reserve(WAKE_AT);
         }
@@ -105,10 +124,10 @@ pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Record) -> bool) {
         }
         None => {
             if let Some(make) = make {
-                let mut rec = std::mem::MaybeUninit::<Record>::uninit();
-                if make(rec.as_mut_ptr()) {
-                    // SAFETY: `make` returned true: it wrote the record.
-                    push(unsafe { rec.assume_init() });
+                let mut ev = std::mem::MaybeUninit::<Event>::uninit();
+                if make(ev.as_mut_ptr()) {
+                    // SAFETY: `make` returned true: it wrote the event.
+                    push_event(unsafe { ev.assume_init() });
                 }
             }
         }
@@ -118,12 +137,16 @@ pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Record) -> bool) {
 /// Appends a record to this thread's buffer.
 #[inline]
 pub(crate) fn push(rec: Record) {
+    push_event(Event::from_record(rec));
+}
+
+fn push_event(ev: Event) {
     crate::check_child_writer();
-    let mut rec = Some(rec);
+    let mut rec = Some(ev);
     let pushed = THREAD.try_with(|t| {
         let l = t.buffer.try_borrow().ok()?;
         let buf = l.as_ref()?;
-        let mut v = lock(&buf.records);
+        let mut v = lock(&buf.events);
         v.push(rec.take()?);
         Some(v.len())
     });
@@ -138,11 +161,11 @@ pub(crate) fn push(rec: Record) {
     };
     if pushed.is_ok() && register_local().is_some() {
         // First record of this thread: its buffer now exists.
-        push(rec);
+        push_event(rec);
     } else {
         // Thread-local storage already torn down (a callback during thread
-        // exit): fall back to the shared queue.
-        lock(&DEFINITIONS).push(rec);
+        // exit): fall back to the shared queue, as a full record.
+        lock(&DEFINITIONS).push(rec.into_record(crate::clock::thread_id()));
     }
 }
 
@@ -201,23 +224,22 @@ pub(crate) unsafe fn intern_cstr(p: *const libc::c_char) -> Option<StringId> {
     Some(id)
 }
 
-/// Takes everything buffered into `out`: definitions first, then every
-/// thread's records. Each thread's vector is swapped with a recycled one of
-/// the same capacity, so neither side copies or faults in fresh pages.
-/// Buffers of threads that have exited are forgotten once empty.
-pub(crate) fn drain(out: &mut Vec<Vec<Record>>, spares: &mut Vec<Vec<Record>>) {
-    let mut taken: Vec<Vec<Record>> = Vec::new();
+/// Takes everything buffered into `out` (which must be empty). Each
+/// thread's vector is swapped with a recycled one of the same capacity, so
+/// neither side copies or faults in fresh pages. Buffers of threads that
+/// have exited are forgotten once empty.
+pub(crate) fn drain(out: &mut Batch, spares: &mut Vec<Vec<Event>>) {
     {
         let mut reg = lock(&REGISTRY);
         reg.buffers.retain(|b| {
             let mut spare = spares.pop().unwrap_or_default();
             {
-                let mut v = lock(&b.records);
+                let mut v = lock(&b.events);
                 if v.is_empty() {
                     spares.push(spare);
                 } else {
                     std::mem::swap(&mut *v, &mut spare);
-                    taken.push(spare);
+                    out.threads.push((b.tid, spare));
                 }
             }
             // Strong count 1: only the registry holds it; its thread is gone.
@@ -225,28 +247,23 @@ pub(crate) fn drain(out: &mut Vec<Vec<Record>>, spares: &mut Vec<Vec<Record>>) {
         });
     }
     // Definitions drained after the records they may define (see module doc).
-    let mut defs = spares.pop().unwrap_or_default();
-    std::mem::swap(&mut *lock(&DEFINITIONS), &mut defs);
-    out.push(defs);
-    out.append(&mut taken);
+    std::mem::swap(&mut *lock(&DEFINITIONS), &mut out.defs);
 }
 
 /// Like [`drain`], but never blocks: a buffer whose lock is held (the thread
 /// was interrupted while pushing) is skipped. Used when flushing from a
 /// signal, where the interrupted thread may hold a lock.
-pub(crate) fn drain_nonblocking(out: &mut Vec<Vec<Record>>) {
-    let mut taken: Vec<Vec<Record>> = Vec::new();
+pub(crate) fn drain_nonblocking(out: &mut Batch) {
     if let Ok(reg) = REGISTRY.try_lock() {
         for b in reg.buffers.iter() {
-            if let Ok(mut v) = b.records.try_lock() {
-                taken.push(std::mem::take(&mut *v));
+            if let Ok(mut v) = b.events.try_lock() {
+                out.threads.push((b.tid, std::mem::take(&mut *v)));
             }
         }
     }
     if let Ok(mut d) = DEFINITIONS.try_lock() {
-        out.push(std::mem::take(&mut *d));
+        std::mem::swap(&mut *d, &mut out.defs);
     }
-    out.append(&mut taken);
 }
 
 type HeldLocks = (

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use accprof_trace::{DropSource, Record, Writer};
 
+use crate::event::Event;
 use crate::{note, sink};
 
 const TICK_MS: i32 = 100;
@@ -154,8 +155,8 @@ pub fn is_writer_thread() -> bool {
 fn run() {
     let _ = IS_WRITER.try_with(|w| w.set(true));
     let mut sink = Sink::Pending;
-    let mut batch: Vec<Vec<Record>> = Vec::new();
-    let mut spares: Vec<Vec<Record>> = Vec::new();
+    let mut batch = sink::Batch::default();
+    let mut spares: Vec<Vec<Event>> = Vec::new();
     let mut dropped_written = 0u64;
     let mut clock = crate::clock::Calibration::new();
     loop {
@@ -176,7 +177,12 @@ fn run() {
         // after the drain, so it is newer than every stamp drained.
         if crate::clock::uses_tsc() {
             clock.take_reading();
-            for r in batch.iter_mut().flatten() {
+            for e in batch.threads.iter_mut().flat_map(|(_, v)| v.iter_mut()) {
+                if let Some(t) = e.stamp_mut() {
+                    *t = clock.to_ns(*t);
+                }
+            }
+            for r in batch.defs.iter_mut() {
                 match r {
                     Record::Acc(e) => e.time_ns = clock.to_ns(e.time_ns),
                     Record::DriverCall(d) => d.time_ns = clock.to_ns(d.time_ns),
@@ -185,29 +191,26 @@ fn run() {
                 }
             }
         }
-        let has_events = batch.iter().flatten().any(|r| {
-            !matches!(
-                r,
-                Record::String { .. } | Record::Module(_) | Record::CallSite(_)
-            )
-        });
+        let has_events = batch.threads.iter().any(|(_, v)| !v.is_empty())
+            || batch.defs.iter().any(|r| {
+                !matches!(
+                    r,
+                    Record::String { .. } | Record::Module(_) | Record::CallSite(_)
+                )
+            });
         if matches!(sink, Sink::Pending) && (has_events || stopping) {
             sink = open();
         }
         let dropped = sink::DROPPED.load(Ordering::Relaxed);
         if stopping && dropped > dropped_written {
-            batch.push(vec![Record::Dropped {
+            batch.defs.push(Record::Dropped {
                 source: DropSource::Collector,
                 count: dropped - dropped_written,
-            }]);
+            });
             dropped_written = dropped;
         }
         if let Sink::Open(w) = &mut sink {
-            let res = batch
-                .iter()
-                .flatten()
-                .try_for_each(|r| w.write(r))
-                .and_then(|_| w.flush());
+            let res = write_batch(w, &mut batch).and_then(|_| w.flush());
             if let Err(e) = res {
                 let path = TRACE_PATH
                     .lock()
@@ -221,11 +224,11 @@ fn run() {
             }
         }
         if matches!(sink, Sink::Failed) {
-            let n: usize = batch.iter().map(Vec::len).sum();
-            sink::DROPPED.fetch_add(n as u64, Ordering::Relaxed);
+            sink::DROPPED.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
         // Keep the emptied vectors (and their capacity) for the next swap.
-        for mut v in batch.drain(..) {
+        batch.defs.clear();
+        for (_, mut v) in batch.threads.drain(..) {
             v.clear();
             if spares.len() < 64 {
                 spares.push(v);
@@ -241,6 +244,23 @@ fn run() {
             return;
         }
     }
+}
+
+/// Writes definitions first (they precede their uses), then each thread's
+/// events as trace records. Written events are taken out of `batch`.
+fn write_batch(
+    w: &mut Writer<BufWriter<File>>,
+    batch: &mut sink::Batch,
+) -> Result<(), accprof_trace::TraceError> {
+    for r in &batch.defs {
+        w.write(r)?;
+    }
+    for (tid, v) in batch.threads.iter_mut() {
+        for e in v.drain(..) {
+            w.write(&e.into_record(*tid))?;
+        }
+    }
+    Ok(())
 }
 
 fn open() -> Sink {
