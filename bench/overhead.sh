@@ -6,18 +6,23 @@
 # (with min-max), so machine noise shared by one round cancels out.
 #
 # Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT]
-#                           [--variants "bare ref accprof-sampled ..."] [--programs "prog args,..."] [--quick]
+#                           [--variants "bare ref accprof-sampled ..."] [--programs "prog args,..."]
+#                           [--accprof2 LIB] [--raw FILE] [--quick]
 #   LIB     libaccprof.so / librefcollector.so
+#   --accprof2  a second build of libaccprof.so, timed as variants accprof2-MODE (A/B of two builds)
+#   --raw   also write every timed run as "program<TAB>variant<TAB>round<TAB>seconds" to FILE
 #   DIR     samples built with `make -C samples` (with nvptx offload for GPU figures)
 #   COUNT   launch_storm count (2 tiny kernels each; default 50000 = 100k kernels)
 #   --programs  comma-separated programs with arguments, instead of the default four
 #   --quick small sizes, for a check that the script works (not for figures)
 set -euo pipefail
-reps=7 quick=0 acc= ref= samples= storm=50000 only=
+reps=7 quick=0 acc= acc2= ref= samples= storm=50000 only= raw=
 variants=(bare ref accprof-off accprof-sampled accprof-full)
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
+    --accprof2) acc2=$2; shift 2 ;;
+    --raw) raw=$2; shift 2 ;;
     --ref) ref=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
@@ -28,7 +33,11 @@ while [ $# -gt 0 ]; do
     *) echo "overhead.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-for f in "$acc" "$ref"; do [ -f "$f" ] || { echo "overhead.sh: library '$f' not found" >&2; exit 2; }; done
+for f in "$acc" "$ref" ${acc2:+"$acc2"}; do [ -f "$f" ] || { echo "overhead.sh: library '$f' not found" >&2; exit 2; }; done
+for v in "${variants[@]}"; do
+  case $v in accprof2-*) [ -n "$acc2" ] || { echo "overhead.sh: variant $v needs --accprof2 LIB" >&2; exit 2; } ;; esac
+done
+if [ -n "$raw" ]; then : > "$raw" || { echo "overhead.sh: cannot write '$raw'" >&2; exit 2; }; fi
 [ -d "$samples" ] || { echo "overhead.sh: samples directory '$samples' not found" >&2; exit 2; }
 
 if [ $quick = 1 ]; then
@@ -50,6 +59,8 @@ run_one() { # variant program args...
     ref) env=(LD_PRELOAD="$ref") ;;
     accprof-*) env=(LD_PRELOAD="$acc" ACCPROF_HASH="${v#accprof-}" ACCPROF_QUIET=1
                     ACCPROF_OUTPUT="$work/t-%p.trace") ;;
+    accprof2-*) env=(LD_PRELOAD="$acc2" ACCPROF_HASH="${v#accprof2-}" ACCPROF_QUIET=1
+                     ACCPROF_OUTPUT="$work/t-%p.trace") ;;
   esac
   local t0 t1
   t0=$(now)
@@ -68,7 +79,11 @@ for p in "${programs[@]}"; do
   for v in "${variants[@]}"; do run_one "$v" "${argv[@]}" > /dev/null; done
   declare -A times=()
   for ((r = 0; r < reps; r++)); do
-    for v in "${variants[@]}"; do times[$v]+="$(run_one "$v" "${argv[@]}") "; done
+    for v in "${variants[@]}"; do
+      t=$(run_one "$v" "${argv[@]}")
+      times[$v]+="$t "
+      if [ -n "$raw" ]; then printf "%s\t%s\t%d\t%s\n" "$p" "$v" "$r" "$(awk -v t="$t" 'BEGIN{print t/1e6}')" >> "$raw"; fi
+    done
   done
   read -r -a base <<< "${times[bare]}"
   for v in "${variants[@]}"; do
