@@ -1,17 +1,23 @@
 //! Where records go: per-thread buffers that producers push into, and a
 //! global queue of definitions (strings, modules, call sites).
 //!
-//! Producers never do I/O. Each thread owns one buffer of compact
-//! [`Event`]s behind its own mutex;
-//! only the writer thread ever takes it from another thread, a few times a
-//! second, so the lock is uncontended on the hot path. Definitions go to a
-//! separate queue that the writer drains *after* the thread buffers and
-//! writes *before* them: a record is always pushed after the definitions it
-//! uses, so this order guarantees definitions precede uses in the file.
+//! Producers never do I/O and take no lock per event. Each thread appends
+//! compact [`Event`]s to a chain of fixed-size chunks that only it writes:
+//! it fills a slot, then publishes the new length with a release store (a
+//! plain store on x86-64). The writer thread reads up to the published
+//! length, under the buffer's mutex, which the producer takes only when a
+//! chunk is full and it chains the next one. Chunks the writer has read
+//! whole go back to a pool, so a steady run reuses the same memory.
+//!
+//! Definitions go to a separate queue that the writer drains *after* the
+//! thread buffers and writes *before* them: a record is always pushed after
+//! the definitions it uses, so this order guarantees definitions precede
+//! uses in the file.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::cell::{RefCell, UnsafeCell};
+use std::collections::{HashMap, VecDeque};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use accprof_trace::{Record, StringId};
@@ -20,13 +26,49 @@ use crate::event::Event;
 use crate::fasthash::AddrMap;
 use crate::tls::{PerThread, THREAD};
 
-/// Records a thread buffers before it wakes the writer.
-const WAKE_AT: usize = 8192;
+/// Events per chunk (96 bytes each).
+pub(crate) const CHUNK: usize = 8192;
+/// Events a chunk holds when its thread wakes the writer.
+const WAKE_AT: usize = CHUNK / 2;
+/// Read chunks kept for reuse.
+const POOL_MAX: usize = 64;
+
+/// A fixed array of event slots. Slots below `len` are written and are the
+/// writer's to take, each exactly once; the rest belong to the producer.
+pub(crate) struct Chunk {
+    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
+    len: AtomicUsize,
+}
+
+// SAFETY: a slot is written by its one producer thread before `len` covers
+// it (release) and read by the writer only after (acquire); never both.
+unsafe impl Sync for Chunk {}
+// SAFETY: as above; the events themselves are Send.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    fn new() -> Arc<Chunk> {
+        Arc::new(Chunk {
+            slots: (0..CHUNK)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            len: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// One thread's chunks not yet read whole, oldest first; the last is the
+/// one its thread writes.
+struct Chain {
+    chunks: VecDeque<Arc<Chunk>>,
+    /// Slots of the front chunk already taken.
+    read: usize,
+}
 
 pub(crate) struct ThreadBuffer {
     /// OS id of the owning thread (events do not carry it).
     tid: u32,
-    events: Mutex<Vec<Event>>,
+    chain: Mutex<Chain>,
 }
 
 /// What one drain takes: definitions (and records pushed after their
@@ -53,6 +95,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 static DEFINITIONS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
 static INTERNED: Mutex<Option<HashMap<Box<[u8]>, StringId>>> = Mutex::new(None);
 static NEXT_STRING: AtomicU32 = AtomicU32::new(1);
+static POOL: Mutex<Vec<Arc<Chunk>>> = Mutex::new(Vec::new());
 
 /// Records dropped because they could not be written.
 pub(crate) static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -70,66 +113,70 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn register_local() -> Option<()> {
-    THREAD
-        .try_with(|t| {
-            let mut l = t.buffer.try_borrow_mut().ok()?;
-            if l.is_none() {
-                let buf = Arc::new(ThreadBuffer {
-                    tid: crate::clock::thread_id_in(t),
-                    events: Mutex::new(Vec::with_capacity(WAKE_AT)),
-                });
-                lock(&REGISTRY).buffers.push(Arc::clone(&buf));
-                *l = Some(buf);
-            }
-            Some(())
-        })
-        .ok()
-        .flatten()
+/// Chains a fresh chunk to this thread's buffer (registering the buffer on
+/// first use) and makes it the one the thread writes. False when the
+/// thread's storage is unusable (being torn down, or borrowed).
+#[cold]
+fn next_chunk(t: &PerThread) -> bool {
+    let Ok(mut l) = t.buffer.try_borrow_mut() else {
+        return false;
+    };
+    let buf = l.get_or_insert_with(|| {
+        let buf = Arc::new(ThreadBuffer {
+            tid: crate::clock::thread_id_in(t),
+            chain: Mutex::new(Chain {
+                chunks: VecDeque::new(),
+                read: 0,
+            }),
+        });
+        lock(&REGISTRY).buffers.push(Arc::clone(&buf));
+        buf
+    });
+    let chunk = lock(&POOL).pop().unwrap_or_else(Chunk::new);
+    t.chunk.set(Arc::as_ptr(&chunk));
+    t.filled.set(0);
+    lock(&buf.chain).chunks.push_back(chunk);
+    true
 }
 
 /// Builds an event straight into this thread's buffer: `make` writes it
 /// into the slot it is given and returns true, or returns false to push
-/// nothing. No intermediate copies of the event on the hot path. `make`
-/// must not push itself.
+/// nothing. No lock, no atomic read-modify-write, no intermediate copy.
+/// `make` must not push itself.
 #[inline]
 pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Event) -> bool) {
     crate::check_child_writer();
-    let mut make = Some(make);
-    let pushed = (|| {
-        let l = t.buffer.try_borrow().ok()?;
-        let buf = l.as_ref()?;
-        let make = make.take()?;
-        let mut v = lock(&buf.events);
-        if v.len() == v.capacity() {
-            v.reserve(WAKE_AT);
+    let n = t.filled.get();
+    let chunk = t.chunk.get();
+    if n < CHUNK && !chunk.is_null() {
+        // SAFETY: a non-NULL `t.chunk` is the last chunk of this thread's
+        // chain, which keeps it alive; slot n is past the published length,
+        // so only this thread touches it.
+        unsafe { write_at(&*chunk, n, t, make) };
+    } else if next_chunk(t) {
+        // SAFETY: as above, for the chunk next_chunk just chained.
+        unsafe { write_at(&*t.chunk.get(), 0, t, make) };
+    } else {
+        // Thread-local storage being torn down (a callback during thread
+        // exit): fall back to the shared queue, as a full record.
+        let mut ev = MaybeUninit::<Event>::uninit();
+        if make(ev.as_mut_ptr()) {
+            // SAFETY: `make` returned true: it wrote the event.
+            let ev = unsafe { ev.assume_init() };
+            lock(&DEFINITIONS).push(ev.into_record(crate::clock::thread_id()));
         }
-        let len = v.len();
-        // SAFETY: capacity > len was ensured above; `make` writes the whole
-        // slot before the length covers it, and the length grows only if it
-        // said so.
-        unsafe {
-            if !make(v.as_mut_ptr().add(len)) {
-                return Some(len);
-            }
-            v.set_len(len + 1);
-        }
-        Some(len + 1)
-    })();
-    match pushed {
-        Some(len) => {
-            if len == WAKE_AT {
-                wake_writer();
-            }
-        }
-        None => {
-            if let Some(make) = make {
-                let mut ev = std::mem::MaybeUninit::<Event>::uninit();
-                if make(ev.as_mut_ptr()) {
-                    // SAFETY: `make` returned true: it wrote the event.
-                    push_event(unsafe { ev.assume_init() });
-                }
-            }
+    }
+}
+
+/// # Safety
+/// `chunk` must be the thread's current chunk and `n` its filled count.
+#[inline(always)]
+unsafe fn write_at(chunk: &Chunk, n: usize, t: &PerThread, make: impl FnOnce(*mut Event) -> bool) {
+    if make(chunk.slots[n].get().cast::<Event>()) {
+        chunk.len.store(n + 1, Ordering::Release);
+        t.filled.set(n + 1);
+        if n + 1 == WAKE_AT {
+            wake_writer();
         }
     }
 }
@@ -137,36 +184,27 @@ pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Event) -> bool) {
 /// Appends a record to this thread's buffer.
 #[inline]
 pub(crate) fn push(rec: Record) {
-    push_event(Event::from_record(rec));
+    let mut rec = Some(rec);
+    let _ = THREAD.try_with(|t| {
+        if let Some(rec) = rec.take() {
+            push_in(t, rec);
+        }
+    });
+    if let Some(rec) = rec {
+        // No thread-local storage at all any more.
+        lock(&DEFINITIONS).push(rec);
+    }
 }
 
-fn push_event(ev: Event) {
-    crate::check_child_writer();
-    let mut rec = Some(ev);
-    let pushed = THREAD.try_with(|t| {
-        let l = t.buffer.try_borrow().ok()?;
-        let buf = l.as_ref()?;
-        let mut v = lock(&buf.events);
-        v.push(rec.take()?);
-        Some(v.len())
+/// Appends a record to the buffer of the thread `t` belongs to.
+#[inline]
+pub(crate) fn push_in(t: &PerThread, rec: Record) {
+    let ev = Event::from_record(rec);
+    push_with(t, |slot| {
+        // SAFETY: `slot` is writable space for one event.
+        unsafe { slot.write(ev) };
+        true
     });
-    if let Ok(Some(len)) = pushed {
-        if len == WAKE_AT {
-            wake_writer();
-        }
-        return;
-    }
-    let Some(rec) = rec else {
-        return;
-    };
-    if pushed.is_ok() && register_local().is_some() {
-        // First record of this thread: its buffer now exists.
-        push_event(rec);
-    } else {
-        // Thread-local storage already torn down (a callback during thread
-        // exit): fall back to the shared queue, as a full record.
-        lock(&DEFINITIONS).push(rec.into_record(crate::clock::thread_id()));
-    }
 }
 
 /// Queues a definition (string, module, call site, device).
@@ -224,40 +262,101 @@ pub(crate) unsafe fn intern_cstr(p: *const libc::c_char) -> Option<StringId> {
     Some(id)
 }
 
-/// Takes everything buffered into `out` (which must be empty). Each
-/// thread's vector is swapped with a recycled one of the same capacity, so
-/// neither side copies or faults in fresh pages. Buffers of threads that
-/// have exited are forgotten once empty.
+/// Moves the published, not yet taken events of `chain` into `out`;
+/// chunks read whole (all but the last) go to `done`.
+fn take_from(chain: &mut Chain, out: &mut Vec<Event>, done: &mut Vec<Arc<Chunk>>) {
+    while let Some(front) = chain.chunks.front() {
+        let len = front.len.load(Ordering::Acquire);
+        let from = chain.read.min(len);
+        let n = len - from;
+        out.reserve(n);
+        // SAFETY: slots [from, len) are below the published length (acquire
+        // above), written whole by the producer, and taken exactly once
+        // (`read` moves past them); a slot has the layout of an Event
+        // (UnsafeCell and MaybeUninit are transparent), and `out` has room.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                front.slots[from..len].as_ptr().cast::<Event>(),
+                out.as_mut_ptr().add(out.len()),
+                n,
+            );
+            out.set_len(out.len() + n);
+        }
+        chain.read = len;
+        if chain.chunks.len() > 1 && len == CHUNK {
+            // Full and superseded: its thread writes the next one.
+            done.extend(chain.chunks.pop_front());
+            chain.read = 0;
+        } else {
+            break;
+        }
+    }
+}
+
+/// Returns chunks read whole to the pool.
+fn recycle(done: &mut Vec<Arc<Chunk>>) {
+    if done.is_empty() {
+        return;
+    }
+    let mut pool = lock(&POOL);
+    for c in done.drain(..) {
+        if pool.len() < POOL_MAX && Arc::strong_count(&c) == 1 {
+            c.len.store(0, Ordering::Relaxed);
+            pool.push(c);
+        }
+    }
+}
+
+/// Takes everything buffered into `out` (which must be empty), reusing the
+/// vectors in `spares`. Buffers of threads that have exited are forgotten
+/// once read.
 pub(crate) fn drain(out: &mut Batch, spares: &mut Vec<Vec<Event>>) {
+    let mut done = Vec::new();
     {
         let mut reg = lock(&REGISTRY);
         reg.buffers.retain(|b| {
-            let mut spare = spares.pop().unwrap_or_default();
-            {
-                let mut v = lock(&b.events);
-                if v.is_empty() {
-                    spares.push(spare);
-                } else {
-                    std::mem::swap(&mut *v, &mut spare);
-                    out.threads.push((b.tid, spare));
-                }
+            // Strong count 1: only the registry holds it, its thread is
+            // gone. Asked before taking, so what the thread published
+            // before letting go is taken now (the fence pairs with the
+            // release of its count).
+            let gone = Arc::strong_count(b) == 1;
+            if gone {
+                std::sync::atomic::fence(Ordering::Acquire);
             }
-            // Strong count 1: only the registry holds it; its thread is gone.
-            Arc::strong_count(b) > 1
+            let mut v = spares.pop().unwrap_or_default();
+            take_from(&mut lock(&b.chain), &mut v, &mut done);
+            if v.is_empty() {
+                spares.push(v);
+            } else {
+                out.threads.push((b.tid, v));
+            }
+            !gone
         });
     }
+    recycle(&mut done);
     // Definitions drained after the records they may define (see module doc).
     std::mem::swap(&mut *lock(&DEFINITIONS), &mut out.defs);
 }
 
-/// Like [`drain`], but never blocks: a buffer whose lock is held (the thread
-/// was interrupted while pushing) is skipped. Used when flushing from a
-/// signal, where the interrupted thread may hold a lock.
+/// Like [`drain`], but never blocks: a buffer whose lock is held is
+/// skipped. Used when flushing for a signal, where the interrupted thread
+/// may hold a lock.
 pub(crate) fn drain_nonblocking(out: &mut Batch) {
+    let mut done = Vec::new();
     if let Ok(reg) = REGISTRY.try_lock() {
         for b in reg.buffers.iter() {
-            if let Ok(mut v) = b.events.try_lock() {
-                out.threads.push((b.tid, std::mem::take(&mut *v)));
+            if let Ok(mut chain) = b.chain.try_lock() {
+                let mut v = Vec::new();
+                take_from(&mut chain, &mut v, &mut done);
+                out.threads.push((b.tid, v));
+            }
+        }
+    }
+    if let Ok(mut pool) = POOL.try_lock() {
+        for c in done.drain(..) {
+            if pool.len() < POOL_MAX && Arc::strong_count(&c) == 1 {
+                c.len.store(0, Ordering::Relaxed);
+                pool.push(c);
             }
         }
     }
@@ -268,8 +367,9 @@ pub(crate) fn drain_nonblocking(out: &mut Batch) {
 
 type HeldLocks = (
     MutexGuard<'static, Registry>,
-    MutexGuard<'static, Vec<Record>>,
     MutexGuard<'static, Option<HashMap<Box<[u8]>, StringId>>>,
+    MutexGuard<'static, Vec<Record>>,
+    MutexGuard<'static, Vec<Arc<Chunk>>>,
 );
 
 thread_local! {
@@ -278,8 +378,15 @@ thread_local! {
 
 /// pthread_atfork "prepare": hold every shared lock across fork so the child
 /// never inherits one locked by a thread that does not exist there.
+/// Taken in the order the rest of this module nests them (`intern` holds
+/// INTERNED while it defines).
 pub(crate) fn fork_prepare() {
-    let held = (lock(&REGISTRY), lock(&DEFINITIONS), lock(&INTERNED));
+    let held = (
+        lock(&REGISTRY),
+        lock(&INTERNED),
+        lock(&DEFINITIONS),
+        lock(&POOL),
+    );
     let _ = HELD_FOR_FORK.try_with(|h| *h.borrow_mut() = Some(held));
 }
 
@@ -293,15 +400,19 @@ pub(crate) fn fork_parent() {
 /// file must define its strings again, so everything starts empty.
 pub(crate) fn fork_child() {
     let _ = HELD_FOR_FORK.try_with(|h| {
-        if let Some((mut reg, mut defs, mut interned)) = h.borrow_mut().take() {
+        if let Some((mut reg, mut interned, mut defs, _pool)) = h.borrow_mut().take() {
             // Buffers of other threads may be locked by threads that do not
-            // exist here: drop them unlocked, never lock them.
+            // exist here: drop them unlocked, never lock them. Their events
+            // are the parent's; the slots are not dropped (MaybeUninit).
             reg.buffers.clear();
             defs.clear();
             *interned = None;
         }
     });
     let _ = THREAD.try_with(|t| {
+        // The chunk this thread wrote went with the parent's buffers.
+        t.chunk.set(std::ptr::null());
+        t.filled.set(0);
         if let Ok(mut l) = t.buffer.try_borrow_mut() {
             *l = None;
         }
@@ -311,4 +422,92 @@ pub(crate) fn fork_child() {
             c.clear();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AccRaw, NONE32, NO_CONSTRUCT};
+    use accprof_trace::AccEventKind;
+
+    fn event(seq: u64) -> Event {
+        Event::Acc(AccRaw {
+            time: seq,
+            region: 0,
+            p: [0; 3],
+            name: 0,
+            file: 0,
+            function: 0,
+            lines: [0; 4],
+            call_site: 0,
+            device_type: NONE32,
+            device_number: NONE32,
+            async_queue: 0,
+            kind: AccEventKind::EnqueueLaunchStart,
+            construct: NO_CONSTRUCT,
+            flags: 0,
+        })
+    }
+
+    /// Threads push several chunks each while another thread drains: every
+    /// event comes out exactly once, in order per thread, including those
+    /// a thread published just before it exited.
+    #[test]
+    fn every_event_is_taken_once_in_order_across_chunks_and_thread_exit() {
+        const PER_THREAD: u64 = 3 * CHUNK as u64 + 123;
+        let producers: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for seq in 0..PER_THREAD {
+                        THREAD.with(|t| {
+                            push_with(t, |slot| {
+                                // SAFETY: the slot is writable for one event.
+                                unsafe { slot.write(event(seq)) };
+                                true
+                            })
+                        });
+                    }
+                    // SAFETY: gettid has no preconditions.
+                    unsafe { libc::gettid() as u32 }
+                })
+            })
+            .collect();
+        let mut seen: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut spares = Vec::new();
+        let mut take = |seen: &mut HashMap<u32, Vec<u64>>| {
+            let mut b = Batch::default();
+            drain(&mut b, &mut spares);
+            for (tid, v) in b.threads {
+                for e in v {
+                    if let Event::Acc(a) = e {
+                        seen.entry(tid).or_default().push(a.time);
+                    }
+                }
+            }
+        };
+        while !producers.iter().all(|p| p.is_finished()) {
+            take(&mut seen);
+        }
+        let tids: Vec<u32> = producers
+            .into_iter()
+            .map(|p| p.join().expect("producer thread panicked"))
+            .collect();
+        take(&mut seen);
+        for tid in tids {
+            let got = seen.remove(&tid).unwrap_or_default();
+            assert_eq!(got.len() as u64, PER_THREAD, "thread {tid}");
+            assert!(
+                got.iter().copied().eq(0..PER_THREAD),
+                "thread {tid} out of order"
+            );
+        }
+        // The exited threads' buffers are forgotten once read.
+        take(&mut seen);
+        let left = lock(&REGISTRY)
+            .buffers
+            .iter()
+            .filter(|b| Arc::strong_count(b) == 1)
+            .count();
+        assert_eq!(left, 0);
+    }
 }

@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use crate::sink::ThreadBuffer;
+use crate::sink::{Chunk, ThreadBuffer};
 
 /// Regions tracked per thread (deeper nesting is counted, not recorded).
 pub(crate) const DEPTH: usize = 16;
@@ -18,6 +18,11 @@ pub(crate) struct PerThread {
     pub depth: Cell<usize>,
     /// This thread's record buffer, registered on first use.
     pub buffer: RefCell<Option<Arc<ThreadBuffer>>>,
+    /// The chunk of `buffer` this thread writes (NULL before the first),
+    /// kept alive by the buffer's chain.
+    pub chunk: Cell<*const Chunk>,
+    /// Slots of `chunk` written.
+    pub filled: Cell<usize>,
 }
 
 thread_local! {
@@ -27,6 +32,8 @@ thread_local! {
             regions: [const { Cell::new(0) }; DEPTH],
             depth: Cell::new(0),
             buffer: RefCell::new(None),
+            chunk: Cell::new(std::ptr::null()),
+            filled: Cell::new(0),
         }
     };
 }
