@@ -1543,28 +1543,46 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
         SITE_ENTER => {
             // Converted to ns by the writer (see clock).
             let time_ns = crate::clock::stamp();
-            let region = crate::region::current();
-            crate::sink::push(Record::DriverCall(DriverCall {
-                time_ns,
-                thread: crate::clock::thread_id(),
-                region,
-                correlation,
-                api: t.api,
-                host_ptr,
-                bytes,
-            }));
-            if t.hash == HashAt::Enter {
-                // SAFETY: an upload is about to read exactly these host bytes.
-                unsafe { push_hash(Direction::Upload, correlation, host_ptr, bytes) };
+            // One thread-local access for the call and its hash.
+            let done = crate::tls::THREAD.try_with(|th| {
+                let rec = Record::DriverCall(DriverCall {
+                    time_ns,
+                    thread: crate::clock::thread_id_in(th),
+                    region: crate::region::current_in(th),
+                    correlation,
+                    api: t.api,
+                    host_ptr,
+                    bytes,
+                });
+                crate::sink::push_in(th, rec);
+                if t.hash == HashAt::Enter {
+                    // SAFETY: an upload is about to read exactly these host
+                    // bytes.
+                    unsafe { push_hash(th, Direction::Upload, correlation, host_ptr, bytes) };
+                }
+            });
+            if done.is_err() {
+                // Thread-local storage gone (a call during thread exit).
+                crate::sink::push(Record::DriverCall(DriverCall {
+                    time_ns,
+                    thread: crate::clock::thread_id(),
+                    region: accprof_trace::RegionId(0),
+                    correlation,
+                    api: t.api,
+                    host_ptr,
+                    bytes,
+                }));
             }
         }
         SITE_EXIT if t.hash == HashAt::Exit => {
             // SAFETY: at exit functionReturnValue points to the call's CUresult.
             let succeeded = !ret.is_null() && unsafe { ret.cast::<u32>().read() } == 0;
             if succeeded {
-                // SAFETY: a synchronous download has just written exactly
-                // these host bytes.
-                unsafe { push_hash(Direction::Download, correlation, host_ptr, bytes) };
+                let _ = crate::tls::THREAD.try_with(|th| {
+                    // SAFETY: a synchronous download has just written
+                    // exactly these host bytes.
+                    unsafe { push_hash(th, Direction::Download, correlation, host_ptr, bytes) };
+                });
             }
         }
         _ => {}
@@ -1632,11 +1650,13 @@ unsafe fn read_params(shape: Params, p: *const c_void) -> (Option<u64>, Option<u
     }
 }
 
-/// Hashes a host buffer and records it, unless hashing is off.
+/// Hashes a host buffer and records it on the thread `th` belongs to,
+/// unless hashing is off.
 ///
 /// # Safety
 /// `host_ptr..host_ptr+bytes` must be readable host memory for this call.
 unsafe fn push_hash(
+    th: &crate::tls::PerThread,
     direction: Direction,
     correlation: u32,
     host_ptr: Option<u64>,
@@ -1661,16 +1681,19 @@ unsafe fn push_hash(
     else {
         return;
     };
-    crate::sink::push(Record::Hash(BufferHash {
-        time_ns: crate::clock::stamp(),
-        region: crate::region::current(),
-        correlation,
-        direction,
-        host_ptr,
-        bytes,
-        mode,
-        hash,
-    }));
+    crate::sink::push_in(
+        th,
+        Record::Hash(BufferHash {
+            time_ns: crate::clock::stamp(),
+            region: crate::region::current_in(th),
+            correlation,
+            direction,
+            host_ptr,
+            bytes,
+            mode,
+            hash,
+        }),
+    );
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use accprof_trace::RegionId;
 
-use crate::tls::{PerThread, DEPTH, THREAD};
+use crate::tls::{PerThread, DEPTH};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
@@ -53,14 +53,14 @@ pub(crate) fn current_in(t: &PerThread) -> RegionId {
     })
 }
 
-/// The innermost open region on this thread (0 when none).
-pub fn current() -> RegionId {
-    THREAD.try_with(current_in).unwrap_or(RegionId(0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::THREAD;
+
+    fn current() -> RegionId {
+        THREAD.with(current_in)
+    }
 
     fn open() -> RegionId {
         THREAD.with(open_in)
