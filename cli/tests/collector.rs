@@ -232,6 +232,19 @@ fn check_signal(how: &str, handled: bool, want_code: Option<i32>, want_signal: O
     if handled {
         cmd.arg("handled");
     }
+    // A shell starts background jobs with SIGINT and SIGQUIT ignored, and
+    // the collector rightly leaves ignored signals alone: give the program
+    // the default dispositions a terminal would.
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls signal(2), which
+    // is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let out = cmd.output().expect("runs");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.code(), want_code, "{how}: {:?}", out.status);
