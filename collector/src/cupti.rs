@@ -1543,18 +1543,20 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
         SITE_ENTER => {
             // Converted to ns by the writer (see clock).
             let time_ns = crate::clock::stamp();
+            let mut call = DriverCall {
+                time_ns,
+                thread: 0,
+                region: accprof_trace::RegionId(0),
+                correlation,
+                api: t.api,
+                host_ptr,
+                bytes,
+            };
             // One thread-local access for the call and its hash.
             let done = crate::tls::THREAD.try_with(|th| {
-                let rec = Record::DriverCall(DriverCall {
-                    time_ns,
-                    thread: crate::clock::thread_id_in(th),
-                    region: crate::region::current_in(th),
-                    correlation,
-                    api: t.api,
-                    host_ptr,
-                    bytes,
-                });
-                crate::sink::push_in(th, rec);
+                call.thread = crate::clock::thread_id_in(th);
+                call.region = crate::region::current_in(th);
+                crate::sink::push_in(th, Record::DriverCall(call));
                 if t.hash == HashAt::Enter {
                     // SAFETY: an upload is about to read exactly these host
                     // bytes.
@@ -1562,16 +1564,10 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
                 }
             });
             if done.is_err() {
-                // Thread-local storage gone (a call during thread exit).
-                crate::sink::push(Record::DriverCall(DriverCall {
-                    time_ns,
-                    thread: crate::clock::thread_id(),
-                    region: accprof_trace::RegionId(0),
-                    correlation,
-                    api: t.api,
-                    host_ptr,
-                    bytes,
-                }));
+                // Thread-local storage gone (a call during thread exit): no
+                // region to name.
+                call.thread = crate::clock::thread_id();
+                crate::sink::push(Record::DriverCall(call));
             }
         }
         SITE_EXIT if t.hash == HashAt::Exit => {

@@ -159,8 +159,20 @@ impl Event {
             Event::Acc(a) => Some(&mut a.time),
             Event::DriverCall(d) => Some(&mut d.time_ns),
             Event::Hash(h) => Some(&mut h.time_ns),
+            Event::Other(r) => record_stamp_mut(r),
             _ => None,
         }
+    }
+}
+
+/// The host clock stamp of a full record (one queued after its thread's
+/// storage was gone), if it has one.
+pub(crate) fn record_stamp_mut(r: &mut Record) -> Option<&mut u64> {
+    match r {
+        Record::Acc(e) => Some(&mut e.time_ns),
+        Record::DriverCall(d) => Some(&mut d.time_ns),
+        Record::Hash(h) => Some(&mut h.time_ns),
+        _ => None,
     }
 }
 

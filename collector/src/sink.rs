@@ -294,11 +294,7 @@ fn take_from(chain: &mut Chain, out: &mut Vec<Event>, done: &mut Vec<Arc<Chunk>>
 }
 
 /// Returns chunks read whole to the pool.
-fn recycle(done: &mut Vec<Arc<Chunk>>) {
-    if done.is_empty() {
-        return;
-    }
-    let mut pool = lock(&POOL);
+fn recycle(pool: &mut Vec<Arc<Chunk>>, done: &mut Vec<Arc<Chunk>>) {
     for c in done.drain(..) {
         if pool.len() < POOL_MAX && Arc::strong_count(&c) == 1 {
             c.len.store(0, Ordering::Relaxed);
@@ -333,7 +329,9 @@ pub(crate) fn drain(out: &mut Batch, spares: &mut Vec<Vec<Event>>) {
             !gone
         });
     }
-    recycle(&mut done);
+    if !done.is_empty() {
+        recycle(&mut lock(&POOL), &mut done);
+    }
     // Definitions drained after the records they may define (see module doc).
     std::mem::swap(&mut *lock(&DEFINITIONS), &mut out.defs);
 }
@@ -353,12 +351,7 @@ pub(crate) fn drain_nonblocking(out: &mut Batch) {
         }
     }
     if let Ok(mut pool) = POOL.try_lock() {
-        for c in done.drain(..) {
-            if pool.len() < POOL_MAX && Arc::strong_count(&c) == 1 {
-                c.len.store(0, Ordering::Relaxed);
-                pool.push(c);
-            }
-        }
+        recycle(&mut pool, &mut done);
     }
     if let Ok(mut d) = DEFINITIONS.try_lock() {
         std::mem::swap(&mut *d, &mut out.defs);

@@ -183,11 +183,8 @@ fn run() {
                 }
             }
             for r in batch.defs.iter_mut() {
-                match r {
-                    Record::Acc(e) => e.time_ns = clock.to_ns(e.time_ns),
-                    Record::DriverCall(d) => d.time_ns = clock.to_ns(d.time_ns),
-                    Record::Hash(h) => h.time_ns = clock.to_ns(h.time_ns),
-                    _ => {}
+                if let Some(t) = crate::event::record_stamp_mut(r) {
+                    *t = clock.to_ns(*t);
                 }
             }
         }
