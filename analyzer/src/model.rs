@@ -198,6 +198,9 @@ pub struct Run {
     pub skipped_unknown: u64,
     /// First and last timestamp seen.
     pub span_ns: (u64, u64),
+    /// How the process ended, when the collector saw it end; None for a
+    /// trace that was cut (or written by a collector before format 1.1).
+    pub ending: Option<accprof_trace::EndRecord>,
 }
 
 impl Run {
@@ -379,6 +382,7 @@ struct Builder {
     dropped: HashMap<DropSource, u64>,
     diagnostics: Vec<(Level, String)>,
     span: Option<(u64, u64)>,
+    ending: Option<accprof_trace::EndRecord>,
 }
 
 impl Builder {
@@ -406,6 +410,7 @@ impl Builder {
             dropped: HashMap::new(),
             diagnostics: Vec::new(),
             span: None,
+            ending: None,
         }
     }
 
@@ -555,6 +560,10 @@ impl Builder {
             }
             Record::Diagnostic { level, message, .. } => {
                 self.diagnostics.push((*level, message.clone()));
+            }
+            Record::End(end) => {
+                self.see_time(end.time_ns);
+                self.ending = Some(*end);
             }
         }
     }
@@ -801,6 +810,7 @@ impl Builder {
             notes: Vec::new(),
             skipped_unknown,
             span_ns: self.span.unwrap_or((0, 0)),
+            ending: self.ending,
         }
     }
 }

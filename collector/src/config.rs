@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 
+use accprof_trace::contract::{self, env};
 use accprof_trace::HashMode;
 
 #[derive(Debug, Clone)]
@@ -26,39 +27,32 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
-pub const DEFAULT_OUTPUT: &str = "accprof-%p.trace";
-
 fn flag(name: &str) -> bool {
-    matches!(
-        std::env::var(name).as_deref(),
-        Ok("1") | Ok("yes") | Ok("true") | Ok("on")
-    )
+    std::env::var(name).is_ok_and(|v| contract::is_on(&v))
 }
 
 impl Config {
     pub fn from_env() -> Config {
         let mut warnings = Vec::new();
-        let hash = match std::env::var("ACCPROF_HASH").as_deref() {
-            Err(_) | Ok("") | Ok("sampled") => HashMode::Sampled,
-            Ok("full") => HashMode::Full,
-            Ok("off") => HashMode::Off,
-            Ok(other) => {
-                warnings.push(format!(
-                    "ACCPROF_HASH={other} is not one of off, sampled, full; using sampled"
-                ));
-                HashMode::Sampled
-            }
-        };
-        let output = match std::env::var("ACCPROF_OUTPUT") {
+        let hash_text = std::env::var(env::HASH).unwrap_or_default();
+        let hash = contract::parse_hash(&hash_text).unwrap_or_else(|| {
+            warnings.push(format!(
+                "{}={hash_text} is not one of off, sampled, full; using sampled",
+                env::HASH
+            ));
+            HashMode::Sampled
+        });
+        let output = match std::env::var(env::OUTPUT) {
             Ok(s) if !s.is_empty() => s,
-            _ => DEFAULT_OUTPUT.to_string(),
+            _ => contract::DEFAULT_OUTPUT.to_string(),
         };
-        let allow_tsc = match std::env::var("ACCPROF_CLOCK").as_deref() {
+        let allow_tsc = match std::env::var(env::CLOCK).as_deref() {
             Err(_) | Ok("") | Ok("auto") => true,
             Ok("monotonic") => false,
             Ok(other) => {
                 warnings.push(format!(
-                    "ACCPROF_CLOCK={other} is not one of auto, monotonic; using auto"
+                    "{}={other} is not one of auto, monotonic; using auto",
+                    env::CLOCK
                 ));
                 true
             }
@@ -66,13 +60,10 @@ impl Config {
         Config {
             output,
             hash,
-            cupti: !matches!(
-                std::env::var("ACCPROF_CUPTI").as_deref(),
-                Ok("0") | Ok("off")
-            ),
-            summary: flag("ACCPROF_TIME") || flag("PGI_ACC_TIME") || flag("NV_ACC_TIME"),
-            disabled: flag("ACCPROF_DISABLE"),
-            quiet: flag("ACCPROF_QUIET"),
+            cupti: !std::env::var(env::CUPTI).is_ok_and(|v| contract::cupti_off(&v)),
+            summary: flag(env::TIME) || env::TIME_ALIASES.iter().any(|v| flag(v)),
+            disabled: flag(env::DISABLE),
+            quiet: flag(env::QUIET),
             allow_tsc,
             warnings,
         }
@@ -87,69 +78,5 @@ pub fn config() -> &'static Config {
 
 /// MPI rank from the variables launchers export.
 pub fn mpi_rank() -> Option<u32> {
-    [
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-        "MV2_COMM_WORLD_RANK",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-}
-
-/// Expands an output pattern. `exists` tells whether a candidate name is
-/// taken (for %n).
-pub fn expand_output(
-    pattern: &str,
-    pid: u32,
-    host: &str,
-    rank: Option<u32>,
-    exists: impl Fn(&str) -> bool,
-) -> String {
-    let render = |n: u32| {
-        let mut out = String::with_capacity(pattern.len() + 16);
-        let mut chars = pattern.chars();
-        while let Some(c) = chars.next() {
-            if c != '%' {
-                out.push(c);
-                continue;
-            }
-            match chars.next() {
-                Some('p') => out.push_str(&pid.to_string()),
-                Some('h') => out.push_str(host),
-                Some('r') => out.push_str(&rank.unwrap_or(0).to_string()),
-                Some('n') => out.push_str(&n.to_string()),
-                Some('%') => out.push('%'),
-                Some(other) => {
-                    out.push('%');
-                    out.push(other);
-                }
-                None => out.push('%'),
-            }
-        }
-        out
-    };
-    if !pattern.contains("%n") {
-        return render(0);
-    }
-    (0..10_000)
-        .map(render)
-        .find(|name| !exists(name))
-        .unwrap_or_else(|| render(10_000))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patterns_expand() {
-        let name = expand_output("t-%h-%r-%p-%%.trace", 42, "node1", Some(3), |_| false);
-        assert_eq!(name, "t-node1-3-42-%.trace");
-        let taken = ["x0", "x1"];
-        let name = expand_output("x%n", 1, "h", None, |n| taken.contains(&n));
-        assert_eq!(name, "x2");
-        assert_eq!(expand_output("a%qb%", 1, "h", None, |_| false), "a%qb%");
-    }
+    contract::rank_from_env()
 }

@@ -265,10 +265,13 @@ fn open() -> Sink {
     crate::cupti::await_start(crate::CUPTI_START_WAIT);
     let header = crate::header::build();
     let cfg = crate::config::config();
-    let path =
-        crate::config::expand_output(&cfg.output, header.pid, &header.host, header.rank, |p| {
-            std::path::Path::new(p).exists()
-        });
+    let path = accprof_trace::contract::expand_output(
+        &cfg.output,
+        header.pid,
+        &header.host,
+        header.rank,
+        |p| std::path::Path::new(p).exists(),
+    );
     // An old trace of the same name is removed, not truncated: ext4 flushes
     // a truncated-then-rewritten file to disk at close (several ms on the
     // program's exit path); a new file is written back in the background.

@@ -197,6 +197,7 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::Hash(_) => TAG_HASH,
         Record::Dropped { .. } => TAG_DROPPED,
         Record::Diagnostic { .. } => TAG_DIAGNOSTIC,
+        Record::End(_) => TAG_END,
     }
 }
 
@@ -357,6 +358,19 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             put_delta(e, &mut st.time, *time_ns);
             e.u8(level_code(*level));
             e.bytes(message.as_bytes());
+        }
+        Record::End(end) => {
+            // A 1.1 kind: absolute time, no delta state (older readers skip it).
+            e.varint(end.time_ns);
+            let (code, value) = match end.how {
+                Ending::Exit(s) => (0, s),
+                Ending::QuickExit(s) => (1, s),
+                Ending::Signal(s) => (2, s),
+                Ending::Exec => (3, 0),
+                Ending::RuntimeError(c) => (4, c),
+            };
+            e.u8(code);
+            e.zigzag(i64::from(value));
         }
     }
 }
@@ -538,6 +552,21 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
             },
             message: c.string(),
         },
+        TAG_END => {
+            let time_ns = c.varint();
+            let code = c.u8();
+            let value = c.zigzag_i32();
+            let how = match code {
+                0 => Some(Ending::Exit(value)),
+                1 => Some(Ending::QuickExit(value)),
+                2 => Some(Ending::Signal(value)),
+                3 => Some(Ending::Exec),
+                4 => Some(Ending::RuntimeError(value)),
+                _ => None,
+            };
+            let how = known(c, how, Ending::Exec, "ending");
+            Record::End(EndRecord { time_ns, how })
+        }
         _ => return Ok(None),
     };
     c.finish(Some(rec))

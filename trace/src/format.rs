@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.0.
+//! The binary layout of a trace file, version 1.1.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (0)
+//! minor     u16      FORMAT_MINOR (1)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -105,6 +105,9 @@
 //!                host_ptr zigzag, bytes varint, hash u64
 //! 11 Dropped     source u8, count varint
 //! 12 Diagnostic  time zigzag, level u8, message str
+//! 13 End         (1.1) time varint (absolute), how u8 (0 exit, 1 _exit,
+//!                2 signal, 3 exec, 4 runtime error), value zigzag
+//!                (status, signal number or error code; 0 for exec)
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -131,7 +134,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 
 /// The first 8 bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"ACCPROF\0";
@@ -167,3 +170,4 @@ pub(crate) const TAG_DRIVER_CALL: u8 = 9;
 pub(crate) const TAG_HASH: u8 = 10;
 pub(crate) const TAG_DROPPED: u8 = 11;
 pub(crate) const TAG_DIAGNOSTIC: u8 = 12;
+pub(crate) const TAG_END: u8 = 13;

@@ -30,6 +30,7 @@
 //! ```
 
 mod codec;
+pub mod contract;
 mod error;
 pub mod format;
 mod reader;

@@ -507,6 +507,31 @@ pub enum Level {
     Error,
 }
 
+/// How the observed process ended, as the collector saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// `exit` or a return from `main`, with the status.
+    Exit(i32),
+    /// `_exit` or `_Exit`: no atexit handlers ran.
+    QuickExit(i32),
+    /// Killed by this signal (after the collector flushed).
+    Signal(i32),
+    /// Replaced by another program image (`execve` and friends).
+    Exec,
+    /// A fatal error of the OpenACC runtime or the CUDA driver, with the
+    /// code the driver returned (0 when none), seen before the process ended.
+    RuntimeError(i32),
+}
+
+/// The last record of a trace whose process ended in a way the collector
+/// saw; a trace without one was cut (the process was killed with SIGKILL,
+/// or the machine went down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndRecord {
+    pub time_ns: u64,
+    pub how: Ending,
+}
+
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -532,4 +557,6 @@ pub enum Record {
         level: Level,
         message: String,
     },
+    /// Since format 1.1.
+    End(EndRecord),
 }

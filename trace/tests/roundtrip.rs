@@ -272,6 +272,21 @@ fn edge_records() -> Vec<Record> {
             message: "CUPTI is held by another tool; kernels and copies are not recorded ⚠".into(),
         });
     }
+    for how in [
+        Ending::Exit(0),
+        Ending::Exit(-1),
+        Ending::QuickExit(255),
+        Ending::Signal(13),
+        Ending::Exec,
+        Ending::RuntimeError(700),
+        Ending::Exit(i32::MIN),
+    ] {
+        v.push(Record::End(EndRecord { time_ns: 7, how }));
+        v.push(Record::End(EndRecord {
+            time_ns: u64::MAX,
+            how,
+        }));
+    }
     v
 }
 
@@ -363,7 +378,7 @@ fn big_traces_span_many_blocks() {
 
     let mut r = Reader::new(&bytes[..]).expect("reads");
     assert_eq!(r.header(), &header);
-    assert_eq!(r.version(), (1, 0));
+    assert_eq!(r.version(), (FORMAT_MAJOR, FORMAT_MINOR));
     let mut n = 0;
     for (got, want) in r.by_ref().zip(&recs) {
         assert_eq!(&got, want);

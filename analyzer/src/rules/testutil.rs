@@ -70,6 +70,7 @@ impl RunBuilder {
                 notes: Vec::new(),
                 skipped_unknown: 0,
                 span_ns: (0, 0),
+                ending: None,
             },
             t: 1_000,
             next_ptr: 0x10_0000,

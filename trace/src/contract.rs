@@ -1,0 +1,243 @@
+//! The contract between the launcher (`accprof run`) and the collector
+//! (`libaccprof.so`): the environment variables the collector reads, how
+//! their values are spelled, the MPI rank variables, the output pattern and
+//! the manifest through which a collector tells the launcher which trace
+//! files it wrote. Both sides use this module and nothing else for these
+//! facts, so they cannot drift apart.
+
+use crate::HashMode;
+
+/// Environment variable names, as the collector reads them.
+pub mod env {
+    /// Trace file pattern (see [`super::expand_output`]).
+    pub const OUTPUT: &str = "ACCPROF_OUTPUT";
+    /// `off`, `sampled` or `full` (see [`super::parse_hash`]).
+    pub const HASH: &str = "ACCPROF_HASH";
+    /// `0` or `off`: no CUPTI.
+    pub const CUPTI: &str = "ACCPROF_CUPTI";
+    /// Print the summary at exit; the PGI/NV names work too.
+    pub const TIME: &str = "ACCPROF_TIME";
+    pub const TIME_ALIASES: [&str; 2] = ["PGI_ACC_TIME", "NV_ACC_TIME"];
+    /// No notes on stderr (errors still print).
+    pub const QUIET: &str = "ACCPROF_QUIET";
+    /// Load but record nothing.
+    pub const DISABLE: &str = "ACCPROF_DISABLE";
+    /// `auto` or `monotonic`.
+    pub const CLOCK: &str = "ACCPROF_CLOCK";
+    /// Set by the launcher: a file to which every collector process appends
+    /// one line per trace it opened (see [`super::manifest_line`]).
+    pub const MANIFEST: &str = "ACCPROF_MANIFEST";
+    /// Set by the launcher to the directory it ran in: a relative output
+    /// pattern is resolved against it, whatever the program's working
+    /// directory is when it opens its trace.
+    pub const BASE_DIR: &str = "ACCPROF_BASE_DIR";
+}
+
+/// The default output pattern.
+pub const DEFAULT_OUTPUT: &str = "accprof-%p.trace";
+
+/// Variables MPI launchers export with the process's rank, in the order
+/// they are consulted.
+pub const RANK_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+    "MV2_COMM_WORLD_RANK",
+];
+
+/// The MPI rank, from the first of [`RANK_VARS`] that `get` knows and that
+/// parses.
+pub fn rank_from(get: impl Fn(&str) -> Option<String>) -> Option<u32> {
+    RANK_VARS.iter().find_map(|v| get(v)?.trim().parse().ok())
+}
+
+/// The MPI rank from this process's environment.
+pub fn rank_from_env() -> Option<u32> {
+    rank_from(|v| std::env::var(v).ok())
+}
+
+/// A hash mode as spelled in `ACCPROF_HASH` and `--hash`; the empty string
+/// means the default.
+pub fn parse_hash(text: &str) -> Option<HashMode> {
+    match text {
+        "" | "sampled" => Some(HashMode::Sampled),
+        "off" => Some(HashMode::Off),
+        "full" => Some(HashMode::Full),
+        _ => None,
+    }
+}
+
+/// The spelling [`parse_hash`] reads back.
+pub fn hash_name(mode: HashMode) -> &'static str {
+    match mode {
+        HashMode::Off => "off",
+        HashMode::Sampled => "sampled",
+        HashMode::Full => "full",
+    }
+}
+
+/// True for the values that switch a boolean variable on.
+pub fn is_on(value: &str) -> bool {
+    matches!(value, "1" | "yes" | "true" | "on")
+}
+
+/// True for the values that switch CUPTI off.
+pub fn cupti_off(value: &str) -> bool {
+    matches!(value, "0" | "off" | "no" | "false")
+}
+
+/// Expands an output pattern: `%p` pid, `%h` host, `%r` MPI rank (0 when
+/// none), `%n` the smallest number that makes the name new (`exists` tells
+/// whether a candidate is taken), `%%` a percent sign; any other `%x` is
+/// kept as written.
+pub fn expand_output(
+    pattern: &str,
+    pid: u32,
+    host: &str,
+    rank: Option<u32>,
+    exists: impl Fn(&str) -> bool,
+) -> String {
+    let render = |n: u32| {
+        let mut out = String::with_capacity(pattern.len() + 16);
+        let mut chars = pattern.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('p') => out.push_str(&pid.to_string()),
+                Some('h') => out.push_str(host),
+                Some('r') => out.push_str(&rank.unwrap_or(0).to_string()),
+                Some('n') => out.push_str(&n.to_string()),
+                Some('%') => out.push('%'),
+                Some(other) => {
+                    out.push('%');
+                    out.push(other);
+                }
+                None => out.push('%'),
+            }
+        }
+        out
+    };
+    if !pattern.contains("%n") {
+        return render(0);
+    }
+    (0..10_000)
+        .map(render)
+        .find(|name| !exists(name))
+        .unwrap_or_else(|| render(10_000))
+}
+
+/// True when the pattern names a different file for each process (`%p`),
+/// or picks a free name itself (`%n`).
+pub fn pattern_is_per_process(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('p') | Some('n') => return true,
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// One manifest line: the pid of the process that wrote a trace and the
+/// trace's absolute path, tab-separated. Paths with a newline or tab are
+/// written with those bytes escaped as `\n`, `\t` and `\\`.
+pub fn manifest_line(pid: u32, path: &str) -> String {
+    let mut s = format!("{pid}\t");
+    for c in path.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\t' => s.push_str("\\t"),
+            c => s.push(c),
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// The entries of a manifest, in the order written; malformed lines (a
+/// process killed mid-write) are skipped.
+pub fn parse_manifest(text: &str) -> Vec<(u32, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (pid, path) = l.split_once('\t')?;
+            let pid = pid.parse().ok()?;
+            let mut out = String::with_capacity(path.len());
+            let mut chars = path.chars();
+            while let Some(c) = chars.next() {
+                if c == '\\' {
+                    match chars.next()? {
+                        'n' => out.push('\n'),
+                        't' => out.push('\t'),
+                        '\\' => out.push('\\'),
+                        _ => return None,
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            Some((pid, out))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_expand() {
+        let name = expand_output("t-%h-%r-%p-%%.trace", 42, "node1", Some(3), |_| false);
+        assert_eq!(name, "t-node1-3-42-%.trace");
+        let taken = ["x0", "x1"];
+        let name = expand_output("x%n", 1, "h", None, |n| taken.contains(&n));
+        assert_eq!(name, "x2");
+        assert_eq!(expand_output("a%qb%", 1, "h", None, |_| false), "a%qb%");
+    }
+
+    #[test]
+    fn per_process_patterns() {
+        assert!(pattern_is_per_process("t-%p.trace"));
+        assert!(pattern_is_per_process("t%n"));
+        assert!(!pattern_is_per_process("t-%%p.trace"));
+        assert!(!pattern_is_per_process("t-%r.trace"));
+    }
+
+    #[test]
+    fn hash_spellings_round_trip() {
+        for m in [HashMode::Off, HashMode::Sampled, HashMode::Full] {
+            assert_eq!(parse_hash(hash_name(m)), Some(m));
+        }
+        assert_eq!(parse_hash(""), Some(HashMode::Sampled));
+        assert_eq!(parse_hash("Full"), None);
+    }
+
+    #[test]
+    fn ranks_come_from_the_first_variable_that_parses() {
+        let env = |v: &str| match v {
+            "OMPI_COMM_WORLD_RANK" => Some("x".to_string()),
+            "PMIX_RANK" => Some(" 3 ".to_string()),
+            "SLURM_PROCID" => Some("5".to_string()),
+            _ => None,
+        };
+        assert_eq!(rank_from(env), Some(3));
+        assert_eq!(rank_from(|_| None), None);
+    }
+
+    #[test]
+    fn manifest_lines_round_trip() {
+        let odd = "/tmp/a\tb\\c\nd.trace";
+        let text = manifest_line(7, "/tmp/x.trace") + &manifest_line(8, odd) + "garbage\n9";
+        assert_eq!(
+            parse_manifest(&text),
+            vec![(7, "/tmp/x.trace".to_string()), (8, odd.to_string())]
+        );
+    }
+}
