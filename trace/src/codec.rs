@@ -363,7 +363,8 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             // A 1.1 kind: absolute time, no delta state (older readers skip it).
             e.varint(end.time_ns);
             let (code, value) = match end.how {
-                Ending::Exit(s) => (0, s),
+                Ending::Exit(Some(s)) => (0, s),
+                Ending::Exit(None) => (5, 0),
                 Ending::QuickExit(s) => (1, s),
                 Ending::Signal(s) => (2, s),
                 Ending::Exec => (3, 0),
@@ -557,7 +558,8 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
             let code = c.u8();
             let value = c.zigzag_i32();
             let how = match code {
-                0 => Some(Ending::Exit(value)),
+                0 => Some(Ending::Exit(Some(value))),
+                5 => Some(Ending::Exit(None)),
                 1 => Some(Ending::QuickExit(value)),
                 2 => Some(Ending::Signal(value)),
                 3 => Some(Ending::Exec),

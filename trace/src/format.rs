@@ -106,8 +106,9 @@
 //! 11 Dropped     source u8, count varint
 //! 12 Diagnostic  time zigzag, level u8, message str
 //! 13 End         (1.1) time varint (absolute), how u8 (0 exit, 1 _exit,
-//!                2 signal, 3 exec, 4 runtime error), value zigzag
-//!                (status, signal number or error code; 0 for exec)
+//!                2 signal, 3 exec, 4 runtime error, 5 exit with unknown
+//!                status), value zigzag (status, signal number or error
+//!                code; 0 for exec and 5)
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an

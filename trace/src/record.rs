@@ -510,8 +510,9 @@ pub enum Level {
 /// How the observed process ended, as the collector saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
-    /// `exit` or a return from `main`, with the status.
-    Exit(i32),
+    /// `exit` or a return from `main`, with the status when the collector
+    /// saw it (a return from `main` does not show it).
+    Exit(Option<i32>),
     /// `_exit` or `_Exit`: no atexit handlers ran.
     QuickExit(i32),
     /// Killed by this signal (after the collector flushed).

@@ -273,13 +273,14 @@ fn edge_records() -> Vec<Record> {
         });
     }
     for how in [
-        Ending::Exit(0),
-        Ending::Exit(-1),
+        Ending::Exit(Some(0)),
+        Ending::Exit(Some(-1)),
+        Ending::Exit(None),
         Ending::QuickExit(255),
         Ending::Signal(13),
         Ending::Exec,
         Ending::RuntimeError(700),
-        Ending::Exit(i32::MIN),
+        Ending::Exit(Some(i32::MIN)),
     ] {
         v.push(Record::End(EndRecord { time_ns: 7, how }));
         v.push(Record::End(EndRecord {
