@@ -8,6 +8,8 @@
 # Usage: bench/overhead.sh --accprof LIB --ref LIB --samples DIR [--reps N] [--storm COUNT]
 #                           [--variants "bare ref accprof-sampled ..."] [--programs "prog args,..."]
 #                           [--accprof2 LIB] [--raw FILE] [--quick]
+#   variants: bare, ref, accprof-off|sampled|full (hash mode), accprof-nocupti
+#             (acc_prof only, sampled hashing), accprof2-MODE
 #   LIB     libaccprof.so / librefcollector.so
 #   --accprof2  a second build of libaccprof.so, timed as variants accprof2-MODE (A/B of two builds)
 #   --raw   also write every timed run as "program<TAB>variant<TAB>round<TAB>seconds" to FILE
@@ -41,9 +43,9 @@ if [ -n "$raw" ]; then : > "$raw" || { echo "overhead.sh: cannot write '$raw'" >
 [ -d "$samples" ] || { echo "overhead.sh: samples directory '$samples' not found" >&2; exit 2; }
 
 if [ $quick = 1 ]; then
-  programs=("launch_storm 2000" "jacobi_f90 256 20" "heat2d_data 256 256 20 10" "heat2d_naive 256 256 20")
+  programs=("launch_storm 2000" "jacobi_f90 256 20" "heat2d_data 256 256 20 10" "heat2d_naive 256 256 20" "small_kernels 8 50")
 else
-  programs=("launch_storm $storm" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50")
+  programs=("launch_storm $storm" "jacobi_f90 2048 200" "heat2d_data 4000 4000 200 50" "heat2d_naive 2048 2048 50" "small_kernels 24 1500")
 fi
 if [ -n "$only" ]; then IFS=, read -r -a programs <<< "$only"; fi
 work=$(mktemp -d)
@@ -57,6 +59,8 @@ run_one() { # variant program args...
   case $v in
     bare) ;;
     ref) env=(LD_PRELOAD="$ref") ;;
+    accprof-nocupti) env=(LD_PRELOAD="$acc" ACCPROF_CUPTI=0 ACCPROF_QUIET=1
+                          ACCPROF_OUTPUT="$work/t-%p.trace") ;;
     accprof-*) env=(LD_PRELOAD="$acc" ACCPROF_HASH="${v#accprof-}" ACCPROF_QUIET=1
                     ACCPROF_OUTPUT="$work/t-%p.trace") ;;
     accprof2-*) env=(LD_PRELOAD="$acc2" ACCPROF_HASH="${v#accprof2-}" ACCPROF_QUIET=1

@@ -26,6 +26,8 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("async", &["100000", "7", "3", "3"]),
     ("async", &["10", "4", "8", "2"]),
     ("threads", &["3", "20000", "20"]),
+    ("default_async", &["1000", "3", "2"]),
+    ("small_kernels", &["8", "20"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -52,6 +54,9 @@ const SOURCES: &[&str] = &[
     "async.c",
     "threads.c",
     "mpi_halo.c",
+    "default_async.c",
+    "small_kernels.c",
+    "device_fault.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
