@@ -23,7 +23,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::mem::{size_of, MaybeUninit};
 use std::path::{Path, PathBuf};
 use std::ptr::{self, addr_of, addr_of_mut};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use accprof_trace::{
@@ -187,7 +187,7 @@ pub(crate) fn start() -> Result<(), String> {
 /// too) and records dropped-record counts. A no-op when CUPTI never started
 /// in this process, in a forked child, and when re-entered.
 pub(crate) fn flush() {
-    if STATE.load(Ordering::Acquire) != ACTIVE {
+    if STATE.load(Ordering::Acquire) != ACTIVE || context_broken() {
         return;
     }
     if IN_FLUSH.try_with(|f| f.replace(true)).unwrap_or(true) {
@@ -1303,6 +1303,10 @@ enum Params {
     Memset(u8),
     /// cuMemsetD2D8/16/32: { dstDevice, dstPitch, value, Width, Height, .. }.
     Memset2D(u8),
+    /// A synchronization (stream, event, context): nothing is recorded on
+    /// entry; only its outcome is checked, because that is where an
+    /// asynchronous kernel's fault comes to light.
+    Sync,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1324,6 +1328,7 @@ const DTOD: Traced = tr(DriverApi::CopyOther, Params::DtoD, HashAt::Never);
 const UNIFIED: Traced = tr(DriverApi::CopyOther, Params::Unified, HashAt::Never);
 const PEER: Traced = tr(DriverApi::CopyOther, Params::Peer, HashAt::Never);
 const COPY_OTHER: Traced = tr(DriverApi::CopyOther, Params::None, HashAt::Never);
+const SYNC: Traced = tr(DriverApi::Other, Params::Sync, HashAt::Never);
 const fn memset(elem: u8) -> Traced {
     tr(DriverApi::Memset, Params::Memset(elem), HashAt::Never)
 }
@@ -1333,8 +1338,16 @@ const fn memset_2d(elem: u8) -> Traced {
 
 /// The driver calls followed: launches, the copies libgomp's nvptx plugin
 /// makes (the _v2 entry points) and their per-thread-stream twins, other
-/// copies, memsets.
+/// copies, memsets, and the synchronizations where errors of asynchronous
+/// work are reported.
 static TRACED: &[(Cb, Traced)] = &[
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent, SYNC),
+    (Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent_ptsz, SYNC),
     (Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, LAUNCH),
     (Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, LAUNCH),
     (Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, LAUNCH),
@@ -1502,7 +1515,7 @@ extern "C" fn api_callback(
 /// records of that context must come out first. Skipped when a flush is
 /// already under way (it covers them) or would re-enter.
 fn flush_before_context_destroy() {
-    if STATE.load(Ordering::Acquire) != ACTIVE || !crate::state::enabled() {
+    if STATE.load(Ordering::Acquire) != ACTIVE || !crate::state::enabled() || context_broken() {
         return;
     }
     if IN_FLUSH.try_with(|f| f.replace(true)).unwrap_or(true) {
@@ -1531,6 +1544,21 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
             (*data).functionReturnValue,
         )
     };
+    if site == SITE_EXIT {
+        // SAFETY: at exit functionReturnValue points to the call's CUresult.
+        let code = if ret.is_null() {
+            0
+        } else {
+            unsafe { ret.cast::<u32>().read() }
+        };
+        if code != 0 {
+            cuda_error(cbid, code);
+            return;
+        }
+    }
+    if t.params == Params::Sync {
+        return;
+    }
     let (host_ptr, bytes) = if params.is_null() {
         (None, None)
     } else {
@@ -1571,18 +1599,84 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
             }
         }
         SITE_EXIT if t.hash == HashAt::Exit => {
-            // SAFETY: at exit functionReturnValue points to the call's CUresult.
-            let succeeded = !ret.is_null() && unsafe { ret.cast::<u32>().read() } == 0;
-            if succeeded {
-                let _ = crate::tls::THREAD.try_with(|th| {
-                    // SAFETY: a synchronous download has just written
-                    // exactly these host bytes.
-                    unsafe { push_hash(th, Direction::Download, correlation, host_ptr, bytes) };
-                });
-            }
+            // The call succeeded (checked above).
+            let _ = crate::tls::THREAD.try_with(|th| {
+                // SAFETY: a synchronous download has just written exactly
+                // these host bytes.
+                unsafe { push_hash(th, Direction::Download, correlation, host_ptr, bytes) };
+            });
         }
         _ => {}
     }
+}
+
+/// Set once a driver call has reported an error that leaves the context
+/// unusable (an illegal address, a kernel that faulted or timed out). From
+/// then on the collector makes no call into CUPTI that touches the device:
+/// flushing a broken context can hang or crash inside the driver, and the
+/// program must end as it would have without us.
+static CONTEXT_BROKEN: AtomicBool = AtomicBool::new(false);
+
+/// Failed driver calls reported in the trace, at most [`MAX_ERRORS_SAID`].
+static ERRORS_SAID: AtomicU32 = AtomicU32::new(0);
+const MAX_ERRORS_SAID: u32 = 16;
+
+/// CUresult codes after which the context cannot be used again.
+fn is_sticky(code: u32) -> bool {
+    matches!(code, 700 | 702 | 714..=719 | 999)
+}
+
+/// The CUresult name of the codes a failing OpenACC program meets.
+fn cuda_error_name(code: u32) -> &'static str {
+    match code {
+        1 => "CUDA_ERROR_INVALID_VALUE",
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        4 => "CUDA_ERROR_DEINITIALIZED",
+        201 => "CUDA_ERROR_INVALID_CONTEXT",
+        400 => "CUDA_ERROR_INVALID_HANDLE",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        701 => "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+        702 => "CUDA_ERROR_LAUNCH_TIMEOUT",
+        714 => "CUDA_ERROR_HARDWARE_STACK_ERROR",
+        715 => "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        716 => "CUDA_ERROR_MISALIGNED_ADDRESS",
+        717 => "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+        718 => "CUDA_ERROR_INVALID_PC",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        999 => "CUDA_ERROR_UNKNOWN",
+        _ => "CUDA error",
+    }
+}
+
+/// A traced driver call failed: say so in the trace; after an error that
+/// breaks the context, stop touching the device and get what was recorded
+/// onto disk now, since the program is about to die (and may hang doing so).
+#[cold]
+fn cuda_error(cbid: u32, code: u32) {
+    let name = TRACED
+        .iter()
+        .find(|(cb, _)| *cb as u32 == cbid)
+        .map(|(cb, _)| callback_name(*cb))
+        .unwrap_or_else(|| format!("driver call {cbid}"));
+    let sticky = is_sticky(code);
+    let first_sticky = sticky && !CONTEXT_BROKEN.swap(true, Ordering::AcqRel);
+    if ERRORS_SAID.fetch_add(1, Ordering::Relaxed) < MAX_ERRORS_SAID || first_sticky {
+        let mut message = format!("{name} failed: {} ({code})", cuda_error_name(code));
+        if first_sticky {
+            message.push_str(
+                "; the device context is unusable: device records not yet delivered by CUPTI are lost",
+            );
+        }
+        diagnostic(Level::Error, message);
+    }
+    if first_sticky {
+        crate::writer::flush_and_wait(std::time::Duration::from_secs(1), false);
+    }
+}
+
+/// True once the device context is known to be broken (see [`cuda_error`]).
+pub(crate) fn context_broken() -> bool {
+    CONTEXT_BROKEN.load(Ordering::Acquire)
 }
 
 /// Host pointer and byte count of a call, from its parameter struct.
@@ -1596,7 +1690,7 @@ unsafe fn read_params(shape: Params, p: *const c_void) -> (Option<u64>, Option<u
     // structs hold only integers and raw pointers.
     unsafe {
         match shape {
-            Params::None => (None, None),
+            Params::None | Params::Sync => (None, None),
             Params::HtoD => {
                 let s = &*p.cast::<sys::cuMemcpyHtoD_v2_params_st>();
                 (addr(s.srcHost), n(s.ByteCount))
@@ -1904,6 +1998,26 @@ mod tests {
             r.partitionedGlobalCacheExecuted as u32,
             sys::CUpti_ActivityPartitionedGlobalCacheConfig::CUPTI_ACTIVITY_PARTITIONED_GLOBAL_CACHE_CONFIG_UNKNOWN as u32
         );
+    }
+
+    #[test]
+    fn synchronizations_are_checked_not_recorded() {
+        for cb in [
+            Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+            Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+            Cb::CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+        ] {
+            assert_eq!(traced(cb as u32).map(|t| t.params), Some(Params::Sync));
+        }
+        assert_eq!(
+            traced(Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32).map(|t| t.api),
+            Some(DriverApi::Launch)
+        );
+        // An illegal address breaks the context; running out of resources
+        // for one launch does not.
+        assert!(is_sticky(700) && is_sticky(719) && is_sticky(999));
+        assert!(!is_sticky(701) && !is_sticky(2) && !is_sticky(600));
+        assert_eq!(cuda_error_name(700), "CUDA_ERROR_ILLEGAL_ADDRESS");
     }
 
     #[test]
