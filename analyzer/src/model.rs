@@ -201,6 +201,10 @@ pub struct Run {
     /// How the process ended, when the collector saw it end; None for a
     /// trace that was cut (or written by a collector before format 1.1).
     pub ending: Option<accprof_trace::EndRecord>,
+    /// Where the executable's binary was found for reading (its recorded
+    /// path or a copy in a search directory, same build); None when it was
+    /// not found.
+    pub executable_binary: Option<std::path::PathBuf>,
 }
 
 impl Run {
@@ -226,6 +230,15 @@ impl Run {
 
     pub fn wall_ns(&self) -> u64 {
         self.span_ns.1.saturating_sub(self.span_ns.0)
+    }
+
+    /// The executable's module: the one whose path is the traced
+    /// executable, else the first one loaded.
+    pub fn executable_module(&self) -> Option<&accprof_trace::Module> {
+        self.modules
+            .iter()
+            .find(|m| m.path == self.header.executable)
+            .or_else(|| self.modules.first())
     }
 }
 
@@ -255,12 +268,14 @@ pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
     for rec in &trace.records {
         b.add(rec, symbolizer);
     }
-    b.finish(
+    let mut run = b.finish(
         trace.header,
         trace.version,
         trace.losses,
         trace.skipped_unknown,
-    )
+    );
+    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    run
 }
 
 /// Builds the model while reading: records are looked at one by one and
@@ -277,7 +292,9 @@ pub fn build_from_reader<R: std::io::Read>(
     let version = reader.version();
     let losses = reader.losses().to_vec();
     let skipped = reader.skipped_unknown();
-    b.finish(header, version, losses, skipped)
+    let mut run = b.finish(header, version, losses, skipped);
+    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    run
 }
 
 /// A map from ids handed out in sequence (region ids, CUPTI correlation
@@ -811,6 +828,7 @@ impl Builder {
             skipped_unknown,
             span_ns: self.span.unwrap_or((0, 0)),
             ending: self.ending,
+            executable_binary: None,
         }
     }
 }

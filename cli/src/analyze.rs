@@ -108,17 +108,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
-    if !args.trace.is_file() {
-        bail!("{}: no such trace file", args.trace.display());
-    }
-    let mut symbol_dirs = args.symbols.clone();
-    if let Some(path) = std::env::var_os("ACCPROF_SYMBOL_PATH") {
-        symbol_dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
-    }
-    let run = accprof_analyzer::load_run_with(
-        &args.trace,
-        &accprof_analyzer::LoadOptions { symbol_dirs },
-    )?;
+    let run = accprof_analyzer::load_run_with(&args.trace, &crate::symbol_options(&args.symbols))?;
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
         std::fs::read_to_string(p)
     });
