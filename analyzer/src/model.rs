@@ -6,6 +6,12 @@
 //!   construct opened while another is open on the same thread is nested in
 //!   it (GCC opens enter/exit data inside every compute construct for its
 //!   implicit copies); nested constructs take their parent's source site.
+//! - A start whose end never comes (the program toggled the end callback
+//!   off, or died) must not swallow what follows: constructs of one class
+//!   never nest in each other, so a start of the class of an open construct
+//!   on the same thread closes that construct and everything opened inside
+//!   it, all marked `cut`. An end closes whatever is still open inside its
+//!   construct the same way.
 //! - A CUPTI kernel or memcpy belongs to the construct whose region the
 //!   driver call with the same correlation id was made in.
 //! - Without CUPTI, launches and copies come from acc_prof's enqueue events
@@ -86,6 +92,10 @@ pub struct Construct {
     pub device: Option<u32>,
     /// Launches the runtime reported (acc_prof enqueue_launch).
     pub launches: Vec<LaunchRequest>,
+    /// No end event came: a later start closed it (callbacks toggled off
+    /// with `acc_prof_unregister(..., acc_toggle)`), or it was still open
+    /// when the trace ended (the program died inside it). `end_ns` is None.
+    pub cut: bool,
 }
 
 impl Construct {
@@ -198,6 +208,10 @@ pub struct Run {
     pub skipped_unknown: u64,
     /// First and last timestamp seen.
     pub span_ns: (u64, u64),
+    /// The constructs still open when the trace ended, per thread from the
+    /// outermost to the innermost (what was running when the program
+    /// stopped, or constructs whose end callbacks were toggled off).
+    pub open_at_end: Vec<ConstructId>,
     /// How the process ended, when the collector saw it end; None for a
     /// trace that was cut (or written by a collector before format 1.1).
     pub ending: Option<accprof_trace::EndRecord>,
@@ -400,6 +414,20 @@ struct Builder {
     diagnostics: Vec<(Level, String)>,
     span: Option<(u64, u64)>,
     ending: Option<accprof_trace::EndRecord>,
+    /// Device records left out: end before start, or implausibly long.
+    rejected_kernels: u64,
+    rejected_copies: u64,
+    /// The dropped-record counts added up past u64::MAX.
+    dropped_overflow: bool,
+}
+
+/// The longest a single kernel or copy is believed to last; a record
+/// claiming more (or ending before it starts) is damaged or crafted, and
+/// its numbers would swamp every total.
+pub const MAX_DEVICE_RECORD_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
+
+fn plausible(start_ns: u64, end_ns: u64) -> bool {
+    end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }
 
 impl Builder {
@@ -428,6 +456,9 @@ impl Builder {
             diagnostics: Vec::new(),
             span: None,
             ending: None,
+            rejected_kernels: 0,
+            rejected_copies: 0,
+            dropped_overflow: false,
         }
     }
 
@@ -548,11 +579,19 @@ impl Builder {
                 self.hashes.push(*h);
             }
             Record::Kernel(k) => {
+                if !plausible(k.start_ns, k.end_ns) {
+                    self.rejected_kernels += 1;
+                    return;
+                }
                 self.see_time(k.start_ns);
                 self.see_time(k.end_ns);
                 self.kernels_raw.push(*k);
             }
             Record::Memcpy(m) => {
+                if !plausible(m.start_ns, m.end_ns) {
+                    self.rejected_copies += 1;
+                    return;
+                }
                 self.see_time(m.start_ns);
                 self.see_time(m.end_ns);
                 self.memcpys_raw.push(*m);
@@ -573,7 +612,14 @@ impl Builder {
             }
             Record::Memset(_) => {}
             Record::Dropped { source, count } => {
-                *self.dropped.entry(*source).or_default() += count;
+                let n = self.dropped.entry(*source).or_default();
+                match n.checked_add(*count) {
+                    Some(v) => *n = v,
+                    None => {
+                        *n = u64::MAX;
+                        self.dropped_overflow = true;
+                    }
+                }
             }
             Record::Diagnostic { level, message, .. } => {
                 self.diagnostics.push((*level, message.clone()));
@@ -589,6 +635,14 @@ impl Builder {
         self.acc_events += 1;
         self.see_time(ev.time_ns);
         if let Some(class) = class_of(ev.kind) {
+            if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
+                let constructs = &mut self.constructs;
+                if let Some(pos) = stack.iter().position(|&c| constructs[c.0].class == class) {
+                    for c in stack.drain(pos..) {
+                        constructs[c.0].cut = true;
+                    }
+                }
+            }
             let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
             let id = ConstructId(self.constructs.len());
@@ -606,6 +660,7 @@ impl Builder {
                 device_type: ev.device_type,
                 device: ev.device_number,
                 launches: Vec::new(),
+                cut: false,
             });
             self.by_region.insert(ev.region.0, id);
             self.stack(ev.thread).push(id);
@@ -614,9 +669,13 @@ impl Builder {
         if is_end(ev.kind) {
             if let Some(id) = self.by_region.get(ev.region.0) {
                 self.constructs[id.0].end_ns = Some(ev.time_ns);
+                self.constructs[id.0].cut = false;
                 let stack = self.stack(ev.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    stack.truncate(pos);
+                    let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
+                    for c in inside {
+                        self.constructs[c.0].cut = true;
+                    }
                 }
             }
             return;
@@ -809,6 +868,31 @@ impl Builder {
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
         let mut modules: Vec<_> = self.modules.values().cloned().collect();
         modules.sort_by_key(|m| m.id);
+        let mut notes = Vec::new();
+        for (n, what) in [
+            (self.rejected_kernels, "kernel"),
+            (self.rejected_copies, "memcpy"),
+        ] {
+            if n > 0 {
+                notes.push(format!(
+                    "{n} CUPTI {what} record{} left out (end before start, or longer than 7 days: a damaged or crafted trace)",
+                    if n == 1 { "" } else { "s" },
+                ));
+            }
+        }
+        if self.dropped_overflow {
+            notes.push(
+                "the dropped-record counts add up past the largest number (a damaged or crafted trace): shown as 18,446,744,073,709,551,615"
+                    .to_string(),
+            );
+        }
+        let mut open_at_end = Vec::new();
+        for (_, stack) in std::mem::take(&mut self.open) {
+            for c in stack {
+                self.constructs[c.0].cut = true;
+                open_at_end.push(c);
+            }
+        }
         Run {
             header,
             version,
@@ -824,9 +908,10 @@ impl Builder {
             acc_events: self.acc_events,
             dropped,
             diagnostics: self.diagnostics,
-            notes: Vec::new(),
+            notes,
             skipped_unknown,
             span_ns: self.span.unwrap_or((0, 0)),
+            open_at_end,
             ending: self.ending,
             executable_binary: None,
         }

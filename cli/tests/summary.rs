@@ -726,8 +726,13 @@ fn a_truncated_trace_gives_what_was_read_and_one_warning() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("Accelerator Kernel Timing data"), "{text}");
-    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
-    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(!text.contains("warning"), "warnings go to stderr: {text}");
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("accprof: warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("truncated"), "{}", warnings[0]);
     assert!(
         warnings[0].contains(&format!("at byte {start}")),

@@ -382,6 +382,17 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
             cx.small_transfers, opts.min_bytes
         ));
     }
+    if !run.losses.is_empty() {
+        let bytes: u64 = run.losses.iter().map(|l| l.bytes).sum();
+        all.note(format!(
+            "the trace was cut or damaged ({bytes} bytes not read): findings cover the part that was read{}",
+            if run.cupti_active() {
+                "; CUPTI was recording, so its device records of the lost part are missing, not absent"
+            } else {
+                ""
+            }
+        ));
+    }
     if !run.cupti_active() {
         all.note(
             "no CUPTI in this run: transfer and kernel times are the runtime's host-side times, \

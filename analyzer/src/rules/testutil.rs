@@ -70,6 +70,7 @@ impl RunBuilder {
                 notes: Vec::new(),
                 skipped_unknown: 0,
                 span_ns: (0, 0),
+                open_at_end: Vec::new(),
                 ending: None,
                 executable_binary: None,
             },
@@ -124,6 +125,7 @@ impl RunBuilder {
             device_type: None,
             device: None,
             launches: Vec::new(),
+            cut: false,
         });
         self.t += 1_000;
         id
