@@ -917,3 +917,175 @@ impl Builder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accprof_trace::{Clock, HashMode, SourceLocation, SourceState, Sources};
+
+    fn header() -> Header {
+        Header {
+            host: "h".into(),
+            pid: 1,
+            rank: None,
+            command_line: vec!["./a".into()],
+            executable: "./a".into(),
+            start_unix_ns: 0,
+            start_clock_ns: 0,
+            clock: Clock::Monotonic,
+            runtime: "libgomp".into(),
+            collector: "test".into(),
+            sources: Sources {
+                acc_prof: SourceState::Active,
+                cupti: SourceState::Inactive("test".into()),
+                hashing: HashMode::Off,
+            },
+        }
+    }
+
+    /// An event of `region` on thread 1 at `line` (NVHPC-style location).
+    fn ev(t: u64, kind: AccEventKind, region: u64, line: u32) -> Record {
+        Record::Acc(accprof_trace::AccEvent {
+            time_ns: t,
+            kind,
+            thread: 1,
+            region: RegionId(region),
+            device_type: None,
+            device_number: None,
+            async_queue: None,
+            construct: None,
+            implicit: false,
+            location: SourceLocation {
+                line: Some(line),
+                ..SourceLocation::default()
+            },
+            call_site: None,
+            detail: AccDetail::None,
+        })
+    }
+
+    fn build_of(records: Vec<Record>) -> Run {
+        let trace = Trace {
+            version: (1, 1),
+            header: header(),
+            records,
+            losses: Vec::new(),
+            skipped_unknown: 0,
+        };
+        build(trace, &mut Symbolizer::new())
+    }
+
+    fn lines(run: &Run) -> Vec<(Option<u32>, bool, bool)> {
+        run.constructs
+            .iter()
+            .map(|c| (run.site(c.site).line, c.parent.is_some(), c.cut))
+            .collect()
+    }
+
+    #[test]
+    fn a_compute_construct_without_its_end_is_closed_by_the_next_one() {
+        use AccEventKind::*;
+        // Four reductions; the end of the second was toggled off.
+        let mut r = Vec::new();
+        for (i, line) in [10u32, 20, 30, 40].into_iter().enumerate() {
+            let region = i as u64 + 1;
+            let t = 100 * region;
+            r.push(ev(t, ComputeConstructStart, region, line));
+            r.push(ev(t + 10, EnterDataStart, region + 100, line));
+            r.push(ev(t + 20, EnterDataEnd, region + 100, line));
+            if line != 20 {
+                r.push(ev(t + 50, ComputeConstructEnd, region, line));
+            }
+        }
+        let run = build_of(r);
+        let top: Vec<_> = lines(&run)
+            .into_iter()
+            .filter(|(_, nested, _)| !nested)
+            .collect();
+        assert_eq!(
+            top,
+            [
+                (Some(10), false, false),
+                (Some(20), false, true),
+                (Some(30), false, false),
+                (Some(40), false, false)
+            ]
+        );
+        assert!(run.open_at_end.is_empty());
+        assert_eq!(run.constructs[2].end_ns, None);
+    }
+
+    #[test]
+    fn a_start_at_an_outer_depth_closes_everything_inside() {
+        use AccEventKind::*;
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            ev(2, EnterDataStart, 101, 10),
+            // Neither end comes.
+            ev(5, ComputeConstructStart, 2, 20),
+            ev(6, ComputeConstructEnd, 2, 20),
+            ev(7, UpdateStart, 3, 30),
+        ]);
+        assert_eq!(
+            lines(&run),
+            [
+                (Some(10), false, true),
+                (Some(10), true, true),
+                (Some(20), false, false),
+                (Some(30), false, true)
+            ]
+        );
+        // The update was running when the trace ended.
+        assert_eq!(run.open_at_end, [ConstructId(3)]);
+    }
+
+    #[test]
+    fn an_end_closes_what_is_still_open_inside_it() {
+        use AccEventKind::*;
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            ev(2, EnterDataStart, 101, 10),
+            ev(3, ComputeConstructEnd, 1, 10),
+        ]);
+        assert_eq!(
+            lines(&run),
+            [(Some(10), false, false), (Some(10), true, true)]
+        );
+        assert!(run.open_at_end.is_empty());
+    }
+
+    #[test]
+    fn impossible_device_records_are_left_out_and_said() {
+        let rec = |start_ns, end_ns| {
+            Record::Memcpy(accprof_trace::MemcpyRecord {
+                start_ns,
+                end_ns,
+                bytes: 8,
+                kind: CopyKind::HostToDevice,
+                src: MemoryKind::Pageable,
+                dst: MemoryKind::Device,
+                device: 0,
+                context: 0,
+                stream: 0,
+                correlation: 0,
+            })
+        };
+        let run = build_of(vec![
+            rec(10, 20),
+            rec(30, 5),
+            rec(0, u64::MAX),
+            Record::Dropped {
+                source: DropSource::Cupti,
+                count: u64::MAX,
+            },
+            Record::Dropped {
+                source: DropSource::Cupti,
+                count: 1,
+            },
+        ]);
+        assert_eq!(run.copies.len(), 1);
+        assert_eq!(run.span_ns, (10, 20));
+        assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
+        assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    }
+}
