@@ -16,7 +16,7 @@ fn repo() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    repo().join("cli/tests/fixtures/h200")
+    h200_fixtures()
 }
 
 fn fixture(name: &str) -> PathBuf {

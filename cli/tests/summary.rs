@@ -30,7 +30,7 @@ fn manifest() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    manifest().join("tests/fixtures/h200")
+    h200_fixtures()
 }
 
 fn fixture(name: &str) -> PathBuf {
