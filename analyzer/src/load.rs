@@ -5,20 +5,62 @@ use std::path::{Path, PathBuf};
 use crate::model::{self, Run};
 use crate::symbolize::Symbolizer;
 
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+/// A trace that could not be read at all. Its message is one line naming
+/// the input and already says what the cause says, so it has no separate
+/// source (a caller printing the chain would repeat it).
+#[derive(Debug)]
 pub struct LoadError {
     pub path: PathBuf,
-    #[source]
     pub source: accprof_trace::TraceError,
 }
 
-/// How to load: where else to look for the program's binaries.
-#[derive(Debug, Clone, Default)]
+impl std::error::Error for LoadError {}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = if self.path.as_os_str() == STDIN {
+            "standard input".to_string()
+        } else {
+            self.path.display().to_string()
+        };
+        match &self.source {
+            // An I/O error says what happened; "I/O error" adds nothing.
+            accprof_trace::TraceError::Io(e) => write!(f, "{name}: {e}"),
+            other => write!(f, "{name}: {other}"),
+        }
+    }
+}
+
+/// How to load: where to look for the program's binaries.
+#[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Directories searched (by file name, checked by build id) for a
     /// module whose recorded path is missing or holds another build.
     pub symbol_dirs: Vec<PathBuf>,
+    /// Whether a binary is first looked for at the path the trace recorded
+    /// (true by default). Off, only `symbol_dirs` are searched: a trace
+    /// then reads the same on every machine, whatever happens to sit at
+    /// the recording machine's paths.
+    pub recorded_paths: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            symbol_dirs: Vec::new(),
+            recorded_paths: true,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Binaries from `dirs` only, never from the recorded paths.
+    pub fn only_in(dirs: Vec<PathBuf>) -> Self {
+        LoadOptions {
+            symbol_dirs: dirs,
+            recorded_paths: false,
+        }
+    }
 }
 
 /// Reads one trace file and builds its model.
@@ -26,16 +68,43 @@ pub fn load_run(path: &Path) -> Result<Run, LoadError> {
     load_run_with(path, &LoadOptions::default())
 }
 
+/// What `-` stands for: the trace comes on standard input.
+pub const STDIN: &str = "-";
+
+/// Opens a trace for reading: a file, a pipe or FIFO (read as a stream,
+/// never seeked), or standard input for `-`. A directory or a missing path
+/// is refused here, with the same words wherever a trace is read.
+pub fn open_input(path: &Path) -> Result<Box<dyn std::io::Read>, accprof_trace::TraceError> {
+    use std::io::{Error, ErrorKind};
+    if path.as_os_str() == STDIN {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(Error::new(ErrorKind::NotFound, "no such trace file").into())
+        }
+        Err(e) => return Err(e.into()),
+        Ok(m) if m.is_dir() => return Err(Error::other("is a directory, not a trace file").into()),
+        Ok(_) => {}
+    }
+    Ok(Box::new(std::fs::File::open(path)?))
+}
+
 /// [`load_run`] with options. The trace is read as a stream: memory holds
-/// the model, never the whole trace.
+/// the model, never the whole trace. A damaged block costs only itself:
+/// reading goes on at the next intact block, and [`Run::losses`] says what
+/// was skipped.
 pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> {
     let err = |source| LoadError {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(|e| err(e.into()))?;
-    let reader = accprof_trace::Reader::new(file).map_err(err)?;
+    let input = open_input(path).map_err(err)?;
+    let reader = accprof_trace::Reader::new(std::io::BufReader::new(input))
+        .map_err(err)?
+        .with_resync(true);
     let mut symbolizer = Symbolizer::with_search_dirs(opts.symbol_dirs.clone());
+    symbolizer.recorded_paths = opts.recorded_paths;
     let mut run = model::build_from_reader(reader, &mut symbolizer);
     run.notes.append(&mut symbolizer.notes);
     Ok(run)

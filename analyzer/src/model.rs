@@ -6,6 +6,12 @@
 //!   construct opened while another is open on the same thread is nested in
 //!   it (GCC opens enter/exit data inside every compute construct for its
 //!   implicit copies); nested constructs take their parent's source site.
+//! - A start whose end never comes (the program toggled the end callback
+//!   off, or died) must not swallow what follows: constructs of one class
+//!   never nest in each other, so a start of the class of an open construct
+//!   on the same thread closes that construct and everything opened inside
+//!   it, all marked `cut`. An end closes whatever is still open inside its
+//!   construct the same way.
 //! - A CUPTI kernel or memcpy belongs to the construct whose region the
 //!   driver call with the same correlation id was made in.
 //! - Without CUPTI, launches and copies come from acc_prof's enqueue events
@@ -86,6 +92,10 @@ pub struct Construct {
     pub device: Option<u32>,
     /// Launches the runtime reported (acc_prof enqueue_launch).
     pub launches: Vec<LaunchRequest>,
+    /// No end event came: a later start closed it (callbacks toggled off
+    /// with `acc_prof_unregister(..., acc_toggle)`), or it was still open
+    /// when the trace ended (the program died inside it). `end_ns` is None.
+    pub cut: bool,
 }
 
 impl Construct {
@@ -198,9 +208,17 @@ pub struct Run {
     pub skipped_unknown: u64,
     /// First and last timestamp seen.
     pub span_ns: (u64, u64),
+    /// The constructs still open when the trace ended, per thread from the
+    /// outermost to the innermost (what was running when the program
+    /// stopped, or constructs whose end callbacks were toggled off).
+    pub open_at_end: Vec<ConstructId>,
     /// How the process ended, when the collector saw it end; None for a
     /// trace that was cut (or written by a collector before format 1.1).
     pub ending: Option<accprof_trace::EndRecord>,
+    /// Where the executable's binary was found for reading (its recorded
+    /// path or a copy in a search directory, same build); None when it was
+    /// not found.
+    pub executable_binary: Option<std::path::PathBuf>,
 }
 
 impl Run {
@@ -226,6 +244,15 @@ impl Run {
 
     pub fn wall_ns(&self) -> u64 {
         self.span_ns.1.saturating_sub(self.span_ns.0)
+    }
+
+    /// The executable's module: the one whose path is the traced
+    /// executable, else the first one loaded.
+    pub fn executable_module(&self) -> Option<&accprof_trace::Module> {
+        self.modules
+            .iter()
+            .find(|m| m.path == self.header.executable)
+            .or_else(|| self.modules.first())
     }
 }
 
@@ -255,12 +282,14 @@ pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
     for rec in &trace.records {
         b.add(rec, symbolizer);
     }
-    b.finish(
+    let mut run = b.finish(
         trace.header,
         trace.version,
         trace.losses,
         trace.skipped_unknown,
-    )
+    );
+    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    run
 }
 
 /// Builds the model while reading: records are looked at one by one and
@@ -277,7 +306,9 @@ pub fn build_from_reader<R: std::io::Read>(
     let version = reader.version();
     let losses = reader.losses().to_vec();
     let skipped = reader.skipped_unknown();
-    b.finish(header, version, losses, skipped)
+    let mut run = b.finish(header, version, losses, skipped);
+    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    run
 }
 
 /// A map from ids handed out in sequence (region ids, CUPTI correlation
@@ -383,6 +414,20 @@ struct Builder {
     diagnostics: Vec<(Level, String)>,
     span: Option<(u64, u64)>,
     ending: Option<accprof_trace::EndRecord>,
+    /// Device records left out: end before start, or implausibly long.
+    rejected_kernels: u64,
+    rejected_copies: u64,
+    /// The dropped-record counts added up past u64::MAX.
+    dropped_overflow: bool,
+}
+
+/// The longest a single kernel or copy is believed to last; a record
+/// claiming more (or ending before it starts) is damaged or crafted, and
+/// its numbers would swamp every total.
+pub const MAX_DEVICE_RECORD_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
+
+fn plausible(start_ns: u64, end_ns: u64) -> bool {
+    end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }
 
 impl Builder {
@@ -411,6 +456,9 @@ impl Builder {
             diagnostics: Vec::new(),
             span: None,
             ending: None,
+            rejected_kernels: 0,
+            rejected_copies: 0,
+            dropped_overflow: false,
         }
     }
 
@@ -531,11 +579,19 @@ impl Builder {
                 self.hashes.push(*h);
             }
             Record::Kernel(k) => {
+                if !plausible(k.start_ns, k.end_ns) {
+                    self.rejected_kernels += 1;
+                    return;
+                }
                 self.see_time(k.start_ns);
                 self.see_time(k.end_ns);
                 self.kernels_raw.push(*k);
             }
             Record::Memcpy(m) => {
+                if !plausible(m.start_ns, m.end_ns) {
+                    self.rejected_copies += 1;
+                    return;
+                }
                 self.see_time(m.start_ns);
                 self.see_time(m.end_ns);
                 self.memcpys_raw.push(*m);
@@ -556,7 +612,14 @@ impl Builder {
             }
             Record::Memset(_) => {}
             Record::Dropped { source, count } => {
-                *self.dropped.entry(*source).or_default() += count;
+                let n = self.dropped.entry(*source).or_default();
+                match n.checked_add(*count) {
+                    Some(v) => *n = v,
+                    None => {
+                        *n = u64::MAX;
+                        self.dropped_overflow = true;
+                    }
+                }
             }
             Record::Diagnostic { level, message, .. } => {
                 self.diagnostics.push((*level, message.clone()));
@@ -572,6 +635,14 @@ impl Builder {
         self.acc_events += 1;
         self.see_time(ev.time_ns);
         if let Some(class) = class_of(ev.kind) {
+            if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
+                let constructs = &mut self.constructs;
+                if let Some(pos) = stack.iter().position(|&c| constructs[c.0].class == class) {
+                    for c in stack.drain(pos..) {
+                        constructs[c.0].cut = true;
+                    }
+                }
+            }
             let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
             let id = ConstructId(self.constructs.len());
@@ -589,6 +660,7 @@ impl Builder {
                 device_type: ev.device_type,
                 device: ev.device_number,
                 launches: Vec::new(),
+                cut: false,
             });
             self.by_region.insert(ev.region.0, id);
             self.stack(ev.thread).push(id);
@@ -597,9 +669,13 @@ impl Builder {
         if is_end(ev.kind) {
             if let Some(id) = self.by_region.get(ev.region.0) {
                 self.constructs[id.0].end_ns = Some(ev.time_ns);
+                self.constructs[id.0].cut = false;
                 let stack = self.stack(ev.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    stack.truncate(pos);
+                    let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
+                    for c in inside {
+                        self.constructs[c.0].cut = true;
+                    }
                 }
             }
             return;
@@ -792,6 +868,31 @@ impl Builder {
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
         let mut modules: Vec<_> = self.modules.values().cloned().collect();
         modules.sort_by_key(|m| m.id);
+        let mut notes = Vec::new();
+        for (n, what) in [
+            (self.rejected_kernels, "kernel"),
+            (self.rejected_copies, "memcpy"),
+        ] {
+            if n > 0 {
+                notes.push(format!(
+                    "{n} CUPTI {what} record{} left out (end before start, or longer than 7 days: a damaged or crafted trace)",
+                    if n == 1 { "" } else { "s" },
+                ));
+            }
+        }
+        if self.dropped_overflow {
+            notes.push(
+                "the dropped-record counts add up past the largest number (a damaged or crafted trace): shown as 18,446,744,073,709,551,615"
+                    .to_string(),
+            );
+        }
+        let mut open_at_end = Vec::new();
+        for (_, stack) in std::mem::take(&mut self.open) {
+            for c in stack {
+                self.constructs[c.0].cut = true;
+                open_at_end.push(c);
+            }
+        }
         Run {
             header,
             version,
@@ -807,10 +908,184 @@ impl Builder {
             acc_events: self.acc_events,
             dropped,
             diagnostics: self.diagnostics,
-            notes: Vec::new(),
+            notes,
             skipped_unknown,
             span_ns: self.span.unwrap_or((0, 0)),
+            open_at_end,
             ending: self.ending,
+            executable_binary: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accprof_trace::{Clock, HashMode, SourceLocation, SourceState, Sources};
+
+    fn header() -> Header {
+        Header {
+            host: "h".into(),
+            pid: 1,
+            rank: None,
+            command_line: vec!["./a".into()],
+            executable: "./a".into(),
+            start_unix_ns: 0,
+            start_clock_ns: 0,
+            clock: Clock::Monotonic,
+            runtime: "libgomp".into(),
+            collector: "test".into(),
+            sources: Sources {
+                acc_prof: SourceState::Active,
+                cupti: SourceState::Inactive("test".into()),
+                hashing: HashMode::Off,
+            },
+        }
+    }
+
+    /// An event of `region` on thread 1 at `line` (NVHPC-style location).
+    fn ev(t: u64, kind: AccEventKind, region: u64, line: u32) -> Record {
+        Record::Acc(accprof_trace::AccEvent {
+            time_ns: t,
+            kind,
+            thread: 1,
+            region: RegionId(region),
+            device_type: None,
+            device_number: None,
+            async_queue: None,
+            construct: None,
+            implicit: false,
+            location: SourceLocation {
+                line: Some(line),
+                ..SourceLocation::default()
+            },
+            call_site: None,
+            detail: AccDetail::None,
+        })
+    }
+
+    fn build_of(records: Vec<Record>) -> Run {
+        let trace = Trace {
+            version: (1, 1),
+            header: header(),
+            records,
+            losses: Vec::new(),
+            skipped_unknown: 0,
+        };
+        build(trace, &mut Symbolizer::new())
+    }
+
+    fn lines(run: &Run) -> Vec<(Option<u32>, bool, bool)> {
+        run.constructs
+            .iter()
+            .map(|c| (run.site(c.site).line, c.parent.is_some(), c.cut))
+            .collect()
+    }
+
+    #[test]
+    fn a_compute_construct_without_its_end_is_closed_by_the_next_one() {
+        use AccEventKind::*;
+        // Four reductions; the end of the second was toggled off.
+        let mut r = Vec::new();
+        for (i, line) in [10u32, 20, 30, 40].into_iter().enumerate() {
+            let region = i as u64 + 1;
+            let t = 100 * region;
+            r.push(ev(t, ComputeConstructStart, region, line));
+            r.push(ev(t + 10, EnterDataStart, region + 100, line));
+            r.push(ev(t + 20, EnterDataEnd, region + 100, line));
+            if line != 20 {
+                r.push(ev(t + 50, ComputeConstructEnd, region, line));
+            }
+        }
+        let run = build_of(r);
+        let top: Vec<_> = lines(&run)
+            .into_iter()
+            .filter(|(_, nested, _)| !nested)
+            .collect();
+        assert_eq!(
+            top,
+            [
+                (Some(10), false, false),
+                (Some(20), false, true),
+                (Some(30), false, false),
+                (Some(40), false, false)
+            ]
+        );
+        assert!(run.open_at_end.is_empty());
+        assert_eq!(run.constructs[2].end_ns, None);
+    }
+
+    #[test]
+    fn a_start_at_an_outer_depth_closes_everything_inside() {
+        use AccEventKind::*;
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            ev(2, EnterDataStart, 101, 10),
+            // Neither end comes.
+            ev(5, ComputeConstructStart, 2, 20),
+            ev(6, ComputeConstructEnd, 2, 20),
+            ev(7, UpdateStart, 3, 30),
+        ]);
+        assert_eq!(
+            lines(&run),
+            [
+                (Some(10), false, true),
+                (Some(10), true, true),
+                (Some(20), false, false),
+                (Some(30), false, true)
+            ]
+        );
+        // The update was running when the trace ended.
+        assert_eq!(run.open_at_end, [ConstructId(3)]);
+    }
+
+    #[test]
+    fn an_end_closes_what_is_still_open_inside_it() {
+        use AccEventKind::*;
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            ev(2, EnterDataStart, 101, 10),
+            ev(3, ComputeConstructEnd, 1, 10),
+        ]);
+        assert_eq!(
+            lines(&run),
+            [(Some(10), false, false), (Some(10), true, true)]
+        );
+        assert!(run.open_at_end.is_empty());
+    }
+
+    #[test]
+    fn impossible_device_records_are_left_out_and_said() {
+        let rec = |start_ns, end_ns| {
+            Record::Memcpy(accprof_trace::MemcpyRecord {
+                start_ns,
+                end_ns,
+                bytes: 8,
+                kind: CopyKind::HostToDevice,
+                src: MemoryKind::Pageable,
+                dst: MemoryKind::Device,
+                device: 0,
+                context: 0,
+                stream: 0,
+                correlation: 0,
+            })
+        };
+        let run = build_of(vec![
+            rec(10, 20),
+            rec(30, 5),
+            rec(0, u64::MAX),
+            Record::Dropped {
+                source: DropSource::Cupti,
+                count: u64::MAX,
+            },
+            Record::Dropped {
+                source: DropSource::Cupti,
+                count: 1,
+            },
+        ]);
+        assert_eq!(run.copies.len(), 1);
+        assert_eq!(run.span_ns, (10, 20));
+        assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
+        assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
     }
 }

@@ -21,9 +21,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use accprof_trace::{ConstructKind, CopyKind, Device, DropSource, Loss, MemoryKind, Sources};
+use accprof_trace::{
+    ConstructKind, CopyKind, Device, DropSource, EndRecord, Ending, Loss, MemoryKind, SourceState,
+    Sources,
+};
 
-use crate::model::{ConstructClass, CopySource, Run, SiteId};
+use crate::model::{ConstructClass, ConstructId, CopySource, Run, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,7 +48,7 @@ impl Stats {
             self.max_ns = self.max_ns.max(ns);
         }
         self.count += 1;
-        self.total_ns += ns;
+        self.total_ns = self.total_ns.saturating_add(ns);
     }
 
     pub fn merge(&mut self, other: &Stats) {
@@ -57,7 +60,7 @@ impl Stats {
             return;
         }
         self.count += other.count;
-        self.total_ns += other.total_ns;
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
     }
@@ -166,7 +169,7 @@ impl TransferLine {
 
     fn merge(&mut self, o: &TransferLine) {
         self.count += o.count;
-        self.bytes += o.bytes;
+        self.bytes = self.bytes.saturating_add(o.bytes);
         self.time.merge(&o.time);
         self.device_timed |= o.device_timed;
         self.pageable += o.pageable;
@@ -201,14 +204,16 @@ pub struct LineSummary {
 impl LineSummary {
     /// Device time of the line's kernels and transfers.
     pub fn device_ns(&self) -> u64 {
-        let k: u64 = self.kernels.iter().map(|k| k.device.total_ns).sum();
+        let k: u64 = self
+            .kernels
+            .iter()
+            .fold(0u64, |acc, k| acc.saturating_add(k.device.total_ns));
         let t: u64 = self
             .transfers
             .iter()
             .filter(|t| t.device_timed)
-            .map(|t| t.time.total_ns)
-            .sum();
-        k + t
+            .fold(0u64, |acc, t| acc.saturating_add(t.time.total_ns));
+        k.saturating_add(t)
     }
 
     /// What the line costs, to rank lines: its device time, or its host
@@ -240,7 +245,7 @@ impl LineSummary {
         for t in &o.transfers {
             transfer_entry(&mut self.transfers, t.direction).merge(t);
         }
-        self.host_ns += o.host_ns;
+        self.host_ns = self.host_ns.saturating_add(o.host_ns);
     }
 }
 
@@ -274,6 +279,226 @@ pub struct RunFacts {
     pub host_construct_ns: u64,
     pub kernel_ns: u64,
     pub transfer_ns: u64,
+    /// Trace format version (major, minor).
+    pub version: (u16, u16),
+    pub executable: String,
+    /// Wall-clock start, ns since the Unix epoch (with host and pid, it
+    /// tells one process's trace from another's).
+    pub start_unix_ns: u64,
+    /// How the process ended, when the trace says.
+    pub ending: Option<EndRecord>,
+    /// Constructs whose end event never came.
+    pub cut_constructs: u64,
+    /// The construct running when the program died, when it died inside one.
+    pub in_flight: Option<InFlight>,
+}
+
+/// The construct that was running when the program ended abnormally (by
+/// a signal, a fatal runtime error, `_exit`, or with the trace cut off).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlight {
+    pub file: String,
+    pub function: String,
+    pub line: Option<u32>,
+    /// What it is: "compute region (parallel)", "update directive", ...
+    pub what: String,
+    /// The innermost construct open inside it, when that is another one
+    /// (the implicit data part of a compute construct).
+    pub inside: Option<String>,
+    /// Its last kernel: name and launch shape, when it launched one.
+    pub kernel: Option<String>,
+    /// Its last host<->device transfers, oldest first (at most 3).
+    pub transfers: Vec<String>,
+}
+
+impl RunFacts {
+    /// How the process ended, in words; None for a plain exit with status 0
+    /// (or one whose status was not seen).
+    pub fn ending_text(&self) -> Option<String> {
+        Some(match self.ending?.how {
+            Ending::Exit(Some(0)) | Ending::Exit(None) => return None,
+            Ending::Exit(Some(c)) => format!("the program exited with status {c}"),
+            Ending::QuickExit(c) => {
+                format!("the program ended with _exit({c}): atexit handlers did not run")
+            }
+            Ending::Signal(n) => {
+                format!("the program was killed by signal {n} ({})", signal_name(n))
+            }
+            Ending::Exec => {
+                "the program replaced itself with another (exec); its trace ends there".to_string()
+            }
+            Ending::RuntimeError(c) => {
+                format!("the program stopped on a fatal OpenACC runtime or CUDA error (code {c})")
+            }
+        })
+    }
+
+    /// Whether the trace says nothing of how the process ended although its
+    /// format can (1.1 on): the trace may have been cut.
+    pub fn no_end_record(&self) -> bool {
+        self.ending.is_none() && self.version >= (1, 1)
+    }
+
+    /// Why no OpenACC events were recorded, when the header says.
+    pub fn no_acc_reason(&self) -> Option<&str> {
+        match &self.sources.acc_prof {
+            SourceState::Inactive(why) => Some(why),
+            SourceState::Active => None,
+        }
+    }
+}
+
+/// The usual name of a Linux signal number ("SIGSEGV"), or "unknown signal".
+pub fn signal_name(n: i32) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match usize::try_from(n).ok().and_then(|i| NAMES.get(i)) {
+        Some(name) if !name.is_empty() => name,
+        _ if (34..=64).contains(&n) => "a real-time signal",
+        _ => "unknown signal",
+    }
+}
+
+fn construct_label(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) -> String {
+    let what = reached_of(class, kind, nested).label();
+    match kind {
+        Some(k) if class == ConstructClass::Compute => {
+            format!("{what} ({})", format!("{k:?}").to_lowercase())
+        }
+        _ => what.to_string(),
+    }
+}
+
+/// The construct that was running when the program ended abnormally: the
+/// latest-started of the outermost constructs still open at the end of the
+/// trace. None when the program ended normally or nothing was open.
+pub fn in_flight(run: &Run) -> Option<InFlight> {
+    let abnormal = match run.ending.map(|e| e.how) {
+        None => true,
+        Some(Ending::Signal(_) | Ending::RuntimeError(_) | Ending::QuickExit(_)) => true,
+        Some(Ending::Exit(_) | Ending::Exec) => false,
+    };
+    if !abnormal {
+        return None;
+    }
+    let top: ConstructId = run
+        .open_at_end
+        .iter()
+        .map(|&c| run.top_level(c))
+        .max_by_key(|&c| (run.construct(c).start_ns, c))?;
+    let c = run.construct(top);
+    let attributed = attributed_sites(run);
+    let site = run.site(attributed[top.0]);
+    let inside = run
+        .open_at_end
+        .iter()
+        .rev()
+        .find(|&&o| o != top && run.top_level(o) == top)
+        .map(|&o| {
+            let x = run.construct(o);
+            let label = construct_label(x.class, x.kind, false);
+            if x.implicit {
+                format!("its implicit {label}")
+            } else {
+                label
+            }
+        });
+    let within = |k: Option<ConstructId>| k.is_some_and(|k| run.top_level(k) == top);
+    let kernel = match run.kernels.iter().rev().find(|k| within(k.construct)) {
+        Some(k) => Some(format!(
+            "{} grid [{}] block [{}]",
+            k.name,
+            kernel_dims(k.grid)
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("x"),
+            kernel_dims(k.block)
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("x")
+        )),
+        None => run
+            .constructs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| within(Some(ConstructId(*i))))
+            .flat_map(|(_, x)| x.launches.iter())
+            .max_by_key(|l| l.start_ns)
+            .map(|l| {
+                let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+                format!(
+                    "{} with {} gangs, {} workers, vector length {}",
+                    l.kernel_name.as_deref().unwrap_or("(unnamed kernel)"),
+                    n(l.gangs),
+                    n(l.workers),
+                    n(l.vector_length)
+                )
+            }),
+    };
+    let mut transfers: Vec<String> = run
+        .copies
+        .iter()
+        .filter(|x| {
+            within(x.construct) && matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost)
+        })
+        .rev()
+        .take(3)
+        .map(|x| {
+            let dir = if x.kind == CopyKind::HostToDevice {
+                "host->device"
+            } else {
+                "device->host"
+            };
+            match &x.variable {
+                Some(v) => format!("{dir} {} B ({v})", x.bytes),
+                None => format!("{dir} {} B", x.bytes),
+            }
+        })
+        .collect();
+    transfers.reverse();
+    Some(InFlight {
+        file: site.file.clone(),
+        function: site.function.clone(),
+        line: site.line,
+        what: construct_label(c.class, c.kind, false),
+        inside,
+        kernel,
+        transfers,
+    })
 }
 
 #[derive(Debug, Clone, Default)]
@@ -395,8 +620,8 @@ pub fn summarize(run: &Run) -> Summary {
         let r = reached_of(c.class, c.kind, c.parent.is_some());
         a.reached[r as usize].add(host);
         if c.parent.is_none() {
-            a.host_ns += host;
-            host_construct_ns += host;
+            a.host_ns = a.host_ns.saturating_add(host);
+            host_construct_ns = u64::saturating_add(host_construct_ns, host);
         }
         // Without CUPTI, launches come from the runtime's own events.
         if !cupti && c.class == ConstructClass::Compute {
@@ -434,7 +659,7 @@ pub fn summarize(run: &Run) -> Summary {
                 entry.elapsed.add(h);
             }
         }
-        kernel_ns += k.device_ns();
+        kernel_ns = u64::saturating_add(kernel_ns, k.device_ns());
     }
     let mut transfer_ns = 0;
     for cp in &run.copies {
@@ -446,7 +671,7 @@ pub fn summarize(run: &Run) -> Summary {
         a.used = true;
         let t = transfer_entry(&mut a.transfers, Some(cp.kind));
         t.count += 1;
-        t.bytes += cp.bytes;
+        t.bytes = t.bytes.saturating_add(cp.bytes);
         t.time.add(cp.duration_ns());
         t.device_timed = cp.source == CopySource::Cupti;
         t.add_size(cp.bytes, 1);
@@ -465,7 +690,7 @@ pub fn summarize(run: &Run) -> Summary {
                 t.variables.push(v.clone());
             }
         }
-        transfer_ns += cp.duration_ns();
+        transfer_ns = u64::saturating_add(transfer_ns, cp.duration_ns());
     }
 
     // Group the sites into files, functions and lines.
@@ -500,7 +725,7 @@ pub fn summarize(run: &Run) -> Summary {
             f.device_type = a.device_type;
             f.device_number = a.device_number;
         }
-        f.time_ns += a.host_ns;
+        f.time_ns = f.time_ns.saturating_add(a.host_ns);
         let mut ls = LineSummary {
             line,
             address,
@@ -555,6 +780,12 @@ pub fn summarize(run: &Run) -> Summary {
         host_construct_ns,
         kernel_ns,
         transfer_ns,
+        version: run.version,
+        executable: run.header.executable.clone(),
+        start_unix_ns: run.header.start_unix_ns,
+        ending: run.ending,
+        cut_constructs: run.constructs.iter().filter(|c| c.cut).count() as u64,
+        in_flight: in_flight(run),
     };
     Summary {
         functions,
@@ -683,9 +914,9 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
         });
         merged.cupti &= s.cupti;
         merged.wall_ns = merged.wall_ns.max(s.wall_ns);
-        merged.kernel_ns += s.kernel_ns;
-        merged.transfer_ns += s.transfer_ns;
-        merged.host_construct_ns += s.host_construct_ns;
+        merged.kernel_ns = merged.kernel_ns.saturating_add(s.kernel_ns);
+        merged.transfer_ns = merged.transfer_ns.saturating_add(s.transfer_ns);
+        merged.host_construct_ns = merged.host_construct_ns.saturating_add(s.host_construct_ns);
         merged.runs.extend(s.runs.iter().cloned());
         for f in &s.functions {
             let m = funcs
@@ -697,7 +928,7 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
                     device_number: f.device_number,
                     ..Default::default()
                 });
-            m.time_ns += f.time_ns;
+            m.time_ns = m.time_ns.saturating_add(f.time_ns);
             for l in &f.lines {
                 match m.lines.iter_mut().find(|x| x.key() == l.key()) {
                     Some(x) => x.merge(l),
@@ -706,7 +937,7 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
                 let per_rank = costs
                     .entry((f.file.clone(), f.function.clone(), l.line, l.address))
                     .or_insert_with(|| vec![0; summaries.len()]);
-                per_rank[i] += l.cost_ns();
+                per_rank[i] = per_rank[i].saturating_add(l.cost_ns());
             }
         }
     }
@@ -724,7 +955,7 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
         .into_iter()
         .filter_map(|((file, function, line, address), per_rank)| {
             let n = per_rank.len() as u64;
-            let total: u64 = per_rank.iter().sum();
+            let total: u64 = per_rank.iter().fold(0u64, |a, v| a.saturating_add(*v));
             let (max_i, &max_ns) = per_rank
                 .iter()
                 .enumerate()

@@ -23,10 +23,12 @@ pub enum SymbolizedSite {
     NoDebugInfo { function: Option<String> },
 }
 
-#[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
     search_dirs: Vec<PathBuf>,
+    /// Whether a module's recorded path is tried before the search
+    /// directories.
+    pub recorded_paths: bool,
     /// What could not be done, one line per module.
     pub notes: Vec<String>,
 }
@@ -38,6 +40,17 @@ pub fn build_id(path: &Path) -> Option<Vec<u8>> {
     let cache = object::ReadCache::new(file);
     let obj = object::File::parse(&cache).ok()?;
     obj.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Symbolizer {
+            loaders: HashMap::new(),
+            search_dirs: Vec::new(),
+            recorded_paths: true,
+            notes: Vec::new(),
+        }
+    }
 }
 
 impl Symbolizer {
@@ -54,16 +67,17 @@ impl Symbolizer {
     }
 
     /// The file that holds `module`'s build: its recorded path when that is
-    /// the same build (or the trace has no build id), else a file of the
-    /// same name with the same build id in a search directory.
-    fn locate(&self, module: &Module) -> Option<PathBuf> {
+    /// the same build (or the trace has no build id) and recorded paths are
+    /// tried, else a file of the same name with the same build id in a
+    /// search directory.
+    pub fn locate(&self, module: &Module) -> Option<PathBuf> {
         let same_build = |p: &Path| {
             p.is_file()
                 && (module.build_id.is_empty()
                     || build_id(p).is_some_and(|id| id == module.build_id))
         };
         let recorded = Path::new(&module.path);
-        if same_build(recorded) {
+        if self.recorded_paths && same_build(recorded) {
             return Some(recorded.to_path_buf());
         }
         let name = recorded.file_name()?;

@@ -71,10 +71,14 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let (run, sources, analysis) = load(args)?;
     let trace = args.trace.display().to_string();
     let combined = findings::combined_patch(&analysis, &sources);
+    let summary = accprof_analyzer::summary::summarize(&run);
+    let facts = &summary.runs[0];
+    let warnings = accprof_reports::text::warnings(&summary, false);
     let mut out = Vec::new();
     if args.json {
         let diff = combined.patched.as_ref().map(|p| p.diff.as_str());
-        out = accprof_reports::findings::render_json(&run, &analysis, &trace, diff);
+        out =
+            accprof_reports::findings::render_json(&run, &analysis, facts, &warnings, &trace, diff);
     } else if args.patch {
         match &combined.patched {
             Some(p) => out.extend_from_slice(p.diff.as_bytes()),
@@ -92,9 +96,12 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             trace: trace.clone(),
             width: 100,
         };
-        out = accprof_reports::findings::render_text(&run, &analysis, &opts);
+        out = accprof_reports::findings::render_text(&run, &analysis, facts, &opts);
     }
     crate::write_stdout(&out)?;
+    for w in &warnings {
+        eprintln!("accprof: {w}");
+    }
     for s in &combined.skipped {
         eprintln!("accprof: left out of the patch: {s}");
     }
@@ -108,17 +115,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
-    if !args.trace.is_file() {
-        bail!("{}: no such trace file", args.trace.display());
-    }
-    let mut symbol_dirs = args.symbols.clone();
-    if let Some(path) = std::env::var_os("ACCPROF_SYMBOL_PATH") {
-        symbol_dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
-    }
-    let run = accprof_analyzer::load_run_with(
-        &args.trace,
-        &accprof_analyzer::LoadOptions { symbol_dirs },
-    )?;
+    let run = accprof_analyzer::load_run_with(&args.trace, &crate::symbol_options(&args.symbols))?;
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
         std::fs::read_to_string(p)
     });

@@ -128,11 +128,25 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn load_options(args: &ReportArgs) -> accprof_analyzer::LoadOptions {
-    let mut symbol_dirs = args.symbols.clone();
+    symbol_options(&args.symbols)
+}
+
+/// Set to 1, binaries are read only from the `--symbols` directories and
+/// $ACCPROF_SYMBOL_PATH, never at the paths the trace recorded: the same
+/// trace then reads the same on every machine.
+pub const SYMBOLS_ONLY_ENV: &str = "ACCPROF_SYMBOLS_ONLY";
+
+/// Where `report` and `analyze` look for the program's binaries.
+pub fn symbol_options(symbols: &[PathBuf]) -> accprof_analyzer::LoadOptions {
+    let mut symbol_dirs = symbols.to_vec();
     if let Some(path) = std::env::var_os("ACCPROF_SYMBOL_PATH") {
         symbol_dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
     }
-    accprof_analyzer::LoadOptions { symbol_dirs }
+    let only = std::env::var_os(SYMBOLS_ONLY_ENV).is_some_and(|v| v == "1");
+    accprof_analyzer::LoadOptions {
+        symbol_dirs,
+        recorded_paths: !only,
+    }
 }
 
 /// Writes the report to stdout; a reader that went away (`| head`) is not an error.
@@ -151,11 +165,27 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         sort_by_time: args.sort == SortArg::Time,
     };
     let load = load_options(args);
-    // One run in memory at a time: each is summarized, then dropped.
+    // One run in memory at a time: each is summarized, then dropped. An
+    // unreadable trace among several is named and left out; the others
+    // are reported, and the exit code still says that one failed.
     let mut summaries = Vec::with_capacity(args.traces.len());
+    let mut read = Vec::with_capacity(args.traces.len());
+    let mut failed = Vec::new();
     for path in &args.traces {
-        let run = accprof_analyzer::load_run_with(path, &load)?;
-        summaries.push(accprof_analyzer::summary::summarize(&run));
+        match accprof_analyzer::load_run_with(path, &load) {
+            Ok(run) => {
+                summaries.push(accprof_analyzer::summary::summarize(&run));
+                read.push(path);
+            }
+            Err(e) if args.traces.len() == 1 => return Err(e.into()),
+            Err(e) => failed.push(e),
+        }
+    }
+    if summaries.is_empty() {
+        for e in &failed {
+            eprintln!("accprof: {e}");
+        }
+        anyhow::bail!("none of the {} traces could be read", args.traces.len());
     }
     let text = if let [one] = summaries.as_slice() {
         accprof_reports::text::render_summary(one, &opts)
@@ -163,7 +193,71 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         let merged = accprof_analyzer::summary::merge(&summaries);
         accprof_reports::text::render_merged(&merged, &opts)
     };
-    write_stdout(&text)
+    write_stdout(&text)?;
+    let mut warnings = merge_warnings(&summaries, &read);
+    for (s, path) in summaries.iter().zip(&read) {
+        let who = if summaries.len() > 1 {
+            format!("{}: ", path.display())
+        } else {
+            String::new()
+        };
+        for r in &s.runs {
+            warnings.extend(accprof_reports::text::run_warnings(r, &who, false));
+        }
+    }
+    for w in warnings {
+        eprintln!("accprof: {w}");
+    }
+    match failed.len() {
+        0 => Ok(()),
+        1 => Err(failed.remove(0).into()),
+        n => {
+            for e in &failed {
+                eprintln!("accprof: {e}");
+            }
+            anyhow::bail!("{n} of {} traces could not be read", args.traces.len())
+        }
+    }
+}
+
+/// Warnings about merging several traces as ranks of one job: traces of
+/// different programs, and one process's trace given twice.
+fn merge_warnings(
+    summaries: &[accprof_analyzer::summary::Summary],
+    paths: &[&PathBuf],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if summaries.len() < 2 {
+        return out;
+    }
+    let facts: Vec<_> = summaries.iter().filter_map(|s| s.runs.first()).collect();
+    let mut programs: Vec<&str> = Vec::new();
+    for f in &facts {
+        if !programs.contains(&f.executable.as_str()) {
+            programs.push(&f.executable);
+        }
+    }
+    if programs.len() > 1 {
+        out.push(format!(
+            "warning: the traces are of {} different programs ({}): they are merged as ranks of one job anyway",
+            programs.len(),
+            programs.join(", ")
+        ));
+    }
+    for (i, a) in facts.iter().enumerate() {
+        for (j, b) in facts.iter().enumerate().skip(i + 1) {
+            if (&a.host, a.pid, a.start_unix_ns) == (&b.host, b.pid, b.start_unix_ns) {
+                out.push(format!(
+                    "warning: {} and {} are the same process's trace (host {}, pid {}, same start time): its numbers count twice",
+                    paths[i].display(),
+                    paths[j].display(),
+                    a.host,
+                    a.pid
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The summary the collector asks for at exit. Its stdout is the program's
@@ -189,8 +283,12 @@ fn report_at_exit(args: &ReportArgs) -> u8 {
         extended: args.extended,
         sort_by_time: args.sort == SortArg::Time,
     };
-    let text =
-        accprof_reports::text::render_summary(&accprof_analyzer::summary::summarize(&run), &opts);
+    let summary = accprof_analyzer::summary::summarize(&run);
+    let text = accprof_reports::text::render_summary(&summary, &opts);
     let _ = write_stdout(&text);
+    // The process is still running: no end record is expected yet.
+    for w in accprof_reports::text::warnings(&summary, true) {
+        eprintln!("accprof: {w}");
+    }
     0
 }

@@ -16,7 +16,7 @@ fn repo() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    repo().join("cli/tests/fixtures/h200")
+    h200_fixtures()
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -42,12 +42,8 @@ fn analyze(args: &[&str]) -> Output {
 /// `accprof analyze` with the fixture binaries, sources only as recorded
 /// or as the arguments say.
 fn analyze_only(args: &[&str]) -> Output {
-    Command::new(accprof())
-        .arg("analyze")
-        .arg("--symbols")
-        .arg(fixtures().join("bin"))
+    accprof_on_fixtures("analyze")
         .args(args)
-        .env_remove("ACCPROF_SYMBOL_PATH")
         .output()
         .expect("accprof runs")
 }

@@ -1,18 +1,18 @@
 //! The collector's record of real GPU runs: traces recorded on an NVIDIA
 //! H200 (CUDA 13.0, CUPTI 13.0, GCC 12 nvptx offload) by
 //! tests/fixtures/record.sh, read back and checked against what the
-//! programs do.
+//! programs do. Source lines come from the binaries in
+//! tests/fixtures/h200/bin only, so the tests read the same on every machine.
 
-use std::path::{Path, PathBuf};
+mod support;
 
-use accprof_analyzer::{load_run, ConstructClass, Run};
+use std::path::Path;
+
+use accprof_analyzer::{ConstructClass, Run};
 use accprof_trace::CopyKind;
 
 fn fixture(name: &str) -> Run {
-    let p: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/h200")
-        .join(format!("{name}.trace"));
-    load_run(&p).unwrap_or_else(|e| panic!("{e}"))
+    support::h200_fixture(name)
 }
 
 fn line_of(run: &Run, c: accprof_analyzer::ConstructId) -> (String, Option<u32>) {

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use accprof_analyzer::summary::{LineSummary, Reached, Summary};
-use accprof_analyzer::LoadOptions;
 use accprof_trace::CopyKind;
 use support::*;
 
@@ -31,7 +30,7 @@ fn manifest() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    manifest().join("tests/fixtures/h200")
+    h200_fixtures()
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -60,10 +59,17 @@ fn tempdir() -> tempfile::TempDir {
 
 /// `accprof report ARGS`, reading binaries from the fixture copies only.
 fn report(args: &[&std::ffi::OsStr]) -> Output {
+    accprof_on_fixtures("report")
+        .args(args)
+        .output()
+        .expect("accprof runs")
+}
+
+/// `accprof report ARGS` on traces recorded here: binaries at their
+/// recorded paths.
+fn report_here(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(accprof())
         .arg("report")
-        .arg("--symbols")
-        .arg(symbols())
         .args(args)
         .env_remove("ACCPROF_SYMBOL_PATH")
         .output()
@@ -77,10 +83,7 @@ fn report_of(path: &Path, extra: &[&str]) -> Output {
 }
 
 fn summary_of(name: &str) -> Summary {
-    let opts = LoadOptions {
-        symbol_dirs: vec![symbols()],
-    };
-    let run = accprof_analyzer::load_run_with(&fixture(name), &opts).expect("fixture loads");
+    let run = h200_fixture(name);
     assert!(run.losses.is_empty(), "{name}: {:?}", run.losses);
     assert!(
         run.notes.is_empty(),
@@ -723,8 +726,13 @@ fn a_truncated_trace_gives_what_was_read_and_one_warning() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("Accelerator Kernel Timing data"), "{text}");
-    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
-    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(!text.contains("warning"), "warnings go to stderr: {text}");
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("accprof: warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("truncated"), "{}", warnings[0]);
     assert!(
         warnings[0].contains(&format!("at byte {start}")),
@@ -829,7 +837,9 @@ fn without_cupti_it_says_host_times_only() {
         return;
     }
     for extra in [&[][..], &["--extended"][..]] {
-        let out = report_of(&trace, extra);
+        let mut args: Vec<&std::ffi::OsStr> = extra.iter().map(std::ffi::OsStr::new).collect();
+        args.push(trace.as_os_str());
+        let out = report_here(&args);
         assert_eq!(out.status.code(), Some(0));
         let text = stdout(&out);
         let first: Vec<&str> = text.lines().filter(|l| !l.is_empty()).take(2).collect();
@@ -886,7 +896,7 @@ fn several_traces_merge_with_a_rank_table() {
     assert_eq!(files.len(), ranks as usize, "{files:?}");
 
     let mut args: Vec<&std::ffi::OsStr> = files.iter().map(|p| p.as_os_str()).collect();
-    let out = report(&args);
+    let out = report_here(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
 
@@ -959,7 +969,7 @@ fn several_traces_merge_with_a_rank_table() {
     // The merged statistics are the per-rank ones added up, whatever the
     // order the traces are given in.
     args.reverse();
-    let again = stdout(&report(&args));
+    let again = stdout(&report_here(&args));
     assert_eq!(
         again
             .lines()

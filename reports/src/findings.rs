@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use accprof_analyzer::findings::{fmt_bytes, fmt_ns, Analysis, Confidence, Finding, Value};
+use accprof_analyzer::summary::RunFacts;
 use accprof_analyzer::Run;
 use serde::Serialize;
 
@@ -19,8 +20,15 @@ pub struct FindingsOptions {
     pub width: usize,
 }
 
-/// The findings of one run as readable text.
-pub fn render_text(run: &Run, analysis: &Analysis, opts: &FindingsOptions) -> Vec<u8> {
+/// The findings of one run as readable text. `facts` (from the run's
+/// summary) say how the run ended; the warnings about the trace itself are
+/// the caller's to print (on stderr).
+pub fn render_text(
+    run: &Run,
+    analysis: &Analysis,
+    facts: &RunFacts,
+    opts: &FindingsOptions,
+) -> Vec<u8> {
     let mut s = String::new();
     let width = if opts.width == 0 {
         usize::MAX
@@ -41,7 +49,13 @@ pub fn render_text(run: &Run, analysis: &Analysis, opts: &FindingsOptions) -> Ve
         })
         .map(|c| c.duration_ns())
         .sum();
-    let times = if run.cupti_active() {
+    let times = if run.cupti_active() && !run.losses.is_empty() {
+        format!(
+            "kernels {}, host<->device transfers {} (device times, CUPTI; the trace was cut, so only those of the part read)",
+            fmt_ns(kernel_ns),
+            fmt_ns(copy_ns)
+        )
+    } else if run.cupti_active() {
         format!(
             "kernels {}, host<->device transfers {} (device times, CUPTI)",
             fmt_ns(kernel_ns),
@@ -60,6 +74,9 @@ pub fn render_text(run: &Run, analysis: &Analysis, opts: &FindingsOptions) -> Ve
         "  wall {}, {times}; content hashing {hashing}",
         fmt_ns(analysis.wall_ns)
     );
+    for l in crate::text::run_end_text(facts).lines() {
+        let _ = writeln!(s, "  {l}");
+    }
     let _ = writeln!(s);
     if analysis.findings.is_empty() {
         let _ = writeln!(s, "No findings.");
@@ -200,12 +217,80 @@ struct JsonDoc<'a> {
     total_saving_ns: u64,
     findings: &'a [Finding],
     notes: &'a [String],
+    /// What the reader must know about the trace itself (damage, records
+    /// left out, binaries not found, no end record).
+    warnings: &'a [String],
+    /// Bytes of the trace that could not be read (damaged or cut).
+    lost_bytes: u64,
+    /// How the process ended ("exit", "signal", ...), when the trace says.
+    ending: Option<JsonEnding>,
+    /// Constructs whose end event never came.
+    cut_constructs: u64,
+    /// The construct running when the program died, when it died in one.
+    in_flight: Option<JsonInFlight<'a>>,
     /// Unified diff of every proposal's edits together, when there are any.
     patch: Option<&'a str>,
 }
 
+#[derive(Serialize)]
+struct JsonEnding {
+    how: &'static str,
+    /// Exit status, signal number or error code.
+    code: Option<i32>,
+    /// The signal's name, for a signal.
+    signal: Option<&'static str>,
+    text: Option<String>,
+}
+
+#[derive(Serialize)]
+struct JsonInFlight<'a> {
+    file: &'a str,
+    function: &'a str,
+    line: Option<u32>,
+    what: &'a str,
+    inside: Option<&'a str>,
+    kernel: Option<&'a str>,
+    transfers: &'a [String],
+}
+
 /// The findings as JSON (one object; `patch` is the combined diff).
-pub fn render_json(run: &Run, analysis: &Analysis, trace: &str, patch: Option<&str>) -> Vec<u8> {
+pub fn render_json(
+    run: &Run,
+    analysis: &Analysis,
+    facts: &RunFacts,
+    warnings: &[String],
+    trace: &str,
+    patch: Option<&str>,
+) -> Vec<u8> {
+    use accprof_trace::Ending;
+    let ending = facts.ending.map(|e| {
+        let (how, code, signal) = match e.how {
+            Ending::Exit(c) => ("exit", c, None),
+            Ending::QuickExit(c) => ("quick_exit", Some(c), None),
+            Ending::Signal(n) => (
+                "signal",
+                Some(n),
+                Some(accprof_analyzer::summary::signal_name(n)),
+            ),
+            Ending::Exec => ("exec", None, None),
+            Ending::RuntimeError(c) => ("runtime_error", Some(c), None),
+        };
+        JsonEnding {
+            how,
+            code,
+            signal,
+            text: facts.ending_text(),
+        }
+    });
+    let in_flight = facts.in_flight.as_ref().map(|f| JsonInFlight {
+        file: &f.file,
+        function: &f.function,
+        line: f.line,
+        what: &f.what,
+        inside: f.inside.as_deref(),
+        kernel: f.kernel.as_deref(),
+        transfers: &f.transfers,
+    });
     let doc = JsonDoc {
         trace,
         program: &run.header.command_line,
@@ -220,6 +305,11 @@ pub fn render_json(run: &Run, analysis: &Analysis, trace: &str, patch: Option<&s
         total_saving_ns: analysis.total_saving_ns,
         findings: &analysis.findings,
         notes: &analysis.notes,
+        warnings,
+        lost_bytes: run.losses.iter().map(|l| l.bytes).sum(),
+        ending,
+        cut_constructs: facts.cut_constructs,
+        in_flight,
         patch,
     };
     // Serializing plain data with string keys cannot fail.

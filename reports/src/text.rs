@@ -7,7 +7,8 @@
 use std::fmt::Write as _;
 
 use accprof_analyzer::summary::{
-    FunctionSummary, KernelLine, LineSummary, MergedSummary, RunFacts, Stats, Summary, TransferLine,
+    FunctionSummary, InFlight, KernelLine, LineSummary, MergedSummary, RunFacts, Stats, Summary,
+    TransferLine,
 };
 use accprof_analyzer::Run;
 use accprof_trace::{CopyKind, SourceState};
@@ -89,10 +90,17 @@ fn plural(n: u64) -> &'static str {
     }
 }
 
-/// Renders the summary of one run. (`run` is not needed any more: the
-/// summary carries what the text shows.)
+/// Renders the summary of one run followed by its [`warnings`], for a
+/// launcher that prints everything on stderr and saw the process end
+/// itself (so a missing end record is not worth a warning). (`run` is not
+/// needed any more: the summary carries what the text shows.)
 pub fn render(_run: &Run, summary: &Summary, opts: &TextOptions) -> Vec<u8> {
-    render_summary(summary, opts)
+    let mut out = render_summary(summary, opts);
+    for w in warnings(summary, true) {
+        out.extend_from_slice(w.as_bytes());
+        out.push(b'\n');
+    }
+    out
 }
 
 /// Renders a summary (of one run, or of several merged).
@@ -149,9 +157,15 @@ fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
         }
         render_function(out, f, opts, total_cost, summary.cupti);
     }
+    render_run_ends(out, summary);
     if opts.extended {
         render_footer(out, summary);
     }
+}
+
+/// What the table cannot show: runs without OpenACC events, constructs
+/// without an end, how a process ended and what it was running then.
+fn render_run_ends(out: &mut String, summary: &Summary) {
     let several = summary.runs.len() > 1;
     for (i, r) in summary.runs.iter().enumerate() {
         let who = if several {
@@ -159,17 +173,120 @@ fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
         } else {
             String::new()
         };
-        for l in &r.losses {
+        write_run_end(out, r, &who);
+    }
+}
+
+/// How one run ended, in the words of the summary: no OpenACC events,
+/// constructs without an end, the ending and the construct in flight. One
+/// line each (the construct in flight may add indented lines); empty for a
+/// run that ended normally.
+pub fn run_end_text(r: &RunFacts) -> String {
+    let mut out = String::new();
+    write_run_end(&mut out, r, "");
+    out
+}
+
+fn write_run_end(out: &mut String, r: &RunFacts, who: &str) {
+    {
+        if r.acc_events == 0 {
+            let why = r
+                .no_acc_reason()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "{who}no OpenACC events were recorded{why}");
+        }
+        if r.cut_constructs > 0 {
             let _ = writeln!(
                 out,
-                "warning: {who}trace damaged at byte {}: {} ({} bytes not read); the summary covers what was read",
-                l.offset, l.reason, l.bytes
+                "{who}{} construct{} without an end event (callbacks toggled off, or the program died inside {}); {} host time is not counted",
+                r.cut_constructs,
+                plural(r.cut_constructs),
+                if r.cut_constructs == 1 { "it" } else { "them" },
+                if r.cut_constructs == 1 { "its" } else { "their" },
             );
         }
-        for n in &r.notes {
-            let _ = writeln!(out, "note: {who}{n}");
+        if let Some(e) = r.ending_text() {
+            let _ = writeln!(out, "{who}ending: {e}");
+        }
+        if let Some(f) = &r.in_flight {
+            write_in_flight(out, who, f, r.ending.is_none());
         }
     }
+}
+
+fn write_in_flight(out: &mut String, who: &str, f: &InFlight, no_end: bool) {
+    let line = f.line.map_or("?".to_string(), |l| l.to_string());
+    let when = if no_end {
+        "running when the trace ends (the program may have died there)"
+    } else {
+        "running when the program ended"
+    };
+    let inside = f
+        .inside
+        .as_deref()
+        .map(|i| format!(", inside {i}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{who}{when}: {}:{line} ({}) {}{inside}",
+        f.file, f.function, f.what
+    );
+    if let Some(k) = &f.kernel {
+        let _ = writeln!(out, "    last kernel: {k}");
+    }
+    if !f.transfers.is_empty() {
+        let _ = writeln!(out, "    last transfers: {}", f.transfers.join(", "));
+    }
+}
+
+/// What the reader of a summary must be told about the traces themselves
+/// (damage, records left out, binaries not found, a trace that may have
+/// been cut), one line each, for stderr. `still_running`: the summary is
+/// made while the process runs (at exit), so no end record is expected.
+pub fn warnings(summary: &Summary, still_running: bool) -> Vec<String> {
+    let several = summary.runs.len() > 1;
+    let mut w = Vec::new();
+    for (i, r) in summary.runs.iter().enumerate() {
+        let who = if several {
+            format!("{}: ", run_name(r, i))
+        } else {
+            String::new()
+        };
+        w.extend(run_warnings(r, &who, still_running));
+    }
+    w
+}
+
+/// The warnings of one run, each starting with `who`.
+pub fn run_warnings(r: &RunFacts, who: &str, still_running: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    let n = r.losses.len();
+    let cupti = if r.sources.cupti.is_active() {
+        " (CUPTI was recording: its records of the lost part are missing, not absent)"
+    } else {
+        ""
+    };
+    for (k, l) in r.losses.iter().enumerate() {
+        let tail = if k + 1 == n && l.reason.starts_with("truncated") {
+            "the trace was cut there"
+        } else {
+            "reading went on at the next intact block"
+        };
+        w.push(format!(
+            "warning: {who}trace damaged at byte {}: {}; {} bytes not read, {tail}; the summary covers what was read{cupti}",
+            l.offset, l.reason, l.bytes
+        ));
+    }
+    if !still_running && r.no_end_record() {
+        w.push(format!(
+            "warning: {who}the trace has no end record: it may have been cut (the program killed with SIGKILL, or the collector stopped before writing it)"
+        ));
+    }
+    for note in &r.notes {
+        w.push(format!("note: {who}{note}"));
+    }
+    w
 }
 
 fn run_name(r: &RunFacts, index: usize) -> String {

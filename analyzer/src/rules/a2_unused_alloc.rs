@@ -17,10 +17,12 @@ pub fn check(cx: &Context) -> Checked {
         // A1 and U1 say why.
         return out;
     }
+    // A cut trace lacks the device records of its lost part (U1 says so).
     if run
         .dropped
         .iter()
         .any(|(s, n)| *s == DropSource::Cupti && *n > 0)
+        || (run.cupti_active() && !run.losses.is_empty())
     {
         return out;
     }

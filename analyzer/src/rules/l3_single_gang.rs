@@ -110,7 +110,11 @@ pub fn check(cx: &Context) -> Checked {
                 ));
             }
         } else {
-            f.evidence.say("Without CUPTI the runtime's num_gangs = 1 is the evidence and the cost is the construct's host time.");
+            f.evidence.say(if run.cupti_active() {
+                "CUPTI was recording, but the trace was cut before its kernel records: the runtime's num_gangs = 1 is the evidence and the cost is the construct's host time."
+            } else {
+                "Without CUPTI the runtime's num_gangs = 1 is the evidence and the cost is the construct's host time."
+            });
         }
         let (proposal, source_lines) = propose(cx, site);
         for l in source_lines {

@@ -5,7 +5,6 @@
 //! buffer, when kernels ran, and the names of host buffers.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use accprof_trace::{CopyKind, HashMode};
 
@@ -316,19 +315,12 @@ fn buffer_names(run: &Run) -> HashMap<u64, String> {
     if ptrs.is_empty() {
         return names;
     }
-    // The executable is the module whose path is the traced executable.
-    let exe = run
-        .modules
-        .iter()
-        .find(|m| m.path == run.header.executable)
-        .or_else(|| run.modules.first());
-    let (path, base) = match exe {
-        Some(m) => (m.path.clone(), m.base),
-        None => (run.header.executable.clone(), 0),
-    };
-    if path.is_empty() || !Path::new(&path).is_file() {
+    // The executable as the loader found it (recorded path or a copy in a
+    // search directory, same build).
+    let Some(path) = run.executable_binary.clone() else {
         return names;
-    }
+    };
+    let base = run.executable_module().map_or(0, |m| m.base);
     let Ok(loader) = addr2line::Loader::new(&path) else {
         return names;
     };
@@ -388,6 +380,17 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         all.note(format!(
             "{} transfers smaller than {} B (scalars, descriptors, kernel argument blocks) were not examined",
             cx.small_transfers, opts.min_bytes
+        ));
+    }
+    if !run.losses.is_empty() {
+        let bytes: u64 = run.losses.iter().map(|l| l.bytes).sum();
+        all.note(format!(
+            "the trace was cut or damaged ({bytes} bytes not read): findings cover the part that was read{}",
+            if run.cupti_active() {
+                "; CUPTI was recording, so its device records of the lost part are missing, not absent"
+            } else {
+                ""
+            }
         ));
     }
     if !run.cupti_active() {

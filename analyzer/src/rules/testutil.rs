@@ -70,7 +70,9 @@ impl RunBuilder {
                 notes: Vec::new(),
                 skipped_unknown: 0,
                 span_ns: (0, 0),
+                open_at_end: Vec::new(),
                 ending: None,
+                executable_binary: None,
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -123,6 +125,7 @@ impl RunBuilder {
             device_type: None,
             device: None,
             launches: Vec::new(),
+            cut: false,
         });
         self.t += 1_000;
         id

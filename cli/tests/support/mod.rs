@@ -145,3 +145,32 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The H200 fixture traces (tests/fixtures/h200).
+pub fn h200_fixtures() -> PathBuf {
+    repo().join("cli/tests/fixtures/h200")
+}
+
+/// Where the fixtures' binaries are read from: their copies in the fixture
+/// folder only, never the paths recorded on the GPU machine, so a fixture
+/// reads the same on every machine.
+pub fn h200_load_options() -> accprof_analyzer::LoadOptions {
+    accprof_analyzer::LoadOptions::only_in(vec![h200_fixtures().join("bin")])
+}
+
+/// One H200 fixture trace, loaded with [`h200_load_options`].
+pub fn h200_fixture(name: &str) -> accprof_analyzer::Run {
+    let path = h200_fixtures().join(format!("{name}.trace"));
+    accprof_analyzer::load_run_with(&path, &h200_load_options()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `accprof SUBCOMMAND` reading binaries from the H200 fixture folder only.
+pub fn accprof_on_fixtures(subcommand: &str) -> Command {
+    let mut cmd = Command::new(accprof());
+    cmd.arg(subcommand)
+        .arg("--symbols")
+        .arg(h200_fixtures().join("bin"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1");
+    cmd
+}
