@@ -11,6 +11,8 @@
 //! is the analyzer's job, offline.
 
 pub mod accprof;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod api;
 mod callsite;
 pub mod clock;
 pub mod config;
@@ -184,6 +186,8 @@ extern "C" fn fork_child() {
         sink::fork_child();
         clock::reset_thread_id();
         callsite::reset_after_fork();
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        api::reset_after_fork();
         cupti::forget_after_fork();
         writer::reset_after_fork();
         NEED_WRITER.store(true, Ordering::Release);
