@@ -71,6 +71,7 @@ impl RunBuilder {
                 skipped_unknown: 0,
                 span_ns: (0, 0),
                 ending: None,
+                routines: Vec::new(),
             },
             t: 1_000,
             next_ptr: 0x10_0000,
