@@ -460,6 +460,41 @@ mod tests {
     }
 
     #[test]
+    fn only_the_outermost_call_records_and_its_region_is_current_inside() {
+        let depth = || THREAD.with(|t| t.depth.get());
+        let before = depth();
+        let outer = begin(Routine::Copyin, 0, range(std::ptr::null(), 8)).expect("outer records");
+        THREAD.with(|t| {
+            assert!(t.in_api.get());
+            assert_eq!(region::current_in(t), outer.region);
+        });
+        // A routine the runtime calls from inside the first one.
+        assert!(begin(Routine::Create, 0, range(std::ptr::null(), 8)).is_none());
+        // A start the runtime never ended, inside the call.
+        THREAD.with(region::open_in);
+        end(outer);
+        THREAD.with(|t| assert!(!t.in_api.get()));
+        assert_eq!(depth(), before);
+        // The next call records again.
+        let again = begin(Routine::Wait, 0, queue(1)).expect("next call records");
+        end(again);
+    }
+
+    #[test]
+    fn the_runtime_calling_a_routine_inside_a_construct_records_nothing() {
+        crate::callsite::init();
+        // Inside the collector's own code: a runtime frame.
+        let runtime = begin as *const () as u64 + 1;
+        let construct = THREAD.with(region::open_in);
+        assert!(begin(Routine::WaitAsync, runtime, queue(2)).is_none());
+        THREAD.with(|t| {
+            assert!(!t.in_api.get());
+            assert_eq!(region::current_in(t), construct);
+            region::close_in(t);
+        });
+    }
+
+    #[test]
     fn names_match_the_routines() {
         assert_eq!(NAMES[Routine::Copyin as usize], "acc_copyin\0");
         assert_eq!(

@@ -1,0 +1,157 @@
+//! OpenACC API routines (`acc_copyin`, `acc_update_self`, `acc_wait`, ...)
+//! called by a real program under the collector: each call is a construct
+//! at its own source line with its routine's name, in the model and in
+//! `accprof report`, and the program behaves as without the collector.
+//! (Host fallback here: the routines do little, the interposer still sees
+//! every call.)
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use accprof_analyzer::{load_run, ConstructClass, Run};
+use support::*;
+
+fn source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/api_routines.c")
+}
+
+/// The calls the source marks (`api: NAME` or `api: NAME xN`): (line,
+/// routine) -> how many times the line calls it.
+fn marked_calls(file: &Path) -> BTreeMap<(u32, String), u64> {
+    let text = std::fs::read_to_string(file).expect("source readable");
+    let mut calls = BTreeMap::new();
+    for (i, l) in text.lines().enumerate() {
+        let Some((_, mark)) = l.split_once("/* api: ") else {
+            continue;
+        };
+        let mark = mark.trim_end_matches("*/").trim();
+        let (name, times) = match mark.split_once(" x") {
+            Some((n, t)) => (n, t.parse().expect("count after x")),
+            None => (mark, 1),
+        };
+        calls.insert((i as u32 + 1, name.to_string()), times);
+    }
+    calls
+}
+
+/// The API routine calls of a run: (line, routine) -> calls.
+fn api_calls(run: &Run) -> BTreeMap<(u32, String), u64> {
+    let mut calls = BTreeMap::new();
+    for c in &run.constructs {
+        let ConstructClass::ApiCall(r) = c.class else {
+            continue;
+        };
+        let site = run.site(c.site);
+        assert!(
+            site.file.ends_with("api_routines.c"),
+            "{} attributed to {}",
+            run.routine(r),
+            site.file
+        );
+        assert!(c.parent.is_none(), "an API call is a top-level construct");
+        assert!(c.end_ns.is_some(), "{} has its end", run.routine(r));
+        let line = site
+            .line
+            .unwrap_or_else(|| panic!("no line for {}", run.routine(r)));
+        *calls.entry((line, run.routine(r).to_string())).or_default() += 1;
+    }
+    calls
+}
+
+fn plain_run(exe: &Path) -> Output {
+    Command::new(exe)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("program runs")
+}
+
+#[test]
+fn each_call_is_a_construct_at_its_line_and_the_program_is_unchanged() {
+    let exe = program("api_routines");
+    let expected = marked_calls(&source());
+    assert!(expected.len() >= 12, "marks found: {expected:?}");
+
+    let plain = plain_run(&exe);
+    assert_eq!(plain.status.code(), Some(3), "{}", stderr(&plain));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
+    assert_eq!(out.status.code(), plain.status.code(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&plain));
+
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1, "{t:?}");
+    let run = load_run(&t[0]).expect("trace loads");
+    assert_eq!(api_calls(&run), expected);
+
+    // The text summary: one "LINE: ROUTINE reached N time(s)" per call line.
+    let report = Command::new(accprof())
+        .arg("report")
+        .arg(&t[0])
+        .output()
+        .expect("accprof report runs");
+    assert!(report.status.success(), "{}", stderr(&report));
+    let text = stdout(&report);
+    for ((line, name), n) in &expected {
+        let want = format!(
+            "    {line}: {name} reached {n} time{}",
+            if *n == 1 { "" } else { "s" }
+        );
+        assert!(text.lines().any(|l| l == want), "no `{want}` in\n{text}");
+    }
+    let listed = text.lines().filter(|l| l.contains(": acc_")).count();
+    assert_eq!(listed, expected.len(), "{text}");
+}
+
+#[test]
+fn results_are_the_same_with_the_library_preloaded_alone() {
+    // The program prints what acc_copyin, acc_is_present and acc_malloc
+    // return and whether acc_memcpy_to/from_device round-tripped the data.
+    let exe = program("api_routines");
+    let plain = plain_run(&exe);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(&exe)
+        .env("LD_PRELOAD", collector_lib())
+        .env("ACCPROF_OUTPUT", dir.path().join("t-%p.trace"))
+        .env_remove("ACCPROF_TIME")
+        .env_remove("PGI_ACC_TIME")
+        .env_remove("NV_ACC_TIME")
+        .output()
+        .expect("program runs");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&plain));
+    assert!(
+        stdout(&out).contains("memcpy round trip: same"),
+        "{}",
+        stdout(&out)
+    );
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1, "{t:?}");
+    let run = load_run(&t[0]).expect("trace loads");
+    assert_eq!(api_calls(&run), marked_calls(&source()));
+}
+
+#[test]
+fn a_program_without_an_openacc_runtime_is_unaffected() {
+    let exe = program("plain");
+    let plain = plain_run(&exe);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(&exe)
+        .env("LD_PRELOAD", collector_lib())
+        .env("ACCPROF_OUTPUT", dir.path().join("t-%p.trace"))
+        .env_remove("ACCPROF_TIME")
+        .env_remove("PGI_ACC_TIME")
+        .env_remove("NV_ACC_TIME")
+        .output()
+        .expect("program runs");
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(out.status.code(), plain.status.code());
+    assert_eq!(stdout(&out), stdout(&plain));
+    for t in traces(dir.path()) {
+        let run = load_run(&t).expect("trace loads");
+        assert!(run.constructs.is_empty(), "{:?}", run.constructs);
+    }
+}
