@@ -424,12 +424,14 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
     assert_eq!(owners, [c(1), c(0), c(3)]);
 
     let s = summarize(&run);
-    let lines: Vec<(
+    /// Address, API calls, constructs reached, transfers of one line.
+    type Line = (
         Option<u64>,
         Vec<(String, u64)>,
         usize,
         Vec<(Option<CopyKind>, u64, u64)>,
-    )> = s
+    );
+    let lines: Vec<Line> = s
         .functions
         .iter()
         .flat_map(|f| f.lines.iter())
