@@ -18,13 +18,17 @@ fn source() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/api_routines.c")
 }
 
-/// The calls the source marks (`api: NAME` or `api: NAME xN`): (line,
-/// routine) -> how many times the line calls it.
+fn fortran_source() -> PathBuf {
+    source().with_extension("f90")
+}
+
+/// The calls the source marks (`api: NAME` or `api: NAME xN`, in a C or
+/// Fortran comment): (line, routine) -> how many times the line calls it.
 fn marked_calls(file: &Path) -> BTreeMap<(u32, String), u64> {
     let text = std::fs::read_to_string(file).expect("source readable");
     let mut calls = BTreeMap::new();
     for (i, l) in text.lines().enumerate() {
-        let Some((_, mark)) = l.split_once("/* api: ") else {
+        let Some((_, mark)) = l.split_once("/* api: ").or_else(|| l.split_once("! api: ")) else {
             continue;
         };
         let mark = mark.trim_end_matches("*/").trim();
@@ -37,8 +41,9 @@ fn marked_calls(file: &Path) -> BTreeMap<(u32, String), u64> {
     calls
 }
 
-/// The API routine calls of a run: (line, routine) -> calls.
-fn api_calls(run: &Run) -> BTreeMap<(u32, String), u64> {
+/// The API routine calls of a run, all in `file`: (line, routine) -> calls.
+fn api_calls(run: &Run, file: &Path) -> BTreeMap<(u32, String), u64> {
+    let name = file.file_name().expect("file name").to_string_lossy();
     let mut calls = BTreeMap::new();
     for c in &run.constructs {
         let ConstructClass::ApiCall(r) = c.class else {
@@ -46,7 +51,7 @@ fn api_calls(run: &Run) -> BTreeMap<(u32, String), u64> {
         };
         let site = run.site(c.site);
         assert!(
-            site.file.ends_with("api_routines.c"),
+            site.file.ends_with(&*name),
             "{} attributed to {}",
             run.routine(r),
             site.file
@@ -85,7 +90,7 @@ fn each_call_is_a_construct_at_its_line_and_the_program_is_unchanged() {
     let t = traces(dir.path());
     assert_eq!(t.len(), 1, "{t:?}");
     let run = load_run(&t[0]).expect("trace loads");
-    assert_eq!(api_calls(&run), expected);
+    assert_eq!(api_calls(&run, &source()), expected);
 
     // The text summary: one "LINE: ROUTINE reached N time(s)" per call line.
     let report = Command::new(accprof())
@@ -131,7 +136,7 @@ fn results_are_the_same_with_the_library_preloaded_alone() {
     let t = traces(dir.path());
     assert_eq!(t.len(), 1, "{t:?}");
     let run = load_run(&t[0]).expect("trace loads");
-    assert_eq!(api_calls(&run), marked_calls(&source()));
+    assert_eq!(api_calls(&run, &source()), marked_calls(&source()));
 }
 
 #[test]
@@ -154,4 +159,31 @@ fn a_program_without_an_openacc_runtime_is_unaffected() {
         let run = load_run(&t).expect("trace loads");
         assert!(run.constructs.is_empty(), "{:?}", run.constructs);
     }
+}
+
+#[test]
+fn fortran_calls_through_the_runtimes_wrappers_are_found_at_their_lines() {
+    let src = fortran_source();
+    let exe = build_dir().join("programs").join("api_routines_f90");
+    std::fs::create_dir_all(exe.parent().expect("dir")).expect("mkdir");
+    let built = Command::new("gfortran")
+        .args(["-g", "-O1", "-fopenacc"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gfortran runs");
+    assert!(built.status.success(), "{}", stderr(&built));
+    let plain = plain_run(&exe);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[]);
+    assert_eq!(out.status.code(), plain.status.code(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&plain));
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1, "{t:?}");
+    let run = load_run(&t[0]).expect("trace loads");
+    let expected = marked_calls(&src);
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    assert_eq!(api_calls(&run, &src), expected);
 }

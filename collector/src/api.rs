@@ -23,9 +23,10 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use accprof_trace::{ApiCall, ApiPhase, CallSiteId, Record, RegionId, StringId};
+use accprof_trace::{ApiCall, ApiPhase, CallSiteId, RegionId, StringId};
 
 use crate::callsite::{self, Caller};
+use crate::event::Event;
 use crate::tls::{PerThread, THREAD};
 use crate::{clock, region, sink, state};
 
@@ -178,9 +179,9 @@ fn start(t: &PerThread, r: Routine, call_site: Option<CallSiteId>, args: Args) -
     t.in_api.set(true);
     let depth = t.depth.get();
     let region = region::open_in(t);
-    sink::push_in(
+    push(
         t,
-        Record::Api(ApiCall {
+        ApiCall {
             // Converted to ns by the writer (see clock).
             time_ns: clock::stamp(),
             thread: clock::thread_id_in(t),
@@ -191,7 +192,7 @@ fn start(t: &PerThread, r: Routine, call_site: Option<CallSiteId>, args: Args) -
             host_ptr: args.host_ptr,
             bytes: args.bytes,
             async_queue: args.queue,
-        }),
+        },
     );
     Open {
         routine: r,
@@ -204,9 +205,9 @@ fn end(open: Open) {
     let time_ns = clock::stamp();
     let _ = THREAD.try_with(|t| {
         region::close_to_in(t, open.depth);
-        sink::push_in(
+        push(
             t,
-            Record::Api(ApiCall {
+            ApiCall {
                 time_ns,
                 thread: clock::thread_id_in(t),
                 region: open.region,
@@ -216,9 +217,19 @@ fn end(open: Open) {
                 host_ptr: None,
                 bytes: None,
                 async_queue: None,
-            }),
+            },
         );
         t.in_api.set(false);
+    });
+}
+
+/// Buffers one record on the thread `t` belongs to.
+#[inline]
+fn push(t: &PerThread, call: ApiCall) {
+    sink::push_with(t, |slot| {
+        // SAFETY: `slot` is writable space for one event.
+        unsafe { slot.write(Event::Api(call)) };
+        true
     });
 }
 
