@@ -60,7 +60,7 @@ impl Site {
 
 /// An OpenACC API routine (its name is [`Run::routine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ApiRoutine(u32);
+pub struct ApiRoutine(pub(crate) u32);
 
 /// What kind of OpenACC construct this was, as the summary groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

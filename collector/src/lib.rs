@@ -1,6 +1,7 @@
 //! accprof-collector: `libaccprof.so`, loaded into an OpenACC program with
 //! `LD_PRELOAD` (or named in `ACC_PROFLIB`). It records the OpenACC
-//! profiling interface's events and, when CUPTI loads, the kernels, copies
+//! profiling interface's events, the application's calls of the OpenACC API
+//! routines (which it interposes) and, when CUPTI loads, the kernels, copies
 //! and memsets they cause, each tied to its construct and source call site,
 //! into one trace file per process.
 //!
