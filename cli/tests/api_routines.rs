@@ -187,3 +187,78 @@ fn fortran_calls_through_the_runtimes_wrappers_are_found_at_their_lines() {
     assert_eq!(expected.len(), 4, "{expected:?}");
     assert_eq!(api_calls(&run, &src), expected);
 }
+
+/// Compiles `src` (under cli/tests/programs) with gcc and `flags`.
+fn gcc(src: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let dir = build_dir().join("programs");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let exe = dir.join(out);
+    let built = Command::new("gcc")
+        .args(["-g", "-O1"])
+        .args(flags)
+        .arg(source().with_file_name(src))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc runs");
+    assert!(built.status.success(), "{src}: {}", stderr(&built));
+    exe
+}
+
+#[test]
+fn a_library_opened_with_its_own_runtime_reaches_that_runtime() {
+    // The program links no OpenACC runtime; the library it opens with
+    // RTLD_LOCAL brings libgomp, visible from the library only. Its calls
+    // bind to the preloaded collector first, which must find that libgomp.
+    let lib = gcc(
+        "api_lib.c",
+        "libapi_lib.so",
+        &["-fopenacc", "-shared", "-fPIC"],
+    );
+    let exe = gcc("api_dlopen.c", "api_dlopen", &["-ldl"]);
+    let lib_arg = lib.to_string_lossy().into_owned();
+    let plain = Command::new(&exe)
+        .arg(&lib_arg)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("program runs");
+    assert_eq!(plain.status.code(), Some(5), "{}", stderr(&plain));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[&lib_arg]);
+    assert_eq!(out.status.code(), plain.status.code(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&plain));
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1, "{t:?}");
+    let run = load_run(&t[0]).expect("trace loads");
+
+    let lib_src = source().with_file_name("api_lib.c");
+    let main_src = source().with_file_name("api_dlopen.c");
+    let mut calls = BTreeMap::new();
+    for c in &run.constructs {
+        if let ConstructClass::ApiCall(r) = c.class {
+            let site = run.site(c.site);
+            let file = Path::new(&site.file).file_name().map(|f| f.to_owned());
+            *calls
+                .entry((file, site.line, run.routine(r).to_string()))
+                .or_insert(0u64) += 1;
+        }
+    }
+    let mut expected = BTreeMap::new();
+    for (file, src) in [("api_lib.c", &lib_src), ("api_dlopen.c", &main_src)] {
+        for ((line, name), n) in marked_calls(src) {
+            expected.insert((Some(file.into()), Some(line), name), n);
+        }
+    }
+    assert_eq!(calls, expected);
+
+    // Only the probe before the library was opened found no runtime.
+    let missing: Vec<&String> = run
+        .diagnostics
+        .iter()
+        .map(|(_, m)| m)
+        .filter(|m| m.contains("no loaded object defines it"))
+        .collect();
+    assert_eq!(missing.len(), 1, "{:?}", run.diagnostics);
+    assert!(missing[0].starts_with("acc_wait_all "), "{missing:?}");
+}

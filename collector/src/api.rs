@@ -21,16 +21,17 @@
 //! `acc_memcpy_*` routines copy, the rest do nothing.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use accprof_trace::{ApiCall, ApiPhase, CallSiteId, RegionId, StringId};
+use accprof_trace::{ApiCall, ApiPhase, CallSiteId, Level, Record, RegionId, StringId};
 
 use crate::callsite::{self, Caller};
 use crate::event::Event;
 use crate::tls::{PerThread, THREAD};
 use crate::{clock, region, sink, state};
 
-/// `REAL` value of a routine the next objects do not define.
+/// `REAL` value that means "no runtime definition: behave as the host
+/// device" (set only by tests; a failed lookup is not stored).
 const MISSING: usize = 1;
 
 /// What a call was given, as the trace records it.
@@ -69,7 +70,7 @@ struct Open {
 }
 
 /// The runtime's definition of `r` (None when there is none), looked up
-/// once.
+/// once found.
 ///
 /// # Safety
 /// `F` must be the function pointer type of routine `r`.
@@ -88,19 +89,91 @@ unsafe fn real<F: Copy>(r: Routine) -> Option<F> {
     Some(unsafe { std::mem::transmute_copy::<usize, F>(&v) })
 }
 
+/// Finds the runtime's definition of `r`: next in the global scope (the
+/// program linked the runtime), else in any loaded object's own scope (a
+/// library opened with RTLD_LOCAL, e.g. a Python extension, that brought the
+/// runtime with it and whose calls bind to this preload first). Not found
+/// is not remembered: the runtime may be loaded later.
 #[cold]
 fn resolve(r: Routine) -> usize {
     let name = NAMES[r as usize];
+    let ours = entry(r);
+    let usable = |sym: *mut c_void| !sym.is_null() && sym as usize != ours;
     // SAFETY: dlsym with a NUL-terminated name (every NAMES entry ends in
     // NUL); RTLD_NEXT searches the objects loaded after this one.
-    let sym = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
-    let v = if sym == 0 || sym == entry(r) {
-        MISSING
-    } else {
-        sym
-    };
-    REAL[r as usize].store(v, Ordering::Relaxed);
-    v
+    let mut sym = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
+    if !usable(sym) {
+        sym = std::ptr::null_mut();
+        for path in loaded_objects() {
+            // SAFETY: RTLD_NOLOAD only returns a handle to an object already
+            // loaded (none is loaded or initialized here); the handle is
+            // closed again, which only drops the count it took.
+            unsafe {
+                let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+                if h.is_null() {
+                    continue;
+                }
+                let found = libc::dlsym(h, name.as_ptr().cast());
+                libc::dlclose(h);
+                if usable(found) {
+                    sym = found;
+                    break;
+                }
+            }
+        }
+    }
+    if sym.is_null() {
+        say_missing(r);
+        return MISSING;
+    }
+    REAL[r as usize].store(sym as usize, Ordering::Relaxed);
+    sym as usize
+}
+
+/// Notes in the trace, once per routine, that a call found no runtime.
+#[cold]
+fn say_missing(r: Routine) {
+    static SAID: AtomicU64 = AtomicU64::new(0);
+    let bit = 1u64 << (r as u32);
+    if !state::enabled() || SAID.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        return;
+    }
+    let name = NAMES[r as usize];
+    sink::push(Record::Diagnostic {
+        time_ns: clock::now_ns(),
+        level: Level::Warning,
+        message: format!(
+            "{} was called but no loaded object defines it: the collector did what the host device does",
+            &name[..name.len() - 1]
+        ),
+    });
+}
+
+/// Paths of the loaded shared objects, in load order (the loader's lock is
+/// held while listing them, so they are opened only afterwards).
+fn loaded_objects() -> Vec<std::ffi::CString> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid dl_phdr_info for the call, and
+        // `data` is the Vec passed to dl_iterate_phdr below.
+        let (info, out) = unsafe { (&*info, &mut *data.cast::<Vec<std::ffi::CString>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                out.push(name.to_owned());
+            }
+        }
+        0
+    }
+    let mut out: Vec<std::ffi::CString> = Vec::new();
+    // SAFETY: the callback only reads the loader's structures during the
+    // call and writes into `out`, which outlives it.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<std::ffi::CString>).cast()) };
+    out
 }
 
 /// The routine's name, interned once per process (per child after fork).
@@ -273,6 +346,9 @@ macro_rules! routines {
     )*) => {
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub(crate) enum Routine { $($v),* }
+
+        // One bit per routine in say_missing.
+        const _: () = assert!(NAMES.len() <= 64);
 
         /// Names, NUL-terminated, indexed by [`Routine`].
         const NAMES: &[&str] = &[$(concat!(stringify!($name), "\0")),*];
