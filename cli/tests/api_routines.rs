@@ -228,6 +228,11 @@ fn a_library_opened_with_its_own_runtime_reaches_that_runtime() {
     let out = accprof_run(dir.path(), &["--no-summary"], &exe, &[&lib_arg]);
     assert_eq!(out.status.code(), plain.status.code(), "{}", stderr(&out));
     assert_eq!(stdout(&out), stdout(&plain));
+    assert!(
+        !stderr(&out).contains("made no OpenACC calls"),
+        "{}",
+        stderr(&out)
+    );
     let t = traces(dir.path());
     assert_eq!(t.len(), 1, "{t:?}");
     let run = load_run(&t[0]).expect("trace loads");
