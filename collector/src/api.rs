@@ -9,16 +9,16 @@
 //! trampoline that passes its own return address (the application's call
 //! site) as one more argument to the Rust body, which opens a region like
 //! a construct start does (driver calls and acc_prof events inside take
-//! it), records an [`ApiCall`] start, calls the runtime's routine found
-//! with `dlsym(RTLD_NEXT)`, then closes the region and records the end.
+//! it), records an [`ApiCall`] start, calls the runtime's routine (see
+//! [`resolve`]), then closes the region and records the end.
 //!
 //! Only the outermost call on a thread records: a routine the runtime
 //! calls from inside another (or from inside a construct) is that one's
-//! work. If the runtime's routine is missing (a program that did not link
-//! an OpenACC runtime but calls these through the preload), the entry does
-//! what the runtime does on the host device, whose memory is the host's:
+//! work. If no loaded object defines the routine (code that probes for a
+//! runtime with `dlsym` finds these entries), the entry does what the
+//! runtime does on the host device, whose memory is the host's:
 //! `acc_copyin` returns the host address, `acc_malloc` is `malloc`, the
-//! `acc_memcpy_*` routines copy, the rest do nothing.
+//! `acc_memcpy_*` routines copy, the rest do nothing; the trace says so.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
