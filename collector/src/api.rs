@@ -318,7 +318,7 @@ unsafe fn host_copy(dst: *mut c_void, src: *const c_void, n: usize) {
     }
 }
 
-/// An exported entry: passes its return address (x86-64: at [rsp] on
+/// An exported entry: passes its return address (x86-64: at `[rsp]` on
 /// entry; AArch64: in x30) in the register of the next integer argument and
 /// jumps to the body, so the body returns straight to the application.
 macro_rules! trampoline {
