@@ -15,6 +15,6 @@ pub mod symbolize;
 
 pub use load::{load_run, load_run_with, LoadError, LoadOptions};
 pub use model::{
-    Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel, Run, Site,
-    SiteId,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel, Run,
+    Site, SiteId,
 };

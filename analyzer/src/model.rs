@@ -16,12 +16,17 @@
 //!   driver call with the same correlation id was made in.
 //! - Without CUPTI, launches and copies come from acc_prof's enqueue events
 //!   (host times only; GCC reports only the small argument block as copies).
+//! - A call of an OpenACC API routine (`acc_copyin`, ...) that the
+//!   collector interposed is a construct of class [`ConstructClass::ApiCall`]
+//!   at the application's call site; the copies of its region and the
+//!   constructs the runtime reports inside it are its own.
 
 use std::collections::HashMap;
 
 use accprof_trace::{
-    AccDetail, AccEventKind, BufferHash, CallSiteId, ConstructKind, CopyKind, Device, DropSource,
-    Header, Level, Loss, MemoryKind, ModuleId, Record, RegionId, StringId, Trace,
+    AccDetail, AccEventKind, ApiCall, ApiPhase, BufferHash, CallSiteId, ConstructKind, CopyKind,
+    Device, DropSource, Header, Level, Loss, MemoryKind, ModuleId, Record, RegionId, StringId,
+    Trace,
 };
 
 use crate::symbolize::{SymbolizedSite, Symbolizer};
@@ -59,6 +64,10 @@ impl Site {
     }
 }
 
+/// An OpenACC API routine (its name is [`Run::routine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ApiRoutine(pub(crate) u32);
+
 /// What kind of OpenACC construct this was, as the summary groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ConstructClass {
@@ -71,6 +80,8 @@ pub enum ConstructClass {
     ExitData,
     Update,
     Wait,
+    /// A call of an OpenACC API routine (`acc_copyin`, `acc_wait`, ...).
+    ApiCall(ApiRoutine),
 }
 
 #[derive(Debug, Clone)]
@@ -215,6 +226,8 @@ pub struct Run {
     /// How the process ended, when the collector saw it end; None for a
     /// trace that was cut (or written by a collector before format 1.1).
     pub ending: Option<accprof_trace::EndRecord>,
+    /// Names of the OpenACC API routines called, indexed by [`ApiRoutine`].
+    pub routines: Vec<String>,
     /// Where the executable's binary was found for reading (its recorded
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
@@ -222,6 +235,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// The name of an API routine (`acc_copyin`, ...).
+    pub fn routine(&self, r: ApiRoutine) -> &str {
+        self.routines.get(r.0 as usize).map_or("?", String::as_str)
+    }
+
     pub fn site(&self, id: SiteId) -> &Site {
         &self.sites[id.0]
     }
@@ -414,6 +432,8 @@ struct Builder {
     diagnostics: Vec<(Level, String)>,
     span: Option<(u64, u64)>,
     ending: Option<accprof_trace::EndRecord>,
+    routines: Vec<String>,
+    routine_ids: HashMap<StringId, ApiRoutine>,
     /// Device records left out: end before start, or implausibly long.
     rejected_kernels: u64,
     rejected_copies: u64,
@@ -456,6 +476,8 @@ impl Builder {
             diagnostics: Vec::new(),
             span: None,
             ending: None,
+            routines: Vec::new(),
+            routine_ids: HashMap::new(),
             rejected_kernels: 0,
             rejected_copies: 0,
             dropped_overflow: false,
@@ -520,41 +542,46 @@ impl Builder {
             return self.intern_site(site);
         }
         if let Some(cs) = ev.call_site {
-            if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
-                return id;
-            }
-            let site = match self.call_sites.get(&cs).copied() {
-                Some(c) => match self.modules.get(&c.module) {
-                    Some(m) => match symbolizer.lookup(m, c.return_offset) {
-                        SymbolizedSite::Found {
-                            file,
-                            function,
-                            line,
-                        } => Site {
-                            file,
-                            function,
-                            line,
-                            address: Some((m.path.clone(), c.return_offset)),
-                        },
-                        SymbolizedSite::NoDebugInfo { function } => Site {
-                            file: m.path.clone(),
-                            function: function.unwrap_or_else(|| "?".into()),
-                            line: None,
-                            address: Some((m.path.clone(), c.return_offset)),
-                        },
-                    },
-                    None => Site::unknown(),
-                },
-                None => Site::unknown(),
-            };
-            let id = self.intern_site(site);
-            self.symbolized.insert(u64::from(cs.0), id);
-            return id;
+            return self.call_site_site(cs, symbolizer);
         }
         if let Some(p) = parent {
             return self.constructs[p.0].site;
         }
         self.intern_site(Site::unknown())
+    }
+
+    /// The source site of an interned call site, symbolized once.
+    fn call_site_site(&mut self, cs: CallSiteId, symbolizer: &mut Symbolizer) -> SiteId {
+        if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
+            return id;
+        }
+        let site = match self.call_sites.get(&cs).copied() {
+            Some(c) => match self.modules.get(&c.module) {
+                Some(m) => match symbolizer.lookup(m, c.return_offset) {
+                    SymbolizedSite::Found {
+                        file,
+                        function,
+                        line,
+                    } => Site {
+                        file,
+                        function,
+                        line,
+                        address: Some((m.path.clone(), c.return_offset)),
+                    },
+                    SymbolizedSite::NoDebugInfo { function } => Site {
+                        file: m.path.clone(),
+                        function: function.unwrap_or_else(|| "?".into()),
+                        line: None,
+                        address: Some((m.path.clone(), c.return_offset)),
+                    },
+                },
+                None => Site::unknown(),
+            },
+            None => Site::unknown(),
+        };
+        let id = self.intern_site(site);
+        self.symbolized.insert(u64::from(cs.0), id);
+        id
     }
 
     fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
@@ -628,7 +655,72 @@ impl Builder {
                 self.see_time(end.time_ns);
                 self.ending = Some(*end);
             }
+            Record::Api(a) => self.add_api(a, symbolizer),
         }
+    }
+
+    /// An interposed API routine call: a top-level construct from its start
+    /// to its end, at its call site.
+    fn add_api(&mut self, a: &ApiCall, symbolizer: &mut Symbolizer) {
+        self.see_time(a.time_ns);
+        match a.phase {
+            ApiPhase::Start => {
+                let routine = self.routine_of(a.routine);
+                let site = match a.call_site {
+                    Some(cs) => self.call_site_site(cs, symbolizer),
+                    None => self.intern_site(Site::unknown()),
+                };
+                let id = ConstructId(self.constructs.len());
+                self.constructs.push(Construct {
+                    region: a.region,
+                    class: ConstructClass::ApiCall(routine),
+                    kind: Some(ConstructKind::RuntimeApi),
+                    implicit: false,
+                    site,
+                    thread: a.thread,
+                    start_ns: a.time_ns,
+                    end_ns: None,
+                    parent: None,
+                    async_queue: a.async_queue,
+                    device_type: None,
+                    device: None,
+                    launches: Vec::new(),
+                    cut: false,
+                });
+                self.by_region.insert(a.region.0, id);
+                self.stack(a.thread).push(id);
+            }
+            ApiPhase::End => {
+                let Some(id) = self.by_region.get(a.region.0) else {
+                    return;
+                };
+                if !matches!(self.constructs[id.0].class, ConstructClass::ApiCall(_)) {
+                    return;
+                }
+                self.constructs[id.0].end_ns = Some(a.time_ns);
+                // Whatever the runtime left open inside the call ends with it.
+                let stack = self.stack(a.thread);
+                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
+                    stack.truncate(pos);
+                }
+            }
+        }
+    }
+
+    fn routine_of(&mut self, name: StringId) -> ApiRoutine {
+        if let Some(r) = self.routine_ids.get(&name) {
+            return *r;
+        }
+        let text = self.string(Some(name)).unwrap_or_else(|| "?".into());
+        let r = match self.routines.iter().position(|n| *n == text) {
+            Some(i) => ApiRoutine(i as u32),
+            None => {
+                self.routines.push(text);
+                ApiRoutine(self.routines.len() as u32 - 1)
+            }
+        };
+        self.routine_ids.insert(name, r);
+        r
     }
 
     fn add_acc(&mut self, ev: &accprof_trace::AccEvent, symbolizer: &mut Symbolizer) {
@@ -913,6 +1005,7 @@ impl Builder {
             span_ns: self.span.unwrap_or((0, 0)),
             open_at_end,
             ending: self.ending,
+            routines: self.routines,
             executable_binary: None,
         }
     }

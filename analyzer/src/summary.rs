@@ -5,7 +5,8 @@
 //! per-rank totals and the imbalance of each line across ranks.
 //!
 //! Attribution ([`attributed_sites`]): a kernel or copy belongs to the line
-//! of the construct that caused it; constructs nested in another (the
+//! of the construct that caused it (a call of an OpenACC API routine such as
+//! `acc_copyin` counts as a construct at the line of the call); constructs nested in another (the
 //! implicit data part of a compute construct) count at their parent's line;
 //! the exit of a structured `data` region counts at the line of its entry
 //! (GCC reports GOACC_data_end from the first line of the region's body,
@@ -26,7 +27,7 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::model::{ConstructClass, ConstructId, CopySource, Run, SiteId};
+use crate::model::{ApiRoutine, ConstructClass, ConstructId, CopySource, Run, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -192,6 +193,9 @@ pub struct LineSummary {
     pub line: Option<u32>,
     /// How often each kind of construct was reached here.
     pub reached: BTreeMap<Reached, Stats>,
+    /// How often each OpenACC API routine was called here (host time of
+    /// each call), by routine name.
+    pub api_calls: BTreeMap<String, Stats>,
     pub kernels: Vec<KernelLine>,
     pub transfers: Vec<TransferLine>,
     /// Call address in the module (return address - 1) when there is no
@@ -232,6 +236,9 @@ impl LineSummary {
     fn merge(&mut self, o: &LineSummary) {
         for (k, s) in &o.reached {
             self.reached.entry(*k).or_default().merge(s);
+        }
+        for (k, s) in &o.api_calls {
+            self.api_calls.entry(k.clone()).or_default().merge(s);
         }
         for k in &o.kernels {
             let e = kernel_entry(&mut self.kernels, &k.name, &k.grid, &k.block);
@@ -391,8 +398,19 @@ pub fn signal_name(n: i32) -> &'static str {
     }
 }
 
-fn construct_label(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) -> String {
-    let what = reached_of(class, kind, nested).label();
+fn construct_label(
+    run: &Run,
+    class: ConstructClass,
+    kind: Option<ConstructKind>,
+    nested: bool,
+) -> String {
+    let Some(reached) = reached_of(class, kind, nested) else {
+        return match class {
+            ConstructClass::ApiCall(r) => format!("call of {}", run.routine(r)),
+            _ => "construct".to_string(),
+        };
+    };
+    let what = reached.label();
     match kind {
         Some(k) if class == ConstructClass::Compute => {
             format!("{what} ({})", format!("{k:?}").to_lowercase())
@@ -428,7 +446,7 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
         .find(|&&o| o != top && run.top_level(o) == top)
         .map(|&o| {
             let x = run.construct(o);
-            let label = construct_label(x.class, x.kind, false);
+            let label = construct_label(run, x.class, x.kind, false);
             if x.implicit {
                 format!("its implicit {label}")
             } else {
@@ -494,7 +512,7 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
         file: site.file.clone(),
         function: site.function.clone(),
         line: site.line,
-        what: construct_label(c.class, c.kind, false),
+        what: construct_label(run, c.class, c.kind, false),
         inside,
         kernel,
         transfers,
@@ -526,8 +544,9 @@ fn device_label(run: &Run, device_type: Option<u32>) -> &'static str {
     }
 }
 
-fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) -> Reached {
-    match class {
+/// None for an API routine call: those count by routine name.
+fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) -> Option<Reached> {
+    Some(match class {
         ConstructClass::Compute => Reached::ComputeRegion,
         ConstructClass::Update => Reached::Update,
         ConstructClass::Wait => Reached::Wait,
@@ -538,7 +557,8 @@ fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) 
             Reached::ExitData
         }
         ConstructClass::EnterData | ConstructClass::ExitData => Reached::DataRegion,
-    }
+        ConstructClass::ApiCall(_) => return None,
+    })
 }
 
 /// The source site each construct counts at (indexed like
@@ -585,6 +605,7 @@ pub fn attributed_sites(run: &Run) -> Vec<SiteId> {
 struct SiteAcc {
     used: bool,
     reached: [Stats; 6],
+    api_calls: Vec<(ApiRoutine, Stats)>,
     kernels: Vec<KernelLine>,
     transfers: Vec<TransferLine>,
     host_ns: u64,
@@ -609,7 +630,7 @@ pub fn summarize(run: &Run) -> Summary {
     acc.resize_with(run.sites.len() + 1, SiteAcc::default);
     let cupti = run.cupti_active();
     let mut host_construct_ns = 0;
-    for (c, site) in run.constructs.iter().zip(&attributed) {
+    for (i, (c, site)) in run.constructs.iter().zip(&attributed).enumerate() {
         let a = &mut acc[site.0];
         a.used = true;
         if a.device_type.is_none() {
@@ -617,8 +638,28 @@ pub fn summarize(run: &Run) -> Summary {
             a.device_number = c.device;
         }
         let host = c.host_ns().unwrap_or(0);
-        let r = reached_of(c.class, c.kind, c.parent.is_some());
-        a.reached[r as usize].add(host);
+        match reached_of(c.class, c.kind, c.parent.is_some()) {
+            // What the runtime reports inside an API routine is the call's.
+            Some(_)
+                if c.parent.is_some()
+                    && matches!(
+                        run.construct(run.top_level(ConstructId(i))).class,
+                        ConstructClass::ApiCall(_)
+                    ) => {}
+            Some(r) => a.reached[r as usize].add(host),
+            None => {
+                if let ConstructClass::ApiCall(routine) = c.class {
+                    match a.api_calls.iter_mut().find(|(r, _)| *r == routine) {
+                        Some((_, s)) => s.add(host),
+                        None => {
+                            let mut s = Stats::default();
+                            s.add(host);
+                            a.api_calls.push((routine, s));
+                        }
+                    }
+                }
+            }
+        }
         if c.parent.is_none() {
             a.host_ns = a.host_ns.saturating_add(host);
             host_construct_ns = u64::saturating_add(host_construct_ns, host);
@@ -739,6 +780,12 @@ pub fn summarize(run: &Run) -> Summary {
             if s.count > 0 {
                 ls.reached.insert(r, s);
             }
+        }
+        for (routine, s) in &a.api_calls {
+            ls.api_calls
+                .entry(run.routine(*routine).to_string())
+                .or_default()
+                .merge(s);
         }
         match f.lines.entry((line, address)) {
             std::collections::btree_map::Entry::Vacant(v) => {

@@ -326,3 +326,145 @@ fn sites_without_lines_stay_apart() {
     // Looked up at the call instruction: return address - 1.
     assert_eq!(lines, [(None, Some(0x10ff), 1), (None, Some(0x11ff), 2)]);
 }
+
+#[test]
+fn api_routine_calls_are_constructs_at_their_call_sites() {
+    let mut t = T::new();
+    for (id, text) in [(4, "acc_copyin"), (5, "acc_update_self")] {
+        t.records.push(Record::String {
+            id: StringId(id),
+            text: text.into(),
+        });
+    }
+    t.records.push(Record::Module(Module {
+        id: ModuleId(1),
+        path: "/nonexistent/app".into(),
+        build_id: vec![1; 20],
+        base: 0,
+        text_start: 0x1000,
+        text_end: 0x2000,
+    }));
+    for (id, off) in [(1, 0x1100), (2, 0x1200)] {
+        t.records.push(Record::CallSite(CallSite {
+            id: CallSiteId(id),
+            module: ModuleId(1),
+            return_offset: off,
+        }));
+    }
+    let api = |t: &mut T, region: u64, routine: u32, site: Option<u32>, phase: ApiPhase| {
+        t.t += 10;
+        t.records.push(Record::Api(ApiCall {
+            time_ns: t.t,
+            thread: 1,
+            region: RegionId(region),
+            phase,
+            routine: StringId(routine),
+            call_site: site.map(CallSiteId),
+            host_ptr: Some(0x1000),
+            bytes: Some(4096),
+            async_queue: None,
+        }));
+    };
+    // acc_copyin twice at one site: the first reports an enter data of its
+    // own inside (as NVHPC does) that makes one of its two copies.
+    api(&mut t, 10, 4, Some(1), ApiPhase::Start);
+    t.ev(
+        AccEventKind::EnterDataStart,
+        1,
+        11,
+        ConstructKind::RuntimeApi,
+        None,
+    );
+    t.copy(11, 1, CopyKind::HostToDevice, 4096);
+    t.ev(
+        AccEventKind::EnterDataEnd,
+        1,
+        11,
+        ConstructKind::RuntimeApi,
+        None,
+    );
+    t.copy(10, 2, CopyKind::HostToDevice, 4096);
+    api(&mut t, 10, 4, None, ApiPhase::End);
+    api(&mut t, 12, 4, Some(1), ApiPhase::Start);
+    api(&mut t, 12, 4, None, ApiPhase::End);
+    // acc_update_self at another site, with its download.
+    api(&mut t, 13, 5, Some(2), ApiPhase::Start);
+    t.copy(13, 3, CopyKind::DeviceToHost, 100);
+    api(&mut t, 13, 5, None, ApiPhase::End);
+    let trace = Trace {
+        version: (FORMAT_MAJOR, FORMAT_MINOR),
+        header: header(None, 1),
+        records: t.records,
+        losses: Vec::new(),
+        skipped_unknown: 0,
+    };
+    let run = model::build(trace, &mut Symbolizer::new());
+
+    let routines: Vec<(&str, Option<model::ConstructId>, bool)> = run
+        .constructs
+        .iter()
+        .map(|c| match c.class {
+            model::ConstructClass::ApiCall(r) => (run.routine(r), c.parent, c.end_ns.is_some()),
+            _ => ("nested", c.parent, c.end_ns.is_some()),
+        })
+        .collect();
+    let first = Some(model::ConstructId(0));
+    assert_eq!(
+        routines,
+        [
+            ("acc_copyin", None, true),
+            ("nested", first, true),
+            ("acc_copyin", None, true),
+            ("acc_update_self", None, true),
+        ]
+    );
+    let owners: Vec<Option<model::ConstructId>> = run.copies.iter().map(|c| c.construct).collect();
+    // The nested construct's copy is its own; its parent's site counts it.
+    let c = |i| Some(model::ConstructId(i));
+    assert_eq!(owners, [c(1), c(0), c(3)]);
+
+    let s = summarize(&run);
+    /// Address, API calls, constructs reached, transfers of one line.
+    type Line = (
+        Option<u64>,
+        Vec<(String, u64)>,
+        usize,
+        Vec<(Option<CopyKind>, u64, u64)>,
+    );
+    let lines: Vec<Line> = s
+        .functions
+        .iter()
+        .flat_map(|f| f.lines.iter())
+        .map(|l| {
+            (
+                l.address,
+                l.api_calls
+                    .iter()
+                    .map(|(n, st)| (n.clone(), st.count))
+                    .collect(),
+                l.reached.len(),
+                l.transfers
+                    .iter()
+                    .map(|t| (t.direction, t.count, t.bytes))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (
+                Some(0x10ff),
+                vec![("acc_copyin".to_string(), 2)],
+                0,
+                vec![(Some(CopyKind::HostToDevice), 2, 8192)]
+            ),
+            (
+                Some(0x11ff),
+                vec![("acc_update_self".to_string(), 1)],
+                0,
+                vec![(Some(CopyKind::DeviceToHost), 1, 100)]
+            ),
+        ]
+    );
+}

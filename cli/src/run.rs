@@ -118,7 +118,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     }
     match accprof_analyzer::load_run(&trace) {
         Ok(run) => {
-            if run.acc_events == 0 && !run.header.sources.acc_prof.is_active() {
+            if run.acc_events == 0
+                && run.constructs.is_empty()
+                && !run.header.sources.acc_prof.is_active()
+            {
                 eprintln!(
                     "accprof: {program} made no OpenACC calls: it is not an OpenACC program, or its runtime lacks the profiling interface (trace: {})",
                     trace.display()

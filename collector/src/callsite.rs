@@ -449,6 +449,58 @@ pub fn capture(anchor: usize) -> Option<CallSiteId> {
         .flatten()
 }
 
+/// Who made a call, given the call's return address.
+pub(crate) enum Caller {
+    /// The application, at this interned call site (None when the address
+    /// could not be interned).
+    App(Option<CallSiteId>),
+    /// The runtime, a runtime library or the collector itself.
+    Runtime,
+}
+
+/// Classifies and interns the return address of a call into the collector
+/// (an interposed API routine), cached per thread like [`capture`]'s sites.
+pub(crate) fn caller(return_address: u64) -> Caller {
+    let cached = CACHE
+        .try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            c.as_ref()?.sites.get(&return_address).copied()
+        })
+        .ok()
+        .flatten();
+    if let Some(id) = cached {
+        return Caller::App(Some(id));
+    }
+    let mut owner = owner_of(return_address);
+    if matches!(owner, Owner::Unknown) {
+        // A module loaded after the last scan (dlopen).
+        refresh();
+        owner = owner_of(return_address);
+    }
+    match owner {
+        Owner::Runtime => Caller::Runtime,
+        // Code outside every module (generated at run time): no site.
+        Owner::Unknown => Caller::App(None),
+        Owner::App(..) => {
+            let id = intern(return_address);
+            if let Some(id) = id {
+                let _ = CACHE.try_with(|c| {
+                    if let Ok(mut c) = c.try_borrow_mut() {
+                        c.get_or_insert_with(|| ThreadCache {
+                            chains: Vec::new(),
+                            stack_end: stack_end(),
+                            sites: AddrMap::default(),
+                        })
+                        .sites
+                        .insert(return_address, id);
+                    }
+                });
+            }
+            Caller::App(id)
+        }
+    }
+}
+
 fn intern(ip: u64) -> Option<CallSiteId> {
     let Owner::App(module, offset) = owner_of(ip) else {
         return None;

@@ -9,9 +9,9 @@
 //! just before encoding it, off the program's threads.
 
 use accprof_trace::{
-    AccDetail, AccEvent, AccEventKind, BufferHash, CallSiteId, ConstructKind, DataInfo, DriverCall,
-    KernelRecord, LaunchInfo, MemcpyRecord, MemsetRecord, Record, RegionId, SourceLocation,
-    StringId,
+    AccDetail, AccEvent, AccEventKind, ApiCall, BufferHash, CallSiteId, ConstructKind, DataInfo,
+    DriverCall, KernelRecord, LaunchInfo, MemcpyRecord, MemsetRecord, Record, RegionId,
+    SourceLocation, StringId,
 };
 
 /// "Not given" for the 32-bit fields of [`AccRaw`] whose zero is a value.
@@ -69,6 +69,7 @@ pub(crate) enum Event {
     Memset(MemsetRecord),
     DriverCall(DriverCall),
     Hash(BufferHash),
+    Api(ApiCall),
     Other(Box<Record>),
 }
 
@@ -136,6 +137,7 @@ impl Event {
             Record::Memset(m) => Event::Memset(m),
             Record::DriverCall(d) => Event::DriverCall(d),
             Record::Hash(h) => Event::Hash(h),
+            Record::Api(a) => Event::Api(a),
             other => Event::Other(Box::new(other)),
         }
     }
@@ -149,6 +151,7 @@ impl Event {
             Event::Memset(m) => Record::Memset(m),
             Event::DriverCall(d) => Record::DriverCall(d),
             Event::Hash(h) => Record::Hash(h),
+            Event::Api(a) => Record::Api(a),
             Event::Other(r) => *r,
         }
     }
@@ -159,6 +162,7 @@ impl Event {
             Event::Acc(a) => Some(&mut a.time),
             Event::DriverCall(d) => Some(&mut d.time_ns),
             Event::Hash(h) => Some(&mut h.time_ns),
+            Event::Api(a) => Some(&mut a.time_ns),
             Event::Other(r) => record_stamp_mut(r),
             _ => None,
         }
@@ -172,6 +176,7 @@ pub(crate) fn record_stamp_mut(r: &mut Record) -> Option<&mut u64> {
         Record::Acc(e) => Some(&mut e.time_ns),
         Record::DriverCall(d) => Some(&mut d.time_ns),
         Record::Hash(h) => Some(&mut h.time_ns),
+        Record::Api(a) => Some(&mut a.time_ns),
         _ => None,
     }
 }
@@ -290,7 +295,18 @@ mod tests {
             source: accprof_trace::DropSource::Cupti,
             count: 3,
         };
-        for r in [d, h, x] {
+        let a = Record::Api(accprof_trace::ApiCall {
+            time_ns: 9,
+            thread: 8,
+            region: RegionId(4),
+            phase: accprof_trace::ApiPhase::Start,
+            routine: StringId(3),
+            call_site: Some(CallSiteId(1)),
+            host_ptr: Some(0x20),
+            bytes: Some(16),
+            async_queue: Some(2),
+        });
+        for r in [d, h, a, x] {
             let mut e = Event::from_record(r.clone());
             let stamped = e.stamp_mut().is_some();
             assert_eq!(stamped, !matches!(r, Record::Dropped { .. }));

@@ -1,6 +1,7 @@
 //! accprof-collector: `libaccprof.so`, loaded into an OpenACC program with
 //! `LD_PRELOAD` (or named in `ACC_PROFLIB`). It records the OpenACC
-//! profiling interface's events and, when CUPTI loads, the kernels, copies
+//! profiling interface's events, the application's calls of the OpenACC API
+//! routines (which it interposes) and, when CUPTI loads, the kernels, copies
 //! and memsets they cause, each tied to its construct and source call site,
 //! into one trace file per process.
 //!
@@ -11,6 +12,8 @@
 //! is the analyzer's job, offline.
 
 pub mod accprof;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod api;
 mod callsite;
 pub mod clock;
 pub mod config;
@@ -184,6 +187,8 @@ extern "C" fn fork_child() {
         sink::fork_child();
         clock::reset_thread_id();
         callsite::reset_after_fork();
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        api::reset_after_fork();
         cupti::forget_after_fork();
         writer::reset_after_fork();
         NEED_WRITER.store(true, Ordering::Release);

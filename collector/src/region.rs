@@ -42,6 +42,16 @@ pub(crate) fn close_in(t: &PerThread) -> RegionId {
     })
 }
 
+/// Closes every region opened since the thread was `depth` regions deep:
+/// the end of an interposed API routine, which also closes what the
+/// runtime left open inside it (a start whose end never came).
+#[inline]
+pub(crate) fn close_to_in(t: &PerThread, depth: usize) {
+    if t.depth.get() > depth {
+        t.depth.set(depth);
+    }
+}
+
 /// The innermost open region (0 when none).
 #[inline]
 pub(crate) fn current_in(t: &PerThread) -> RegionId {

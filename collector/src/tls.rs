@@ -16,6 +16,9 @@ pub(crate) struct PerThread {
     /// Open OpenACC regions, innermost at `depth - 1`.
     pub regions: [Cell<u64>; DEPTH],
     pub depth: Cell<usize>,
+    /// Inside an interposed OpenACC API routine: routines it calls in turn
+    /// are its own work, not the application's calls.
+    pub in_api: Cell<bool>,
     /// This thread's record buffer, registered on first use.
     pub buffer: RefCell<Option<Arc<ThreadBuffer>>>,
     /// The chunk of `buffer` this thread writes (NULL before the first),
@@ -31,6 +34,7 @@ thread_local! {
             tid: Cell::new(0),
             regions: [const { Cell::new(0) }; DEPTH],
             depth: Cell::new(0),
+            in_api: Cell::new(false),
             buffer: RefCell::new(None),
             chunk: Cell::new(std::ptr::null()),
             filled: Cell::new(0),

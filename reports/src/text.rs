@@ -337,7 +337,17 @@ fn render_function(
             );
             first = false;
         }
-        if opts.extended && !l.reached.is_empty() {
+        for (routine, s) in &l.api_calls {
+            let _ = writeln!(
+                out,
+                "    {n}: {routine} reached {} time{}{}",
+                s.count,
+                plural(s.count),
+                if first { share.as_str() } else { "" }
+            );
+            first = false;
+        }
+        if opts.extended && !(l.reached.is_empty() && l.api_calls.is_empty()) {
             let _ = writeln!(
                 out,
                 "         host time in constructs(us): {}",

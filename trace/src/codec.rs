@@ -198,6 +198,7 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::Dropped { .. } => TAG_DROPPED,
         Record::Diagnostic { .. } => TAG_DIAGNOSTIC,
         Record::End(_) => TAG_END,
+        Record::Api(_) => TAG_API,
     }
 }
 
@@ -372,6 +373,25 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             };
             e.u8(code);
             e.zigzag(i64::from(value));
+        }
+        Record::Api(a) => {
+            // A 1.1 kind: absolute values, no delta state.
+            let flags = u8::from(a.phase == ApiPhase::End)
+                | u8::from(a.call_site.is_some()) << 1
+                | u8::from(a.host_ptr.is_some()) << 2
+                | u8::from(a.bytes.is_some()) << 3
+                | u8::from(a.async_queue.is_some()) << 4;
+            e.u8(flags);
+            e.varint(a.time_ns);
+            e.varint(u64::from(a.thread));
+            e.varint(a.region.0);
+            e.varint(u64::from(a.routine.0));
+            put_opt32(e, a.call_site.map(|c| c.0));
+            put_opt(e, a.host_ptr);
+            put_opt(e, a.bytes);
+            if let Some(q) = a.async_queue {
+                e.zigzag(i64::from(q));
+            }
         }
     }
 }
@@ -568,6 +588,27 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
             };
             let how = known(c, how, Ending::Exec, "ending");
             Record::End(EndRecord { time_ns, how })
+        }
+        TAG_API => {
+            let flags = u32::from(c.u8());
+            if flags >> 5 != 0 {
+                c.fail(DecodeError::Invalid("api call flags"));
+            }
+            Record::Api(ApiCall {
+                phase: if flags & 1 != 0 {
+                    ApiPhase::End
+                } else {
+                    ApiPhase::Start
+                },
+                time_ns: c.varint(),
+                thread: c.varint_u32(),
+                region: RegionId(c.varint()),
+                routine: StringId(c.varint_u32()),
+                call_site: opt_u32(c, flags, 1 << 1).map(CallSiteId),
+                host_ptr: opt_u64(c, flags, 1 << 2),
+                bytes: opt_u64(c, flags, 1 << 3),
+                async_queue: (flags & (1 << 4) != 0).then(|| c.zigzag_i32()),
+            })
         }
         _ => return Ok(None),
     };
@@ -1073,6 +1114,11 @@ mod tests {
         assert!(decode_record(TAG_ACC, &body, &mut st).is_err());
         // Memcpy kind byte out of range.
         assert!(decode_record(TAG_MEMCPY, &[0, 0, 0, 216, 0, 0, 0, 0], &mut st).is_err());
+        // An api call with a reserved flag bit; the same body without it
+        // decodes.
+        let body = [1 << 5, 0, 0, 0, 0];
+        assert!(decode_record(TAG_API, &body, &mut st).is_err());
+        assert!(decode_record(TAG_API, &body.map(|b| b & 0x1f), &mut st).is_ok());
         // Empty bodies of every known kind are too short.
         for tag in 1..=12 {
             assert!(decode_record(tag, &[], &mut st).is_err(), "tag {tag}");

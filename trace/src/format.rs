@@ -109,6 +109,11 @@
 //!                2 signal, 3 exec, 4 runtime error, 5 exit with unknown
 //!                status), value zigzag (status, signal number or error
 //!                code; 0 for exec and 5)
+//! 14 Api         (1.1) flags u8 (bit 0 end (else start), 1 call_site,
+//!                2 host_ptr, 3 bytes, 4 async_queue), time varint,
+//!                thread varint, region varint, routine varint (string id),
+//!                call_site? varint, host_ptr? varint, bytes? varint,
+//!                async_queue? zigzag; all absolute (no delta state)
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -172,3 +177,4 @@ pub(crate) const TAG_HASH: u8 = 10;
 pub(crate) const TAG_DROPPED: u8 = 11;
 pub(crate) const TAG_DIAGNOSTIC: u8 = 12;
 pub(crate) const TAG_END: u8 = 13;
+pub(crate) const TAG_API: u8 = 14;

@@ -533,6 +533,35 @@ pub struct EndRecord {
     pub how: Ending,
 }
 
+/// Which end of an OpenACC API routine call an [`ApiCall`] marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiPhase {
+    Start,
+    End,
+}
+
+/// A call of an OpenACC API routine (`acc_copyin`, `acc_update_self`,
+/// `acc_wait`, ...) made by the application, seen by the collector's
+/// interposer: one at the call's start, one at its end, both with the
+/// region the call opened (driver calls and acc_prof events made inside the
+/// routine carry it, or a region nested in it). Since format 1.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCall {
+    pub time_ns: u64,
+    pub thread: u32,
+    pub region: RegionId,
+    pub phase: ApiPhase,
+    /// The routine's name (`acc_copyin`, ...).
+    pub routine: StringId,
+    /// The application's call into the routine (on the start).
+    pub call_site: Option<CallSiteId>,
+    /// Host address and size the routine was given, when it takes them.
+    pub host_ptr: Option<u64>,
+    pub bytes: Option<u64>,
+    /// The async queue argument of the `_async` variants and `acc_wait`.
+    pub async_queue: Option<i32>,
+}
+
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -560,4 +589,6 @@ pub enum Record {
     },
     /// Since format 1.1.
     End(EndRecord),
+    /// Since format 1.1.
+    Api(ApiCall),
 }

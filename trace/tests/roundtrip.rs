@@ -288,6 +288,41 @@ fn edge_records() -> Vec<Record> {
             how,
         }));
     }
+    for phase in [ApiPhase::Start, ApiPhase::End] {
+        v.push(Record::Api(ApiCall {
+            time_ns: 0,
+            thread: 0,
+            region: RegionId(0),
+            phase,
+            routine: StringId(0),
+            call_site: None,
+            host_ptr: None,
+            bytes: None,
+            async_queue: None,
+        }));
+        v.push(Record::Api(ApiCall {
+            time_ns: u64::MAX,
+            thread: u32::MAX,
+            region: RegionId(u64::MAX),
+            phase,
+            routine: StringId(u32::MAX),
+            call_site: Some(CallSiteId(u32::MAX)),
+            host_ptr: Some(u64::MAX),
+            bytes: Some(0),
+            async_queue: Some(i32::MIN),
+        }));
+        v.push(Record::Api(ApiCall {
+            time_ns: 12,
+            thread: 7,
+            region: RegionId(3),
+            phase,
+            routine: StringId(2),
+            call_site: None,
+            host_ptr: Some(0x7fff_0000_1000),
+            bytes: None,
+            async_queue: Some(-1),
+        }));
+    }
     v
 }
 

@@ -3,12 +3,27 @@
 //! run: overlapping that time with host work needs `async` queues and a
 //! later wait.
 //!
-//! Evidence needed: wait events (acc_prof). GCC's libgomp sends none, so
-//! under GCC the rule says it could not check.
+//! Evidence needed: wait events (acc_prof), or `acc_wait` / `acc_wait_all`
+//! calls (interposed by the collector). GCC's libgomp sends no wait events,
+//! so under GCC a program that only uses `wait` directives is not checked,
+//! and the rule says so.
 
 use super::{group_by, Checked, Context};
 use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
-use crate::model::ConstructClass;
+use crate::model::{Construct, ConstructClass, Run};
+
+/// A `wait` directive, or a call of an API routine that blocks until
+/// queues finish (not the `_async` forms, which only queue the wait).
+fn blocks_on_the_device(run: &Run, c: &Construct) -> bool {
+    match c.class {
+        ConstructClass::Wait => true,
+        ConstructClass::ApiCall(r) => matches!(
+            run.routine(r),
+            "acc_wait" | "acc_wait_all" | "acc_async_wait" | "acc_async_wait_all"
+        ),
+        _ => false,
+    }
+}
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -16,7 +31,7 @@ pub fn check(cx: &Context) -> Checked {
     let waits: Vec<_> = run
         .constructs
         .iter()
-        .filter(|c| c.class == ConstructClass::Wait && c.parent.is_none())
+        .filter(|c| c.parent.is_none() && blocks_on_the_device(run, c))
         .collect();
     if waits.is_empty() {
         if run.header.runtime.contains("libgomp") {
@@ -31,7 +46,7 @@ pub fn check(cx: &Context) -> Checked {
     let mut f = Finding::new(
         "S2",
         Category::Synchronization,
-        format!("host blocked {} in wait directives", fmt_ns(total)),
+        format!("host blocked {} in waits for the device", fmt_ns(total)),
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(total);
@@ -76,6 +91,23 @@ mod tests {
         let c = run_rule(&run, check);
         assert_eq!(c.findings.len(), 1);
         assert!(c.findings[0].cost_ns.unwrap_or(0) >= 1_000_000);
+    }
+
+    #[test]
+    fn acc_wait_calls_count_and_their_async_forms_do_not() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 12);
+        for (name, ns) in [("acc_wait", 50_000_000), ("acc_wait_async", 20_000_000)] {
+            let r = b.routine(name);
+            let w = b.open(ConstructClass::ApiCall(r), s, None);
+            b.t += ns;
+            b.close(w);
+        }
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        let cost = c.findings[0].cost_ns.unwrap_or(0);
+        assert!((50_000_000..70_000_000).contains(&cost), "{cost}");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use accprof_trace::{
 };
 
 use crate::model::{
-    Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel, LaunchRequest,
-    Run, Site, SiteId,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel,
+    LaunchRequest, Run, Site, SiteId,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
@@ -72,6 +72,7 @@ impl RunBuilder {
                 span_ns: (0, 0),
                 open_at_end: Vec::new(),
                 ending: None,
+                routines: Vec::new(),
                 executable_binary: None,
             },
             t: 1_000,
@@ -102,6 +103,18 @@ impl RunBuilder {
         }
         self.run.sites.push(s);
         SiteId(self.run.sites.len() - 1)
+    }
+
+    /// The handle of an API routine, by name.
+    pub fn routine(&mut self, name: &str) -> ApiRoutine {
+        let i = match self.run.routines.iter().position(|n| n == name) {
+            Some(i) => i,
+            None => {
+                self.run.routines.push(name.into());
+                self.run.routines.len() - 1
+            }
+        };
+        ApiRoutine(i as u32)
     }
 
     pub fn open(
