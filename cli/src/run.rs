@@ -213,7 +213,7 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
         if !force {
             bail!(
                 "trace {} exists: pass --force to replace it, or name a new one (%p in {from} gives each run its own)",
-                path.display()
+                shown(&path)
             );
         }
         std::fs::remove_file(&path)
@@ -268,6 +268,17 @@ enum Look {
     NoOpenAcc,
     Missing,
     Unreadable(String),
+}
+
+impl Look {
+    fn describe(&self) -> String {
+        match self {
+            Look::OpenAcc => "OpenACC".to_string(),
+            Look::NoOpenAcc => "no OpenACC calls".to_string(),
+            Look::Missing => "removed before the run ended".to_string(),
+            Look::Unreadable(e) => format!("unreadable: {e}"),
+        }
+    }
 }
 
 fn look(path: &Path) -> Look {
@@ -366,12 +377,24 @@ fn report_traces(
     }
     let looks: Vec<Look> = traces.iter().map(|(_, p)| look(p)).collect();
     if !looks.iter().any(|l| matches!(l, Look::OpenAcc)) {
-        let names: Vec<String> = traces.iter().map(|(_, p)| shown(p)).collect();
-        let what = if names.len() == 1 { "trace" } else { "traces" };
-        eprintln!(
-            "accprof: {program} made no OpenACC calls: it is not an OpenACC program, or its runtime lacks the profiling interface ({what}: {})",
-            names.join(", ")
-        );
+        let mut clean = Vec::new();
+        for ((pid, path), l) in traces.iter().zip(&looks) {
+            match l {
+                Look::NoOpenAcc => clean.push(shown(path)),
+                other => eprintln!(
+                    "accprof: trace {} (pid {pid}): {}",
+                    shown(path),
+                    other.describe()
+                ),
+            }
+        }
+        if !clean.is_empty() {
+            let what = if clean.len() == 1 { "trace" } else { "traces" };
+            eprintln!(
+                "accprof: {program} made no OpenACC calls: it is not an OpenACC program, or its runtime lacks the profiling interface ({what}: {})",
+                clean.join(", ")
+            );
+        }
         return;
     }
     let several = traces.len() > 1;
@@ -407,13 +430,7 @@ fn report_traces(
         traces.len()
     );
     for ((pid, path), l) in traces.iter().zip(&looks) {
-        let what = match l {
-            Look::OpenAcc => "OpenACC".to_string(),
-            Look::NoOpenAcc => "no OpenACC calls".to_string(),
-            Look::Missing => "removed before the run ended".to_string(),
-            Look::Unreadable(e) => format!("unreadable: {e}"),
-        };
-        eprintln!("accprof:   {} (pid {pid}, {what})", shown(path));
+        eprintln!("accprof:   {} (pid {pid}, {})", shown(path), l.describe());
     }
 }
 
