@@ -292,6 +292,35 @@ fn traces_of_the_whole_process_tree_are_named() {
     );
 }
 
+/// A wrapper that execs the real program (a pyenv shim): its trace is
+/// the program's, found and summarised.
+#[test]
+fn a_wrapper_that_execs_the_program_is_followed() {
+    let dir = tempdir();
+    let exe = program("echo_acc");
+    let shim = dir.path().join("shim");
+    std::fs::write(&shim, format!("#!/bin/sh\nexec {} \"$@\"\n", exe.display())).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bare = direct(&shim, &["7"]);
+    let out = run_in(dir.path(), &["-o", "w-%p.trace"], &shim, &["7"]);
+    assert_unchanged(&bare, &out, true);
+    let err = stderr(&out);
+    assert!(err.contains("Accelerator Kernel Timing data"), "{err}");
+    let written = traces(dir.path());
+    let acc = written
+        .iter()
+        .find(|t| header(t).executable.ends_with("echo_acc"))
+        .expect("echo_acc's trace");
+    let name = acc
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(err.contains(&name), "{name} not named in: {err}");
+    assert!(!err.contains("left no trace"), "{err}");
+}
+
 /// No trace at all: said with the reason that holds.
 #[test]
 fn a_run_without_traces_says_why() {
