@@ -139,17 +139,33 @@ pub fn render(sources: &SourceSet, edits: &[Edit]) -> Result<Patched, PatchError
     Ok(Patched { files, diff })
 }
 
-/// The path in diff headers: relative to the current directory when the
-/// file is under it (so `patch -p1` applies it there), else without the
-/// leading slash.
+/// The path in diff headers, as `patch -p1` and `git apply` read it:
+/// relative to the current directory when the file is under it, else
+/// relative to the top of the git work tree that holds it, else the
+/// absolute path without its leading slash.
 fn display_path(p: &str) -> String {
-    let path = std::path::Path::new(p);
-    if let Ok(cwd) = std::env::current_dir() {
+    let cwd = std::env::current_dir().ok();
+    let path = match (std::path::Path::new(p), &cwd) {
+        (rel, Some(cwd)) if rel.is_relative() => cwd.join(rel),
+        (abs, _) => abs.to_path_buf(),
+    };
+    let path = path.canonicalize().unwrap_or(path);
+    if let Some(cwd) = cwd.and_then(|c| c.canonicalize().ok()) {
         if let Ok(rel) = path.strip_prefix(&cwd) {
             return rel.display().to_string();
         }
     }
-    p.trim_start_matches('/').to_string()
+    let repo = path
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join(".git").exists());
+    if let Some(rel) = repo.and_then(|r| path.strip_prefix(r).ok()) {
+        return rel.display().to_string();
+    }
+    path.display()
+        .to_string()
+        .trim_start_matches('/')
+        .to_string()
 }
 
 #[derive(Default)]

@@ -4,12 +4,13 @@
 //! printed once, on one line, naming the input, with exit code 2.
 
 mod analyze;
+mod embedded;
 mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -22,27 +23,68 @@ struct Cli {
     command: Command,
 }
 
+const RUN_EXAMPLES: &str = "\
+Examples:
+  accprof run -- ./laplace 1024 20          summary at exit, trace in accprof-<pid>.trace
+  accprof run -o run%n.trace -- ./app       run0.trace, then run1.trace on the next run
+  mpirun -np 4 accprof run -o r%r-%p.trace -- ./app";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  accprof report accprof-1234.trace
+  accprof report --extended --sort time app.trace
+  accprof report r*.trace                   MPI ranks: merged summary and a per-rank table";
+
+const ANALYZE_EXAMPLES: &str = "\
+Examples:
+  accprof analyze app.trace
+  accprof analyze --patch app.trace > fix.diff && git apply fix.diff
+  accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace";
+
+const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  accprof completions bash > ~/.local/share/bash-completion/completions/accprof
+  accprof completions zsh > ~/.zfunc/_accprof
+  accprof completions fish > ~/.config/fish/completions/accprof.fish";
+
 #[derive(Subcommand)]
 enum Command {
     /// Run a program with the collector preloaded, print the summary at exit
     /// and keep the trace.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Print the PGI_ACC_TIME-style summary of one or more traces.
+    #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Findings with source lines and proposals (data regions, updates,
     /// launch shapes); --patch, --apply and --verify act on them.
+    #[command(after_help = ANALYZE_EXAMPLES)]
     Analyze(analyze::AnalyzeArgs),
+    /// Print a shell completion script.
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// Trace file name pattern: %p pid, %h host, %r MPI rank, %n first free number.
-    #[arg(long, short, default_value = "accprof-%p.trace")]
-    pub output: String,
-    /// Content hashing of transferred host buffers.
-    #[arg(long, value_enum, default_value_t = HashArg::Sampled)]
-    pub hash: HashArg,
-    /// Do not record device activity with CUPTI.
+    /// Trace file name pattern: %p pid, %h host, %r MPI rank, %n first free
+    /// number, %% a percent sign; relative to the current directory
+    /// [default: $ACCPROF_OUTPUT, else accprof-%p.trace].
+    #[arg(long, short, value_name = "PATTERN")]
+    pub output: Option<String>,
+    /// Replace an existing trace of the same name (a pattern without %p or
+    /// %n names the same file each run; without --force it is kept and the
+    /// program is not started).
+    #[arg(long)]
+    pub force: bool,
+    /// Content hashing of transferred host buffers [default: $ACCPROF_HASH,
+    /// else sampled].
+    #[arg(long, value_enum)]
+    pub hash: Option<HashArg>,
+    /// Do not record device activity with CUPTI (also ACCPROF_CUPTI=0).
     #[arg(long)]
     pub no_cupti: bool,
     /// Do not print the summary at exit.
@@ -51,8 +93,9 @@ pub struct RunArgs {
     /// Print the extended summary at exit.
     #[arg(long)]
     pub extended: bool,
-    /// The collector library (default: libaccprof.so next to this binary, or $ACCPROF_LIB).
-    #[arg(long)]
+    /// The collector library [default: $ACCPROF_LIB, else libaccprof.so next
+    /// to this binary, else the copy built into it].
+    #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -101,6 +144,7 @@ fn main() -> ExitCode {
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
+        Command::Completions { shell } => completions(shell),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -109,6 +153,14 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Writes the completion script for `shell` to stdout.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "accprof", &mut script);
+    write_stdout(&script)?;
+    Ok(0)
 }
 
 /// An error and its causes on one line, without repeating a cause that the

@@ -1,27 +1,42 @@
 //! `accprof run`: the program under the collector, then its summary.
+//!
+//! Everything that can be checked before the program starts is checked
+//! first (the collector library, the trace's directory, an old trace of the
+//! same name), so a mistake costs one line and exit code 2, never an
+//! unprofiled run. Afterwards the collectors' manifest says which traces the
+//! program's process tree wrote, under their real names.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use anyhow::{bail, Context};
+use accprof_trace::contract::{self, env};
+use accprof_trace::HashMode;
+use anyhow::{anyhow, bail, Context};
 
 use crate::{HashArg, RunArgs};
 
-/// Finds libaccprof.so: --lib, $ACCPROF_LIB, next to this binary, ../lib.
+impl HashArg {
+    pub fn mode(self) -> HashMode {
+        match self {
+            HashArg::Off => HashMode::Off,
+            HashArg::Sampled => HashMode::Sampled,
+            HashArg::Full => HashMode::Full,
+        }
+    }
+}
+
+/// Finds libaccprof.so: --lib, $ACCPROF_LIB, next to this binary (or in
+/// ../lib, ../lib/accprof), then the copy built into this binary.
 fn find_collector(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = explicit {
-        if p.is_file() {
-            return Ok(p.to_path_buf());
-        }
-        bail!("collector library {} not found", p.display());
+        check_library(p, "--lib")?;
+        return Ok(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("ACCPROF_LIB") {
+    if let Some(p) = std::env::var_os("ACCPROF_LIB").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
-        }
-        bail!("ACCPROF_LIB={} does not exist", p.display());
+        check_library(&p, "ACCPROF_LIB")?;
+        return Ok(p);
     }
     let exe = std::env::current_exe().context("cannot locate the accprof binary")?;
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -31,13 +46,58 @@ fn find_collector(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         dir.join("../lib/accprof/libaccprof.so"),
     ] {
         if cand.is_file() {
-            return Ok(cand.canonicalize().unwrap_or(cand));
+            let cand = cand.canonicalize().unwrap_or(cand);
+            check_library(&cand, "the collector library")?;
+            return Ok(cand);
         }
+    }
+    if let Some(lib) = crate::embedded::collector()? {
+        return Ok(lib);
     }
     bail!(
         "collector library libaccprof.so not found next to {} (build it with `cargo build -p accprof-collector`, or pass --lib)",
         exe.display()
     )
+}
+
+/// An ELF shared object, by its header: what the dynamic loader needs
+/// before `LD_PRELOAD` can take it. The program would otherwise run
+/// unprofiled, with only the loader's warning.
+fn check_library(path: &Path, what: &str) -> anyhow::Result<()> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => anyhow!("{what} {shown} not found"),
+        _ => anyhow!("{what} {shown}: {e}"),
+    })?;
+    if meta.is_dir() {
+        bail!("{what} {shown} is a directory, not the collector library");
+    }
+    let mut head = [0u8; 18];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| {
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..])? {
+                    0 => break,
+                    k => n += k,
+                }
+            }
+            Ok(n)
+        })
+        .map_err(|e| anyhow!("{what} {shown}: {e}"))?;
+    if n < head.len() || head[..4] != *b"\x7fELF" {
+        bail!("{what} {shown} is not a shared library (no ELF header)");
+    }
+    let e_type = match head[5] {
+        2 => u16::from_be_bytes([head[16], head[17]]),
+        _ => u16::from_le_bytes([head[16], head[17]]),
+    };
+    const ET_DYN: u16 = 3;
+    if e_type != ET_DYN {
+        bail!("{what} {shown} is not a shared library (ELF type {e_type}, not a shared object)");
+    }
+    Ok(())
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -50,26 +110,6 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-fn expand(pattern: &str, pid: u32) -> String {
-    let host = hostname();
-    let rank = [
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-        "MV2_COMM_WORLD_RANK",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok())
-    .unwrap_or(0);
-    pattern
-        .replace("%%", "\u{0}")
-        .replace("%p", &pid.to_string())
-        .replace("%h", &host)
-        .replace("%r", &rank.to_string())
-        .replace('\u{0}', "%")
-}
-
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
@@ -80,17 +120,234 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
-    let lib = find_collector(args.lib.as_deref())?;
-    let program = &args.command[0];
-    let mut cmd = collector_command(&args.command, &lib, &args.output, args.hash, args.no_cupti);
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            anyhow::anyhow!("cannot run {program}: program not found")
-        } else {
-            anyhow::anyhow!("cannot run {program}: {e}")
+/// The settings of one run: flags first, then the collector's own
+/// environment variables, then the defaults.
+struct Settings {
+    output: String,
+    /// Where `output` came from, for messages.
+    output_from: &'static str,
+    hash: HashMode,
+    cupti: bool,
+}
+
+fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
+    let (output, output_from) = match &args.output {
+        Some(o) => (o.clone(), "--output"),
+        None => match std::env::var(env::OUTPUT) {
+            Ok(v) if !v.is_empty() => (v, env::OUTPUT),
+            _ => (contract::DEFAULT_OUTPUT.to_string(), "the output pattern"),
+        },
+    };
+    let hash = match args.hash {
+        Some(h) => h.mode(),
+        None => {
+            let v = std::env::var(env::HASH).unwrap_or_default();
+            contract::parse_hash(&v)
+                .ok_or_else(|| anyhow!("{}={v} is not one of off, sampled, full", env::HASH))?
         }
-    })?;
+    };
+    let cupti = !args.no_cupti && !std::env::var(env::CUPTI).is_ok_and(|v| contract::cupti_off(&v));
+    Ok(Settings {
+        output,
+        output_from,
+        hash,
+        cupti,
+    })
+}
+
+/// Checks that the trace can be created where the pattern says, and that
+/// it replaces nothing unless `force` (then the old trace is removed).
+/// A per-process pattern (`%p`, `%n`) names a new file for each run: the
+/// collector never replaces a file, so there is nothing to check.
+fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
+    let (pattern, from) = (&s.output, s.output_from);
+    if pattern.is_empty() {
+        bail!("{from} is empty: give a trace file name such as accprof-%p.trace");
+    }
+    let name = contract::expand_output(
+        pattern,
+        std::process::id(),
+        &hostname(),
+        contract::rank_from_env(),
+        |p| base.join(p).exists(),
+    );
+    let path = base.join(&name);
+    if name.ends_with('/') || path.is_dir() {
+        bail!(
+            "{from} {pattern} names a directory; give a file name such as {}/accprof-%p.trace",
+            name.trim_end_matches('/')
+        );
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => base.to_path_buf(),
+    };
+    match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "{from} {pattern}: directory {} does not exist",
+                dir.display()
+            )
+        }
+        Err(e) => bail!("{from} {pattern}: directory {}: {e}", dir.display()),
+        Ok(m) if !m.is_dir() => {
+            bail!("{from} {pattern}: {} is not a directory", dir.display())
+        }
+        Ok(_) => {}
+    }
+    // Permissions, read-only mounts, pseudo file systems: only trying tells.
+    tempfile::Builder::new()
+        .prefix(".accprof-probe-")
+        .tempfile_in(&dir)
+        .map_err(|e| {
+            anyhow!(
+                "{from} {pattern}: cannot create files in {}: {}",
+                dir.display(),
+                without_path(e)
+            )
+        })?;
+    if contract::pattern_is_per_process(pattern) {
+        return Ok(());
+    }
+    if std::fs::symlink_metadata(&path).is_ok() {
+        if !force {
+            bail!(
+                "trace {} exists: pass --force to replace it, or name a new one (%p in {from} gives each run its own)",
+                shown(&path)
+            );
+        }
+        std::fs::remove_file(&path)
+            .with_context(|| format!("cannot remove the old trace {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The manifest the collectors of one run append to: a temporary file,
+/// removed when dropped.
+struct Manifest(tempfile::NamedTempFile);
+
+impl Manifest {
+    fn new() -> anyhow::Result<Manifest> {
+        let dir = std::env::temp_dir();
+        tempfile::Builder::new()
+            .prefix("accprof-manifest-")
+            .tempfile_in(&dir)
+            .map(Manifest)
+            .map_err(|e| {
+                anyhow!(
+                    "cannot create the run's manifest in {}: {} (set TMPDIR to a writable directory)",
+                    dir.display(),
+                    without_path(e)
+                )
+            })
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// (pid, trace) for each trace written, in the order written, each
+    /// trace once.
+    fn entries(&self) -> Vec<(u32, PathBuf)> {
+        let text = std::fs::read(self.path()).unwrap_or_default();
+        let mut seen: Vec<(u32, PathBuf)> = Vec::new();
+        for (pid, path) in contract::parse_manifest(&String::from_utf8_lossy(&text)) {
+            let path = PathBuf::from(path);
+            if !seen.iter().any(|(_, p)| *p == path) {
+                seen.push((pid, path));
+            }
+        }
+        seen
+    }
+}
+
+/// What a quick look at a trace found: reading stops at the first
+/// OpenACC record, so a large trace costs its header and first block.
+enum Look {
+    OpenAcc,
+    NoOpenAcc,
+    Missing,
+    Unreadable(String),
+}
+
+impl Look {
+    fn describe(&self) -> String {
+        match self {
+            Look::OpenAcc => "OpenACC".to_string(),
+            Look::NoOpenAcc => "no OpenACC calls".to_string(),
+            Look::Missing => "removed before the run ended".to_string(),
+            Look::Unreadable(e) => format!("unreadable: {e}"),
+        }
+    }
+}
+
+fn look(path: &Path) -> Look {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Look::Missing,
+        Err(e) => return Look::Unreadable(e.to_string()),
+    };
+    let mut reader = match accprof_trace::Reader::new(file) {
+        Ok(r) => r,
+        Err(e) => return Look::Unreadable(e.to_string()),
+    };
+    while let Some(r) = reader.next_record() {
+        if matches!(
+            r,
+            accprof_trace::Record::Acc(_) | accprof_trace::Record::Api(_)
+        ) {
+            return Look::OpenAcc;
+        }
+    }
+    Look::NoOpenAcc
+}
+
+/// A path as the user would type it: relative when under the current
+/// directory.
+fn shown(path: &Path) -> String {
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Ok(rel) = path.strip_prefix(&cwd) {
+            return rel.display().to_string();
+        }
+    }
+    path.display().to_string()
+}
+
+/// An OS error without the path tempfile adds (the message names it).
+fn without_path(e: std::io::Error) -> std::io::Error {
+    e.raw_os_error()
+        .map(std::io::Error::from_raw_os_error)
+        .unwrap_or(e)
+}
+
+fn exit_code(status: &std::process::ExitStatus) -> u8 {
+    match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(status),
+    ) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => 1,
+    }
+}
+
+fn spawn_error(program: &str, e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        anyhow!("cannot run {program}: program not found")
+    } else {
+        anyhow!("cannot run {program}: {e}")
+    }
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    let s = settings(args)?;
+    let lib = find_collector(args.lib.as_deref())?;
+    let base = std::env::current_dir().context("cannot read the current directory")?;
+    check_output(&s, &base, args.force)?;
+    let manifest = Manifest::new()?;
+    let program = &args.command[0];
+    let mut cmd = collector_command(&args.command, &lib, &s, &base, manifest.path());
+    let mut child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill(2).
     unsafe {
@@ -100,89 +357,122 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let status = child
         .wait()
         .with_context(|| format!("waiting for {program}"))?;
-    let code = match (
-        status.code(),
-        std::os::unix::process::ExitStatusExt::signal(&status),
-    ) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-        _ => 1,
-    };
-    let trace = PathBuf::from(expand(&args.output, child.id()));
-    if !trace.exists() {
-        eprintln!(
-            "accprof: {program} left no trace at {} (it exec'd another program, or the collector could not load)",
-            trace.display()
-        );
-        return Ok(code);
-    }
-    match accprof_analyzer::load_run(&trace) {
-        Ok(run) => {
-            if run.acc_events == 0
-                && run.constructs.is_empty()
-                && !run.header.sources.acc_prof.is_active()
-            {
-                eprintln!(
-                    "accprof: {program} made no OpenACC calls: it is not an OpenACC program, or its runtime lacks the profiling interface (trace: {})",
-                    trace.display()
-                );
-                return Ok(code);
-            }
-            if !args.no_summary {
-                let summary = accprof_analyzer::summary::summarize(&run);
-                let opts = accprof_reports::text::TextOptions {
-                    extended: args.extended,
-                    sort_by_time: false,
-                };
-                let text = accprof_reports::text::render(&run, &summary, &opts);
-                use std::io::Write;
-                let _ = std::io::stderr().write_all(&text);
-            }
-            eprintln!("accprof: trace written to {}", trace.display());
-        }
-        Err(e) => eprintln!("accprof: {e}"),
-    }
+    let code = exit_code(&status);
+    report_traces(program, &status, &manifest.entries(), args);
     Ok(code)
 }
 
-/// `command` set up to run with the collector preloaded, writing its trace
-/// to `output` (a pattern) with the given hashing; the collector prints no
-/// summary of its own.
+/// Says what the run left: the summary of each trace with OpenACC events
+/// (unless --no-summary) and the name of every trace.
+fn report_traces(
+    program: &str,
+    status: &std::process::ExitStatus,
+    traces: &[(u32, PathBuf)],
+    args: &RunArgs,
+) {
+    if traces.is_empty() {
+        let why = match std::os::unix::process::ExitStatusExt::signal(status) {
+            Some(9) => "it was killed (SIGKILL) before a trace could be written".to_string(),
+            _ => "it made no OpenACC calls that the collector saw (not an OpenACC program, a statically linked or setuid one, or one that clears LD_PRELOAD)".to_string(),
+        };
+        eprintln!("accprof: {program} left no trace: {why}");
+        return;
+    }
+    let looks: Vec<Look> = traces.iter().map(|(_, p)| look(p)).collect();
+    if !looks.iter().any(|l| matches!(l, Look::OpenAcc)) {
+        let mut clean = Vec::new();
+        for ((pid, path), l) in traces.iter().zip(&looks) {
+            match l {
+                Look::NoOpenAcc => clean.push(shown(path)),
+                other => eprintln!(
+                    "accprof: trace {} (pid {pid}): {}",
+                    shown(path),
+                    other.describe()
+                ),
+            }
+        }
+        if !clean.is_empty() {
+            let what = if clean.len() == 1 { "trace" } else { "traces" };
+            eprintln!(
+                "accprof: {program} made no OpenACC calls: it is not an OpenACC program, or its runtime lacks the profiling interface ({what}: {})",
+                clean.join(", ")
+            );
+        }
+        return;
+    }
+    let several = traces.len() > 1;
+    if !args.no_summary {
+        for ((pid, path), l) in traces.iter().zip(&looks) {
+            if !matches!(l, Look::OpenAcc) {
+                continue;
+            }
+            match accprof_analyzer::load_run(path) {
+                Ok(run) => {
+                    if several {
+                        eprintln!("accprof: summary of {} (pid {pid}):", shown(path));
+                    }
+                    let summary = accprof_analyzer::summary::summarize(&run);
+                    let opts = accprof_reports::text::TextOptions {
+                        extended: args.extended,
+                        sort_by_time: false,
+                    };
+                    let text = accprof_reports::text::render(&run, &summary, &opts);
+                    use std::io::Write;
+                    let _ = std::io::stderr().write_all(&text);
+                }
+                Err(e) => eprintln!("accprof: {e}"),
+            }
+        }
+    }
+    if !several {
+        eprintln!("accprof: trace written to {}", shown(&traces[0].1));
+        return;
+    }
+    eprintln!(
+        "accprof: {program} and the programs it ran wrote {} traces:",
+        traces.len()
+    );
+    for ((pid, path), l) in traces.iter().zip(&looks) {
+        eprintln!("accprof:   {} (pid {pid}, {})", shown(path), l.describe());
+    }
+}
+
+/// `command` set up to run with the collector preloaded, writing its
+/// traces as `s` says and naming them in `manifest`; the collector prints
+/// no summary of its own.
 fn collector_command(
     command: &[String],
     lib: &Path,
-    output: &str,
-    hash: HashArg,
-    no_cupti: bool,
+    s: &Settings,
+    base: &Path,
+    manifest: &Path,
 ) -> Command {
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
         _ => lib.display().to_string(),
     };
-    let hash = match hash {
-        HashArg::Off => "off",
-        HashArg::Sampled => "sampled",
-        HashArg::Full => "full",
-    };
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("LD_PRELOAD", preload)
-        .env("ACCPROF_OUTPUT", output)
-        .env("ACCPROF_HASH", hash)
-        .env("ACCPROF_QUIET", "1")
+        .env(env::OUTPUT, &s.output)
+        .env(env::HASH, contract::hash_name(s.hash))
+        .env(env::MANIFEST, manifest)
+        .env(env::BASE_DIR, base)
+        .env(env::QUIET, "1")
         // The summary is printed from the trace, not by the collector.
-        .env("ACCPROF_TIME", "0")
-        .env_remove("PGI_ACC_TIME")
-        .env_remove("NV_ACC_TIME");
-    if no_cupti {
-        cmd.env("ACCPROF_CUPTI", "0");
+        .env(env::TIME, "0");
+    for v in env::TIME_ALIASES {
+        cmd.env_remove(v);
+    }
+    if !s.cupti {
+        cmd.env(env::CUPTI, "0");
     }
     cmd
 }
 
 /// A program run under the collector with its output captured.
 pub struct Collected {
-    /// Where the trace was asked to go (it may be missing).
+    /// The trace written (where it was asked to go when none was named).
     pub trace: PathBuf,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -205,30 +495,39 @@ pub fn run_collected(
         bail!("empty command");
     };
     let lib = find_collector(lib)?;
-    let output = trace.display().to_string().replace('%', "%%");
-    let mut cmd = collector_command(command, &lib, &output, hash, false);
-    let start = std::time::Instant::now();
-    let out = cmd.output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            anyhow::anyhow!("cannot run {program}: program not found")
-        } else {
-            anyhow::anyhow!("cannot run {program}: {e}")
-        }
-    })?;
-    let wall_ns = start.elapsed().as_nanos() as u64;
-    let code = match (
-        out.status.code(),
-        std::os::unix::process::ExitStatusExt::signal(&out.status),
-    ) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-        _ => 1,
+    let base = std::env::current_dir().context("cannot read the current directory")?;
+    let s = Settings {
+        output: trace.display().to_string().replace('%', "%%"),
+        output_from: "the trace",
+        hash: hash.mode(),
+        cupti: true,
     };
+    let manifest = Manifest::new()?;
+    let mut cmd = collector_command(command, &lib, &s, &base, manifest.path());
+    let start = std::time::Instant::now();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| spawn_error(program, e))?;
+    let pid = child.id();
+    let out = child
+        .wait_with_output()
+        .with_context(|| format!("waiting for {program}"))?;
+    let wall_ns = start.elapsed().as_nanos() as u64;
+    // The program's own process wrote the trace that is measured.
+    let entries = manifest.entries();
+    let written = entries
+        .iter()
+        .find(|(p, _)| *p == pid)
+        .or(entries.first())
+        .map(|(_, p)| p.clone())
+        .unwrap_or_else(|| trace.to_path_buf());
     Ok(Collected {
-        trace: trace.to_path_buf(),
+        trace: written,
         stdout: out.stdout,
         stderr: out.stderr,
-        code,
+        code: exit_code(&out.status),
         wall_ns,
     })
 }

@@ -136,6 +136,87 @@ fn patch_prints_the_unified_diff() {
     assert!(s.contains("-#pragma acc kernels // update and max change\n+#pragma acc parallel loop collapse(2) reduction(max:dt) present(A, Anew) // update and max change"), "{s}");
 }
 
+/// `accprof analyze --patch` in `cwd`, reading laplace_bad.c from `src_dir`.
+fn patch_from(cwd: &Path, src_dir: &Path) -> String {
+    let out = Command::new(accprof())
+        .current_dir(cwd)
+        .arg("analyze")
+        .arg("--patch")
+        .arg("--symbols")
+        .arg(fixtures().join("bin"))
+        .arg("--source-map")
+        .arg(format!("/work/main/samples={}", src_dir.display()))
+        .arg(fixture("laplace_bad_c"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Applies `diff` in `dir` with `cmd` (read from stdin); true on success.
+fn applies(dir: &Path, cmd: &[&str], diff: &str) -> bool {
+    use std::io::Write;
+    let mut child = Command::new(cmd[0])
+        .args(&cmd[1..])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(diff.as_bytes())
+        .expect("write");
+    child.wait().expect("waits").success()
+}
+
+/// The patch names the file as `patch -p1` and `git apply` expect: from
+/// the current directory when the source is under it, else from the top
+/// of the git work tree that holds it.
+#[test]
+fn patch_paths_apply_with_patch_p1_and_git_apply() {
+    if !have("git") || !have("patch") {
+        eprintln!("skipped: no git or patch");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = dir.path().join("proj");
+    let src = repo.join("samples");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    sample_copy(&src, "laplace_bad.c");
+    let git = |args: &[&str]| {
+        let st = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git runs");
+        assert!(st.status.success(), "git {args:?}: {}", text(&st.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+
+    // From elsewhere: relative to the work tree.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let diff = patch_from(&elsewhere, &src);
+    assert!(
+        diff.starts_with("--- a/samples/laplace_bad.c\n+++ b/samples/laplace_bad.c\n"),
+        "{diff}"
+    );
+    assert!(applies(&repo, &["git", "apply", "--check"], &diff));
+    assert!(applies(&repo, &["patch", "-p1", "--dry-run", "-s"], &diff));
+
+    // From the repository's top: the same names.
+    assert_eq!(patch_from(&repo, &src), diff);
+
+    // From the source's own directory: relative to it.
+    let diff = patch_from(&src, &src);
+    assert!(diff.starts_with("--- a/laplace_bad.c\n"), "{diff}");
+    assert!(applies(&src, &["patch", "-p1", "--dry-run", "-s"], &diff));
+}
+
 /// The patched laplace_bad.c, compiled for the host with GCC's OpenACC,
 /// computes what the CPU reference does.
 #[test]

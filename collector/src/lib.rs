@@ -22,6 +22,7 @@ mod event;
 mod fasthash;
 mod hash;
 mod header;
+mod manifest;
 mod note;
 mod region;
 mod signals;

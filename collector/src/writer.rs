@@ -287,6 +287,7 @@ fn open() -> Sink {
             return Sink::Failed;
         }
     };
+    crate::manifest::record(&path);
     match Writer::new(BufWriter::with_capacity(256 << 10, file), &header) {
         Ok(w) => {
             if let Ok(mut p) = TRACE_PATH.lock() {
