@@ -40,7 +40,15 @@ pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
     let queues = queues(run);
-    let reaches = find_reaches(cx, &queues);
+    let first_work = first_work(run, &queues);
+    if !run
+        .constructs
+        .iter()
+        .any(|c| c.class == ConstructClass::Wait)
+    {
+        out.findings.extend(source_waits(cx, &queues, &first_work));
+    }
+    let reaches = find_reaches(cx, &queues, &first_work);
     if reaches.is_empty() {
         return out;
     }
@@ -109,16 +117,24 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
     Some(nums.filter(|n| !n.is_empty()))
 }
 
-fn find_reaches(cx: &Context, queues: &[Option<i32>]) -> Vec<Reach> {
-    let run = cx.run;
-    // When each queue first received work (any construct on it).
-    let mut first_work: HashMap<i32, u64> = HashMap::new();
+/// When each queue first received work (any construct on it).
+fn first_work(run: &Run, queues: &[Option<i32>]) -> HashMap<i32, u64> {
+    let mut first: HashMap<i32, u64> = HashMap::new();
     for (c, q) in run.constructs.iter().zip(queues) {
         if let Some(q) = *q {
-            let t = first_work.entry(q).or_insert(c.start_ns);
+            let t = first.entry(q).or_insert(c.start_ns);
             *t = (*t).min(c.start_ns);
         }
     }
+    first
+}
+
+fn find_reaches(
+    cx: &Context,
+    queues: &[Option<i32>],
+    first_work: &HashMap<i32, u64>,
+) -> Vec<Reach> {
+    let run = cx.run;
     let mut top: Vec<ConstructId> = (0..run.constructs.len())
         .map(ConstructId)
         .filter(|&id| run.construct(id).parent.is_none())
@@ -426,13 +442,129 @@ fn finding(
         .map(|s| run.site(s).file.as_str())
         .collect();
     let gcc = run.header.runtime.contains("libgomp");
-    propose(cx, &mut f, &files, &earlier, &here, &empty, gcc);
+    let earlier_sites: Vec<SiteId> = earlier.keys().copied().collect();
+    propose(cx, &mut f, &files, &earlier_sites, &here, &empty, gcc);
     if cost > 0 {
         f.evidence.say(format!(
             "The kernels involved ran {} on the device.",
             fmt_ns(cost)
         ));
     }
+    f
+}
+
+/// Wait directives the runtime did not report (GCC's libgomp sends no wait
+/// events): a `wait(q)` in the source whose queues got no work in the whole
+/// run, below async kernels on other queues in the same function. When it
+/// ran is not known, so the finding is likely, not certain.
+fn source_waits(
+    cx: &Context,
+    queues: &[Option<i32>],
+    first_work: &HashMap<i32, u64>,
+) -> Vec<Finding> {
+    let run = cx.run;
+    let mut out = Vec::new();
+    let files: BTreeSet<&str> = run.sites.iter().map(|s| s.file.as_str()).collect();
+    for file in files {
+        let Some(src) = cx.sources.get(file) else {
+            continue;
+        };
+        for d in src.directives_in(1, src.lines.len() as u32) {
+            if d.construct != ["wait"] {
+                continue;
+            }
+            let Some(Some(ws)) = waits_for(&d) else {
+                continue;
+            };
+            let empty: BTreeSet<i32> = ws
+                .iter()
+                .copied()
+                .filter(|w| !first_work.contains_key(w))
+                .collect();
+            let Some((a, _)) = src.unit_of(d.line) else {
+                continue;
+            };
+            if empty.is_empty() {
+                continue;
+            }
+            let earlier: Vec<ConstructId> = (0..run.constructs.len())
+                .map(ConstructId)
+                .filter(|&id| {
+                    let c = run.construct(id);
+                    let site = run.site(c.site);
+                    c.parent.is_none()
+                        && site.file == file
+                        && site.line.is_some_and(|l| a <= l && l < d.line)
+                        && queues[id.0].is_some_and(|q| q != SYNC && !ws.contains(&q))
+                        && has_launches(run, id)
+                })
+                .collect();
+            if earlier.is_empty() {
+                continue;
+            }
+            out.push(source_wait_finding(cx, queues, src, &d, &empty, &earlier));
+        }
+    }
+    out
+}
+
+fn source_wait_finding(
+    cx: &Context,
+    queues: &[Option<i32>],
+    src: &SourceFile,
+    d: &Directive,
+    empty: &BTreeSet<i32>,
+    earlier: &[ConstructId],
+) -> Finding {
+    let run = cx.run;
+    let here = format!("line {}", d.line);
+    let sites: BTreeSet<SiteId> = earlier.iter().map(|&c| run.construct(c).site).collect();
+    let earlier_lines = lines_label(cx, sites.iter().copied());
+    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|c| queues[c.0]).collect();
+    let wait_text = src.line(d.line).trim().to_string();
+    let mut f = Finding::new(
+        "S4",
+        Category::Synchronization,
+        format!(
+            "`{wait_text}` at {here} waits for {}, which got no work in this run: it does not wait for the kernels of {earlier_lines}",
+            queue_list(empty)
+        ),
+    );
+    f.confidence = Confidence::Likely;
+    let first = sites.iter().next().copied();
+    let mut loc = cx.location("wait directive", first, None);
+    loc.role = format!("wait directive for {}", queue_list(empty));
+    loc.line = Some(d.line);
+    loc.address = None;
+    f.locations.push(loc);
+    for &s in &sites {
+        let qs: BTreeSet<i32> = earlier
+            .iter()
+            .filter(|&&c| run.construct(c).site == s)
+            .filter_map(|c| queues[c.0])
+            .collect();
+        let mut loc = cx.location("unordered kernel", Some(s), None);
+        loc.role = format!("unordered kernel on {}", queue_list(&qs));
+        f.locations.push(loc);
+    }
+    f.evidence
+        .field("earlier_constructs", Value::Count(earlier.len() as u64));
+    f.evidence.say(format!(
+        "{} received no work in the whole run; the kernels of {earlier_lines}, above the wait in the same function, ran {} times on {}.",
+        queue_list(empty),
+        earlier.len(),
+        queue_list(&earlier_queues),
+    ));
+    f.evidence.say(
+        "The runtime sends no wait events, so when the wait ran is not known and whether the host went on before those kernels ended is not measured; the cost is counted as zero.",
+    );
+    f.cost_ns = Some(0);
+    let files: BTreeSet<&str> = std::iter::once(src.path.as_str())
+        .chain(sites.iter().map(|&s| run.site(s).file.as_str()))
+        .collect();
+    let gcc = run.header.runtime.contains("libgomp");
+    let sites: Vec<SiteId> = sites.into_iter().collect();
+    propose(cx, &mut f, &files, &sites, &here, empty, gcc);
     f
 }
 
@@ -464,7 +596,7 @@ fn propose(
     cx: &Context,
     f: &mut Finding,
     files: &BTreeSet<&str>,
-    earlier: &BTreeMap<SiteId, Observed>,
+    earlier: &[SiteId],
     here: &str,
     empty: &BTreeSet<i32>,
     gcc: bool,
@@ -548,7 +680,7 @@ fn propose(
     } else {
         f.proposal.text = format!(
             "Launch the kernels of {} on the queue {here} waits for ({}), or add their queues to its `wait`.",
-            lines_label(cx, earlier.keys().copied()),
+            lines_label(cx, earlier.iter().copied()),
             queue_list(empty)
         );
         f.proposal.no_patch = Some(
@@ -601,6 +733,13 @@ mod tests {
         b.close(w);
     }
 
+    fn certain(c: &Checked) -> Vec<&Finding> {
+        c.findings
+            .iter()
+            .filter(|f| f.confidence == Confidence::Certain)
+            .collect()
+    }
+
     fn check_src(b: RunBuilder) -> Checked {
         let run = b.build();
         run_rule_with(&run, &SourceSet::with_text("a.c", SRC), check)
@@ -612,8 +751,9 @@ mod tests {
         compute(&mut b, 3, NOVAL);
         compute(&mut b, 7, 1);
         let c = check_src(b);
-        assert_eq!(c.findings.len(), 1);
-        let f = &c.findings[0];
+        let f = certain(&c);
+        assert_eq!(f.len(), 1);
+        let f = f[0];
         assert_eq!(f.locations[0].line, Some(7));
         assert_eq!(f.locations[1].line, Some(3));
         // No device times: the hazard, at no measured cost.
@@ -645,7 +785,7 @@ mod tests {
         compute(&mut b, 3, NOVAL);
         compute(&mut b, 10, SYNC);
         compute(&mut b, 7, 1);
-        assert!(check_src(b).findings.is_empty());
+        assert!(certain(&check_src(b)).is_empty());
         // A bare `wait` too.
         let mut b = RunBuilder::new(HashMode::Off);
         compute(&mut b, 3, NOVAL);
@@ -677,5 +817,28 @@ mod tests {
             .text
             .iter()
             .any(|t| t.contains("the host went on")));
+    }
+
+    #[test]
+    fn wait_directive_the_runtime_did_not_report() {
+        // GCC's libgomp sends no wait events: `wait(2)` at line 9 and
+        // `wait(1)` at line 12 are read from the source, below a kernel on
+        // acc_async_noval; neither queue got work.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        let c = check_src(b);
+        let waits: Vec<_> = c.findings.iter().map(|f| f.locations[0].line).collect();
+        assert_eq!(waits, [Some(9), Some(12)]);
+        let f = &c.findings[0];
+        assert_eq!(f.confidence, Confidence::Likely);
+        assert_eq!(f.locations[1].line, Some(3));
+        assert_eq!(f.cost_ns, Some(0));
+        // Once queue 2 got work, `wait(2)` waits for something.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        compute(&mut b, 5, 2);
+        let c = check_src(b);
+        let waits: Vec<_> = c.findings.iter().map(|f| f.locations[0].line).collect();
+        assert_eq!(waits, [Some(12)]);
     }
 }
