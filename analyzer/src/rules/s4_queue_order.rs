@@ -41,18 +41,25 @@ pub fn check(cx: &Context) -> Checked {
     let run = cx.run;
     let queues = queues(run);
     let first_work = first_work(run, &queues);
+    let kernels = kernels_by_construct(run);
+    let launched: Vec<bool> = run
+        .constructs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| !c.launches.is_empty() || kernels.contains_key(&ConstructId(i)))
+        .collect();
     if !run
         .constructs
         .iter()
         .any(|c| c.class == ConstructClass::Wait)
     {
-        out.findings.extend(source_waits(cx, &queues, &first_work));
+        out.findings
+            .extend(source_waits(cx, &queues, &first_work, &launched));
     }
-    let reaches = find_reaches(cx, &queues, &first_work);
+    let reaches = find_reaches(cx, &queues, &first_work, &launched);
     if reaches.is_empty() {
         return out;
     }
-    let kernels = kernels_by_construct(run);
     let groups = group_by(
         reaches
             .into_iter()
@@ -133,8 +140,12 @@ fn find_reaches(
     cx: &Context,
     queues: &[Option<i32>],
     first_work: &HashMap<i32, u64>,
+    launched: &[bool],
 ) -> Vec<Reach> {
     let run = cx.run;
+    // What each site waits for, read once per site and kind of construct.
+    type Waits = Option<Option<Vec<i32>>>;
+    let mut waits_at: HashMap<(SiteId, ConstructClass), Waits> = HashMap::new();
     let mut top: Vec<ConstructId> = (0..run.constructs.len())
         .map(ConstructId)
         .filter(|&id| run.construct(id).parent.is_none())
@@ -154,8 +165,10 @@ fn find_reaches(
             pending.clear();
         }
         let q = queues[id.0];
-        let waits = directive_of(cx, id).and_then(|d| waits_for(&d));
-        match &waits {
+        let waits = waits_at
+            .entry((c.site, c.class))
+            .or_insert_with(|| directive_of(cx, id).and_then(|d| waits_for(&d)));
+        match &*waits {
             Some(Some(ws)) => {
                 let empty: Vec<i32> = ws
                     .iter()
@@ -188,19 +201,11 @@ fn find_reaches(
         }
         match q {
             Some(SYNC) if c.class != ConstructClass::Wait => pending.clear(),
-            Some(q) if q != SYNC && has_launches(run, id) => pending.push((id, q)),
+            Some(q) if q != SYNC && launched[id.0] => pending.push((id, q)),
             _ => {}
         }
     }
     out
-}
-
-fn has_launches(run: &Run, id: ConstructId) -> bool {
-    !run.construct(id).launches.is_empty()
-        || run
-            .kernels
-            .iter()
-            .any(|k| k.construct.map(|c| run.top_level(c)) == Some(id))
 }
 
 /// Kernel indices per top-level construct.
@@ -461,6 +466,7 @@ fn source_waits(
     cx: &Context,
     queues: &[Option<i32>],
     first_work: &HashMap<i32, u64>,
+    launched: &[bool],
 ) -> Vec<Finding> {
     let run = cx.run;
     let mut out = Vec::new();
@@ -496,7 +502,7 @@ fn source_waits(
                         && site.file == file
                         && site.line.is_some_and(|l| a <= l && l < d.line)
                         && queues[id.0].is_some_and(|q| q != SYNC && !ws.contains(&q))
-                        && has_launches(run, id)
+                        && launched[id.0]
                 })
                 .collect();
             if earlier.is_empty() {
