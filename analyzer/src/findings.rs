@@ -23,7 +23,7 @@ pub enum Category {
     Allocation,
     /// How host memory is set up for transfers (S1).
     Memory,
-    /// Host and device waiting on each other (S2, S3).
+    /// Host and device waiting on each other, and the order of queues (S2, S3, S4).
     Synchronization,
     /// Launch shapes (L3).
     Launch,

@@ -290,6 +290,52 @@ impl Clause {
             None => self.name.clone(),
         }
     }
+
+    /// The queues an `async(...)` or `wait(...)` clause (or `wait(...)`
+    /// directive) names, as written, without a wait's `devnum:n:` and
+    /// `queues:` prefixes. Empty when the clause has no parentheses: a bare
+    /// `async` means the default queue, a bare `wait` every queue.
+    pub fn queue_args(&self) -> Vec<String> {
+        let Some(args) = &self.args else {
+            return Vec::new();
+        };
+        let mut rest = args.trim();
+        if let Some(r) = strip_word_prefix(rest, "devnum") {
+            // devnum:int-expr: queues...
+            rest = r.split_once(':').map(|(_, q)| q.trim()).unwrap_or("");
+        }
+        if let Some(r) = strip_word_prefix(rest, "queues") {
+            rest = r;
+        }
+        split_top(rest, ',')
+            .into_iter()
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+}
+
+/// `word: rest` (any case, spaces allowed before the colon) -> `rest`.
+fn strip_word_prefix<'s>(s: &'s str, word: &str) -> Option<&'s str> {
+    let head = s.get(..word.len())?;
+    if !head.eq_ignore_ascii_case(word) {
+        return None;
+    }
+    s[word.len()..]
+        .trim_start()
+        .strip_prefix(':')
+        .map(str::trim)
+}
+
+/// The queue number an async argument names, when it is a literal or one of
+/// the API's named values (`acc_async_noval` -1, `acc_async_sync` -2).
+pub fn queue_number(arg: &str) -> Option<i32> {
+    let a = arg.trim().trim_matches(|c| c == '(' || c == ')').trim();
+    match a.to_ascii_lowercase().as_str() {
+        "acc_async_noval" => Some(-1),
+        "acc_async_sync" => Some(-2),
+        s => s.parse().ok(),
+    }
 }
 
 /// An OpenACC directive as written.
@@ -498,6 +544,19 @@ impl SourceFile {
             start -= 1;
         }
         self.parse_directive(start)
+    }
+
+    /// The `set default_async(...)` directives of the file, in line order,
+    /// each with the queue it names as written.
+    pub fn default_async_sets(&self) -> Vec<(Directive, String)> {
+        self.directives_in(1, self.lines.len() as u32)
+            .into_iter()
+            .filter(|d| d.construct == ["set"])
+            .filter_map(|d| {
+                let q = d.clause("default_async")?.args.clone()?;
+                Some((d, q))
+            })
+            .collect()
     }
 
     /// Every OpenACC directive in lines `a..=b`.

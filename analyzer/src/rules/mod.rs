@@ -26,6 +26,7 @@ pub mod p1_partial_change;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
 pub mod s3_idle_gaps;
+pub mod s4_queue_order;
 pub mod u1_unused_upload;
 
 #[cfg(test)]
@@ -353,7 +354,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if !run.constructs.is_empty() && run.constructs.iter().all(|c| c.device_type == Some(2)) {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 14] = [
+    let rules: [fn(&Context) -> Checked; 15] = [
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,
         d2_duplicate_download::check,
@@ -367,6 +368,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         s1_pageable::check,
         s2_sync_waits::check,
         s3_idle_gaps::check,
+        s4_queue_order::check,
         l3_single_gang::check,
     ];
     for rule in rules {

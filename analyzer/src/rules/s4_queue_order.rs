@@ -1,0 +1,850 @@
+//! S4: async queues not ordered as the program expects. A construct waits
+//! for queues (`wait(q)`) that received no work before it, while kernels
+//! launched earlier on other queues had not been waited for: the program
+//! meant those kernels to come first, and nothing orders them before the
+//! construct. The usual cause is `async` without a queue after
+//! `set default_async(q)`, a directive GCC ignores: the work goes to
+//! acc_async_noval instead of queue q.
+//!
+//! Evidence needed: the queue of each construct (acc_prof) and the `wait`
+//! clauses at the construct's source line. With CUPTI the device times
+//! show how often the construct's kernel started before an earlier kernel
+//! had ended; without it the hazard is reported with no observed count.
+//!
+//! A synchronous construct ends the window of unwaited work: the runtimes
+//! run synchronous work on the CUDA default stream, which waits for the
+//! queues' streams, so work from before one is not counted as unordered.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{group_by, Checked, Context};
+use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::model::{ConstructClass, ConstructId, Run, SiteId};
+use crate::patch::Edit;
+use crate::source::{queue_number, Directive, SourceFile};
+
+/// `acc_async_sync` and `acc_async_noval` in the OpenACC API.
+const SYNC: i32 = -2;
+const NOVAL: i32 = -1;
+
+/// One time a waiting construct was reached with unordered work before it.
+struct Reach {
+    construct: ConstructId,
+    /// The waited-for queues that had received no work.
+    empty: Vec<i32>,
+    /// Earlier constructs with kernels on other queues, not waited for.
+    pending: Vec<ConstructId>,
+}
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let run = cx.run;
+    let queues = queues(run);
+    let first_work = first_work(run, &queues);
+    let kernels = kernels_by_construct(run);
+    let launched: Vec<bool> = run
+        .constructs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| !c.launches.is_empty() || kernels.contains_key(&ConstructId(i)))
+        .collect();
+    if !run
+        .constructs
+        .iter()
+        .any(|c| c.class == ConstructClass::Wait)
+    {
+        out.findings
+            .extend(source_waits(cx, &queues, &first_work, &launched));
+    }
+    let reaches = find_reaches(cx, &queues, &first_work, &launched);
+    if reaches.is_empty() {
+        return out;
+    }
+    let groups = group_by(
+        reaches
+            .into_iter()
+            .map(|r| (run.construct(r.construct).site, r)),
+    );
+    for (site, reaches) in groups {
+        out.findings
+            .push(finding(cx, &queues, &kernels, site, &reaches));
+    }
+    out
+}
+
+/// The queue of every construct. GCC's libgomp says `acc_async_sync` at the
+/// start of every compute construct (it reads the `async` clause later) and
+/// the real queue on the implicit data parts inside it, so a compute
+/// construct takes the queue of its first nested construct unless its own
+/// names one.
+fn queues(run: &Run) -> Vec<Option<i32>> {
+    let mut inner: Vec<Option<i32>> = vec![None; run.constructs.len()];
+    for c in &run.constructs {
+        if let (Some(p), Some(q)) = (c.parent, c.async_queue) {
+            if inner[p.0].is_none() {
+                inner[p.0] = Some(q);
+            }
+        }
+    }
+    run.constructs
+        .iter()
+        .zip(inner)
+        .map(|(c, inner)| match c.async_queue {
+            Some(q) if q != SYNC => Some(q),
+            own if c.class == ConstructClass::Compute => inner.or(own),
+            own => own,
+        })
+        .collect()
+}
+
+/// The source directive of a construct, when it is of the construct's kind.
+fn directive_of(cx: &Context, id: ConstructId) -> Option<Directive> {
+    let c = cx.run.construct(id);
+    let site = cx.run.site(c.site);
+    let src = cx.sources.get(&site.file)?;
+    let d = src.directive_at(site.line?)?;
+    let fits = match c.class {
+        ConstructClass::Compute => d.is_compute(),
+        ConstructClass::Wait => d.construct == ["wait"],
+        _ => false,
+    };
+    fits.then_some(d)
+}
+
+/// What a directive waits for: None when it waits for nothing, Some(None)
+/// for every queue (a bare `wait`, or queues the source names by variable),
+/// Some(Some(queues)) for the numbered queues.
+fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
+    let c = d.clause("wait");
+    if c.is_none() && d.construct == ["wait"] {
+        return Some(None);
+    }
+    let args = c?.queue_args();
+    let nums: Option<Vec<i32>> = args.iter().map(|a| queue_number(a)).collect();
+    Some(nums.filter(|n| !n.is_empty()))
+}
+
+/// When each queue first received work (any construct on it).
+fn first_work(run: &Run, queues: &[Option<i32>]) -> HashMap<i32, u64> {
+    let mut first: HashMap<i32, u64> = HashMap::new();
+    for (c, q) in run.constructs.iter().zip(queues) {
+        if let Some(q) = *q {
+            let t = first.entry(q).or_insert(c.start_ns);
+            *t = (*t).min(c.start_ns);
+        }
+    }
+    first
+}
+
+fn find_reaches(
+    cx: &Context,
+    queues: &[Option<i32>],
+    first_work: &HashMap<i32, u64>,
+    launched: &[bool],
+) -> Vec<Reach> {
+    let run = cx.run;
+    // What each site waits for, read once per site and kind of construct.
+    type Waits = Option<Option<Vec<i32>>>;
+    let mut waits_at: HashMap<(SiteId, ConstructClass), Waits> = HashMap::new();
+    let mut top: Vec<ConstructId> = (0..run.constructs.len())
+        .map(ConstructId)
+        .filter(|&id| run.construct(id).parent.is_none())
+        .collect();
+    top.sort_by_key(|&id| {
+        let c = run.construct(id);
+        (c.thread, c.start_ns, id)
+    });
+    let mut out = Vec::new();
+    let mut thread = None;
+    // Constructs with kernels on a queue, not waited for yet, with the queue.
+    let mut pending: Vec<(ConstructId, i32)> = Vec::new();
+    for id in top {
+        let c = run.construct(id);
+        if thread != Some(c.thread) {
+            thread = Some(c.thread);
+            pending.clear();
+        }
+        let q = queues[id.0];
+        let waits = waits_at
+            .entry((c.site, c.class))
+            .or_insert_with(|| directive_of(cx, id).and_then(|d| waits_for(&d)));
+        match &*waits {
+            Some(Some(ws)) => {
+                let empty: Vec<i32> = ws
+                    .iter()
+                    .copied()
+                    .filter(|w| !first_work.get(w).is_some_and(|&t| t < c.start_ns))
+                    .collect();
+                if !empty.is_empty() {
+                    let unordered: Vec<ConstructId> = pending
+                        .iter()
+                        .filter(|(_, p)| Some(*p) != q && !ws.contains(p))
+                        .map(|(p, _)| *p)
+                        .collect();
+                    if !unordered.is_empty() {
+                        out.push(Reach {
+                            construct: id,
+                            empty,
+                            pending: unordered,
+                        });
+                    }
+                }
+                if c.class == ConstructClass::Wait {
+                    pending.retain(|(_, p)| !ws.contains(p));
+                }
+            }
+            // Waits for every queue.
+            Some(None) => pending.clear(),
+            // A wait whose source cannot be read may wait for anything.
+            None if c.class == ConstructClass::Wait => pending.clear(),
+            None => {}
+        }
+        match q {
+            Some(SYNC) if c.class != ConstructClass::Wait => pending.clear(),
+            Some(q) if q != SYNC && launched[id.0] => pending.push((id, q)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Kernel indices per top-level construct.
+fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<usize>> {
+    let mut m: HashMap<ConstructId, Vec<usize>> = HashMap::new();
+    for (i, k) in run.kernels.iter().enumerate() {
+        if let Some(c) = k.construct {
+            m.entry(run.top_level(c)).or_default().push(i);
+        }
+    }
+    m
+}
+
+/// First start and last end of a construct's kernels on the device.
+fn device_span(
+    run: &Run,
+    kernels: &HashMap<ConstructId, Vec<usize>>,
+    id: ConstructId,
+) -> Option<(u64, u64)> {
+    let ks = kernels.get(&id)?;
+    let start = ks.iter().map(|&i| run.kernels[i].start_ns).min()?;
+    let end = ks.iter().map(|&i| run.kernels[i].end_ns).max()?;
+    Some((start, end))
+}
+
+fn queue_name(q: i32) -> String {
+    match q {
+        NOVAL => "acc_async_noval (-1)".into(),
+        SYNC => "acc_async_sync".into(),
+        q => format!("queue {q}"),
+    }
+}
+
+fn queue_list(qs: &BTreeSet<i32>) -> String {
+    qs.iter()
+        .map(|&q| queue_name(q))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "line 80" or "lines 77, 80", or the sites' places when they have no line.
+fn lines_label(cx: &Context, sites: impl IntoIterator<Item = SiteId>) -> String {
+    let sites: Vec<SiteId> = sites.into_iter().collect();
+    let lines: Option<Vec<u32>> = sites.iter().map(|&s| cx.run.site(s).line).collect();
+    match lines {
+        Some(l) if l.len() > 1 => format!(
+            "lines {}",
+            l.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => sites
+            .iter()
+            .map(|&s| line_label(cx, s))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// "line 80", or the site's place when it has no line.
+fn line_label(cx: &Context, site: SiteId) -> String {
+    match cx.run.site(site).line {
+        Some(l) => format!("line {l}"),
+        None => cx.location("", Some(site), None).place(),
+    }
+}
+
+/// Device evidence for one earlier site: reaches it was unordered in, how
+/// often the waiting construct's kernel started before its kernel ended,
+/// and before it started.
+#[derive(Default)]
+struct Observed {
+    reaches: u64,
+    measured: u64,
+    before_end: u64,
+    before_start: u64,
+}
+
+fn finding(
+    cx: &Context,
+    queues: &[Option<i32>],
+    kernels: &HashMap<ConstructId, Vec<usize>>,
+    site: SiteId,
+    reaches: &[Reach],
+) -> Finding {
+    let run = cx.run;
+    let here = line_label(cx, site);
+    let is_wait = reaches
+        .iter()
+        .all(|r| run.construct(r.construct).class == ConstructClass::Wait);
+    let (went_on, went_on_not) = if is_wait {
+        (
+            format!("the host went on from the wait at {here}"),
+            format!("the host go on from the wait at {here}"),
+        )
+    } else {
+        (
+            format!("the kernel of {here} started"),
+            format!("the kernel of {here} start"),
+        )
+    };
+    let empty: BTreeSet<i32> = reaches
+        .iter()
+        .flat_map(|r| r.empty.iter().copied())
+        .collect();
+    let mut earlier: BTreeMap<SiteId, Observed> = BTreeMap::new();
+    let mut earlier_queues: BTreeSet<i32> = BTreeSet::new();
+    let mut own_queues: BTreeSet<i32> = BTreeSet::new();
+    let mut counted: BTreeSet<usize> = BTreeSet::new();
+    let mut unordered_reaches = 0u64;
+    let mut inverted_reaches = 0u64;
+    for r in reaches {
+        own_queues.extend(queues[r.construct.0]);
+        // When what follows could start: the construct's first kernel, or
+        // for a wait directive the host's return from it (one clock).
+        let mine = match run.construct(r.construct).class {
+            ConstructClass::Wait => run.construct(r.construct).end_ns.map(|e| (e, e)),
+            _ => device_span(run, kernels, r.construct),
+        };
+        let mut unordered = false;
+        let mut inverted = false;
+        // One count per earlier site and reach, however many launches it had.
+        let mut seen: BTreeMap<SiteId, (bool, bool, bool)> = BTreeMap::new();
+        for &p in &r.pending {
+            earlier_queues.extend(queues[p.0]);
+            let e = seen.entry(run.construct(p).site).or_default();
+            if let (Some((start, _)), Some((ps, pe))) = (mine, device_span(run, kernels, p)) {
+                e.0 = true;
+                if start < pe {
+                    e.1 = true;
+                    unordered = true;
+                    counted.extend(kernels.get(&p).into_iter().flatten());
+                }
+                if start < ps {
+                    e.2 = true;
+                    inverted = true;
+                }
+            }
+        }
+        for (s, (measured, before_end, before_start)) in seen {
+            let o = earlier.entry(s).or_default();
+            o.reaches += 1;
+            o.measured += u64::from(measured);
+            o.before_end += u64::from(before_end);
+            o.before_start += u64::from(before_start);
+        }
+        if unordered {
+            counted.extend(kernels.get(&r.construct).into_iter().flatten());
+        }
+        unordered_reaches += u64::from(unordered);
+        inverted_reaches += u64::from(inverted);
+    }
+    // The time of the kernels that ran unordered; every kernel involved when
+    // none was seen to (the hazard is there, the run got lucky).
+    if counted.is_empty() {
+        for r in reaches {
+            counted.extend(kernels.get(&r.construct).into_iter().flatten());
+            for p in &r.pending {
+                counted.extend(kernels.get(p).into_iter().flatten());
+            }
+        }
+    }
+    let cost: u64 = counted.iter().map(|&i| run.kernels[i].device_ns()).sum();
+    let earlier_lines = lines_label(cx, earlier.keys().copied());
+    let wait_text = format!(
+        "wait({})",
+        empty
+            .iter()
+            .map(|q| q.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut f = Finding::new(
+        "S4",
+        Category::Synchronization,
+        format!(
+            "`{wait_text}` at {here} waits for {}, which got no work: nothing orders {here} after the kernels of {earlier_lines}",
+            queue_list(&empty),
+        ),
+    );
+    f.confidence = Confidence::Certain;
+    let mut loc = cx.location("construct", Some(site), None);
+    loc.role = format!("construct waiting for {}", queue_list(&empty));
+    f.locations.push(loc);
+    for &s in earlier.keys() {
+        let qs: BTreeSet<i32> = reaches
+            .iter()
+            .flat_map(|r| r.pending.iter())
+            .filter(|&&p| run.construct(p).site == s)
+            .filter_map(|p| queues[p.0])
+            .collect();
+        let mut loc = cx.location("unordered kernel", Some(s), None);
+        loc.role = format!("unordered kernel on {}", queue_list(&qs));
+        f.locations.push(loc);
+    }
+    f.evidence
+        .field("reaches", Value::Count(reaches.len() as u64));
+    let ran_on = if is_wait {
+        String::new()
+    } else {
+        format!(" ran on {} and", queue_list(&own_queues))
+    };
+    f.evidence.say(format!(
+        "{here}{ran_on} waited for {}, which had received no work before it; the kernels of {earlier_lines} ran earlier on {} and nothing waited for them before {here}.",
+        queue_list(&empty),
+        queue_list(&earlier_queues),
+    ));
+    if cx.run.kernels.is_empty() {
+        f.evidence.say(
+            "No CUPTI kernel records in this run: whether the kernels actually ran out of order is not known; the cost is counted as zero.",
+        );
+    } else {
+        f.evidence
+            .field(
+                "reaches_unordered_on_device",
+                Value::Count(unordered_reaches),
+            )
+            .field("reaches_inverted_on_device", Value::Count(inverted_reaches));
+        for (&s, o) in &earlier {
+            let other = line_label(cx, s);
+            if o.before_end == 0 {
+                f.evidence.say(format!(
+                    "In none of the {} reaches measured did {went_on_not} before the kernel of {other} had ended: launch order and kernel lengths kept them apart, nothing enforces it.",
+                    o.measured
+                ));
+            } else {
+                f.evidence.say(format!(
+                    "In {} of {} reaches {went_on} before the kernel of {other} had ended ({} of them before it had started).",
+                    o.before_end, o.measured, o.before_start
+                ));
+            }
+        }
+    }
+    f.evidence.field("unordered_kernel_time", Value::Ns(cost));
+    f.cost_ns = Some(cost);
+    let files: BTreeSet<&str> = std::iter::once(site)
+        .chain(earlier.keys().copied())
+        .map(|s| run.site(s).file.as_str())
+        .collect();
+    let gcc = run.header.runtime.contains("libgomp");
+    let earlier_sites: Vec<SiteId> = earlier.keys().copied().collect();
+    propose(cx, &mut f, &files, &earlier_sites, &here, &empty, gcc);
+    if cost > 0 {
+        f.evidence.say(format!(
+            "The kernels involved ran {} on the device.",
+            fmt_ns(cost)
+        ));
+    }
+    f
+}
+
+/// Wait directives the runtime did not report (GCC's libgomp sends no wait
+/// events): a `wait(q)` in the source whose queues got no work in the whole
+/// run, below async kernels on other queues in the same function. When it
+/// ran is not known, so the finding is likely, not certain.
+fn source_waits(
+    cx: &Context,
+    queues: &[Option<i32>],
+    first_work: &HashMap<i32, u64>,
+    launched: &[bool],
+) -> Vec<Finding> {
+    let run = cx.run;
+    let mut out = Vec::new();
+    let files: BTreeSet<&str> = run.sites.iter().map(|s| s.file.as_str()).collect();
+    for file in files {
+        let Some(src) = cx.sources.get(file) else {
+            continue;
+        };
+        for d in src.directives_in(1, src.lines.len() as u32) {
+            if d.construct != ["wait"] {
+                continue;
+            }
+            let Some(Some(ws)) = waits_for(&d) else {
+                continue;
+            };
+            let empty: BTreeSet<i32> = ws
+                .iter()
+                .copied()
+                .filter(|w| !first_work.contains_key(w))
+                .collect();
+            let Some((a, _)) = src.unit_of(d.line) else {
+                continue;
+            };
+            if empty.is_empty() {
+                continue;
+            }
+            let earlier: Vec<ConstructId> = (0..run.constructs.len())
+                .map(ConstructId)
+                .filter(|&id| {
+                    let c = run.construct(id);
+                    let site = run.site(c.site);
+                    c.parent.is_none()
+                        && site.file == file
+                        && site.line.is_some_and(|l| a <= l && l < d.line)
+                        && queues[id.0].is_some_and(|q| q != SYNC && !ws.contains(&q))
+                        && launched[id.0]
+                })
+                .collect();
+            if earlier.is_empty() {
+                continue;
+            }
+            out.push(source_wait_finding(cx, queues, src, &d, &empty, &earlier));
+        }
+    }
+    out
+}
+
+fn source_wait_finding(
+    cx: &Context,
+    queues: &[Option<i32>],
+    src: &SourceFile,
+    d: &Directive,
+    empty: &BTreeSet<i32>,
+    earlier: &[ConstructId],
+) -> Finding {
+    let run = cx.run;
+    let here = format!("line {}", d.line);
+    let sites: BTreeSet<SiteId> = earlier.iter().map(|&c| run.construct(c).site).collect();
+    let earlier_lines = lines_label(cx, sites.iter().copied());
+    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|c| queues[c.0]).collect();
+    let wait_text = src.line(d.line).trim().to_string();
+    let mut f = Finding::new(
+        "S4",
+        Category::Synchronization,
+        format!(
+            "`{wait_text}` at {here} waits for {}, which got no work in this run: it does not wait for the kernels of {earlier_lines}",
+            queue_list(empty)
+        ),
+    );
+    f.confidence = Confidence::Likely;
+    let first = sites.iter().next().copied();
+    let mut loc = cx.location("wait directive", first, None);
+    loc.role = format!("wait directive for {}", queue_list(empty));
+    loc.line = Some(d.line);
+    loc.address = None;
+    f.locations.push(loc);
+    for &s in &sites {
+        let qs: BTreeSet<i32> = earlier
+            .iter()
+            .filter(|&&c| run.construct(c).site == s)
+            .filter_map(|c| queues[c.0])
+            .collect();
+        let mut loc = cx.location("unordered kernel", Some(s), None);
+        loc.role = format!("unordered kernel on {}", queue_list(&qs));
+        f.locations.push(loc);
+    }
+    f.evidence
+        .field("earlier_constructs", Value::Count(earlier.len() as u64));
+    f.evidence.say(format!(
+        "{} received no work in the whole run; the kernels of {earlier_lines}, above the wait in the same function, ran {} times on {}.",
+        queue_list(empty),
+        earlier.len(),
+        queue_list(&earlier_queues),
+    ));
+    f.evidence.say(
+        "The runtime sends no wait events, so when the wait ran is not known and whether the host went on before those kernels ended is not measured; the cost is counted as zero.",
+    );
+    f.cost_ns = Some(0);
+    let files: BTreeSet<&str> = std::iter::once(src.path.as_str())
+        .chain(sites.iter().map(|&s| run.site(s).file.as_str()))
+        .collect();
+    let gcc = run.header.runtime.contains("libgomp");
+    let sites: Vec<SiteId> = sites.into_iter().collect();
+    propose(cx, &mut f, &files, &sites, &here, empty, gcc);
+    f
+}
+
+/// The bare `async` clauses after a `set default_async(n)`, up to the next
+/// one or the end of the function: (directive, n).
+fn bare_async_after_sets(src: &SourceFile) -> Vec<(u32, Directive, String)> {
+    let sets = src.default_async_sets();
+    let mut out = Vec::new();
+    for (i, (set, q)) in sets.iter().enumerate() {
+        let unit_end = src
+            .unit_of(set.line)
+            .map(|(_, b)| b)
+            .unwrap_or(src.lines.len() as u32);
+        let end = sets
+            .get(i + 1)
+            .map(|(next, _)| next.line.saturating_sub(1))
+            .unwrap_or(unit_end)
+            .min(unit_end);
+        for d in src.directives_in(set.end_line + 1, end) {
+            if d.clause("async").is_some_and(|c| c.args.is_none()) {
+                out.push((set.line, d, q.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn propose(
+    cx: &Context,
+    f: &mut Finding,
+    files: &BTreeSet<&str>,
+    earlier: &[SiteId],
+    here: &str,
+    empty: &BTreeSet<i32>,
+    gcc: bool,
+) {
+    let mut directives = Vec::new();
+    let mut set_lines = Vec::new();
+    let mut bare_lines = Vec::new();
+    for &file in files {
+        let Some(src) = cx.sources.get(file) else {
+            continue;
+        };
+        for (set_line, d, q) in bare_async_after_sets(src) {
+            if !set_lines.contains(&(file, set_line)) {
+                set_lines.push((file, set_line));
+            }
+            bare_lines.push(d.line);
+            let kept: Vec<String> = d
+                .clauses
+                .iter()
+                .map(|c| {
+                    if c.name == "async" {
+                        format!("async({q})")
+                    } else {
+                        c.text()
+                    }
+                })
+                .collect();
+            directives.push(d.render(&d.construct_name(), &kept).trim().to_string());
+            f.proposal.edits.push(Edit::Directive {
+                file: file.to_string(),
+                line: d.line,
+                end_line: d.end_line,
+                original: src.line(d.line).trim().to_string(),
+                construct: None,
+                remove: vec!["async".into()],
+                add: vec![format!("async({q})")],
+            });
+        }
+    }
+    let lines = |v: &[u32]| {
+        v.iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !set_lines.is_empty() {
+        let sets: Vec<u32> = set_lines.iter().map(|&(_, l)| l).collect();
+        for &(file, l) in &set_lines {
+            // The function of a construct in the same function as the directive.
+            let unit = cx.sources.get(file).and_then(|s| s.unit_of(l));
+            let site = cx.run.sites.iter().position(|s| {
+                s.file == file
+                    && matches!((s.line, unit), (Some(n), Some((a, b))) if a <= n && n <= b)
+            });
+            let mut loc = cx.location("set default_async", site.map(SiteId), None);
+            loc.file = file.to_string();
+            loc.line = Some(l);
+            loc.address = None;
+            loc.role = if gcc {
+                "set default_async (ignored by GCC)".into()
+            } else {
+                "set default_async".into()
+            };
+            f.locations.push(loc);
+        }
+        if gcc {
+            f.evidence.say(format!(
+                "The run's runtime is GCC's libgomp, and GCC ignores `set default_async` (GCC 12 warns \"ignoring '#pragma acc set'\") at line{} {}: the `async` clauses without a queue at line{} {} go to acc_async_noval.",
+                if sets.len() == 1 { "" } else { "s" },
+                lines(&sets),
+                if bare_lines.len() == 1 { "" } else { "s" },
+                lines(&bare_lines),
+            ));
+        }
+        f.proposal.text = format!(
+            "Name the queues explicitly: write `async(n)` where `set default_async(n)` was meant to choose the queue (line{} {}), so that `wait` at {here} waits for the kernels it expects, under every compiler.",
+            if bare_lines.len() == 1 { "" } else { "s" },
+            lines(&bare_lines),
+        );
+        f.proposal.directive = Some(directives.join("\n"));
+    } else {
+        f.proposal.text = format!(
+            "Launch the kernels of {} on the queue {here} waits for ({}), or add their queues to its `wait`.",
+            lines_label(cx, earlier.iter().copied()),
+            queue_list(empty)
+        );
+        f.proposal.no_patch = Some(
+            "no `set default_async` in the source: which queue each kernel belongs on is the program's choice".into(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use accprof_trace::HashMode;
+
+    use super::*;
+    use crate::rules::testutil::{run_rule_with, RunBuilder};
+    use crate::source::SourceSet;
+
+    const SRC: &str = "int main(void)
+{
+#pragma acc parallel loop async
+  for (int i = 0; i < 1; i++) ;
+#pragma acc parallel loop async(1)
+  for (int i = 0; i < 1; i++) ;
+#pragma acc parallel loop async(1) wait(2)
+  for (int i = 0; i < 1; i++) ;
+#pragma acc wait(2)
+#pragma acc parallel loop
+  for (int i = 0; i < 1; i++) ;
+#pragma acc wait(1)
+}
+";
+
+    /// A compute construct the GCC way: acc_async_sync at its start, the
+    /// queue on its implicit data part, one kernel.
+    fn compute(b: &mut RunBuilder, line: u32, queue: i32) -> ConstructId {
+        let s = b.site("a.c", line);
+        let c = b.open(ConstructClass::Compute, s, None);
+        b.run.constructs[c.0].async_queue = Some(SYNC);
+        let e = b.open(ConstructClass::EnterData, s, Some(c));
+        b.run.constructs[e.0].async_queue = Some(queue);
+        b.close(e);
+        b.kernel(c, 100, 10_000);
+        b.close(c);
+        c
+    }
+
+    fn wait(b: &mut RunBuilder, line: u32) {
+        let s = b.site("a.c", line);
+        let w = b.open(ConstructClass::Wait, s, None);
+        b.run.constructs[w.0].async_queue = Some(SYNC);
+        b.close(w);
+    }
+
+    fn certain(c: &Checked) -> Vec<&Finding> {
+        c.findings
+            .iter()
+            .filter(|f| f.confidence == Confidence::Certain)
+            .collect()
+    }
+
+    fn check_src(b: RunBuilder) -> Checked {
+        let run = b.build();
+        run_rule_with(&run, &SourceSet::with_text("a.c", SRC), check)
+    }
+
+    #[test]
+    fn waiting_for_an_empty_queue() {
+        let mut b = RunBuilder::new(HashMode::Off).no_cupti();
+        compute(&mut b, 3, NOVAL);
+        compute(&mut b, 7, 1);
+        let c = check_src(b);
+        let f = certain(&c);
+        assert_eq!(f.len(), 1);
+        let f = f[0];
+        assert_eq!(f.locations[0].line, Some(7));
+        assert_eq!(f.locations[1].line, Some(3));
+        // No device times: the hazard, at no measured cost.
+        assert_eq!(f.cost_ns, Some(0));
+        assert!(f.evidence.text.iter().any(|t| t.contains("No CUPTI")));
+        assert!(f.proposal.edits.is_empty() && f.proposal.no_patch.is_some());
+    }
+
+    #[test]
+    fn waiting_for_a_queue_with_work() {
+        // Queue 2 got work first (here through line 3 put on queue 2):
+        // `wait(2)` orders line 7 after it.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, 2);
+        compute(&mut b, 7, 1);
+        assert!(check_src(b).findings.is_empty());
+        // Independent pieces on their own queues, a wait for each: fine.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 5, 1);
+        compute(&mut b, 3, 2);
+        wait(&mut b, 12);
+        wait(&mut b, 9);
+        assert!(check_src(b).findings.is_empty());
+    }
+
+    #[test]
+    fn synchronous_work_ends_the_window() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        compute(&mut b, 10, SYNC);
+        compute(&mut b, 7, 1);
+        assert!(certain(&check_src(b)).is_empty());
+        // A bare `wait` too.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        let s = b.site("a.c", 13);
+        let w = b.open(ConstructClass::Wait, s, None);
+        b.close(w);
+        compute(&mut b, 7, 1);
+        assert!(check_src(b).findings.is_empty());
+    }
+
+    #[test]
+    fn wait_directive_for_an_empty_queue() {
+        // A runtime that sends wait events: the host leaves `wait(2)` while
+        // the kernel on acc_async_noval still runs.
+        let mut b = RunBuilder::new(HashMode::Off);
+        let k = compute(&mut b, 3, NOVAL);
+        wait(&mut b, 9);
+        // The kernel ran long, past the wait.
+        let end = b.t + 50_000;
+        b.run.kernels[0].end_ns = end;
+        assert_eq!(b.run.kernels[0].construct, Some(k));
+        let c = check_src(b);
+        assert_eq!(c.findings.len(), 1);
+        let f = &c.findings[0];
+        assert_eq!(f.locations[0].line, Some(9));
+        assert_eq!(f.evidence.count("reaches_unordered_on_device"), Some(1));
+        assert!(f
+            .evidence
+            .text
+            .iter()
+            .any(|t| t.contains("the host went on")));
+    }
+
+    #[test]
+    fn wait_directive_the_runtime_did_not_report() {
+        // GCC's libgomp sends no wait events: `wait(2)` at line 9 and
+        // `wait(1)` at line 12 are read from the source, below a kernel on
+        // acc_async_noval; neither queue got work.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        let c = check_src(b);
+        let waits: Vec<_> = c.findings.iter().map(|f| f.locations[0].line).collect();
+        assert_eq!(waits, [Some(9), Some(12)]);
+        let f = &c.findings[0];
+        assert_eq!(f.confidence, Confidence::Likely);
+        assert_eq!(f.locations[1].line, Some(3));
+        assert_eq!(f.cost_ns, Some(0));
+        // Once queue 2 got work, `wait(2)` waits for something.
+        let mut b = RunBuilder::new(HashMode::Off);
+        compute(&mut b, 3, NOVAL);
+        compute(&mut b, 5, 2);
+        let c = check_src(b);
+        let waits: Vec<_> = c.findings.iter().map(|f| f.locations[0].line).collect();
+        assert_eq!(waits, [Some(12)]);
+    }
+}
