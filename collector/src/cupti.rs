@@ -874,7 +874,7 @@ fn measure_offset() -> i64 {
         let width = after.saturating_sub(before);
         let mid = before + width / 2;
         let offset = (i128::from(mid) - i128::from(t)) as i64;
-        if best.map_or(true, |(w, _)| width < w) {
+        if best.is_none_or(|(w, _)| width < w) {
             best = Some((width, offset));
         }
     }
