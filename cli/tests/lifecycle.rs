@@ -377,6 +377,15 @@ fn a_forked_child_never_takes_its_parents_file() {
     ];
     want.sort();
     assert_eq!(listed, want);
+
+    // With %n each process takes the next free number, none a numbered
+    // variant of another's.
+    let dir = tempdir();
+    run_both(dir.path(), &lifecycle(), &["forks", "3"], "t-%n.trace", &[]);
+    let names: Vec<PathBuf> = (0..4)
+        .map(|n| dir.path().join(format!("t-{n}.trace")))
+        .collect();
+    assert_eq!(traces(dir.path()), names);
 }
 
 #[test]

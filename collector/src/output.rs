@@ -63,8 +63,7 @@ fn asked_for(pid: u32, host: &str, rank: Option<u32>, forked: bool) -> PathBuf {
 /// Says so in one line when the name is not the one the pattern gives.
 pub(crate) fn create(pid: u32, host: &str, rank: Option<u32>) -> Result<(File, PathBuf), String> {
     let forked = FORKED_CHILD.load(Ordering::Acquire);
-    let asked = asked_for(pid, host, rank, forked);
-    create_free(&asked, |taken, got| {
+    let say = |taken: Option<&Path>, got: &Path| {
         let cfg = crate::config::config();
         let mut why = Vec::new();
         if forked && !contract::pattern_is_per_process(&cfg.output) {
@@ -83,7 +82,30 @@ pub(crate) fn create(pid: u32, host: &str, rank: Option<u32>) -> Result<(File, P
                 got.display()
             ));
         }
-    })
+    };
+    // A pattern with %n gives a new name once the one it gave is taken (by
+    // a process that created it since): ask it again. Any other gives the
+    // same name again: number that.
+    let mut previous: Option<PathBuf> = None;
+    loop {
+        let asked = asked_for(pid, host, rank, forked);
+        if previous.as_ref() == Some(&asked) {
+            return create_free(&asked, say);
+        }
+        match new_file(&asked) {
+            Ok(f) => {
+                say(None, &asked);
+                return Ok((f, asked));
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => previous = Some(asked),
+            Err(e) => return Err(format!("cannot create trace {}: {e}", asked.display())),
+        }
+    }
+}
+
+/// Creates `path`, failing if anything is there (O_EXCL).
+fn new_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).open(path)
 }
 
 /// Creates `asked`, or the first numbered variant of it that does not
@@ -99,7 +121,7 @@ fn create_free(
         } else {
             tagged(asked, &n.to_string())
         };
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
+        match new_file(&path) {
             Ok(f) => {
                 said((n > 0).then_some(asked), &path);
                 return Ok((f, path));
