@@ -332,6 +332,30 @@ fn forked_children_that_quick_exit_keep_their_traces() {
 }
 
 #[test]
+fn a_forked_child_killed_by_a_signal_keeps_its_trace() {
+    let dir = tempdir();
+    let out = run_both(
+        dir.path(),
+        &lifecycle(),
+        &["fork-signal"],
+        "t-%p.trace",
+        &[],
+    );
+    assert!(
+        stdout(&out).contains(&format!("child 0 signal {}", libc::SIGUSR1)),
+        "{}",
+        stdout(&out)
+    );
+    let runs: Vec<Run> = traces(dir.path()).iter().map(|p| load(p)).collect();
+    assert_eq!(runs.len(), 2);
+    let child = runs
+        .iter()
+        .find(|r| ending(r) == Some(Ending::Signal(libc::SIGUSR1)))
+        .expect("the child's trace ends with its signal");
+    assert_eq!(computes(child), 1);
+}
+
+#[test]
 fn a_forked_child_never_takes_its_parents_file() {
     let dir = tempdir();
     let manifest = dir.path().join("manifest");

@@ -10,6 +10,7 @@
  *   exec-fail            exec a program that does not exist, go on, return 0
  *   forks N              fork N children; each runs a construct and _exits
  *   fork-exit            one child that runs a construct and exits (0)
+ *   fork-signal          one child that runs a construct and raises SIGUSR1
  *   chdir DIR            chdir to DIR before any construct, then return 0
  *   none                 no construct at all; return 0
  * Each mode prints to stdout and stderr, and nothing that varies between
@@ -122,7 +123,8 @@ int main(int argc, char **argv) {
     printf("more: %.0f\n", work(500));
     return 0;
   }
-  if (strcmp(mode, "forks") == 0 || strcmp(mode, "fork-exit") == 0) {
+  if (strcmp(mode, "forks") == 0 || strcmp(mode, "fork-exit") == 0 ||
+      strcmp(mode, "fork-signal") == 0) {
     int n = strcmp(mode, "forks") == 0 ? code : 1;
     for (int i = 0; i < n; i++) {
       pid_t pid = fork();
@@ -131,11 +133,15 @@ int main(int argc, char **argv) {
         printf("child %d: %.0f\n", i, c);
         fflush(stdout);
         if (strcmp(mode, "forks") == 0) _exit(0);
+        if (strcmp(mode, "fork-signal") == 0) raise(SIGUSR1);
         exit(0);
       }
       int status = 0;
       waitpid(pid, &status, 0);
-      printf("child %d status %d\n", i, WEXITSTATUS(status));
+      if (WIFSIGNALED(status))
+        printf("child %d signal %d\n", i, WTERMSIG(status));
+      else
+        printf("child %d status %d\n", i, WEXITSTATUS(status));
     }
     printf("after: %.0f\n", work(300));
     return 0;
