@@ -314,6 +314,25 @@ fn a_failed_exec_goes_on_recording() {
 }
 
 #[test]
+fn a_forked_child_whose_exec_failed_ends_as_it_really_did() {
+    let dir = tempdir();
+    run_both(
+        dir.path(),
+        &lifecycle(),
+        &["fork-exec-fail"],
+        "t-%p.trace",
+        &[],
+    );
+    let mut endings: Vec<String> = traces(dir.path())
+        .iter()
+        .map(|p| format!("{:?}", ending(&load(p))))
+        .collect();
+    endings.sort();
+    // The parent returns from main, the child calls exit(0).
+    assert_eq!(endings, ["Some(Exit(None))", "Some(Exit(Some(0)))"]);
+}
+
+#[test]
 fn forked_children_that_quick_exit_keep_their_traces() {
     let dir = tempdir();
     run_both(dir.path(), &lifecycle(), &["forks", "8"], "t-%p.trace", &[]);

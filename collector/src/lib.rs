@@ -299,11 +299,13 @@ pub(crate) fn quick_exit(status: i32) {
 /// (a later `End` then supersedes this one).
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) fn before_exec() {
-    if !state::enabled() || !in_own_process() || writer::is_writer_thread() {
+    // Without a writer (a forked child that recorded nothing) there is
+    // nothing to end, and an ending left pending would outlive a failed exec.
+    if !state::enabled() || !in_own_process() || writer::is_writer_thread() || !writer::running() {
         return;
     }
     ending::set(Ending::Exec);
-    if writer::running() && !writer::flush_and_wait(QUICK_WAIT, false, true) {
+    if !writer::flush_and_wait(QUICK_WAIT, false, true) {
         say_cut(b"exec");
     }
 }

@@ -11,6 +11,8 @@
  *   forks N              fork N children; each runs a construct and _exits
  *   fork-exit            one child that runs a construct and exits (0)
  *   fork-signal          one child that runs a construct and raises SIGUSR1
+ *   fork-exec-fail       one child that fails to exec, then runs a construct
+ *                        and exits (0)
  *   chdir DIR            chdir to DIR before any construct, then return 0
  *   none                 no construct at all; return 0
  * Each mode prints to stdout and stderr, and nothing that varies between
@@ -124,11 +126,15 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(mode, "forks") == 0 || strcmp(mode, "fork-exit") == 0 ||
-      strcmp(mode, "fork-signal") == 0) {
+      strcmp(mode, "fork-signal") == 0 || strcmp(mode, "fork-exec-fail") == 0) {
     int n = strcmp(mode, "forks") == 0 ? code : 1;
     for (int i = 0; i < n; i++) {
       pid_t pid = fork();
       if (pid == 0) {
+        if (strcmp(mode, "fork-exec-fail") == 0) {
+          char *words[] = {"/nonexistent/program", NULL};
+          execv(words[0], words);
+        }
         double c = work(100 * (i + 1));
         printf("child %d: %.0f\n", i, c);
         fflush(stdout);
