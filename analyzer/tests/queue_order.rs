@@ -18,9 +18,7 @@ fn root() -> PathBuf {
 
 fn load(dir: &str, name: &str) -> Run {
     let fixtures = root().join("cli/tests/fixtures").join(dir);
-    let opts = LoadOptions {
-        symbol_dirs: vec![fixtures.join("bin")],
-    };
+    let opts = LoadOptions::only_in(vec![fixtures.join("bin")]);
     let run = accprof_analyzer::load_run_with(&fixtures.join(format!("{name}.trace")), &opts)
         .expect("fixture loads");
     assert!(run.notes.is_empty(), "{name}: {:?}", run.notes);

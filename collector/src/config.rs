@@ -1,5 +1,6 @@
 //! Options, read once from the environment into a frozen config.
 
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use accprof_trace::contract::{self, env};
@@ -23,6 +24,13 @@ pub struct Config {
     /// ACCPROF_CLOCK=monotonic: stamp host events with clock_gettime even
     /// where the time-stamp counter could be used (see `clock`).
     pub allow_tsc: bool,
+    /// What a relative output pattern is relative to: ACCPROF_BASE_DIR
+    /// when set, else the working directory when the library was loaded
+    /// (the program may change it before it opens its trace). `None` only
+    /// when neither can be had.
+    pub base_dir: Option<PathBuf>,
+    /// ACCPROF_MANIFEST: where to append a line naming each trace opened.
+    pub manifest: Option<PathBuf>,
     /// Problems with the options themselves, reported once at start.
     pub warnings: Vec<String>,
 }
@@ -57,6 +65,20 @@ impl Config {
                 true
             }
         };
+        let cwd = std::env::current_dir().ok();
+        let base_dir = match std::env::var_os(env::BASE_DIR) {
+            Some(d) if !d.is_empty() => {
+                let d = PathBuf::from(d);
+                Some(match &cwd {
+                    Some(cwd) if d.is_relative() => cwd.join(d),
+                    _ => d,
+                })
+            }
+            _ => cwd,
+        };
+        let manifest = std::env::var_os(env::MANIFEST)
+            .filter(|m| !m.is_empty())
+            .map(|m| resolve_in(base_dir.as_deref(), Path::new(&m)));
         Config {
             output,
             hash,
@@ -65,8 +87,22 @@ impl Config {
             disabled: flag(env::DISABLE),
             quiet: flag(env::QUIET),
             allow_tsc,
+            base_dir,
+            manifest,
             warnings,
         }
+    }
+
+    /// `path` made absolute against the base directory.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        resolve_in(self.base_dir.as_deref(), path)
+    }
+}
+
+fn resolve_in(base: Option<&Path>, path: &Path) -> PathBuf {
+    match base {
+        Some(base) if path.is_relative() => base.join(path),
+        _ => path.to_path_buf(),
     }
 }
 

@@ -1670,7 +1670,7 @@ fn cuda_error(cbid: u32, code: u32) {
         diagnostic(Level::Error, message);
     }
     if first_sticky {
-        crate::writer::flush_and_wait(std::time::Duration::from_secs(1), false);
+        crate::writer::flush_and_wait(std::time::Duration::from_secs(1), false, false);
     }
 }
 

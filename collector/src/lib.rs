@@ -18,12 +18,17 @@ mod callsite;
 pub mod clock;
 pub mod config;
 mod cupti;
+mod ending;
 mod event;
 mod fasthash;
 mod hash;
 mod header;
-mod manifest;
+// Not in this crate's own unit-test binary: it would interpose the test
+// runner's exit.
+#[cfg(not(test))]
+mod interpose;
 mod note;
+mod output;
 mod region;
 mod signals;
 mod sink;
@@ -33,13 +38,17 @@ mod tls;
 mod writer;
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use accprof_trace::SourceState;
+use accprof_trace::{Ending, SourceState};
 
 /// How long exit waits for the last records to reach the file.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a dying process (a signal, `_exit`) or an exec waits for them:
+/// shorter, as a signal handler or a child's `_exit` should not hang.
+const QUICK_WAIT: Duration = Duration::from_secs(2);
 
 /// How long the runtime's device initialization, the trace header and exit
 /// wait for CUPTI to finish starting.
@@ -47,6 +56,16 @@ pub(crate) const CUPTI_START_WAIT: Duration = Duration::from_secs(5);
 
 /// Set in a forked child: the writer thread is started on first use there.
 static NEED_WRITER: AtomicBool = AtomicBool::new(false);
+
+/// The pid the collector's state belongs to (set at start and in a forked
+/// child). A vfork child shares our memory under another pid: its `_exit`
+/// or exec must not touch the parent's writer.
+static OWN_PID: AtomicU32 = AtomicU32::new(0);
+
+fn in_own_process() -> bool {
+    // SAFETY: getpid has no preconditions; async-signal-safe.
+    OWN_PID.load(Ordering::Acquire) == unsafe { libc::getpid() } as u32
+}
 
 /// The NVHPC / ACC_PROFLIB registration route, called by the runtime.
 ///
@@ -66,6 +85,7 @@ pub unsafe extern "C" fn acc_register_library(
         if let Some(reg) = register {
             // SAFETY: the runtime hands us its own acc_prof_register.
             unsafe { accprof::register_all(reg, "acc_register_library") };
+            start_cupti();
         }
     });
 }
@@ -87,6 +107,7 @@ extern "C" fn constructor() {
             if !sym.is_null() {
                 let reg: accprof::AccProfReg = std::mem::transmute::<*mut c_void, _>(sym);
                 accprof::register_all(reg, "acc_prof_register from LD_PRELOAD");
+                start_cupti();
             }
         }
     });
@@ -133,7 +154,25 @@ fn init() {
             return;
         }
         callsite::init();
-        if cfg.cupti {
+        #[cfg(not(test))]
+        interpose::resolve_all();
+        OWN_PID.store(std::process::id(), Ordering::Release);
+        signals::install();
+        // SAFETY: registering plain extern "C" functions with no arguments.
+        unsafe {
+            libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+            libc::atexit(at_exit);
+        }
+    });
+}
+
+/// Starts CUPTI once an OpenACC runtime has registered the collector, so
+/// processes without one (shells, wrappers, launcher daemons) never pay for
+/// it; the header says which.
+fn start_cupti() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if config::config().cupti {
             cupti::start_in_background(|r| {
                 header::set(
                     &header::CUPTI,
@@ -149,12 +188,6 @@ fn init() {
                 SourceState::Inactive("turned off (ACCPROF_CUPTI=0)".into()),
             );
         }
-        signals::install();
-        // SAFETY: registering plain extern "C" functions with no arguments.
-        unsafe {
-            libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-            libc::atexit(at_exit);
-        }
     });
 }
 
@@ -167,7 +200,7 @@ fn finish() {
     // device) must not race the start.
     cupti::await_start(CUPTI_START_WAIT);
     cupti::flush();
-    if !writer::stop(EXIT_WAIT) {
+    if !writer::stop(EXIT_WAIT, false) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");
     } else if let Some(path) = writer::TRACE_PATH.try_lock().ok().and_then(|p| p.clone()) {
         summary_at_exit::print_summary(&path);
@@ -192,6 +225,9 @@ extern "C" fn fork_child() {
         api::reset_after_fork();
         cupti::forget_after_fork();
         writer::reset_after_fork();
+        ending::reset_after_fork();
+        output::mark_forked_child();
+        OWN_PID.store(std::process::id(), Ordering::Release);
         NEED_WRITER.store(true, Ordering::Release);
     });
 }
@@ -214,10 +250,68 @@ pub(crate) fn check_child_writer() {
     }
 }
 
-/// Flushes from a signal handler: async-signal-safe, bounded.
+/// Flushes from a signal handler that hands the signal to the program's
+/// own: async-signal-safe, bounded.
 pub(crate) fn flush_from_signal() {
-    if state::enabled() && !writer::is_writer_thread() {
-        writer::flush_and_wait(Duration::from_secs(2), true);
+    if state::enabled() && in_own_process() && !writer::is_writer_thread() {
+        writer::flush_and_wait(QUICK_WAIT, true, true);
+    }
+}
+
+/// Says on stderr, without allocating, that the last records may be lost.
+fn say_cut(what: &[u8]) {
+    note::write_raw(b"accprof: the trace writer did not finish in time after ");
+    note::write_raw(what);
+    note::write_raw(b"; the trace may miss its last records\n");
+}
+
+/// The process dies of `sig` once its handler returns: the final flush,
+/// with `End(Signal)`. Async-signal-safe, bounded.
+pub(crate) fn end_by_signal(sig: i32) {
+    if !in_own_process() || !state::begin_stop() {
+        return;
+    }
+    ending::set(Ending::Signal(sig));
+    if !writer::is_writer_thread() && !writer::stop(QUICK_WAIT, true) {
+        say_cut(b"a signal");
+    }
+}
+
+/// `exit(status)` was called: the final flush (from atexit) says so.
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn exit_called(status: i32) {
+    if in_own_process() {
+        ending::set_exit_status(status);
+    }
+}
+
+/// `_exit`/`_Exit`: no atexit handler will run, so the final flush is now,
+/// with `End(QuickExit)`. Async-signal-safe (it is called from handlers),
+/// bounded.
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn quick_exit(status: i32) {
+    if !in_own_process() || !state::begin_stop() {
+        return;
+    }
+    ending::set(Ending::QuickExit(status));
+    if !writer::is_writer_thread() && !writer::stop(QUICK_WAIT, true) {
+        say_cut(b"_exit");
+    }
+}
+
+/// An exec is about to replace this image: everything recorded goes to
+/// disk, ended by `End(Exec)`. Recording goes on, in case the exec fails
+/// (a later `End` then supersedes this one).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn before_exec() {
+    // Without a writer (a forked child that recorded nothing) there is
+    // nothing to end, and an ending left pending would outlive a failed exec.
+    if !state::enabled() || !in_own_process() || writer::is_writer_thread() || !writer::running() {
+        return;
+    }
+    ending::set(Ending::Exec);
+    if !writer::flush_and_wait(QUICK_WAIT, false, true) {
+        say_cut(b"exec");
     }
 }
 

@@ -3,9 +3,14 @@
 //! It wakes when a buffer fills, when a flush is requested, and a few times a
 //! second regardless, drains every buffer and appends whole checksummed
 //! blocks to the trace, so a crash loses at most the last fraction of a
-//! second. The file is opened on the first drain that has events (or at
-//! exit), so the header describes sources as they ended up, and a forked
-//! child that execs at once leaves no empty file behind.
+//! second. The file is opened on the first drain that holds OpenACC or
+//! device activity, so the header describes sources as they ended up, and a
+//! process that never did any (a shell, a wrapper like `time`, a launcher
+//! daemon, a forked child that execs at once) leaves no file behind and
+//! touches none. Definitions drained before that are held until it opens.
+//!
+//! Each flush asked for with an ending (see `ending`) and the final one end
+//! with an `End` record, so a complete trace says how its process ended.
 //!
 //! Waking uses an eventfd, so a signal handler can request a flush and wait
 //! for it without taking a lock or allocating.
@@ -19,7 +24,7 @@ use std::time::{Duration, Instant};
 use accprof_trace::{DropSource, Record, Writer};
 
 use crate::event::Event;
-use crate::{note, sink};
+use crate::{ending, note, sink};
 
 const TICK_MS: i32 = 100;
 
@@ -27,6 +32,7 @@ static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
 static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
 static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
 static FROM_SIGNAL: AtomicBool = AtomicBool::new(false);
+static DEVICE_FLUSH: AtomicBool = AtomicBool::new(false);
 static STOP: AtomicBool = AtomicBool::new(false);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 static FINISHED: AtomicBool = AtomicBool::new(false);
@@ -42,6 +48,11 @@ pub fn wake() {
         // SAFETY: writing 8 bytes from a local to our eventfd.
         unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
     }
+}
+
+/// True while the writer thread runs.
+pub fn running() -> bool {
+    RUNNING.load(Ordering::Acquire)
 }
 
 /// Starts the writer thread. Returns an error text if it cannot run.
@@ -74,23 +85,32 @@ pub fn start() -> Result<(), String> {
 }
 
 /// Asks for a flush of everything buffered and waits for it, at most
-/// `timeout`. Async-signal-safe when `from_signal` (no locks, no allocation).
-pub fn flush_and_wait(timeout: Duration, from_signal: bool) -> bool {
+/// `timeout`. Async-signal-safe when `from_signal` (no locks, no allocation):
+/// then a buffer whose lock is held (by the interrupted thread) is skipped.
+/// The device side is flushed first when `from_signal` or `device`.
+pub fn flush_and_wait(timeout: Duration, from_signal: bool, device: bool) -> bool {
     if !RUNNING.load(Ordering::Acquire) {
         return false;
     }
     if from_signal {
         FROM_SIGNAL.store(true, Ordering::Release);
     }
+    if device {
+        DEVICE_FLUSH.store(true, Ordering::Release);
+    }
     let want = FLUSH_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
     wake();
     wait_until(timeout, || FLUSH_DONE.load(Ordering::Acquire) >= want)
 }
 
-/// Final flush: the writer drains, writes, closes the file and ends.
-pub fn stop(timeout: Duration) -> bool {
+/// Final flush: the writer drains, writes the `End` record, closes the file
+/// and ends. Async-signal-safe; `from_signal` as for [`flush_and_wait`].
+pub fn stop(timeout: Duration, from_signal: bool) -> bool {
     if !RUNNING.load(Ordering::Acquire) {
         return true;
+    }
+    if from_signal {
+        FROM_SIGNAL.store(true, Ordering::Release);
     }
     STOP.store(true, Ordering::Release);
     wake();
@@ -152,11 +172,27 @@ pub fn is_writer_thread() -> bool {
     IS_WRITER.try_with(|w| w.get()).unwrap_or(false)
 }
 
+/// True for what makes a process worth a trace: OpenACC events and device
+/// activity, not definitions, diagnostics or drop counts alone.
+fn is_activity(r: &Record) -> bool {
+    matches!(
+        r,
+        Record::Acc(_)
+            | Record::Kernel(_)
+            | Record::Memcpy(_)
+            | Record::Memset(_)
+            | Record::DriverCall(_)
+            | Record::Hash(_)
+    )
+}
+
 fn run() {
     let _ = IS_WRITER.try_with(|w| w.set(true));
     let mut sink = Sink::Pending;
     let mut batch = sink::Batch::default();
     let mut spares: Vec<Vec<Event>> = Vec::new();
+    // Drained before the file was opened: written first when it is.
+    let mut held: Vec<Record> = Vec::new();
     let mut dropped_written = 0u64;
     let mut clock = crate::clock::Calibration::new();
     loop {
@@ -164,7 +200,8 @@ fn run() {
         let stopping = STOP.load(Ordering::Acquire);
         let requested = FLUSH_REQUESTED.load(Ordering::Acquire);
         let from_signal = FROM_SIGNAL.swap(false, Ordering::AcqRel);
-        if stopping || from_signal {
+        let device = DEVICE_FLUSH.swap(false, Ordering::AcqRel);
+        if stopping || from_signal || device {
             // The device side first, so its buffered records are in.
             crate::cupti::flush();
         }
@@ -188,15 +225,30 @@ fn run() {
                 }
             }
         }
-        let has_events = batch.threads.iter().any(|(_, v)| !v.is_empty())
-            || batch.defs.iter().any(|r| {
-                !matches!(
-                    r,
-                    Record::String { .. } | Record::Module(_) | Record::CallSite(_)
-                )
-            });
-        if matches!(sink, Sink::Pending) && (has_events || stopping) {
-            sink = open();
+        // Taken by the pass that serves the flush asked for after it was
+        // set (so it follows what was recorded before), or the last. One
+        // taken before the file opens is moot (no trace); a later one
+        // supersedes an earlier (an exec that failed).
+        let ending = if stopping || requested > FLUSH_DONE.load(Ordering::Acquire) {
+            ending::take()
+        } else {
+            None
+        };
+        if matches!(sink, Sink::Pending) {
+            let active = batch.threads.iter().any(|(_, v)| {
+                v.iter()
+                    .any(|e| !matches!(e, Event::Other(r) if !is_activity(r)))
+            }) || batch.defs.iter().any(is_activity);
+            if active {
+                sink = open();
+            } else {
+                // Nothing worth a file yet: keep the definitions (and any
+                // diagnostics) for when there is.
+                held.append(&mut batch.defs);
+                for (tid, v) in batch.threads.iter_mut() {
+                    held.extend(v.drain(..).map(|e| e.into_record(*tid)));
+                }
+            }
         }
         let dropped = sink::DROPPED.load(Ordering::Relaxed);
         if stopping && dropped > dropped_written {
@@ -207,7 +259,17 @@ fn run() {
             dropped_written = dropped;
         }
         if let Sink::Open(w) = &mut sink {
-            let res = write_batch(w, &mut batch).and_then(|_| w.flush());
+            let end = if stopping {
+                Some(ending.unwrap_or_else(ending::take_final))
+            } else {
+                ending
+            };
+            let res = held
+                .drain(..)
+                .try_for_each(|r| w.write(&r))
+                .and_then(|_| write_batch(w, &mut batch))
+                .and_then(|_| end.map_or(Ok(()), |e| w.write(&Record::End(e))))
+                .and_then(|_| w.flush());
             if let Err(e) = res {
                 let path = TRACE_PATH
                     .lock()
@@ -264,39 +326,26 @@ fn open() -> Sink {
     // The header says whether CUPTI records: let its start finish first.
     crate::cupti::await_start(crate::CUPTI_START_WAIT);
     let header = crate::header::build();
-    let cfg = crate::config::config();
-    let path = accprof_trace::contract::expand_output(
-        &cfg.output,
-        header.pid,
-        &header.host,
-        header.rank,
-        |p| std::path::Path::new(p).exists(),
-    );
-    // An old trace of the same name is removed, not truncated: ext4 flushes
-    // a truncated-then-rewritten file to disk at close (several ms on the
-    // program's exit path); a new file is written back in the background.
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-        let _ = std::fs::remove_file(&path);
-    }
-    let file = match File::create(&path) {
-        Ok(f) => f,
+    let (file, path) = match crate::output::create(header.pid, &header.host, header.rank) {
+        Ok(opened) => opened,
         Err(e) => {
             note::error(&format!(
-                "cannot create trace {path}: {e}; nothing will be recorded, the program continues"
+                "{e}; nothing will be recorded, the program continues"
             ));
             return Sink::Failed;
         }
     };
-    crate::manifest::record(&path);
+    let shown = path.display().to_string();
     match Writer::new(BufWriter::with_capacity(256 << 10, file), &header) {
         Ok(w) => {
+            crate::output::add_to_manifest(header.pid, &path);
             if let Ok(mut p) = TRACE_PATH.lock() {
-                *p = Some(path);
+                *p = Some(shown);
             }
             Sink::Open(w)
         }
         Err(e) => {
-            note::error(&format!("cannot write trace {path}: {e}"));
+            note::error(&format!("cannot write trace {shown}: {e}"));
             Sink::Failed
         }
     }

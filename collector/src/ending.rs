@@ -1,0 +1,108 @@
+//! How the process is ending, as the code that saw it (an `exit` or `exec`
+//! interposer, a signal handler) tells the writer thread, which turns it
+//! into the trace's `End` record.
+//!
+//! Signal handlers set it, so it lives in two atomics and is set without a
+//! lock or an allocation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use accprof_trace::{EndRecord, Ending};
+
+/// The pending ending, encoded by [`encode`]; 0 when none.
+static PENDING: AtomicU64 = AtomicU64::new(0);
+/// When it happened (CLOCK_MONOTONIC ns), stored before `PENDING`.
+static AT_NS: AtomicU64 = AtomicU64::new(0);
+/// The status `exit` was called with, encoded like `PENDING`; read only by
+/// the final flush, which an exit's atexit handlers run later.
+static EXIT_STATUS: AtomicU64 = AtomicU64::new(0);
+
+const EXIT_UNKNOWN: u64 = 1;
+const EXIT: u64 = 2;
+const QUICK_EXIT: u64 = 3;
+const SIGNAL: u64 = 4;
+const EXEC: u64 = 5;
+const RUNTIME_ERROR: u64 = 6;
+
+fn encode(how: Ending) -> u64 {
+    let (kind, code) = match how {
+        Ending::Exit(None) => (EXIT_UNKNOWN, 0),
+        Ending::Exit(Some(c)) => (EXIT, c),
+        Ending::QuickExit(c) => (QUICK_EXIT, c),
+        Ending::Signal(s) => (SIGNAL, s),
+        Ending::Exec => (EXEC, 0),
+        Ending::RuntimeError(c) => (RUNTIME_ERROR, c),
+    };
+    kind << 32 | u64::from(code as u32)
+}
+
+fn decode(v: u64) -> Option<Ending> {
+    let code = v as u32 as i32;
+    Some(match v >> 32 {
+        EXIT_UNKNOWN => Ending::Exit(None),
+        EXIT => Ending::Exit(Some(code)),
+        QUICK_EXIT => Ending::QuickExit(code),
+        SIGNAL => Ending::Signal(code),
+        EXEC => Ending::Exec,
+        RUNTIME_ERROR => Ending::RuntimeError(code),
+        _ => return None,
+    })
+}
+
+/// Says how the process is ending; the next flush writes it.
+/// Async-signal-safe.
+pub(crate) fn set(how: Ending) {
+    AT_NS.store(crate::clock::now_ns(), Ordering::Relaxed);
+    PENDING.store(encode(how), Ordering::Release);
+}
+
+/// The ending set since the last call, if any.
+pub(crate) fn take() -> Option<EndRecord> {
+    let how = decode(PENDING.swap(0, Ordering::AcqRel))?;
+    Some(EndRecord {
+        time_ns: AT_NS.load(Ordering::Relaxed),
+        how,
+    })
+}
+
+/// Remembers the status `exit` was called with, for the final flush.
+pub(crate) fn set_exit_status(status: i32) {
+    EXIT_STATUS.store(encode(Ending::Exit(Some(status))), Ordering::Release);
+}
+
+/// The ending the final flush writes: the one set, else a normal exit
+/// (with the status `exit` saw, if it saw one).
+pub(crate) fn take_final() -> EndRecord {
+    take().unwrap_or_else(|| EndRecord {
+        time_ns: crate::clock::now_ns(),
+        how: decode(EXIT_STATUS.load(Ordering::Acquire)).unwrap_or(Ending::Exit(None)),
+    })
+}
+
+/// In a forked child: the parent's ending is not the child's.
+pub(crate) fn reset_after_fork() {
+    PENDING.store(0, Ordering::Release);
+    EXIT_STATUS.store(0, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_ending_round_trips() {
+        for how in [
+            Ending::Exit(None),
+            Ending::Exit(Some(0)),
+            Ending::Exit(Some(-1)),
+            Ending::Exit(Some(255)),
+            Ending::QuickExit(3),
+            Ending::Signal(13),
+            Ending::Exec,
+            Ending::RuntimeError(700),
+        ] {
+            assert_eq!(decode(encode(how)), Some(how), "{how:?}");
+        }
+        assert_eq!(decode(0), None);
+    }
+}

@@ -1,0 +1,251 @@
+//! The calls that end the process or replace its image, interposed so the
+//! trace is complete on disk before they take effect: `exit` (to learn the
+//! status), `_exit` and `_Exit` (no atexit handler runs after them), and
+//! the exec family (the new image would start a trace of its own under the
+//! same pid, and the old one's buffered records would be lost).
+//!
+//! Each forwards to the next definition (`dlsym(RTLD_NEXT)`, resolved when
+//! the library loads so `_exit` and `execve`, which signal handlers may
+//! call, need no lookup then), with its arguments untouched. The variadic
+//! `execl`, `execlp` and `execle` cannot be written in Rust: on x86-64 a
+//! naked trampoline saves the argument registers, runs the hook, restores
+//! them and jumps to the real function, so the caller's stack (where the
+//! arguments past the sixth are) is the one the real function sees.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The real functions, by index into [`NAMES`]; 0 until resolved.
+static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
+
+const NAMES: [&CStr; 11] = [
+    c"exit", c"_exit", c"_Exit", c"execve", c"execv", c"execvp", c"execvpe", c"fexecve", c"execl",
+    c"execlp", c"execle",
+];
+const EXIT: usize = 0;
+const UNDERSCORE_EXIT: usize = 1;
+const UNDERSCORE_UPPER_EXIT: usize = 2;
+const EXECVE: usize = 3;
+const EXECV: usize = 4;
+const EXECVP: usize = 5;
+const EXECVPE: usize = 6;
+const FEXECVE: usize = 7;
+#[cfg(target_arch = "x86_64")]
+const EXECL: usize = 8;
+#[cfg(target_arch = "x86_64")]
+const EXECLP: usize = 9;
+#[cfg(target_arch = "x86_64")]
+const EXECLE: usize = 10;
+
+/// Looks every real function up once; called when the library loads.
+pub(crate) fn resolve_all() {
+    for i in 0..NAMES.len() {
+        real(i);
+    }
+}
+
+/// The real function `i`, looked up now if it was not yet.
+fn real(i: usize) -> usize {
+    let f = REAL[i].load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: dlsym with a NUL-terminated name.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr()) } as usize;
+    REAL[i].store(f, Ordering::Release);
+    f
+}
+
+type ExitFn = unsafe extern "C" fn(c_int) -> !;
+type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+
+/// Ends the process through the real function `i`, or the system call
+/// when it cannot be found.
+fn end_with(i: usize, status: c_int) -> ! {
+    let f = real(i);
+    if f != 0 {
+        // SAFETY: `f` is the next definition of an exit function, which
+        // has this signature.
+        unsafe {
+            let f: ExitFn = std::mem::transmute::<usize, ExitFn>(f);
+            f(status)
+        }
+    }
+    loop {
+        // SAFETY: exit_group ends the process; it has no memory arguments.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+/// An exec function was not found: fail the way a missing one would.
+fn not_found() -> c_int {
+    // SAFETY: errno is this thread's.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn exit(status: c_int) -> ! {
+    let _ = std::panic::catch_unwind(|| crate::exit_called(status));
+    end_with(EXIT, status)
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    let _ = std::panic::catch_unwind(|| crate::quick_exit(status));
+    end_with(UNDERSCORE_EXIT, status)
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    let _ = std::panic::catch_unwind(|| crate::quick_exit(status));
+    end_with(UNDERSCORE_UPPER_EXIT, status)
+}
+
+fn before_exec() {
+    let _ = std::panic::catch_unwind(crate::before_exec);
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec();
+    match real(EXECVE) {
+        0 => not_found(),
+        // SAFETY: the next execve, called with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, ExecveFn>(f)(path, argv, envp) },
+    }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec();
+    match real(EXECVPE) {
+        0 => not_found(),
+        // SAFETY: the next execvpe, called with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, ExecveFn>(f)(file, argv, envp) },
+    }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    before_exec();
+    match real(EXECV) {
+        0 => not_found(),
+        // SAFETY: the next execv, called with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, ExecvFn>(f)(path, argv) },
+    }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    before_exec();
+    match real(EXECVP) {
+        0 => not_found(),
+        // SAFETY: the next execvp, called with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, ExecvFn>(f)(file, argv) },
+    }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    before_exec();
+    match real(FEXECVE) {
+        0 => not_found(),
+        // SAFETY: the next fexecve, called with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, FexecveFn>(f)(fd, argv, envp) },
+    }
+}
+
+/// Runs the exec hook for a variadic trampoline and returns the real
+/// function to jump to (0 when there is none: the trampoline then returns
+/// -1 itself).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn variadic_hook(i: usize) -> usize {
+    before_exec();
+    real(i)
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn variadic_missing() -> c_int {
+    not_found()
+}
+
+/// A trampoline for a variadic exec function: rdi, rsi, rdx, rcx, r8 and r9
+/// hold the first six arguments, the rest are on the caller's stack, and al
+/// counts vector registers used. All are saved (seven pushes leave the
+/// stack 16-byte aligned for the call), the hook runs, all are restored and
+/// the real function is jumped to, as if called directly.
+#[cfg(target_arch = "x86_64")]
+macro_rules! variadic_exec {
+    ($name:ident, $index:expr) => {
+        /// # Safety
+        /// As the C function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            std::arch::naked_asm!(
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "push rcx",
+                "push r8",
+                "push r9",
+                "push rax",
+                "mov edi, {index}",
+                "call {hook}",
+                "mov r11, rax",
+                "pop rax",
+                "pop r9",
+                "pop r8",
+                "pop rcx",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "test r11, r11",
+                "jz {missing}",
+                "jmp r11",
+                index = const $index,
+                hook = sym variadic_hook,
+                missing = sym variadic_missing,
+            )
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+variadic_exec!(execl, EXECL);
+#[cfg(target_arch = "x86_64")]
+variadic_exec!(execlp, EXECLP);
+#[cfg(target_arch = "x86_64")]
+variadic_exec!(execle, EXECLE);
