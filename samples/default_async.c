@@ -30,9 +30,9 @@
  *   line 83: `#pragma acc parallel loop async(1) wait(2)` reached R times (queue 1).
  *   line 86: `#pragma acc wait(1)` reached R times.
  *
- * Output: the number of rounds whose sums were wrong, then "reference: match"
- * when every c[i] equals a[i]^2 + b[i]^2 (integers, exact), else
- * "reference: MISMATCH" and exit status 1.
+ * Output: the number of rounds whose sums were wrong, "checksum: <sum of c>",
+ * then "reference: match" when every c[i] equals a[i]^2 + b[i]^2 (integers,
+ * exact), else "reference: MISMATCH" and exit status 1.
  */
 #include <errno.h>
 #include <openacc.h>
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "default_async: out of memory\n");
         return 2;
     }
-    long bad_rounds = 0;
+    long bad_rounds = 0, checksum = 0;
     for (long r = 0; r < rounds; r++) {
         for (long i = 0; i < n; i++) {
             a[i] = (i * 7 + r) % 1000;
@@ -90,11 +90,13 @@ int main(int argc, char **argv)
             long x = (i * 7 + r) % 1000, y = (i * 13 + 3 * r) % 1000;
             if (c[i] != x * x + y * y)
                 bad++;
+            checksum += c[i];
         }
         if (bad)
             bad_rounds++;
     }
     printf("default_async: %ld of %ld rounds wrong\n", bad_rounds, rounds);
+    printf("checksum: %ld\n", checksum);
     if (bad_rounds) {
         printf("reference: MISMATCH\n");
         return 1;

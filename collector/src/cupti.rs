@@ -187,7 +187,10 @@ pub(crate) fn start() -> Result<(), String> {
 /// too) and records dropped-record counts. A no-op when CUPTI never started
 /// in this process, in a forked child, and when re-entered.
 pub(crate) fn flush() {
-    if STATE.load(Ordering::Acquire) != ACTIVE || context_broken() {
+    if STATE.load(Ordering::Acquire) != ACTIVE
+        || context_broken()
+        || HANDS_OFF.load(Ordering::Acquire)
+    {
         return;
     }
     if IN_FLUSH.try_with(|f| f.replace(true)).unwrap_or(true) {
@@ -1515,6 +1518,7 @@ extern "C" fn api_callback(
 /// records of that context must come out first. Skipped when a flush is
 /// already under way (it covers them) or would re-enter.
 fn flush_before_context_destroy() {
+    CONTEXT_DESTROYED.store(true, Ordering::Release);
     if STATE.load(Ordering::Acquire) != ACTIVE || !crate::state::enabled() || context_broken() {
         return;
     }
@@ -1677,6 +1681,43 @@ fn cuda_error(cbid: u32, code: u32) {
 /// True once the device context is known to be broken (see [`cuda_error`]).
 pub(crate) fn context_broken() -> bool {
     CONTEXT_BROKEN.load(Ordering::Acquire)
+}
+
+/// Set when the runtime began destroying a device context: its records
+/// were flushed then (see [`flush_before_context_destroy`]).
+static CONTEXT_DESTROYED: AtomicBool = AtomicBool::new(false);
+
+/// Set by [`finish_at_exit`] when CUPTI must not be called again.
+static HANDS_OFF: AtomicBool = AtomicBool::new(false);
+
+/// The device side of the final flush, from the library's destructor (after
+/// the program's exit handlers, while shared libraries are being unloaded).
+/// Flushes only when that is known to be safe and useful: not when the
+/// runtime already destroyed its context (its records were flushed then,
+/// and libcupti may be finalized by now), and not after an exit with a
+/// failure status, which for an OpenACC program is mostly the runtime's
+/// fatal-error path, where the context may be broken without our having
+/// seen the error (libgomp exits from the driver's callback thread) and a
+/// flush can crash inside the driver. Then CUPTI is left alone for good.
+pub(crate) fn finish_at_exit(exit_status: Option<i32>) {
+    if STATE.load(Ordering::Acquire) != ACTIVE {
+        return;
+    }
+    let failed = exit_status.is_some_and(|s| s != 0);
+    if CONTEXT_DESTROYED.load(Ordering::Acquire) || failed || context_broken() {
+        HANDS_OFF.store(true, Ordering::Release);
+        if failed && !CONTEXT_DESTROYED.load(Ordering::Acquire) && !context_broken() {
+            diagnostic(
+                Level::Warning,
+                format!(
+                    "the program exited with status {} before the runtime released the device; device records CUPTI still held were not collected",
+                    exit_status.unwrap_or_default()
+                ),
+            );
+        }
+        return;
+    }
+    flush();
 }
 
 /// Host pointer and byte count of a call, from its parameter struct.

@@ -14,7 +14,7 @@ static PENDING: AtomicU64 = AtomicU64::new(0);
 /// When it happened (CLOCK_MONOTONIC ns), stored before `PENDING`.
 static AT_NS: AtomicU64 = AtomicU64::new(0);
 /// The status `exit` was called with, encoded like `PENDING`; read only by
-/// the final flush, which an exit's atexit handlers run later.
+/// the final flush, which runs later from the library's destructor.
 static EXIT_STATUS: AtomicU64 = AtomicU64::new(0);
 
 const EXIT_UNKNOWN: u64 = 1;
@@ -68,6 +68,14 @@ pub(crate) fn take() -> Option<EndRecord> {
 /// Remembers the status `exit` was called with, for the final flush.
 pub(crate) fn set_exit_status(status: i32) {
     EXIT_STATUS.store(encode(Ending::Exit(Some(status))), Ordering::Release);
+}
+
+/// The status `exit` was called with, if it was.
+pub(crate) fn exit_status() -> Option<i32> {
+    match decode(EXIT_STATUS.load(Ordering::Acquire)) {
+        Some(Ending::Exit(s)) => s,
+        _ => None,
+    }
 }
 
 /// The ending the final flush writes: the one set, else a normal exit

@@ -129,10 +129,6 @@ extern "C" fn destructor() {
 #[link_section = ".fini_array"]
 static DESTRUCTOR: extern "C" fn() = destructor;
 
-extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(finish);
-}
-
 /// One-time start: config, writer, call sites, CUPTI, signals, fork.
 fn init() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -158,10 +154,15 @@ fn init() {
         interpose::resolve_all();
         OWN_PID.store(std::process::id(), Ordering::Release);
         signals::install();
+        // No atexit handler: the final flush runs from the library's
+        // destructor. An atexit entry of ours takes part in glibc's exit
+        // handling, which OpenACC runtimes enter twice at once when they
+        // die of a device error (libgomp calls exit from the driver's
+        // callback thread while the main thread fails too), and there it
+        // crashed programs that bare exit with status 1.
         // SAFETY: registering plain extern "C" functions with no arguments.
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-            libc::atexit(at_exit);
         }
     });
 }
@@ -191,7 +192,7 @@ fn start_cupti() {
     });
 }
 
-/// Final flush at exit (atexit, destructor or runtime shutdown), once.
+/// Final flush at exit (the library's destructor), once.
 fn finish() {
     if !state::begin_stop() {
         return;
@@ -199,7 +200,7 @@ fn finish() {
     // A program that ends before CUPTI has started (it never used the
     // device) must not race the start.
     cupti::await_start(CUPTI_START_WAIT);
-    cupti::flush();
+    cupti::finish_at_exit(ending::exit_status());
     if !writer::stop(EXIT_WAIT, false) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");
     } else if let Some(path) = writer::TRACE_PATH.try_lock().ok().and_then(|p| p.clone()) {
@@ -277,7 +278,7 @@ pub(crate) fn end_by_signal(sig: i32) {
     }
 }
 
-/// `exit(status)` was called: the final flush (from atexit) says so.
+/// `exit(status)` was called: the final flush (from the destructor) says so.
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) fn exit_called(status: i32) {
     if in_own_process() {
