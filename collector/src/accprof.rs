@@ -159,9 +159,16 @@ fn runtime_name(addr: *const c_void) -> String {
 fn region_for(kind: AccEventKind, t: &crate::tls::PerThread) -> accprof_trace::RegionId {
     use AccEventKind::*;
     match kind {
-        ComputeConstructStart | EnterDataStart | ExitDataStart | UpdateStart | WaitStart => {
+        ComputeConstructStart => {
+            // Compute constructs never nest on the host: one that starts
+            // while regions are open follows a construct whose end event
+            // never came (the program toggled the callback off, or the
+            // runtime skipped it). Close them, so this one is top-level and
+            // gets its own call site.
+            region::close_to_in(t, 0);
             region::open_in(t)
         }
+        EnterDataStart | ExitDataStart | UpdateStart | WaitStart => region::open_in(t),
         ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd => {
             region::close_in(t)
         }
