@@ -298,6 +298,9 @@ pub struct RunFacts {
     pub cut_constructs: u64,
     /// The construct running when the program died, when it died inside one.
     pub in_flight: Option<InFlight>,
+    /// Errors the collector recorded (a failed driver call, a broken
+    /// device context), in the order they happened.
+    pub errors: Vec<String>,
 }
 
 /// The construct that was running when the program ended abnormally (by
@@ -426,7 +429,11 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
     let abnormal = match run.ending.map(|e| e.how) {
         None => true,
         Some(Ending::Signal(_) | Ending::RuntimeError(_) | Ending::QuickExit(_)) => true,
-        Some(Ending::Exit(_) | Ending::Exec) => false,
+        // An exit with a failure status while a construct is still open
+        // is the runtime's fatal-error path (libgomp's "cuStreamSynchronize
+        // error", "present clause" and the like exit from inside it).
+        Some(Ending::Exit(Some(status))) => status != 0,
+        Some(Ending::Exit(None) | Ending::Exec) => false,
     };
     if !abnormal {
         return None;
@@ -833,6 +840,12 @@ pub fn summarize(run: &Run) -> Summary {
         ending: run.ending,
         cut_constructs: run.constructs.iter().filter(|c| c.cut).count() as u64,
         in_flight: in_flight(run),
+        errors: run
+            .diagnostics
+            .iter()
+            .filter(|(level, _)| *level == accprof_trace::Level::Error)
+            .map(|(_, m)| m.clone())
+            .collect(),
     };
     Summary {
         functions,

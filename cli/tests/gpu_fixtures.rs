@@ -159,3 +159,100 @@ fn heat2d_naive_moves_the_grid_every_step() {
     assert_eq!(run.kernels.len(), 20);
     assert_eq!((up, down), (20, 20));
 }
+
+/// Lines of tests/programs/api_routines.c marked `api: NAME`, with NAME.
+fn api_marks() -> Vec<(u32, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/api_routines.c");
+    std::fs::read_to_string(src)
+        .expect("source")
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let name = l.split("/* api: ").nth(1)?.split([' ', '*']).next()?;
+            Some((i as u32 + 1, name.to_string()))
+        })
+        .collect()
+}
+
+/// tests/programs/api_routines.c run on the H200 (the binary in
+/// fixtures/h200/bin): every copy CUPTI saw belongs to a construct, and the
+/// copies the API routines made belong to the call of that routine at the
+/// line that called it.
+#[test]
+fn api_routine_copies_are_attributed_to_their_calling_lines() {
+    let run = fixture("api_routines");
+    assert!(run.cupti_active(), "{:?}", run.header.sources);
+    let marks = api_marks();
+    assert!(marks.len() >= 10, "{marks:?}");
+    let mut copies_at: std::collections::BTreeMap<u32, usize> = Default::default();
+    for c in &run.copies {
+        let k = c.construct.expect("every copy joined to a construct");
+        let top = run.top_level(k);
+        if let ConstructClass::ApiCall(r) = run.construct(top).class {
+            let (file, line) = line_of(&run, top);
+            assert_eq!(file, "api_routines.c");
+            let line = line.expect("a line");
+            let name = &marks
+                .iter()
+                .find(|(l, _)| *l == line)
+                .unwrap_or_else(|| panic!("copy of {} at unmarked line {line}", run.routine(r)))
+                .1;
+            assert_eq!(run.routine(r), name, "line {line}");
+            *copies_at.entry(line).or_default() += 1;
+        }
+    }
+    // The routines that move data moved it at their own lines.
+    for (line, name) in &marks {
+        let moves = matches!(
+            name.as_str(),
+            "acc_copyin"
+                | "acc_update_device"
+                | "acc_update_self"
+                | "acc_copyout"
+                | "acc_memcpy_to_device"
+                | "acc_memcpy_from_device"
+                | "acc_copyin_async"
+        );
+        let n = copies_at.get(line).copied().unwrap_or(0);
+        if moves {
+            let want = if name == "acc_update_device" { 3 } else { 1 };
+            assert_eq!(n, want, "{name} at line {line}: {copies_at:?}");
+        } else {
+            assert_eq!(n, 0, "{name} at line {line} moves nothing");
+        }
+    }
+}
+
+/// samples/device_fault.c on the H200: an async kernel wrote through a bad
+/// pointer; libgomp found out at `wait(1)` and exited with status 1. The
+/// trace says so: the driver's error, the exit status and the construct
+/// the program died in.
+#[test]
+fn a_device_fault_leaves_its_error_its_status_and_the_construct_it_died_in() {
+    let run = fixture("device_fault");
+    assert_eq!(
+        run.ending.map(|e| e.how),
+        Some(accprof_trace::Ending::Exit(Some(1)))
+    );
+    assert!(
+        run.diagnostics
+            .iter()
+            .any(|(_, m)| m.contains("CUDA_ERROR_ILLEGAL_ADDRESS")),
+        "{:?}",
+        run.diagnostics
+    );
+    let f = accprof_analyzer::summary::in_flight(&run).expect("a construct in flight");
+    assert!(f.file.ends_with("device_fault.c"), "{f:?}");
+    assert_eq!(f.line, Some(61), "{f:?}");
+    let out = support::accprof_on_fixtures("report")
+        .arg(support::h200_fixtures().join("device_fault.trace"))
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ending: the program exited with status 1"),
+        "{text}"
+    );
+    assert!(text.contains("device_fault.c:61"), "{text}");
+    assert!(text.contains("error: cuStreamSynchronize failed"), "{text}");
+}

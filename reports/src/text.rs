@@ -206,6 +206,9 @@ fn write_run_end(out: &mut String, r: &RunFacts, who: &str) {
                 if r.cut_constructs == 1 { "its" } else { "their" },
             );
         }
+        for e in &r.errors {
+            let _ = writeln!(out, "{who}error: {e}");
+        }
         if let Some(e) = r.ending_text() {
             let _ = writeln!(out, "{who}ending: {e}");
         }
