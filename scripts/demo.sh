@@ -14,6 +14,7 @@ accprof=target/release/accprof
 "$accprof" run --force --output laplace_bad.trace -- samples/build/laplace_bad 256 20 0
 echo
 if "$accprof" analyze --json laplace_bad.trace | grep -q '"cupti": *true'; then
+  "$accprof" analyze laplace_bad.trace
   "$accprof" analyze --patch laplace_bad.trace
 else
   fixture=cli/tests/fixtures/h200/laplace_bad_c.trace
@@ -21,5 +22,6 @@ else
   echo "so there is nothing to find in it. What accprof finds in the same sample run on an"
   echo "NVIDIA H200 ($fixture):"
   echo
+  "$accprof" analyze --symbols cli/tests/fixtures/h200/bin --source-dir samples "$fixture"
   "$accprof" analyze --patch --symbols cli/tests/fixtures/h200/bin --source-dir samples "$fixture"
 fi
