@@ -290,10 +290,12 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
         )
     };
     if site == SITE_EXIT {
-        // SAFETY: at exit functionReturnValue points to the call's CUresult.
         let code = if ret.is_null() {
             0
         } else {
+            // SAFETY: at the exit site CUPTI's functionReturnValue points to
+            // the call's CUresult, a 4-byte C enum read as an integer, valid
+            // for the duration of the callback.
             unsafe { ret.cast::<u32>().read() }
         };
         if code != 0 {
@@ -437,8 +439,9 @@ pub(crate) fn context_broken() -> bool {
 unsafe fn read_params(shape: Params, p: *const c_void) -> (Option<u64>, Option<u64>) {
     let addr = |ptr: *const c_void| Some(ptr as usize as u64);
     let n = |v: usize| Some(v as u64);
-    // SAFETY (all arms): `p` points to the struct named (caller); these
-    // structs hold only integers and raw pointers.
+    // SAFETY: in every arm `p` points to the parameter struct the arm names
+    // (caller), which CUPTI keeps valid and aligned for the callback; these
+    // structs hold only integers and raw pointers, so any bits are valid.
     unsafe {
         match shape {
             Params::None => (None, None),
