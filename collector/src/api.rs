@@ -429,26 +429,39 @@ routines! {
         "rcx" "x3", queued(range(h, n), q), ();
     UpdateSelfAsync acc_update_self_async update_self_async_body(h: *mut c_void, n: usize, q: c_int) -> (),
         "rcx" "x3", queued(range(h, n), q), ();
-    // SAFETY (fallbacks below): the routine's own contract makes its
-    // arguments valid for the copy.
     MemcpyToDevice acc_memcpy_to_device memcpy_to_device_body(d: *mut c_void, h: *mut c_void, n: usize) -> (),
+        // SAFETY: the runtime lacks the routine, which means no OpenACC
+        // runtime with device support (they all define it): the program
+        // runs on the host device, where device addresses are host
+        // addresses, so the routine's contract (`d` and `h` each valid for
+        // `n` bytes) is memmove's.
         "rcx" "x3", range(h, n), unsafe { host_copy(d, h, n) };
     MemcpyFromDevice acc_memcpy_from_device memcpy_from_device_body(h: *mut c_void, d: *mut c_void, n: usize) -> (),
+        // SAFETY: as for acc_memcpy_to_device, the other way round.
         "rcx" "x3", range(h, n), unsafe { host_copy(h, d, n) };
     MemcpyDevice acc_memcpy_device memcpy_device_body(d: *mut c_void, s: *mut c_void, n: usize) -> (),
+        // SAFETY: as for acc_memcpy_to_device: on the host device `d` and
+        // `s` are host addresses valid for `n` bytes (the routine's contract).
         "rcx" "x3", Args { bytes: Some(n as u64), ..Args::default() }, unsafe { host_copy(d, s, n) };
     MemcpyToDeviceAsync acc_memcpy_to_device_async memcpy_to_device_async_body(d: *mut c_void, h: *mut c_void, n: usize, q: c_int) -> (),
+        // SAFETY: as for acc_memcpy_to_device; the host device has no
+        // queues, so the copy is done before the call returns.
         "r8" "x4", queued(range(h, n), q), unsafe { host_copy(d, h, n) };
     MemcpyFromDeviceAsync acc_memcpy_from_device_async memcpy_from_device_async_body(h: *mut c_void, d: *mut c_void, n: usize, q: c_int) -> (),
+        // SAFETY: as for acc_memcpy_from_device; done before the call
+        // returns.
         "r8" "x4", queued(range(h, n), q), unsafe { host_copy(h, d, n) };
     MapData acc_map_data map_data_body(h: *mut c_void, d: *mut c_void, n: usize) -> (),
         "rcx" "x3", range(h, n), ();
     UnmapData acc_unmap_data unmap_data_body(h: *mut c_void) -> (),
         "rsi" "x1", Args { host_ptr: Some(h as u64), ..Args::default() }, ();
-    // SAFETY (fallbacks below): the host device's allocator is malloc.
     Malloc acc_malloc malloc_body(n: usize) -> *mut c_void,
+        // SAFETY: malloc takes any size and has no other precondition; it is
+        // the host device's allocator.
         "rsi" "x1", Args { bytes: Some(n as u64), ..Args::default() }, unsafe { libc::malloc(n) };
     Free acc_free free_body(d: *mut c_void) -> (),
+        // SAFETY: by the routine's contract `d` is NULL or came from
+        // acc_malloc, which with no runtime behind it is the malloc above.
         "rsi" "x1", Args::default(), unsafe { libc::free(d) };
     Wait acc_wait wait_body(q: c_int) -> (),
         "rsi" "x1", queue(q), ();
