@@ -61,8 +61,6 @@ pub enum Error {
     },
     #[error(transparent)]
     Load(#[from] accprof_analyzer::LoadError),
-    #[error("{0}")]
-    Plan(String),
 }
 
 /// How many lines of a failing command's stderr an error keeps.

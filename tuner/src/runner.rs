@@ -252,3 +252,48 @@ impl Runner for MockRunner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_builds_report_status_and_stderr() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let src = dir.path().join("a b.c");
+        std::fs::write(&src, "int x;\n").expect("source");
+        let out = dir.path().join("prog");
+        let mut r = ProcessRunner::new(PathBuf::from("/nonexistent/libaccprof.so"), HashMode::Off);
+        let ok = r.build("cp {src} {out}", &src, &out).expect("sh runs");
+        assert!(ok.success && ok.code == 0, "{ok:?}");
+        assert_eq!(
+            std::fs::read_to_string(&out).ok().as_deref(),
+            Some("int x;\n")
+        );
+        let failed = r
+            .build("echo no good: {src} >&2; exit 3", &src, &out)
+            .expect("sh runs");
+        assert!(!failed.success && failed.code == 3, "{failed:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&failed.stderr),
+            format!("no good: {}\n", src.display())
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut r = ProcessRunner::new(PathBuf::from("/nonexistent/libaccprof.so"), HashMode::Off);
+        let err = r
+            .run(
+                &["/nonexistent/prog".to_string()],
+                &dir.path().join("t.trace"),
+            )
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("cannot run /nonexistent/prog: program not found")
+        );
+    }
+}

@@ -193,8 +193,7 @@ pub fn verify<R: Runner + ?Sized>(
         .map_err(io(format!("cannot write {}", copy.display())))?;
     let _cleanup = Remove(next_to_source.then(|| copy.clone()));
 
-    let mut measured = Vec::with_capacity(2);
-    for (label, source) in [("before", plan.source), ("after", copy.as_path())] {
+    let mut build_and_run = |label: &str, source: &Path| -> Result<Measured, Error> {
         let program = work.join(format!("{label}.bin"));
         let built = runner.build(plan.build, source, &program)?;
         if !built.success {
@@ -209,15 +208,10 @@ pub fn verify<R: Runner + ?Sized>(
         let trace = work.join(format!("{label}.trace"));
         let _ = std::fs::remove_file(&trace);
         let out = runner.run(&words, &trace)?;
-        measured.push(measure(label, out)?);
-    }
-    let after = measured.pop();
-    let before = measured.pop();
-    let (Some(before), Some(after)) = (before, after) else {
-        return Err(Error::Plan(
-            "verify measured fewer than two runs".to_string(),
-        ));
+        measure(label, out)
     };
+    let before = build_and_run("before", plan.source)?;
+    let after = build_and_run("after", &copy)?;
     Ok(Verified {
         source: plan.source.to_path_buf(),
         patch: plan.patch.clone(),
