@@ -535,7 +535,14 @@ pub struct Summary {
     pub wall_ns: u64,
     pub kernel_ns: u64,
     pub transfer_ns: u64,
+    /// Host<->device transfers (the ones `transfer_ns` times) and their bytes.
+    pub transfers: u64,
+    pub transfer_bytes: u64,
     pub host_construct_ns: u64,
+    /// Top-level OpenACC constructs reached (nested ones count with their parent).
+    pub constructs: u64,
+    /// Some construct ran on the host (OpenACC host fallback, device type 2).
+    pub host_fallback: bool,
     /// The run this summarizes, or every run merged into it, in input order.
     pub runs: Vec<RunFacts>,
 }
@@ -710,6 +717,7 @@ pub fn summarize(run: &Run) -> Summary {
         kernel_ns = u64::saturating_add(kernel_ns, k.device_ns());
     }
     let mut transfer_ns = 0;
+    let (mut transfers, mut transfer_bytes) = (0u64, 0u64);
     for cp in &run.copies {
         if !matches!(cp.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost) {
             continue;
@@ -739,6 +747,8 @@ pub fn summarize(run: &Run) -> Summary {
             }
         }
         transfer_ns = u64::saturating_add(transfer_ns, cp.duration_ns());
+        transfers += 1;
+        transfer_bytes = transfer_bytes.saturating_add(cp.bytes);
     }
 
     // Group the sites into files, functions and lines.
@@ -853,7 +863,12 @@ pub fn summarize(run: &Run) -> Summary {
         wall_ns: run.wall_ns(),
         kernel_ns,
         transfer_ns,
+        transfers,
+        transfer_bytes,
         host_construct_ns,
+        constructs: run.constructs.iter().filter(|c| c.parent.is_none()).count() as u64,
+        // acc_device_host is 2 in the OpenACC API.
+        host_fallback: run.constructs.iter().any(|c| c.device_type == Some(2)),
         runs: vec![facts],
     }
 }
@@ -976,6 +991,10 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
         merged.wall_ns = merged.wall_ns.max(s.wall_ns);
         merged.kernel_ns = merged.kernel_ns.saturating_add(s.kernel_ns);
         merged.transfer_ns = merged.transfer_ns.saturating_add(s.transfer_ns);
+        merged.transfers = merged.transfers.saturating_add(s.transfers);
+        merged.transfer_bytes = merged.transfer_bytes.saturating_add(s.transfer_bytes);
+        merged.constructs = merged.constructs.saturating_add(s.constructs);
+        merged.host_fallback |= s.host_fallback;
         merged.host_construct_ns = merged.host_construct_ns.saturating_add(s.host_construct_ns);
         merged.runs.extend(s.runs.iter().cloned());
         for f in &s.functions {

@@ -283,3 +283,50 @@ fn missing_sources_keep_the_findings_without_patches() {
         .any(|n| n.contains("laplace_bad.c not found")));
     assert!(findings::combined_patch(&a, &src).patched.is_none());
 }
+
+/// The run totals that `--verify` compares are the sums of what the
+/// per-line view shows, and the data-region fix moves fewer bytes.
+#[test]
+fn transfer_totals_agree_with_the_lines() {
+    let mut bytes = Vec::new();
+    for name in [
+        "laplace_bad_c",
+        "laplace_good_c",
+        "heat2d_naive",
+        "heat2d_data",
+    ] {
+        let run = load(name);
+        let s = accprof_analyzer::summary::summarize(&run);
+        let lines = s.functions.iter().flat_map(|f| &f.lines);
+        let transfers = lines.clone().flat_map(|l| &l.transfers);
+        assert_eq!(
+            s.transfers,
+            transfers.clone().map(|t| t.count).sum::<u64>(),
+            "{name}"
+        );
+        assert_eq!(
+            s.transfer_bytes,
+            transfers.clone().map(|t| t.bytes).sum::<u64>(),
+            "{name}"
+        );
+        assert_eq!(
+            s.transfer_ns,
+            transfers.map(|t| t.time.total_ns).sum::<u64>(),
+            "{name}"
+        );
+        let reached: u64 = lines
+            .flat_map(|l| l.reached.values().map(|r| r.count))
+            .sum();
+        assert!(
+            s.constructs > 0 && s.constructs <= reached,
+            "{name}: {} of {reached}",
+            s.constructs
+        );
+        assert!(
+            s.cupti && !s.host_fallback,
+            "{name}: recorded on the device"
+        );
+        bytes.push(s.transfer_bytes);
+    }
+    assert!(bytes[1] < bytes[0] && bytes[3] < bytes[2], "{bytes:?}");
+}

@@ -7,11 +7,11 @@
 //! program's process tree wrote, under their real names.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use accprof_trace::contract::{self, env};
 use accprof_trace::HashMode;
+use accprof_tuner::launch::{self, without_path, Launch, Manifest};
 use anyhow::{anyhow, bail, Context};
 
 use crate::{HashArg, RunArgs};
@@ -28,7 +28,7 @@ impl HashArg {
 
 /// Finds libaccprof.so: --lib, $ACCPROF_LIB, next to this binary (or in
 /// ../lib, ../lib/accprof), then the copy built into this binary.
-fn find_collector(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn find_collector(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = explicit {
         check_library(p, "--lib")?;
         return Ok(p.to_path_buf());
@@ -222,45 +222,6 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The manifest the collectors of one run append to: a temporary file,
-/// removed when dropped.
-struct Manifest(tempfile::NamedTempFile);
-
-impl Manifest {
-    fn new() -> anyhow::Result<Manifest> {
-        let dir = std::env::temp_dir();
-        tempfile::Builder::new()
-            .prefix("accprof-manifest-")
-            .tempfile_in(&dir)
-            .map(Manifest)
-            .map_err(|e| {
-                anyhow!(
-                    "cannot create the run's manifest in {}: {} (set TMPDIR to a writable directory)",
-                    dir.display(),
-                    without_path(e)
-                )
-            })
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    /// (pid, trace) for each trace written, in the order written, each
-    /// trace once.
-    fn entries(&self) -> Vec<(u32, PathBuf)> {
-        let text = std::fs::read(self.path()).unwrap_or_default();
-        let mut seen: Vec<(u32, PathBuf)> = Vec::new();
-        for (pid, path) in contract::parse_manifest(&String::from_utf8_lossy(&text)) {
-            let path = PathBuf::from(path);
-            if !seen.iter().any(|(_, p)| *p == path) {
-                seen.push((pid, path));
-            }
-        }
-        seen
-    }
-}
-
 /// What a quick look at a trace found: reading stops at the first
 /// OpenACC record, so a large trace costs its header and first block.
 enum Look {
@@ -313,32 +274,6 @@ fn shown(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// An OS error without the path tempfile adds (the message names it).
-fn without_path(e: std::io::Error) -> std::io::Error {
-    e.raw_os_error()
-        .map(std::io::Error::from_raw_os_error)
-        .unwrap_or(e)
-}
-
-fn exit_code(status: &std::process::ExitStatus) -> u8 {
-    match (
-        status.code(),
-        std::os::unix::process::ExitStatusExt::signal(status),
-    ) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-        _ => 1,
-    }
-}
-
-fn spawn_error(program: &str, e: std::io::Error) -> anyhow::Error {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        anyhow!("cannot run {program}: program not found")
-    } else {
-        anyhow!("cannot run {program}: {e}")
-    }
-}
-
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let s = settings(args)?;
     let lib = find_collector(args.lib.as_deref())?;
@@ -346,8 +281,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     check_output(&s, &base, args.force)?;
     let manifest = Manifest::new()?;
     let program = &args.command[0];
-    let mut cmd = collector_command(&args.command, &lib, &s, &base, manifest.path());
-    let mut child = cmd.spawn().map_err(|e| spawn_error(program, e))?;
+    let launch = Launch {
+        lib: &lib,
+        output: &s.output,
+        hash: s.hash,
+        cupti: s.cupti,
+        base: &base,
+        manifest: manifest.path(),
+    };
+    let mut cmd = launch::collector_command(&args.command, &launch);
+    let mut child = cmd.spawn().map_err(|e| launch::spawn_error(program, e))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill(2).
     unsafe {
@@ -357,7 +300,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let status = child
         .wait()
         .with_context(|| format!("waiting for {program}"))?;
-    let code = exit_code(&status);
+    let code = launch::exit_code(&status);
     report_traces(program, &status, &manifest.entries(), args);
     Ok(code)
 }
@@ -435,99 +378,4 @@ fn report_traces(
     for ((pid, path), l) in traces.iter().zip(&looks) {
         eprintln!("accprof:   {} (pid {pid}, {})", shown(path), l.describe());
     }
-}
-
-/// `command` set up to run with the collector preloaded, writing its
-/// traces as `s` says and naming them in `manifest`; the collector prints
-/// no summary of its own.
-fn collector_command(
-    command: &[String],
-    lib: &Path,
-    s: &Settings,
-    base: &Path,
-    manifest: &Path,
-) -> Command {
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
-        _ => lib.display().to_string(),
-    };
-    let mut cmd = Command::new(&command[0]);
-    cmd.args(&command[1..])
-        .env("LD_PRELOAD", preload)
-        .env(env::OUTPUT, &s.output)
-        .env(env::HASH, contract::hash_name(s.hash))
-        .env(env::MANIFEST, manifest)
-        .env(env::BASE_DIR, base)
-        .env(env::QUIET, "1")
-        // The summary is printed from the trace, not by the collector.
-        .env(env::TIME, "0");
-    for v in env::TIME_ALIASES {
-        cmd.env_remove(v);
-    }
-    if !s.cupti {
-        cmd.env(env::CUPTI, "0");
-    }
-    cmd
-}
-
-/// A program run under the collector with its output captured.
-pub struct Collected {
-    /// The trace written (where it was asked to go when none was named).
-    pub trace: PathBuf,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    /// Exit code, or 128 + signal.
-    pub code: u8,
-    /// Wall time of the process, measured here.
-    pub wall_ns: u64,
-}
-
-/// Runs `command` under the collector (found as for `accprof run`),
-/// writing its trace to `trace` (a plain path: no % patterns), and
-/// captures stdout and stderr.
-pub fn run_collected(
-    command: &[String],
-    lib: Option<&Path>,
-    trace: &Path,
-    hash: HashArg,
-) -> anyhow::Result<Collected> {
-    let Some(program) = command.first() else {
-        bail!("empty command");
-    };
-    let lib = find_collector(lib)?;
-    let base = std::env::current_dir().context("cannot read the current directory")?;
-    let s = Settings {
-        output: trace.display().to_string().replace('%', "%%"),
-        output_from: "the trace",
-        hash: hash.mode(),
-        cupti: true,
-    };
-    let manifest = Manifest::new()?;
-    let mut cmd = collector_command(command, &lib, &s, &base, manifest.path());
-    let start = std::time::Instant::now();
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| spawn_error(program, e))?;
-    let pid = child.id();
-    let out = child
-        .wait_with_output()
-        .with_context(|| format!("waiting for {program}"))?;
-    let wall_ns = start.elapsed().as_nanos() as u64;
-    // The program's own process wrote the trace that is measured.
-    let entries = manifest.entries();
-    let written = entries
-        .iter()
-        .find(|(p, _)| *p == pid)
-        .or(entries.first())
-        .map(|(_, p)| p.clone())
-        .unwrap_or_else(|| trace.to_path_buf());
-    Ok(Collected {
-        trace: written,
-        stdout: out.stdout,
-        stderr: out.stderr,
-        code: exit_code(&out.status),
-        wall_ns,
-    })
 }

@@ -347,6 +347,40 @@ fn verify_in_host_fallback() {
     );
 }
 
+/// A build that fails stops --verify before anything runs: the compiler's
+/// last lines, then one error naming the version, the exit code, the
+/// command as run and what it said last; exit code 2.
+#[test]
+fn verify_names_a_failing_build() {
+    let lib = collector_lib();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&[
+        "--source-map",
+        &map,
+        "--verify",
+        "--lib",
+        path_str(&lib),
+        "--build",
+        "echo 'first line' >&2; echo \"cc: error: cannot build {src}\" >&2; exit 4",
+        "--run",
+        "{out} 64 10 0",
+        path_str(&t),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let src = dir.path().join("laplace_bad.c");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("accprof: building the before version failed (exit code 4): `echo 'first line' >&2; echo \"cc: error: cannot build ")
+            && last.ends_with(&format!("exit 4`: cc: error: cannot build {}", src.display())),
+        "{err}"
+    );
+    assert!(err.contains("first line\ncc: error: cannot build"), "{err}");
+    assert!(!text(&out.stdout).contains("verify:"), "nothing measured");
+}
+
 #[test]
 fn apply_never_overwrites_the_source_without_in_place() {
     let dir = tempfile::tempdir().expect("temp dir");

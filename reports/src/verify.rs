@@ -1,0 +1,255 @@
+//! The before/after table of `accprof analyze --verify`: what was built
+//! and run, whether the outputs agree (and if not, where), and the device
+//! and wall times of both runs with their ratio.
+
+use std::fmt::Write as _;
+
+use accprof_analyzer::findings::{fmt_bytes, fmt_ns};
+use accprof_tuner::{Difference, NotMeasured, Verified};
+
+/// "3.0x less", "1.5x more", "-" (both zero), "all of it gone".
+fn ratio(before: u64, after: u64) -> String {
+    if after == 0 {
+        if before == 0 {
+            "-".to_string()
+        } else {
+            "all of it gone".to_string()
+        }
+    } else if before >= after {
+        format!("{:.1}x less", before as f64 / after as f64)
+    } else {
+        format!("{:.1}x more", after as f64 / before.max(1) as f64)
+    }
+}
+
+fn not_measured(n: &NotMeasured) -> String {
+    let mut why = format!(
+        "no CUPTI in this run ({}); device times need it",
+        n.no_cupti
+    );
+    if n.host_fallback {
+        why.push_str("; the program ran on the host fallback, where nothing is transferred");
+    }
+    why
+}
+
+/// The report of one verify, as text.
+pub fn render(v: &Verified) -> Vec<u8> {
+    let mut s = String::new();
+    let (a, b) = (&v.before, &v.after);
+    let _ = writeln!(
+        s,
+        "\nverify: {} patched with {}",
+        v.source.display(),
+        v.patch
+    );
+    let _ = writeln!(s, "  build: {}\n  run:   {}", v.build, v.run);
+    let _ = writeln!(
+        s,
+        "  output: {} (stdout compared line by line, {} lines, ignoring lines that start with \"time:\"); exit codes {} and {}",
+        if v.same_output() { "identical" } else { "DIFFERENT" },
+        a.lines.len(),
+        a.code,
+        b.code
+    );
+    for d in &v.differences {
+        match d {
+            Difference::Line {
+                number,
+                before,
+                after,
+                others,
+            } => {
+                let _ = writeln!(
+                    s,
+                    "    first difference, line {number}:\n      before: {before}\n      after:  {after}"
+                );
+                if *others > 0 {
+                    let lines = if *others == 1 { "line" } else { "lines" };
+                    let _ = writeln!(s, "    and {others} more {lines} differ");
+                }
+            }
+            Difference::LineCount { before, after } => {
+                let _ = writeln!(s, "    before has {before} lines, after {after}");
+            }
+            Difference::ExitCode { before, after } => {
+                let _ = writeln!(s, "    exit code {before} before, {after} after");
+            }
+        }
+    }
+    let row = |s: &mut String, label: &str, x: &str, y: &str, note: &str| {
+        let _ = writeln!(s, "  {label:<28} {x:>12} {y:>12}   {note}");
+    };
+    row(&mut s, "", "before", "after", "ratio");
+    match (&a.device, &b.device) {
+        (Ok(x), Ok(y)) => {
+            row(
+                &mut s,
+                "host<->device transfer time",
+                &fmt_ns(x.transfer_ns),
+                &fmt_ns(y.transfer_ns),
+                &ratio(x.transfer_ns, y.transfer_ns),
+            );
+            row(
+                &mut s,
+                "  transfers (count, bytes)",
+                &format!("{} {}", x.transfers, fmt_bytes(x.transfer_bytes)),
+                &format!("{} {}", y.transfers, fmt_bytes(y.transfer_bytes)),
+                "",
+            );
+            row(
+                &mut s,
+                "kernel time",
+                &fmt_ns(x.kernel_ns),
+                &fmt_ns(y.kernel_ns),
+                &ratio(x.kernel_ns, y.kernel_ns),
+            );
+        }
+        (Err(n), _) | (_, Err(n)) => {
+            row(
+                &mut s,
+                "host<->device transfer time",
+                "n/a",
+                "n/a",
+                &format!("not measured: {}", not_measured(n)),
+            );
+            row(
+                &mut s,
+                "kernel time",
+                "n/a",
+                "n/a",
+                "not measured (same reason)",
+            );
+        }
+    }
+    row(
+        &mut s,
+        "wall time (process)",
+        &fmt_ns(a.wall_ns),
+        &fmt_ns(b.wall_ns),
+        &ratio(a.wall_ns, b.wall_ns),
+    );
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>12} {:>12}",
+        "OpenACC constructs reached", a.constructs, b.constructs
+    );
+    if let Some(k) = &v.kept {
+        let _ = writeln!(s, "  kept: {} (builds and traces)", k.display());
+    }
+    s.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accprof_tuner::{DeviceTimes, Measured};
+    use std::path::PathBuf;
+
+    fn measured(code: u8, wall_ns: u64, device: Result<DeviceTimes, NotMeasured>) -> Measured {
+        Measured {
+            code,
+            wall_ns,
+            lines: vec!["a".to_string(), "b".to_string()],
+            trace: PathBuf::from("/w/before.trace"),
+            device,
+            constructs: 20,
+        }
+    }
+
+    fn verified(before: Measured, after: Measured, differences: Vec<Difference>) -> Verified {
+        Verified {
+            source: PathBuf::from("/src/laplace.c"),
+            patch: "#1 L3, #2 D6".to_string(),
+            build: "gcc {src} -o {out}".to_string(),
+            run: "{out} 64".to_string(),
+            before,
+            after,
+            differences,
+            kept: Some(PathBuf::from("/w")),
+        }
+    }
+
+    fn text(v: &Verified) -> String {
+        String::from_utf8(render(v)).expect("utf-8")
+    }
+
+    #[test]
+    fn device_times_side_by_side_with_ratios() {
+        let dev = |transfer_ns, transfers, kernel_ns| {
+            Ok(DeviceTimes {
+                transfer_ns,
+                transfers,
+                transfer_bytes: transfers << 20,
+                kernel_ns,
+            })
+        };
+        let v = verified(
+            measured(0, 3_000_000_000, dev(8_000_000, 40, 2_000_000)),
+            measured(0, 1_000_000_000, dev(2_000_000, 4, 2_000_000)),
+            Vec::new(),
+        );
+        let s = text(&v);
+        assert!(s.starts_with("\nverify: /src/laplace.c patched with #1 L3, #2 D6\n  build: gcc {src} -o {out}\n  run:   {out} 64\n"), "{s}");
+        assert!(s.contains("  output: identical (stdout compared line by line, 2 lines, ignoring lines that start with \"time:\"); exit codes 0 and 0\n"), "{s}");
+        let row = |label: &str| {
+            s.lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no {label} row in {s}"))
+                .to_string()
+        };
+        assert!(
+            row("host<->device transfer time").ends_with("   4.0x less"),
+            "{s}"
+        );
+        let transfers = row("transfers (count, bytes)");
+        assert!(
+            transfers.contains("40 ") && transfers.contains(" 4 "),
+            "{s}"
+        );
+        assert!(row("kernel time").ends_with("   1.0x less"), "{s}");
+        assert!(row("wall time (process)").ends_with("   3.0x less"), "{s}");
+        assert!(
+            row("OpenACC constructs reached").ends_with("20           20"),
+            "{s}"
+        );
+        assert!(s.ends_with("  kept: /w (builds and traces)\n"), "{s}");
+        assert!(!s.contains("difference"), "{s}");
+    }
+
+    #[test]
+    fn differences_and_missing_device_times_are_spelled_out() {
+        let host = || {
+            Err(NotMeasured {
+                no_cupti: "libcupti.so not found".to_string(),
+                host_fallback: true,
+            })
+        };
+        let v = verified(
+            measured(0, 10, host()),
+            measured(1, 20, host()),
+            vec![
+                Difference::Line {
+                    number: 2,
+                    before: "b".to_string(),
+                    after: "c".to_string(),
+                    others: 3,
+                },
+                Difference::LineCount {
+                    before: 2,
+                    after: 5,
+                },
+                Difference::ExitCode {
+                    before: 0,
+                    after: 1,
+                },
+            ],
+        );
+        let s = text(&v);
+        assert!(s.contains("  output: DIFFERENT (stdout"), "{s}");
+        assert!(s.contains("    first difference, line 2:\n      before: b\n      after:  c\n    and 3 more lines differ\n    before has 2 lines, after 5\n    exit code 0 before, 1 after\n"), "{s}");
+        assert!(s.contains("n/a          n/a   not measured: no CUPTI in this run (libcupti.so not found); device times need it; the program ran on the host fallback"), "{s}");
+        assert!(s.contains("kernel time                           n/a          n/a   not measured (same reason)"), "{s}");
+        assert!(s.contains("2.0x more"), "{s}");
+    }
+}

@@ -1,0 +1,551 @@
+//! Verify a patch: the original and the patched source built with the
+//! user's command and run under the collector; outputs compared, and the
+//! analyzer's numbers of both traces side by side.
+
+use std::path::{Path, PathBuf};
+
+use accprof_trace::SourceState;
+
+use crate::runner::{RunOutput, Runner};
+use crate::{command, stderr_tail, Error};
+
+/// What to verify.
+#[derive(Debug, Clone)]
+pub struct VerifyPlan<'a> {
+    /// The original source, where it was found.
+    pub source: &'a Path,
+    /// The original's text (the patched copy goes next to it when it
+    /// includes local files, so that they resolve).
+    pub source_text: &'a str,
+    /// The patched source's text.
+    pub patched_text: &'a str,
+    /// What the patch applies, as the user should read it ("#1 L3, #2 D6").
+    pub patch: String,
+    /// Build command template: `{src}` the source, `{out}` the program.
+    pub build: &'a str,
+    /// Run command template: `{out}` the program.
+    pub run: &'a str,
+    /// Keep the builds, traces and the patched copy in this directory;
+    /// without it they go to a temporary directory removed at the end.
+    pub keep: Option<&'a Path>,
+}
+
+/// The result of [`verify`].
+#[derive(Debug, Clone)]
+pub struct Verified {
+    pub source: PathBuf,
+    pub patch: String,
+    pub build: String,
+    pub run: String,
+    pub before: Measured,
+    pub after: Measured,
+    /// What differs between the two runs; empty when nothing does.
+    pub differences: Vec<Difference>,
+    /// Where the builds and traces were kept.
+    pub kept: Option<PathBuf>,
+}
+
+impl Verified {
+    /// The compared output is the same.
+    pub fn same_output(&self) -> bool {
+        !self
+            .differences
+            .iter()
+            .any(|d| matches!(d, Difference::Line { .. } | Difference::LineCount { .. }))
+    }
+
+    /// Same output and same exit code: the patch kept the program's behaviour.
+    pub fn ok(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+/// One way the patched run differs from the original.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Difference {
+    /// The first compared stdout line that differs (numbered from 1), and
+    /// how many other line pairs differ as well.
+    Line {
+        number: usize,
+        before: String,
+        after: String,
+        others: usize,
+    },
+    /// The runs printed different numbers of compared lines.
+    LineCount {
+        before: usize,
+        after: usize,
+    },
+    ExitCode {
+        before: u8,
+        after: u8,
+    },
+}
+
+/// What one run measured. Device numbers come from the analyzer's summary
+/// of its trace; the wall time is the process's, measured by the runner.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub code: u8,
+    pub wall_ns: u64,
+    /// The compared stdout lines (see [`compared_lines`]).
+    pub lines: Vec<String>,
+    /// Where the trace was written (gone after [`verify`] unless kept).
+    pub trace: PathBuf,
+    pub device: Result<DeviceTimes, NotMeasured>,
+    /// Top-level OpenACC constructs reached.
+    pub constructs: u64,
+}
+
+/// Device times of one run (CUPTI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTimes {
+    pub transfer_ns: u64,
+    pub transfers: u64,
+    pub transfer_bytes: u64,
+    pub kernel_ns: u64,
+}
+
+/// Why a run has no device times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotMeasured {
+    /// Why CUPTI was inactive, as the collector recorded it.
+    pub no_cupti: String,
+    /// The program ran on the OpenACC host fallback.
+    pub host_fallback: bool,
+}
+
+/// Lines compared between the two runs: stdout without lines that start
+/// with "time:" (the samples print their timing there).
+pub fn compared_lines(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("time:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `#include "x.h"` (C) or `include 'x.inc'` (Fortran): files found
+/// relative to the source's directory.
+pub fn has_local_includes(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim_start().to_ascii_lowercase();
+        let t = t.trim_start_matches('#').trim_start();
+        t.strip_prefix("include")
+            .is_some_and(|r| r.trim_start().starts_with(['"', '\'']))
+    })
+}
+
+/// Removes the patched copy next to the source when verify ends.
+struct Remove(Option<PathBuf>);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { what, source }
+}
+
+/// Builds and runs the original and the patched source with `runner`,
+/// compares their outputs and measures both traces.
+pub fn verify<R: Runner + ?Sized>(
+    runner: &mut R,
+    plan: &VerifyPlan<'_>,
+) -> Result<Verified, Error> {
+    let tmp;
+    let work: PathBuf = match plan.keep {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
+            d.to_path_buf()
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("accprof-verify-")
+                .tempdir()
+                .map_err(io("cannot create a temporary directory".to_string()))?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let name = |middle: &str| {
+        let stem = plan
+            .source
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match plan.source.extension() {
+            Some(e) => format!("{stem}.{middle}.{}", e.to_string_lossy()),
+            None => format!("{stem}.{middle}"),
+        }
+    };
+    let next_to_source = has_local_includes(plan.source_text);
+    let copy = if next_to_source {
+        plan.source
+            .with_file_name(name(&format!("accprof-verify-{}", std::process::id())))
+    } else {
+        work.join(name("accprof"))
+    };
+    std::fs::write(&copy, plan.patched_text)
+        .map_err(io(format!("cannot write {}", copy.display())))?;
+    let _cleanup = Remove(next_to_source.then(|| copy.clone()));
+
+    let mut build_and_run = |label: &str, source: &Path| -> Result<Measured, Error> {
+        let program = work.join(format!("{label}.bin"));
+        let built = runner.build(plan.build, source, &program)?;
+        if !built.success {
+            return Err(Error::Build {
+                label: label.to_string(),
+                command: built.command,
+                status: format!("exit code {}", built.code),
+                stderr_tail: stderr_tail(&built.stderr),
+            });
+        }
+        let words = command::run_words(plan.run, &program)?;
+        let trace = work.join(format!("{label}.trace"));
+        let _ = std::fs::remove_file(&trace);
+        let out = runner.run(&words, &trace)?;
+        measure(label, out)
+    };
+    let before = build_and_run("before", plan.source)?;
+    let after = build_and_run("after", &copy)?;
+    Ok(Verified {
+        source: plan.source.to_path_buf(),
+        patch: plan.patch.clone(),
+        build: plan.build.to_string(),
+        run: plan.run.to_string(),
+        differences: differences(&before, &after),
+        before,
+        after,
+        kept: plan.keep.map(Path::to_path_buf),
+    })
+}
+
+fn differences(a: &Measured, b: &Measured) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let mut differing = a
+        .lines
+        .iter()
+        .zip(&b.lines)
+        .enumerate()
+        .filter(|(_, (x, y))| x != y);
+    if let Some((i, (x, y))) = differing.next() {
+        out.push(Difference::Line {
+            number: i + 1,
+            before: x.clone(),
+            after: y.clone(),
+            others: differing.count(),
+        });
+    }
+    if a.lines.len() != b.lines.len() {
+        out.push(Difference::LineCount {
+            before: a.lines.len(),
+            after: b.lines.len(),
+        });
+    }
+    if a.code != b.code {
+        out.push(Difference::ExitCode {
+            before: a.code,
+            after: b.code,
+        });
+    }
+    out
+}
+
+/// The numbers of one run, from the analyzer's summary of its trace.
+fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
+    if !out.trace.is_file() {
+        return Err(Error::NoTrace {
+            label: label.to_string(),
+            trace: out.trace,
+            code: out.code,
+            stderr_tail: stderr_tail(&out.stderr),
+        });
+    }
+    let run = accprof_analyzer::load_run(&out.trace)?;
+    let summary = accprof_analyzer::summary::summarize(&run);
+    let device = if summary.cupti {
+        Ok(DeviceTimes {
+            transfer_ns: summary.transfer_ns,
+            transfers: summary.transfers,
+            transfer_bytes: summary.transfer_bytes,
+            kernel_ns: summary.kernel_ns,
+        })
+    } else {
+        Err(NotMeasured {
+            no_cupti: match &run.header.sources.cupti {
+                SourceState::Inactive(why) => why.clone(),
+                SourceState::Active => String::new(),
+            },
+            host_fallback: summary.host_fallback,
+        })
+    };
+    Ok(Measured {
+        code: out.code,
+        wall_ns: out.wall_ns,
+        lines: compared_lines(&out.stdout),
+        trace: out.trace,
+        device,
+        constructs: summary.constructs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::{MockProgram, MockRunner};
+
+    /// Traces recorded on an H200 (CUPTI active): the laplace sample
+    /// before and after its data-region fix.
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/h200")
+            .join(format!("{name}.trace"))
+    }
+
+    const ORIGINAL: &str = "int main(void) { return 0; }\n";
+    const PATCHED: &str = "int main(void) { /* patched */ return 0; }\n";
+
+    struct Setup {
+        dir: tempfile::TempDir,
+        source: PathBuf,
+    }
+
+    fn setup(text: &str) -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let source = dir.path().join("prog.c");
+        std::fs::write(&source, text).expect("source");
+        Setup { dir, source }
+    }
+
+    fn plan<'a>(s: &'a Setup, text: &'a str, keep: Option<&'a Path>) -> VerifyPlan<'a> {
+        VerifyPlan {
+            source: &s.source,
+            source_text: text,
+            patched_text: PATCHED,
+            patch: "#1 L3".to_string(),
+            build: "gcc {src} -o {out}",
+            run: "{out} 64 10",
+            keep,
+        }
+    }
+
+    fn device(m: &Measured) -> DeviceTimes {
+        match &m.device {
+            Ok(d) => *d,
+            Err(e) => panic!("no device times: {e:?}"),
+        }
+    }
+
+    fn summary_of(name: &str) -> accprof_analyzer::summary::Summary {
+        let run = accprof_analyzer::load_run(&fixture(name)).expect("fixture loads");
+        accprof_analyzer::summary::summarize(&run)
+    }
+
+    #[test]
+    fn same_output_is_ok_with_the_numbers_of_both_traces() {
+        let s = setup(ORIGINAL);
+        let keep = s.dir.path().join("kept");
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new(
+                "iter 10\ntime: 2.5 s\nerror 0.01\n",
+                &fixture("laplace_bad_c"),
+            ),
+            MockProgram {
+                wall_ns: 400_000,
+                ..MockProgram::new(
+                    "iter 10\ntime: 0.1 s\nerror 0.01\n",
+                    &fixture("laplace_good_c"),
+                )
+            },
+        ]);
+        let v = verify(&mut runner, &plan(&s, ORIGINAL, Some(&keep))).expect("verifies");
+        assert!(v.ok() && v.same_output(), "{:?}", v.differences);
+        assert_eq!(v.before.lines, ["iter 10", "error 0.01"]);
+        assert_eq!((v.before.wall_ns, v.after.wall_ns), (1_000_000, 400_000));
+
+        // The original was built first, then a copy holding the patched text.
+        assert_eq!(runner.builds.len(), 2);
+        assert_eq!(runner.builds[0].src, s.source);
+        assert_eq!(runner.builds[0].text, ORIGINAL);
+        assert_eq!(runner.builds[1].text, PATCHED);
+        assert_eq!(runner.builds[1].src, keep.join("prog.accprof.c"));
+        assert!(
+            runner.builds[0].command.starts_with("gcc ")
+                && runner.builds[0]
+                    .command
+                    .contains(&s.source.display().to_string())
+        );
+        // Each run ran the program its build made, with the run arguments.
+        for (run, build) in runner.runs.iter().zip(&runner.builds) {
+            assert_eq!(run[0], build.out.display().to_string());
+            assert_eq!(run[1..], ["64", "10"]);
+        }
+        assert!(keep.join("before.trace").is_file() && keep.join("after.trace").is_file());
+        assert!(keep.join("prog.accprof.c").is_file(), "the kept copy stays");
+
+        // The numbers are the analyzer's, trace by trace.
+        for (m, name) in [(&v.before, "laplace_bad_c"), (&v.after, "laplace_good_c")] {
+            let sum = summary_of(name);
+            let d = device(m);
+            assert_eq!(
+                (d.transfer_ns, d.transfers, d.transfer_bytes, d.kernel_ns),
+                (
+                    sum.transfer_ns,
+                    sum.transfers,
+                    sum.transfer_bytes,
+                    sum.kernel_ns
+                ),
+                "{name}"
+            );
+            assert_eq!(m.constructs, sum.constructs, "{name}");
+        }
+        // The fix keeps the arrays on the device: far fewer bytes move.
+        let (b, a) = (device(&v.before), device(&v.after));
+        assert!(b.transfers > 0 && b.kernel_ns > 0, "{b:?}");
+        assert!(a.transfer_bytes < b.transfer_bytes, "{a:?} vs {b:?}");
+        assert!(a.transfer_ns < b.transfer_ns, "{a:?} vs {b:?}");
+    }
+
+    #[test]
+    fn different_output_names_what_differed() {
+        let s = setup(ORIGINAL);
+        let t = fixture("laplace_bad_c");
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("iter 10\nerror 0.01\nsum 5\nok\n", &t),
+            MockProgram {
+                code: 3,
+                ..MockProgram::new("iter 10\nerror 0.02\nsum 6\n", &t)
+            },
+        ]);
+        let v = verify(&mut runner, &plan(&s, ORIGINAL, None)).expect("verifies");
+        assert!(!v.ok() && !v.same_output());
+        assert_eq!(
+            v.differences,
+            [
+                Difference::Line {
+                    number: 2,
+                    before: "error 0.01".to_string(),
+                    after: "error 0.02".to_string(),
+                    others: 1,
+                },
+                Difference::LineCount {
+                    before: 4,
+                    after: 3
+                },
+                Difference::ExitCode {
+                    before: 0,
+                    after: 3
+                },
+            ]
+        );
+        // Same stdout, another exit code: the output is the same, the run is not.
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("x\n", &t),
+            MockProgram {
+                code: 1,
+                ..MockProgram::new("x\n", &t)
+            },
+        ]);
+        let v = verify(&mut runner, &plan(&s, ORIGINAL, None)).expect("verifies");
+        assert!(v.same_output() && !v.ok());
+    }
+
+    #[test]
+    fn a_failing_build_names_its_command_and_stderr() {
+        let s = setup(ORIGINAL);
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("x\n", &fixture("laplace_bad_c")),
+            MockProgram {
+                build_code: 1,
+                build_stderr: "prog.c: In function 'main':\nprog.c:1:20: error: expected ';' before 'return'\n".to_string(),
+                ..MockProgram::default()
+            },
+        ]);
+        let err = match verify(&mut runner, &plan(&s, ORIGINAL, None)) {
+            Ok(v) => panic!("a failed build verified: {v:?}"),
+            Err(e) => e,
+        };
+        let Error::Build {
+            label,
+            command,
+            status,
+            stderr_tail,
+        } = &err
+        else {
+            panic!("not a build error: {err}");
+        };
+        assert_eq!((label.as_str(), status.as_str()), ("after", "exit code 1"));
+        assert!(
+            command.starts_with("gcc ") && command.contains("prog.accprof.c"),
+            "{command}"
+        );
+        assert_eq!(stderr_tail.len(), 2);
+        let msg = err.to_string();
+        assert!(msg.contains(command.as_str()), "{msg}");
+        assert!(
+            msg.ends_with(": prog.c:1:20: error: expected ';' before 'return'"),
+            "{msg}"
+        );
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        // The patched version never ran.
+        assert_eq!(runner.runs.len(), 1);
+    }
+
+    #[test]
+    fn a_run_without_a_trace_is_an_error_naming_it() {
+        let s = setup(ORIGINAL);
+        let mut runner = MockRunner::new(vec![MockProgram {
+            stderr: "Segmentation fault\n".to_string(),
+            code: 139,
+            trace: None,
+            ..MockProgram::default()
+        }]);
+        let msg = match verify(&mut runner, &plan(&s, ORIGINAL, None)) {
+            Ok(v) => panic!("verified without traces: {v:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            msg.starts_with("the before run left no trace at ")
+                && msg.ends_with("before.trace (exit code 139): Segmentation fault"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_source_with_local_includes_is_copied_next_to_it_then_removed() {
+        let text = "#include \"consts.h\"\nint main(void) { return 0; }\n";
+        let s = setup(text);
+        let t = fixture("laplace_good_c");
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("x\n", &t),
+            MockProgram::new("x\n", &t),
+        ]);
+        let v = verify(&mut runner, &plan(&s, text, None)).expect("verifies");
+        assert!(v.ok());
+        let copy = &runner.builds[1].src;
+        assert_eq!(copy.parent(), s.source.parent());
+        assert_eq!(runner.builds[1].text, PATCHED);
+        assert!(!copy.exists(), "{} left behind", copy.display());
+        assert_eq!(
+            std::fs::read_to_string(&s.source).expect("source"),
+            text,
+            "the original is untouched"
+        );
+    }
+
+    #[test]
+    fn outputs_ignore_timing() {
+        assert_eq!(compared_lines(b"a\ntime: 1.0 s\nb\n"), ["a", "b"]);
+    }
+
+    #[test]
+    fn local_includes() {
+        assert!(has_local_includes("#include \"a.h\"\nint x;"));
+        assert!(has_local_includes("  include 'consts.inc'"));
+        assert!(!has_local_includes("#include <stdio.h>"));
+    }
+}
