@@ -8,9 +8,10 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _};
 
-use accprof_analyzer::findings::{self, fmt_ns, Analysis};
+use accprof_analyzer::findings::{self, Analysis};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::units;
 use accprof_analyzer::Run;
 
 use crate::HashArg;
@@ -475,22 +476,22 @@ fn verify(
             report.push_str(&format!(
                 "  {:<28} {:>12} {:>12}   {}\n",
                 "host<->device transfer time",
-                fmt_ns(x.0),
-                fmt_ns(y.0),
+                units::duration_ns(x.0),
+                units::duration_ns(y.0),
                 ratio(x.0, y.0)
             ));
             report.push_str(&format!(
                 "  {:<28} {:>12} {:>12}   {}\n",
                 "  transfers (count, bytes)",
-                format!("{} {}", x.2, findings::fmt_bytes(x.3)),
-                format!("{} {}", y.2, findings::fmt_bytes(y.3)),
+                format!("{} {}", x.2, units::bytes(x.3)),
+                format!("{} {}", y.2, units::bytes(y.3)),
                 ""
             ));
             report.push_str(&format!(
                 "  {:<28} {:>12} {:>12}   {}\n",
                 "kernel time",
-                fmt_ns(x.1),
-                fmt_ns(y.1),
+                units::duration_ns(x.1),
+                units::duration_ns(y.1),
                 ratio(x.1, y.1)
             ));
         }
@@ -513,8 +514,8 @@ fn verify(
     report.push_str(&format!(
         "  {:<28} {:>12} {:>12}   {}\n",
         "wall time (process)",
-        fmt_ns(a.wall_ns),
-        fmt_ns(b.wall_ns),
+        units::duration_ns(a.wall_ns),
+        units::duration_ns(b.wall_ns),
         ratio(a.wall_ns, b.wall_ns)
     ));
     report.push_str(&format!(
