@@ -89,6 +89,8 @@ pub enum Value {
     /// A content hash, as hex.
     Hash(String),
     Ratio(f64),
+    /// A bandwidth, in bytes per second.
+    BytesPerSec(f64),
     Text(String),
 }
 
@@ -296,49 +298,4 @@ fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
         .map(|c| c.duration_ns())
         .sum();
     moved + other
-}
-
-/// Bytes for people: "8.03 MiB", "532 KiB", "88 B".
-pub fn fmt_bytes(b: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let f = b as f64;
-    if f >= KIB * KIB * KIB {
-        format!("{:.2} GiB", f / (KIB * KIB * KIB))
-    } else if f >= KIB * KIB {
-        format!("{:.2} MiB", f / (KIB * KIB))
-    } else if f >= KIB {
-        format!("{:.1} KiB", f / KIB)
-    } else {
-        format!("{b} B")
-    }
-}
-
-/// Nanoseconds for people: "463.3 ms", "12.5 us", "2.10 s".
-pub fn fmt_ns(ns: u64) -> String {
-    let f = ns as f64;
-    if f >= 1e9 {
-        format!("{:.2} s", f / 1e9)
-    } else if f >= 1e6 {
-        format!("{:.1} ms", f / 1e6)
-    } else if f >= 1e3 {
-        format!("{:.1} us", f / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_sizes_and_times() {
-        assert_eq!(fmt_bytes(88), "88 B");
-        assert_eq!(fmt_bytes(532_512), "520.0 KiB");
-        assert_eq!(fmt_bytes(8_421_408), "8.03 MiB");
-        assert_eq!(fmt_ns(999), "999 ns");
-        assert_eq!(fmt_ns(12_500), "12.5 us");
-        assert_eq!(fmt_ns(463_271_000), "463.3 ms");
-        assert_eq!(fmt_ns(2_100_000_000), "2.10 s");
-    }
 }

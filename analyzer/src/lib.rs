@@ -12,6 +12,7 @@ pub mod rules;
 pub mod source;
 pub mod summary;
 pub mod symbolize;
+pub mod units;
 
 pub use load::{load_run, load_run_with, LoadError, LoadOptions};
 pub use model::{

@@ -509,8 +509,8 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 "device->host"
             };
             match &x.variable {
-                Some(v) => format!("{dir} {} B ({v})", x.bytes),
-                None => format!("{dir} {} B", x.bytes),
+                Some(v) => format!("{dir} {} ({v})", crate::units::bytes(x.bytes)),
+                None => format!("{dir} {}", crate::units::bytes(x.bytes)),
             }
         })
         .collect();
@@ -1071,6 +1071,26 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_flight_transfers_give_their_sizes_as_every_view_does() {
+        use crate::rules::testutil::RunBuilder;
+        let mut b = RunBuilder::new(accprof_trace::HashMode::Off);
+        let site = b.site("app.c", 20);
+        let c = b.open(ConstructClass::Compute, site, None);
+        let small = b.buf(88, 1);
+        let big = b.buf(8_421_408, 2);
+        b.copy(c, CopyKind::HostToDevice, small, 1_000);
+        b.copy(c, CopyKind::DeviceToHost, big, 2_000);
+        let mut run = b.build();
+        run.open_at_end.push(c);
+        let f = in_flight(&run).expect("a construct in flight");
+        assert_eq!(
+            f.transfers,
+            ["host->device 88 B", "device->host 8.03 MiB"],
+            "{f:?}"
+        );
+    }
 
     #[test]
     fn stats_merge_and_average() {

@@ -449,3 +449,44 @@ fn bad_input_is_one_line_and_exit_2() {
     let out = analyze(&["--verify", "--build", "true", path_str(&t)]);
     assert_eq!(out.status.code(), Some(2), "--verify needs --run");
 }
+
+/// The same bytes read the same in the extended summary and in the
+/// findings: heat2d_naive's copyout at line 111 is the download D6 counts.
+#[test]
+fn sizes_read_the_same_in_the_summary_and_the_findings() {
+    let t = fixture("heat2d_naive");
+    let out = accprof_on_fixtures("report")
+        .args(["--extended", path_str(&t)])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary = text(&out.stdout);
+    let lines: Vec<&str> = summary.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("111: data copyout transfers"))
+        .expect("a copyout line for line 111");
+    let bytes_line = lines[at + 1..]
+        .iter()
+        .find(|l| l.trim_start().starts_with("bytes: "))
+        .expect("its bytes");
+    // "bytes: 10,485,760 (10.0 MiB)  bandwidth: ...": the exact count,
+    // then the same count as the units module writes it.
+    let rest = bytes_line.trim_start().trim_start_matches("bytes: ");
+    let (exact, shown) = rest.split_once(" (").expect("bytes (size)");
+    let exact: u64 = exact.replace(',', "").parse().expect("a byte count");
+    let size = accprof_analyzer::units::bytes(exact);
+    assert!(shown.starts_with(&format!("{size})")), "{bytes_line}");
+
+    let out = analyze(&[path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The findings wrap their evidence: compare with one space between words.
+    let findings = text(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        findings.contains(&format!("download bytes {size},")),
+        "{size}: {findings}"
+    );
+}

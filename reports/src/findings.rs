@@ -6,8 +6,9 @@
 
 use std::fmt::Write as _;
 
-use accprof_analyzer::findings::{fmt_bytes, fmt_ns, Analysis, Confidence, Finding, Value};
+use accprof_analyzer::findings::{Analysis, Confidence, Finding, Value};
 use accprof_analyzer::summary::RunFacts;
+use accprof_analyzer::units;
 use accprof_analyzer::Run;
 use serde::Serialize;
 
@@ -52,14 +53,14 @@ pub fn render_text(
     let times = if run.cupti_active() && !run.losses.is_empty() {
         format!(
             "kernels {}, host<->device transfers {} (device times, CUPTI; the trace was cut, so only those of the part read)",
-            fmt_ns(kernel_ns),
-            fmt_ns(copy_ns)
+            units::duration_ns(kernel_ns),
+            units::duration_ns(copy_ns)
         )
     } else if run.cupti_active() {
         format!(
             "kernels {}, host<->device transfers {} (device times, CUPTI)",
-            fmt_ns(kernel_ns),
-            fmt_ns(copy_ns)
+            units::duration_ns(kernel_ns),
+            units::duration_ns(copy_ns)
         )
     } else {
         "no device times (no CUPTI in this run)".to_string()
@@ -72,7 +73,7 @@ pub fn render_text(
     let _ = writeln!(
         s,
         "  wall {}, {times}; content hashing {hashing}",
-        fmt_ns(analysis.wall_ns)
+        units::duration_ns(analysis.wall_ns)
     );
     for l in crate::text::run_end_text(facts).lines() {
         let _ = writeln!(s, "  {l}");
@@ -93,7 +94,7 @@ pub fn render_text(
             "{} finding{}, ranked by the time they cost; together they could save about {} ({:.0}% of the wall time, each transfer counted once).",
             analysis.findings.len(),
             if analysis.findings.len() == 1 { "" } else { "s" },
-            fmt_ns(analysis.total_saving_ns),
+            units::duration_ns(analysis.total_saving_ns),
             share(analysis.total_saving_ns)
         );
         for (i, f) in analysis.findings.iter().enumerate() {
@@ -120,11 +121,15 @@ fn finding_text(
 ) {
     let _ = writeln!(s, "#{rank} {}  {}", f.id, f.title);
     let cost = match f.cost_ns {
-        Some(c) => format!("cost {} ({:.0}% of the wall time)", fmt_ns(c), share(c)),
+        Some(c) => format!(
+            "cost {} ({:.0}% of the wall time)",
+            units::duration_ns(c),
+            share(c)
+        ),
         None => "cost not measured".to_string(),
     };
     let saving = match f.saving_ns {
-        Some(v) => format!("could save ~{}", fmt_ns(v)),
+        Some(v) => format!("could save ~{}", units::duration_ns(v)),
         None => "saving not estimated".to_string(),
     };
     let conf = match f.confidence {
@@ -176,10 +181,11 @@ fn finding_text(
 pub fn value_text(v: &Value) -> String {
     match v {
         Value::Count(c) => c.to_string(),
-        Value::Bytes(b) => fmt_bytes(*b),
-        Value::Ns(n) => fmt_ns(*n),
+        Value::Bytes(b) => units::bytes(*b),
+        Value::Ns(n) => units::duration_ns(*n),
         Value::Hash(h) => h.clone(),
         Value::Ratio(r) => format!("{r:.2}"),
+        Value::BytesPerSec(r) => units::bytes_per_sec(*r),
         Value::Text(t) => t.clone(),
     }
 }

@@ -10,6 +10,7 @@ use accprof_analyzer::summary::{
     FunctionSummary, InFlight, KernelLine, LineSummary, MergedSummary, RunFacts, Stats, Summary,
     TransferLine,
 };
+use accprof_analyzer::units::{self, micros, thousands};
 use accprof_analyzer::Run;
 use accprof_trace::{CopyKind, SourceState};
 
@@ -24,30 +25,13 @@ pub struct TextOptions {
 /// How many lines the imbalance table of a merged summary lists.
 pub const IMBALANCE_ROWS: usize = 10;
 
-/// Formats an integer with thousands separators: 10852003 -> "10,852,003".
-pub fn thousands(v: u64) -> String {
-    let s = v.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn us(ns: u64) -> String {
-    thousands(ns.saturating_add(500) / 1000)
-}
-
 fn stats_line(label: &str, s: &Stats) -> String {
     format!(
         "{label}(us): total={} max={} min={} avg={}",
-        us(s.total_ns),
-        us(s.max_ns),
-        us(s.min_ns),
-        us(s.avg_ns())
+        micros(s.total_ns),
+        micros(s.max_ns),
+        micros(s.min_ns),
+        micros(s.avg_ns())
     )
 }
 
@@ -65,21 +49,6 @@ fn dims(d: &[u32]) -> String {
         .map(|v| v.to_string())
         .collect::<Vec<_>>()
         .join("x")
-}
-
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn plural(n: u64) -> &'static str {
@@ -311,7 +280,7 @@ fn render_function(
         "  {}  {}  devicenum={}",
         f.function, f.device_label, f.device_number
     );
-    let _ = writeln!(out, "    time(us): {}", us(f.time_ns));
+    let _ = writeln!(out, "    time(us): {}", micros(f.time_ns));
     let mut lines: Vec<&LineSummary> = f.lines.iter().collect();
     if opts.sort_by_time {
         // Stable: equal costs keep line order.
@@ -354,7 +323,7 @@ fn render_function(
             let _ = writeln!(
                 out,
                 "         host time in constructs(us): {}",
-                us(l.host_ns)
+                micros(l.host_ns)
             );
         }
         for k in &l.kernels {
@@ -417,16 +386,11 @@ fn render_transfer(out: &mut String, n: &str, t: &TransferLine, opts: &TextOptio
     };
     let _ = writeln!(out, "             {}", stats_line(label, &t.time));
     if opts.extended {
-        let secs = t.time.total_ns as f64 / 1e9;
-        let bw = if secs > 0.0 {
-            format!("{:.2} GB/s", t.bytes as f64 / secs / 1e9)
-        } else {
-            "-".into()
-        };
+        let bw = units::rate(t.bytes, t.time.total_ns).unwrap_or_else(|| "-".into());
         let mut extra = format!(
             "             bytes: {} ({})  bandwidth: {bw}{}",
             thousands(t.bytes),
-            human_bytes(t.bytes),
+            units::bytes(t.bytes),
             if t.device_timed { "" } else { " (host-timed)" }
         );
         if t.pageable + t.pinned > 0 {
@@ -466,22 +430,26 @@ fn render_footer(out: &mut String, s: &Summary) {
             s.runs.len()
         );
     }
-    let _ = writeln!(out, "    wall time covered(us): {}", us(s.wall_ns));
+    let _ = writeln!(out, "    wall time covered(us): {}", micros(s.wall_ns));
     let _ = writeln!(
         out,
         "    host time in OpenACC constructs(us): {}",
-        us(s.host_construct_ns)
+        micros(s.host_construct_ns)
     );
     if s.runs.len() == 1 {
         let _ = writeln!(
             out,
             "    host time outside OpenACC constructs(us): {}",
-            us(s.wall_ns.saturating_sub(s.host_construct_ns))
+            micros(s.wall_ns.saturating_sub(s.host_construct_ns))
         );
     }
     if s.cupti {
-        let _ = writeln!(out, "    kernel device time(us): {}", us(s.kernel_ns));
-        let _ = writeln!(out, "    transfer device time(us): {}", us(s.transfer_ns));
+        let _ = writeln!(out, "    kernel device time(us): {}", micros(s.kernel_ns));
+        let _ = writeln!(
+            out,
+            "    transfer device time(us): {}",
+            micros(s.transfer_ns)
+        );
     } else {
         let _ = writeln!(
             out,
@@ -542,7 +510,7 @@ fn write_ranks(out: &mut String, m: &MergedSummary) {
         "rank", "pid", "host", "wall(us)", "constructs(us)", "kernel dev(us)", "transfer dev(us)"
     );
     for r in &m.ranks {
-        let dev = |ns: u64| if cupti { us(ns) } else { "-".into() };
+        let dev = |ns: u64| if cupti { micros(ns) } else { "-".into() };
         let rank = if r.rank_known {
             r.rank.to_string()
         } else {
@@ -554,8 +522,8 @@ fn write_ranks(out: &mut String, m: &MergedSummary) {
             rank,
             r.pid,
             r.host,
-            us(r.wall_ns),
-            us(r.host_construct_ns),
+            micros(r.wall_ns),
+            micros(r.host_construct_ns),
             dev(r.kernel_ns),
             dev(r.transfer_ns)
         );
@@ -592,30 +560,9 @@ fn write_ranks(out: &mut String, m: &MergedSummary) {
             line,
             l.function,
             l.ratio,
-            us(l.max_ns),
+            micros(l.max_ns),
             l.max_rank,
-            us(l.mean_ns)
+            micros(l.mean_ns)
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(10852003), "10,852,003");
-    }
-
-    #[test]
-    fn microseconds_round_to_nearest() {
-        assert_eq!(us(499), "0");
-        assert_eq!(us(500), "1");
-        assert_eq!(us(1_234_567_890), "1,234,568");
-        assert_eq!(us(u64::MAX), thousands(u64::MAX / 1000));
     }
 }

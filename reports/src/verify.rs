@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use accprof_analyzer::findings::{fmt_bytes, fmt_ns};
+use accprof_analyzer::units;
 use accprof_tuner::{Difference, NotMeasured, Verified};
 
 /// "3.0x less", "1.5x more", "-" (both zero), "all of it gone".
@@ -86,22 +86,22 @@ pub fn render(v: &Verified) -> Vec<u8> {
             row(
                 &mut s,
                 "host<->device transfer time",
-                &fmt_ns(x.transfer_ns),
-                &fmt_ns(y.transfer_ns),
+                &units::duration_ns(x.transfer_ns),
+                &units::duration_ns(y.transfer_ns),
                 &ratio(x.transfer_ns, y.transfer_ns),
             );
             row(
                 &mut s,
                 "  transfers (count, bytes)",
-                &format!("{} {}", x.transfers, fmt_bytes(x.transfer_bytes)),
-                &format!("{} {}", y.transfers, fmt_bytes(y.transfer_bytes)),
+                &format!("{} {}", x.transfers, units::bytes(x.transfer_bytes)),
+                &format!("{} {}", y.transfers, units::bytes(y.transfer_bytes)),
                 "",
             );
             row(
                 &mut s,
                 "kernel time",
-                &fmt_ns(x.kernel_ns),
-                &fmt_ns(y.kernel_ns),
+                &units::duration_ns(x.kernel_ns),
+                &units::duration_ns(y.kernel_ns),
                 &ratio(x.kernel_ns, y.kernel_ns),
             );
         }
@@ -125,8 +125,8 @@ pub fn render(v: &Verified) -> Vec<u8> {
     row(
         &mut s,
         "wall time (process)",
-        &fmt_ns(a.wall_ns),
-        &fmt_ns(b.wall_ns),
+        &units::duration_ns(a.wall_ns),
+        &units::duration_ns(b.wall_ns),
         &ratio(a.wall_ns, b.wall_ns),
     );
     let _ = writeln!(

@@ -7,8 +7,9 @@
 //! points in time, so the cost is not measured; the finding gives counts.
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::DeviceAlloc;
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -49,7 +50,7 @@ pub fn check(cx: &Context) -> Checked {
         f.evidence.say(format!(
             "{} allocations of {} at the same place, each freed before the next one; the runtime reports allocations as points in time, so their cost is not measured",
             group.len(),
-            fmt_bytes(bytes)
+            units::bytes(bytes)
         ));
         f.proposal.text = "Allocate once: a data region (or `enter data create`) around the loop keeps the device memory for all iterations (see D6 when the same place also repeats transfers).".into();
         out.findings.push(f);

@@ -8,7 +8,8 @@
 use accprof_trace::DropSource;
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -42,7 +43,7 @@ pub fn check(cx: &Context) -> Checked {
             Category::Allocation,
             format!(
                 "device memory no kernel used: {} allocated at {}",
-                fmt_bytes(bytes),
+                units::bytes(bytes),
                 here.place()
             ),
         );

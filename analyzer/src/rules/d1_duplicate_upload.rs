@@ -14,7 +14,8 @@ use super::{
     consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
     Dir, Xfer,
 };
-use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -66,7 +67,7 @@ pub fn check(cx: &Context) -> Checked {
             "{} uploads sent the same bytes as the buffer's previous upload ({}), {} in all, with no download in between",
             group.len(),
             cx.hash_meaning(),
-            fmt_bytes(ups.iter().map(|x| x.bytes).sum())
+            units::bytes(ups.iter().map(|x| x.bytes).sum())
         ));
         if with_kernels > 0 {
             f.evidence.say(format!(

@@ -13,7 +13,8 @@ use super::{
     consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
     Dir, Xfer,
 };
-use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -55,7 +56,7 @@ pub fn check(cx: &Context) -> Checked {
             "{} downloads brought the same bytes as the buffer's previous download ({}), {} in all, with no upload in between",
             group.len(),
             cx.hash_meaning(),
-            fmt_bytes(downs.iter().map(|x| x.bytes).sum())
+            units::bytes(downs.iter().map(|x| x.bytes).sum())
         ));
         f.evidence.say("The second download is needed only if the host wrote into its copy in between; a trace cannot see host writes.");
         f.proposal.text = "Drop the second download (`update host` or copy-out) when the host did not change its copy since the first one.".into();

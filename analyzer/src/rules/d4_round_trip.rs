@@ -14,7 +14,8 @@ use super::{
     consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
     Dir, Xfer,
 };
-use crate::findings::{fmt_bytes, Category, Finding, Value};
+use crate::findings::{Category, Finding, Value};
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -55,7 +56,7 @@ pub fn check(cx: &Context) -> Checked {
         f.evidence.say(format!(
             "{} times a buffer came back from the device and was sent to it again with the same content, {} re-sent in all; {}.",
             group.len(),
-            fmt_bytes(ups.iter().map(|x| x.bytes).sum()),
+            units::bytes(ups.iter().map(|x| x.bytes).sum()),
             cx.hash_meaning(),
         ));
         f.evidence.say(

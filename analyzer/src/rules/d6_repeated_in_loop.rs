@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 
 use super::data_region::{self, RegionPlan};
 use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
-use crate::findings::{fmt_bytes, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::{ConstructClass, SiteId};
+use crate::units;
 
 /// The repeated transfers of one site.
 struct SiteGroup<'a> {
@@ -215,7 +216,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
             label,
             per(u),
             per(d),
-            fmt_bytes(here.iter().map(|x| x.bytes).sum()),
+            units::bytes(here.iter().map(|x| x.bytes).sum()),
         ));
     }
     if changed > 0 {

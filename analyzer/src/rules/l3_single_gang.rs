@@ -12,10 +12,11 @@
 //! `gang vector`; any other scalar write means no patch.
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_ns, Category, Confidence, Finding, Proposal, Value};
+use crate::findings::{Category, Confidence, Finding, Proposal, Value};
 use crate::model::{ConstructClass, SiteId};
 use crate::patch::Edit;
 use crate::source::Lang;
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -65,7 +66,7 @@ pub fn check(cx: &Context) -> Checked {
             format!(
                 "single-gang launch at {}: {launches} launches on 1 gang took {}",
                 here.place(),
-                fmt_ns(cost)
+                units::duration_ns(cost)
             ),
         );
         f.confidence = if measured_on_device {
@@ -105,7 +106,7 @@ pub fn check(cx: &Context) -> Checked {
                     k.name,
                     k.grid,
                     k.block,
-                    fmt_ns(cost / launches.max(1)),
+                    units::duration_ns(cost / launches.max(1)),
                     100.0 * cx.share(cost)
                 ));
             }

@@ -277,9 +277,9 @@ impl<'a> Context<'a> {
         match ptr {
             Some(p) => match self.names.get(&p) {
                 Some(n) => n.clone(),
-                None => format!("buffer {p:#x} ({})", crate::findings::fmt_bytes(bytes)),
+                None => format!("buffer {p:#x} ({})", crate::units::bytes(bytes)),
             },
-            None => format!("a buffer of {}", crate::findings::fmt_bytes(bytes)),
+            None => format!("a buffer of {}", crate::units::bytes(bytes)),
         }
     }
 
@@ -380,8 +380,9 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     }
     if cx.small_transfers > 0 {
         all.note(format!(
-            "{} transfers smaller than {} B (scalars, descriptors, kernel argument blocks) were not examined",
-            cx.small_transfers, opts.min_bytes
+            "{} transfers smaller than {} (scalars, descriptors, kernel argument blocks) were not examined",
+            cx.small_transfers,
+            crate::units::bytes(opts.min_bytes)
         ));
     }
     if !run.losses.is_empty() {
@@ -442,9 +443,9 @@ pub(crate) fn vars_label(cx: &Context, xs: &[&Xfer]) -> String {
         });
         for (b, n) in sizes {
             names.push(if n == 1 {
-                format!("a buffer of {}", crate::findings::fmt_bytes(b))
+                format!("a buffer of {}", crate::units::bytes(b))
             } else {
-                format!("{n} buffers of {}", crate::findings::fmt_bytes(b))
+                format!("{n} buffers of {}", crate::units::bytes(b))
             });
         }
     }

@@ -10,7 +10,8 @@
 use accprof_trace::MemoryKind;
 
 use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
-use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -39,6 +40,7 @@ pub fn check(cx: &Context) -> Checked {
     if pageable.is_empty() || cx.share(cost) < cx.opts.min_share {
         return out;
     }
+    // Bytes per ns, the rate the saving is computed with.
     let bw = |xs: &[&Xfer]| {
         let b: u64 = xs.iter().map(|x| x.bytes).sum();
         let t: u64 = xs.iter().map(|x| x.duration_ns()).sum();
@@ -47,7 +49,10 @@ pub fn check(cx: &Context) -> Checked {
     let mut f = Finding::new(
         "S1",
         Category::Memory,
-        format!("{} of transfers from pageable host memory", fmt_ns(cost)),
+        format!(
+            "{} of transfers from pageable host memory",
+            units::duration_ns(cost)
+        ),
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(cost);
@@ -58,16 +63,20 @@ pub fn check(cx: &Context) -> Checked {
     }
     xfer_evidence(&mut f.evidence, "pageable_", &pageable);
     if let Some(b) = bw(&pageable) {
-        f.evidence.field("pageable_GB/s", Value::Ratio(b));
+        f.evidence
+            .field("pageable_bandwidth", Value::BytesPerSec(b * 1e9));
     }
     match (bw(&pageable), bw(&pinned)) {
         (Some(p), Some(q)) if q > p => {
             let bytes: u64 = pageable.iter().map(|x| x.bytes).sum();
             let at_pinned = (bytes as f64 / q) as u64;
             f.saving_ns = Some(cost.saturating_sub(at_pinned));
-            f.evidence.field("pinned_GB/s", Value::Ratio(q));
+            f.evidence
+                .field("pinned_bandwidth", Value::BytesPerSec(q * 1e9));
             f.evidence.say(format!(
-                "Pinned transfers in this run moved {q:.2} GB/s against {p:.2} GB/s for pageable ones; the saving assumes the pinned rate."
+                "Pinned transfers in this run moved {} against {} for pageable ones; the saving assumes the pinned rate.",
+                units::bytes_per_sec(q * 1e9),
+                units::bytes_per_sec(p * 1e9)
             ));
         }
         _ => {
@@ -88,7 +97,7 @@ pub fn check(cx: &Context) -> Checked {
 
 #[cfg(test)]
 mod tests {
-    use accprof_trace::HashMode;
+    use accprof_trace::{CopyKind, HashMode};
 
     use super::*;
     use crate::rules::testutil::{run_rule, RunBuilder};
@@ -110,5 +119,50 @@ mod tests {
         b.gcc_compute(s, &[a], 100_000_000, 10, &[a]);
         let run = b.build();
         assert!(run_rule(&run, check).findings.is_empty());
+    }
+
+    #[test]
+    fn bandwidths_are_typed_and_read_in_units() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let s = b.site("a.c", 1);
+        let c = b.open(crate::ConstructClass::EnterData, s, None);
+        let slow = b.buf(1 << 20, 0);
+        let fast = b.buf(1 << 20, 1);
+        b.copy(c, CopyKind::HostToDevice, slow, 1_000_000);
+        let pinned = b.copy(c, CopyKind::HostToDevice, fast, 100_000);
+        b.close(c);
+        let mut run = b.build();
+        run.copies[pinned].src = MemoryKind::Pinned;
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        let f = &c.findings[0];
+        // 1 MiB in 1 ms against 100 us: 0.9 ms saved (give or take the
+        // rounding of the division).
+        assert!(
+            f.saving_ns.is_some_and(|v| v.abs_diff(900_000) <= 1),
+            "{:?}",
+            f.saving_ns
+        );
+        let rate = |name: &str| {
+            f.evidence
+                .fields
+                .iter()
+                .find(|x| x.name == name)
+                .and_then(|x| match x.value {
+                    Value::BytesPerSec(v) => Some(v),
+                    _ => None,
+                })
+        };
+        let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < 1.0);
+        assert!(near(rate("pageable_bandwidth"), 1_048_576_000.0));
+        assert!(near(rate("pinned_bandwidth"), 10_485_760_000.0));
+        assert!(
+            f.evidence
+                .text
+                .iter()
+                .any(|t| t.contains("moved 10.5 GB/s against 1.05 GB/s")),
+            "{:?}",
+            f.evidence.text
+        );
     }
 }

@@ -9,8 +9,9 @@
 //! and the rule says so.
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::{Construct, ConstructClass, Run};
+use crate::units;
 
 /// A `wait` directive, or a call of an API routine that blocks until
 /// queues finish (not the `_async` forms, which only queue the wait).
@@ -46,7 +47,10 @@ pub fn check(cx: &Context) -> Checked {
     let mut f = Finding::new(
         "S2",
         Category::Synchronization,
-        format!("host blocked {} in waits for the device", fmt_ns(total)),
+        format!(
+            "host blocked {} in waits for the device",
+            units::duration_ns(total)
+        ),
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(total);
@@ -57,7 +61,7 @@ pub fn check(cx: &Context) -> Checked {
         loc.role = format!(
             "wait ({} times, {})",
             times.len(),
-            fmt_ns(times.iter().sum())
+            units::duration_ns(times.iter().sum())
         );
         f.locations.push(loc);
     }

@@ -8,8 +8,9 @@
 //! Evidence needed: CUPTI kernel and memcpy records.
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::ConstructId;
+use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -49,9 +50,9 @@ pub fn check(cx: &Context) -> Checked {
         Category::Synchronization,
         format!(
             "GPU idle {} in {} gaps longer than {}",
-            fmt_ns(total),
+            units::duration_ns(total),
             gaps.len(),
-            fmt_ns(cx.opts.min_gap_ns)
+            units::duration_ns(cx.opts.min_gap_ns)
         ),
     );
     f.confidence = Confidence::Certain;
@@ -66,7 +67,7 @@ pub fn check(cx: &Context) -> Checked {
         loc.role = format!(
             "before this construct: {} gaps, {}",
             times.len(),
-            fmt_ns(times.iter().sum())
+            units::duration_ns(times.iter().sum())
         );
         f.locations.push(loc);
     }

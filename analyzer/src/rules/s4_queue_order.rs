@@ -18,10 +18,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{group_by, Checked, Context};
-use crate::findings::{fmt_ns, Category, Confidence, Finding, Value};
+use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::{ConstructClass, ConstructId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
+use crate::units;
 
 /// `acc_async_sync` and `acc_async_noval` in the OpenACC API.
 const SYNC: i32 = -2;
@@ -452,7 +453,7 @@ fn finding(
     if cost > 0 {
         f.evidence.say(format!(
             "The kernels involved ran {} on the device.",
-            fmt_ns(cost)
+            units::duration_ns(cost)
         ));
     }
     f
