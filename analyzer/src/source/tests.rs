@@ -66,24 +66,6 @@ fn clauses_and_their_variables() {
 }
 
 #[test]
-fn directive_words() {
-    let (c, cl) = parse_directive_body(" enter data copyin(a[0:n]) async(2)");
-    assert_eq!(c, ["enter", "data"]);
-    assert_eq!(cl.len(), 2);
-    let (c, cl) = parse_directive_body(" parallel wait(1) num_gangs(4)");
-    assert_eq!(c, ["parallel"]);
-    assert_eq!(cl[0].name, "wait");
-    let (c, cl) = parse_directive_body(" wait(1)");
-    assert_eq!(c, ["wait"]);
-    assert_eq!(cl[0].args.as_deref(), Some("1"));
-    let (c, _) = parse_directive_body(" end parallel loop");
-    assert_eq!(c, ["end", "parallel", "loop"]);
-    let (c, cl) = parse_directive_body(" parallel loop reduction(max:dt) collapse(2)");
-    assert_eq!(c, ["parallel", "loop"]);
-    assert_eq!(cl[0].vars(), ["dt"]);
-}
-
-#[test]
 fn c_loops_and_nests() {
     let s = c();
     let outer = s.enclosing_loops(148);
@@ -211,43 +193,4 @@ fn fortran_reduction_and_arrays() {
     assert!(in_stencil
         .iter()
         .any(|u| u.key == "anew" && u.write && !u.read));
-}
-
-#[test]
-fn fortran_parallel_loop_block() {
-    let text = "program p\n  real :: x(10)\n  integer :: i\n  !$acc parallel loop &\n  !$acc& copy(x)\n  do i = 1, 10\n    x(i) = i\n  end do\n  !$acc end parallel loop\nend program p\n";
-    let s = SourceFile::new("p.f90", "p.f90".into(), Lang::Fortran, text.into());
-    let d = s.directive_at(5).expect("continued directive");
-    assert_eq!((d.line, d.end_line), (4, 5));
-    assert_eq!(d.data_vars(), ["x"]);
-    assert_eq!(s.block_of(&d), Some((6, 8, Some(9))));
-}
-
-#[test]
-fn queues_of_async_and_wait() {
-    let src = "int main(void)\n{\n#pragma acc set default_async(1)\n#pragma acc parallel loop async wait(devnum: 0: queues: 2, q)\n  for (;;) ;\n#pragma acc wait(1, acc_async_noval)\n#pragma acc set default_async(n + 1)\n}\n";
-    let s = SourceFile::new("q.c", "q.c".into(), Lang::C, src.into());
-    let d = s.directive_at(4).expect("directive");
-    assert_eq!(d.clause("async").map(|c| c.queue_args()), Some(vec![]));
-    let w = d.clause("wait").expect("wait clause").queue_args();
-    assert_eq!(w, ["2", "q"]);
-    let q: Vec<_> = w.iter().map(|a| queue_number(a)).collect();
-    assert_eq!(q, [Some(2), None]);
-    let d = s.directive_at(6).expect("wait directive");
-    assert_eq!(d.construct, ["wait"]);
-    let w = d.clause("wait").expect("wait arguments").queue_args();
-    assert_eq!(
-        w.iter().map(|a| queue_number(a)).collect::<Vec<_>>(),
-        [Some(1), Some(-1)]
-    );
-    let sets: Vec<_> = s
-        .default_async_sets()
-        .into_iter()
-        .map(|(d, q)| (d.line, q))
-        .collect();
-    assert_eq!(sets, [(3, "1".to_string()), (7, "n + 1".to_string())]);
-
-    let f = "program p\n  !$acc set default_async(2)\n  !$acc parallel loop async\n  do i = 1, 2\n  end do\nend program\n";
-    let s = SourceFile::new("q.f90", "q.f90".into(), Lang::Fortran, f.into());
-    assert_eq!(s.default_async_sets()[0].1, "2");
 }

@@ -1,0 +1,482 @@
+//! Lexing: comments, keywords, and the C and Fortran tokenizers.
+
+use super::directive::{is_f_directive, split_f_directive};
+
+/// What a token is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tok {
+    Ident,
+    Number,
+    Punct,
+}
+
+/// One token of the masked code.
+#[derive(Debug, Clone)]
+pub struct Token {
+    pub kind: Tok,
+    /// As written (Fortran identifiers keep their case here).
+    pub text: String,
+    /// Lower case for Fortran identifiers, as written for C.
+    pub key: String,
+    pub line: u32,
+}
+
+pub(super) const C_KEYWORDS: &[&str] = &[
+    "for",
+    "while",
+    "do",
+    "if",
+    "else",
+    "return",
+    "switch",
+    "case",
+    "default",
+    "break",
+    "continue",
+    "goto",
+    "sizeof",
+    "static",
+    "const",
+    "volatile",
+    "extern",
+    "register",
+    "restrict",
+    "inline",
+    "struct",
+    "union",
+    "enum",
+    "typedef",
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "size_t",
+    "bool",
+    "_Bool",
+    "auto",
+    "ptrdiff_t",
+    "int64_t",
+    "int32_t",
+    "uint64_t",
+    "uint32_t",
+    "NULL",
+    "true",
+    "false",
+];
+
+pub(super) const C_TYPES: &[&str] = &[
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "size_t",
+    "bool",
+    "_Bool",
+    "auto",
+    "ptrdiff_t",
+    "int64_t",
+    "int32_t",
+    "uint64_t",
+    "uint32_t",
+    "const",
+    "static",
+    "register",
+    "volatile",
+];
+
+pub(super) const F_KEYWORDS: &[&str] = &[
+    "do",
+    "while",
+    "end",
+    "enddo",
+    "if",
+    "then",
+    "else",
+    "elseif",
+    "endif",
+    "call",
+    "program",
+    "subroutine",
+    "function",
+    "module",
+    "contains",
+    "use",
+    "implicit",
+    "none",
+    "integer",
+    "real",
+    "double",
+    "precision",
+    "complex",
+    "logical",
+    "character",
+    "allocatable",
+    "dimension",
+    "intent",
+    "in",
+    "out",
+    "inout",
+    "parameter",
+    "allocate",
+    "deallocate",
+    "return",
+    "stop",
+    "write",
+    "read",
+    "print",
+    "exit",
+    "cycle",
+    "kind",
+    "len",
+    "result",
+    "and",
+    "or",
+    "not",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "true",
+    "false",
+    "select",
+    "case",
+    "type",
+    "save",
+    "target",
+    "pointer",
+    "optional",
+    "pure",
+    "elemental",
+    "recursive",
+    "only",
+    "interface",
+    "abs",
+    "max",
+    "min",
+    "sqrt",
+    "exp",
+    "sum",
+    "maxval",
+    "minval",
+    "huge",
+    "tiny",
+    "size",
+    "real",
+    "int",
+    "dble",
+    "mod",
+    "trim",
+    "adjustl",
+    "system_clock",
+    "present",
+];
+
+/// Splits C code from a trailing `//` or `/* */` comment.
+pub(super) fn split_c_comment(s: &str) -> (String, Option<String>) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut in_str: Option<u8> = None;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = in_str {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == q {
+                in_str = None;
+            }
+        } else if c == b'"' || c == b'\'' {
+            in_str = Some(c);
+        } else if c == b'/' && i + 1 < b.len() && (b[i + 1] == b'/' || b[i + 1] == b'*') {
+            return (s[..i].to_string(), Some(s[i..].trim_end().to_string()));
+        }
+        i += 1;
+    }
+    (s.to_string(), None)
+}
+
+/// Splits Fortran code from a trailing `!` comment.
+pub(super) fn split_f_comment(s: &str) -> (String, Option<String>) {
+    let mut in_str: Option<char> = None;
+    for (i, c) in s.char_indices() {
+        match in_str {
+            Some(q) if c == q => in_str = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => in_str = Some(c),
+            None if c == '!' => return (s[..i].to_string(), Some(s[i..].trim_end().to_string())),
+            None => {}
+        }
+    }
+    (s.to_string(), None)
+}
+
+/// The code part of a Fortran line; directives count as comments unless
+/// `keep_directive`.
+pub(super) fn strip_f_comment(l: &str, keep_directive: bool) -> String {
+    if is_f_directive(l) {
+        if keep_directive {
+            let (_, rest) = split_f_directive(l).unwrap_or(("", l));
+            return split_f_comment(rest).0;
+        }
+        return String::new();
+    }
+    split_f_comment(l).0
+}
+
+pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut in_block_comment = false;
+    let mut continued_pp = false;
+    for (ln, l) in lines.iter().enumerate() {
+        let line = ln as u32 + 1;
+        let trimmed = l.trim_start();
+        if !in_block_comment && (trimmed.starts_with('#') || continued_pp) {
+            // Preprocessor lines carry no statements.
+            continued_pp = l.trim_end().ends_with('\\');
+            continue;
+        }
+        let b: Vec<char> = l.chars().collect();
+        let mut i = 0;
+        while i < b.len() {
+            if in_block_comment {
+                if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    in_block_comment = false;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            let c = b[i];
+            if c == '/' && b.get(i + 1) == Some(&'/') {
+                break;
+            }
+            if c == '/' && b.get(i + 1) == Some(&'*') {
+                in_block_comment = true;
+                i += 2;
+                continue;
+            }
+            if c == '"' || c == '\'' {
+                let q = c;
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+                out.push(Token {
+                    kind: Tok::Number,
+                    text: "\"\"".into(),
+                    key: "\"\"".into(),
+                    line,
+                });
+                continue;
+            }
+            if c.is_whitespace() {
+                i += 1;
+                continue;
+            }
+            if c.is_alphabetic() || c == '_' {
+                let st = i;
+                while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+                    i += 1;
+                }
+                // C++ qualified names: std::max
+                while i + 2 < b.len()
+                    && b[i] == ':'
+                    && b[i + 1] == ':'
+                    && (b[i + 2].is_alphabetic() || b[i + 2] == '_')
+                {
+                    i += 2;
+                    while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+                        i += 1;
+                    }
+                }
+                let text: String = b[st..i].iter().collect();
+                out.push(Token {
+                    kind: Tok::Ident,
+                    key: text.clone(),
+                    text,
+                    line,
+                });
+                continue;
+            }
+            if c.is_ascii_digit() || (c == '.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+            {
+                let st = i;
+                while i < b.len()
+                    && (b[i].is_alphanumeric()
+                        || b[i] == '.'
+                        || ((b[i] == '+' || b[i] == '-') && matches!(b[i - 1], 'e' | 'E')))
+                {
+                    i += 1;
+                }
+                let text: String = b[st..i].iter().collect();
+                out.push(Token {
+                    kind: Tok::Number,
+                    key: text.clone(),
+                    text,
+                    line,
+                });
+                continue;
+            }
+            const OPS: &[&str] = &[
+                "<<=", ">>=", "->", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=",
+                "==", "!=", "<=", ">=", "&&", "||", "<<", ">>",
+            ];
+            let rest: String = b[i..(i + 3).min(b.len())].iter().collect();
+            let op = OPS.iter().find(|o| rest.starts_with(**o));
+            let text = match op {
+                Some(o) => o.to_string(),
+                None => c.to_string(),
+            };
+            i += text.chars().count();
+            out.push(Token {
+                kind: Tok::Punct,
+                key: text.clone(),
+                text,
+                line,
+            });
+        }
+    }
+    out
+}
+
+pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
+    let mut out = Vec::new();
+    for (ln, l) in lines.iter().enumerate() {
+        let line = ln as u32 + 1;
+        let code = strip_f_comment(l, false);
+        let b: Vec<char> = code.chars().collect();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if c == '"' || c == '\'' {
+                let q = c;
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += 1;
+                }
+                i += 1;
+                out.push(Token {
+                    kind: Tok::Number,
+                    text: "''".into(),
+                    key: "''".into(),
+                    line,
+                });
+                continue;
+            }
+            if c.is_whitespace() || c == '&' {
+                i += 1;
+                continue;
+            }
+            if c.is_alphabetic() || c == '_' {
+                let st = i;
+                while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+                    i += 1;
+                }
+                let text: String = b[st..i].iter().collect();
+                out.push(Token {
+                    kind: Tok::Ident,
+                    key: text.to_ascii_lowercase(),
+                    text,
+                    line,
+                });
+                continue;
+            }
+            if c.is_ascii_digit() || (c == '.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+            {
+                let st = i;
+                while i < b.len()
+                    && (b[i].is_alphanumeric()
+                        || b[i] == '_'
+                        || (b[i] == '.'
+                            && !b.get(i + 1).is_some_and(|x| {
+                                x.is_alphabetic() && !matches!(x, 'e' | 'E' | 'd' | 'D')
+                            }))
+                        || ((b[i] == '+' || b[i] == '-')
+                            && matches!(b[i - 1], 'e' | 'E' | 'd' | 'D')))
+                {
+                    i += 1;
+                }
+                let text: String = b[st..i].iter().collect();
+                out.push(Token {
+                    kind: Tok::Number,
+                    key: text.clone(),
+                    text,
+                    line,
+                });
+                continue;
+            }
+            // .gt. style operators
+            if c == '.' {
+                let st = i;
+                let mut j = i + 1;
+                while j < b.len() && b[j].is_alphabetic() {
+                    j += 1;
+                }
+                if j < b.len() && b[j] == '.' && j > i + 1 {
+                    let text: String = b[st..=j].iter().collect::<String>().to_ascii_lowercase();
+                    i = j + 1;
+                    out.push(Token {
+                        kind: Tok::Punct,
+                        key: text.clone(),
+                        text,
+                        line,
+                    });
+                    continue;
+                }
+            }
+            const OPS: &[&str] = &["==", "/=", "<=", ">=", "=>", "::", "**", "//"];
+            let rest: String = b[i..(i + 2).min(b.len())].iter().collect();
+            let text = match OPS.iter().find(|o| rest.starts_with(**o)) {
+                Some(o) => o.to_string(),
+                None => c.to_string(),
+            };
+            i += text.chars().count();
+            out.push(Token {
+                kind: Tok::Punct,
+                key: text.clone(),
+                text,
+                line,
+            });
+        }
+    }
+    out
+}
+
+/// Index of the token closing the bracket opened at `open`.
+pub(super) fn matching(t: &[Token], open: usize) -> Option<usize> {
+    let (o, c) = match t.get(open)?.text.as_str() {
+        "(" => ("(", ")"),
+        "[" => ("[", "]"),
+        "{" => ("{", "}"),
+        _ => return None,
+    };
+    let mut d = 0;
+    for (k, tk) in t.iter().enumerate().skip(open) {
+        if tk.text == o {
+            d += 1;
+        } else if tk.text == c {
+            d -= 1;
+            if d == 0 {
+                return Some(k);
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,119 @@
+//! Reading the program's source at the lines a run attributes to its
+//! constructs: C/C++ and Fortran free form.
+//!
+//! This is a deliberately small reader, not a compiler front end: it masks
+//! comments and literals, tokenizes, and finds statements, loops, OpenACC
+//! directives with their clauses, array declarations and the names a region
+//! reads and writes. Every answer is about the text as written (macros are
+//! not expanded); callers treat a missing answer as "unknown" and say so.
+
+mod decl;
+mod directive;
+mod lex;
+mod loops;
+mod set;
+mod uses;
+
+use std::path::{Path, PathBuf};
+
+pub use decl::ArrayDecl;
+pub use directive::{is_data_clause, queue_number, Clause, Directive};
+pub use lex::{Tok, Token};
+pub use loops::Loop;
+pub use set::SourceSet;
+pub use uses::{LoopBody, Reduction, Use};
+
+use lex::{tokenize_c, tokenize_fortran};
+use loops::{c_functions, c_loops, fortran_loops, fortran_units};
+
+/// Source language, from the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    C,
+    Fortran,
+}
+
+impl Lang {
+    pub fn of(path: &str) -> Option<Lang> {
+        let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "c" | "h" | "cc" | "cpp" | "cxx" | "c++" | "hpp" | "hh" | "hxx" | "cu" => Some(Lang::C),
+            "f90" | "f95" | "f03" | "f08" | "f18" => Some(Lang::Fortran),
+            _ => None,
+        }
+    }
+
+    /// The directive sentinel as written in new lines.
+    pub fn sentinel(self) -> &'static str {
+        match self {
+            Lang::C => "#pragma acc",
+            Lang::Fortran => "!$acc",
+        }
+    }
+}
+
+/// One source file, masked and tokenized.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// The path as the trace records it.
+    pub path: String,
+    /// Where it was read from.
+    pub found_at: PathBuf,
+    pub lang: Lang,
+    pub text: String,
+    pub lines: Vec<String>,
+    pub tokens: Vec<Token>,
+    pub loops: Vec<Loop>,
+    /// Fortran: lines that end a program unit's executable part
+    /// (`contains`, `end program/subroutine/function`); C: function ends.
+    units: Vec<(u32, u32)>,
+}
+
+impl SourceFile {
+    pub fn new(path: &str, found_at: PathBuf, lang: Lang, text: String) -> SourceFile {
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let tokens = match lang {
+            Lang::C => tokenize_c(&lines),
+            Lang::Fortran => tokenize_fortran(&lines),
+        };
+        let mut f = SourceFile {
+            path: path.to_string(),
+            found_at,
+            lang,
+            text,
+            lines,
+            tokens,
+            loops: Vec::new(),
+            units: Vec::new(),
+        };
+        match lang {
+            Lang::C => {
+                f.loops = c_loops(&f.tokens);
+                f.units = c_functions(&f.tokens);
+            }
+            Lang::Fortran => {
+                f.loops = fortran_loops(&f.lines);
+                f.units = fortran_units(&f.lines);
+            }
+        }
+        f
+    }
+
+    /// Line `n` (1-based), or "" past the end.
+    pub fn line(&self, n: u32) -> &str {
+        self.lines
+            .get((n as usize).wrapping_sub(1))
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn indent_of(&self, n: u32) -> String {
+        self.line(n)
+            .chars()
+            .take_while(|c| c.is_whitespace())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! The source set: finding and reading the files a run names.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::{Lang, SourceFile};
+use crate::model::Run;
+
+/// The sources of a run, read once.
+#[derive(Debug, Default)]
+pub struct SourceSet {
+    /// Path prefixes to replace (recorded prefix -> local directory).
+    maps: Vec<(PathBuf, PathBuf)>,
+    files: HashMap<String, SourceFile>,
+    missing: BTreeSet<String>,
+    unsupported: BTreeSet<String>,
+    /// Files read but not matching the run, with the reason.
+    stale: std::collections::BTreeMap<String, String>,
+}
+
+impl SourceSet {
+    /// Reads every source file a site of `run` names. A file is looked for at
+    /// its recorded path, then under each of `roots` (by its path relative to
+    /// the root and by file name).
+    pub fn load(run: &Run, roots: &[PathBuf]) -> SourceSet {
+        Self::load_with(run, roots, &[], &|p| std::fs::read_to_string(p))
+    }
+
+    /// [`SourceSet::load`] with path maps (a recorded path starting with
+    /// the first directory is read from the second instead) and the file
+    /// reading given (tests use it to make sources missing).
+    pub fn load_with(
+        run: &Run,
+        roots: &[PathBuf],
+        maps: &[(PathBuf, PathBuf)],
+        read: &dyn Fn(&Path) -> std::io::Result<String>,
+    ) -> SourceSet {
+        let mut set = SourceSet {
+            maps: maps.to_vec(),
+            ..SourceSet::default()
+        };
+        let files: BTreeSet<&str> = run
+            .sites
+            .iter()
+            .filter(|s| s.line.is_some())
+            .map(|s| s.file.as_str())
+            .collect();
+        for f in files {
+            set.load_file(f, roots, read);
+        }
+        set.drop_stale(run);
+        set
+    }
+
+    /// A source whose compute-construct lines hold no OpenACC directive is
+    /// not the source of this run (it changed since, or it is another
+    /// file of that name): it is set aside rather than misread.
+    fn drop_stale(&mut self, run: &Run) {
+        use crate::model::ConstructClass;
+        let mut stale: Vec<(String, String)> = Vec::new();
+        for c in run
+            .constructs
+            .iter()
+            .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
+        {
+            let site = run.site(c.site);
+            let (Some(line), Some(src)) = (site.line, self.files.get(&site.file)) else {
+                continue;
+            };
+            if src.directive_at(line).is_none() && !stale.iter().any(|(f, _)| *f == site.file) {
+                let text = src.line(line).trim().to_string();
+                stale.push((
+                    site.file.clone(),
+                    format!("line {line} holds no OpenACC directive (`{text}`)"),
+                ));
+            }
+        }
+        for (f, why) in stale {
+            self.files.remove(&f);
+            self.stale.insert(f, why);
+        }
+    }
+
+    fn load_file(
+        &mut self,
+        recorded: &str,
+        roots: &[PathBuf],
+        read: &dyn Fn(&Path) -> std::io::Result<String>,
+    ) {
+        let Some(lang) = Lang::of(recorded) else {
+            self.unsupported.insert(recorded.to_string());
+            return;
+        };
+        // A mapped prefix replaces the recorded path; roots come after.
+        let mapped = self.maps.iter().find_map(|(from, to)| {
+            let rest = Path::new(recorded).strip_prefix(from).ok()?;
+            Some(to.join(rest))
+        });
+        let mut candidates = vec![mapped.unwrap_or_else(|| PathBuf::from(recorded))];
+        let rel = Path::new(recorded.trim_start_matches('/'));
+        for r in roots {
+            candidates.push(r.join(rel));
+            if let Some(name) = Path::new(recorded).file_name() {
+                candidates.push(r.join(name));
+            }
+        }
+        for c in candidates {
+            if let Ok(text) = read(&c) {
+                self.files.insert(
+                    recorded.to_string(),
+                    SourceFile::new(recorded, c, lang, text),
+                );
+                return;
+            }
+        }
+        self.missing.insert(recorded.to_string());
+    }
+
+    /// A set holding one file given as text (tests, and callers that have
+    /// the text already).
+    pub fn with_text(path: &str, text: &str) -> SourceSet {
+        let mut set = SourceSet::default();
+        set.insert(path, text);
+        set
+    }
+
+    pub fn insert(&mut self, path: &str, text: &str) {
+        if let Some(lang) = Lang::of(path) {
+            self.files.insert(
+                path.to_string(),
+                SourceFile::new(path, PathBuf::from(path), lang, text.to_string()),
+            );
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Option<&SourceFile> {
+        self.files.get(path)
+    }
+
+    pub fn is_missing(&self, path: &str) -> bool {
+        self.missing.contains(path)
+    }
+
+    /// Files named by the run that could not be read.
+    pub fn missing(&self) -> impl Iterator<Item = &str> {
+        self.missing.iter().map(String::as_str)
+    }
+
+    /// Files that do not match the run, with the reason.
+    pub fn stale(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.stale.iter().map(|(f, w)| (f.as_str(), w.as_str()))
+    }
+
+    /// One line per file that could not be read.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .missing
+            .iter()
+            .map(|f| {
+                format!(
+                    "source {f} not found: its findings show lines only, without source-based proposals (--source-dir DIR or --source-map FROM=TO to look elsewhere)"
+                )
+            })
+            .collect();
+        notes.extend(self.stale.iter().map(|(f, why)| {
+            format!("source {f} does not match the run: {why}; it changed since the trace was recorded, so its findings show lines only")
+        }));
+        notes.extend(
+            self.unsupported
+                .iter()
+                .map(|f| format!("source {f}: not C/C++ or Fortran free form; not read")),
+        );
+        notes
+    }
+}
