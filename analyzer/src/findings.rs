@@ -165,7 +165,7 @@ pub struct Finding {
     pub locations: Vec<Location>,
     pub evidence: Evidence,
     pub proposal: Proposal,
-    /// Indices into `Run::copies` whose time `saving_ns` counts, so that
+    /// Indices into `Run::transfers` whose time `saving_ns` counts, so that
     /// overlapping findings are not added twice.
     #[serde(skip)]
     pub saved_copies: Vec<usize>,
@@ -294,7 +294,7 @@ fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
     copies.dedup();
     let moved: u64 = copies
         .iter()
-        .filter_map(|&i| run.copies.get(i))
+        .filter_map(|&i| run.transfers.get(i))
         .map(|c| c.duration_ns())
         .sum();
     moved + other

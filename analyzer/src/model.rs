@@ -148,9 +148,9 @@ impl Kernel {
     }
 }
 
-/// Where a copy's numbers come from.
+/// Where a transfer's numbers come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopySource {
+pub enum TransferSource {
     /// CUPTI memcpy record: device start/end.
     Cupti,
     /// acc_prof enqueue_upload/download pair: host times only.
@@ -159,7 +159,7 @@ pub enum CopySource {
 
 /// One host<->device transfer.
 #[derive(Debug, Clone)]
-pub struct Copy {
+pub struct Transfer {
     pub construct: Option<ConstructId>,
     pub kind: CopyKind,
     pub bytes: u64,
@@ -167,14 +167,14 @@ pub struct Copy {
     pub end_ns: u64,
     pub src: MemoryKind,
     pub dst: MemoryKind,
-    pub source: CopySource,
+    pub source: TransferSource,
     pub variable: Option<String>,
     pub host_ptr: Option<u64>,
     /// Content hash of the host buffer, when one was taken.
     pub hash: Option<u64>,
 }
 
-impl Copy {
+impl Transfer {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
@@ -204,7 +204,7 @@ pub struct Run {
     pub sites: Vec<Site>,
     pub constructs: Vec<Construct>,
     pub kernels: Vec<Kernel>,
-    pub copies: Vec<Copy>,
+    pub transfers: Vec<Transfer>,
     /// Device allocations, in allocation order.
     pub allocs: Vec<DeviceAlloc>,
     /// Loaded modules (to map host addresses to symbols).
@@ -339,7 +339,7 @@ struct IdMap<V> {
     len: usize,
 }
 
-impl<V: std::marker::Copy> IdMap<V> {
+impl<V: Copy> IdMap<V> {
     fn new() -> Self {
         IdMap {
             dense: Vec::new(),
@@ -914,10 +914,10 @@ impl Builder {
                 stream: k.stream,
             });
         }
-        let mut copies = Vec::with_capacity(self.memcpys_raw.len());
+        let mut transfers = Vec::with_capacity(self.memcpys_raw.len());
         for m in std::mem::take(&mut self.memcpys_raw) {
             let (construct, c) = construct_of(&self, m.correlation);
-            copies.push(Copy {
+            transfers.push(Transfer {
                 construct,
                 kind: m.kind,
                 bytes: m.bytes,
@@ -925,7 +925,7 @@ impl Builder {
                 end_ns: m.end_ns,
                 src: m.src,
                 dst: m.dst,
-                source: CopySource::Cupti,
+                source: TransferSource::Cupti,
                 variable: None,
                 host_ptr: c.host_ptr,
                 hash: c.hash,
@@ -934,7 +934,7 @@ impl Builder {
         // Without CUPTI, acc_prof's transfer events are all we have.
         if !self.cupti {
             for c in std::mem::take(&mut self.acc_copies) {
-                copies.push(Copy {
+                transfers.push(Transfer {
                     construct: self.by_region.get(c.region.0),
                     kind: c.kind,
                     bytes: c.bytes,
@@ -942,7 +942,7 @@ impl Builder {
                     end_ns: c.end_ns,
                     src: MemoryKind::Unknown,
                     dst: MemoryKind::Unknown,
-                    source: CopySource::AccProf,
+                    source: TransferSource::AccProf,
                     variable: c.var.and_then(|v| self.strings.get(&v).cloned()),
                     host_ptr: c.host_ptr,
                     hash: None,
@@ -953,8 +953,8 @@ impl Builder {
         if !kernels.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
             kernels.sort_by_key(|k| k.start_ns);
         }
-        if !copies.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            copies.sort_by_key(|c| c.start_ns);
+        if !transfers.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
+            transfers.sort_by_key(|c| c.start_ns);
         }
         let mut dropped: Vec<_> = self.dropped.into_iter().collect();
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
@@ -993,7 +993,7 @@ impl Builder {
             sites: self.sites,
             constructs: self.constructs,
             kernels,
-            copies,
+            transfers,
             allocs: self.allocs,
             modules,
             hashes: self.hashes,
@@ -1176,7 +1176,7 @@ mod tests {
                 count: 1,
             },
         ]);
-        assert_eq!(run.copies.len(), 1);
+        assert_eq!(run.transfers.len(), 1);
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);

@@ -27,7 +27,7 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::model::{ApiRoutine, ConstructClass, ConstructId, CopySource, Run, SiteId};
+use crate::model::{ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferSource};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -495,7 +495,7 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
             }),
     };
     let mut transfers: Vec<String> = run
-        .copies
+        .transfers
         .iter()
         .filter(|x| {
             within(x.construct) && matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost)
@@ -718,7 +718,7 @@ pub fn summarize(run: &Run) -> Summary {
     }
     let mut transfer_ns = 0;
     let (mut transfers, mut transfer_bytes) = (0u64, 0u64);
-    for cp in &run.copies {
+    for cp in &run.transfers {
         if !matches!(cp.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost) {
             continue;
         }
@@ -729,7 +729,7 @@ pub fn summarize(run: &Run) -> Summary {
         t.count += 1;
         t.bytes = t.bytes.saturating_add(cp.bytes);
         t.time.add(cp.duration_ns());
-        t.device_timed = cp.source == CopySource::Cupti;
+        t.device_timed = cp.source == TransferSource::Cupti;
         t.add_size(cp.bytes, 1);
         let host_side = if cp.kind == CopyKind::HostToDevice {
             cp.src

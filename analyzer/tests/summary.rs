@@ -418,7 +418,8 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
             ("acc_update_self", None, true),
         ]
     );
-    let owners: Vec<Option<model::ConstructId>> = run.copies.iter().map(|c| c.construct).collect();
+    let owners: Vec<Option<model::ConstructId>> =
+        run.transfers.iter().map(|c| c.construct).collect();
     // The nested construct's copy is its own; its parent's site counts it.
     let c = |i| Some(model::ConstructId(i));
     assert_eq!(owners, [c(1), c(0), c(3)]);

@@ -120,7 +120,7 @@ fn nvhpc_style_fields_are_recorded() {
     // Without CUPTI the runtime's upload events are the copies; the
     // download's struct was cut before var_name, which must stay unread.
     let uploads: Vec<_> = run
-        .copies
+        .transfers
         .iter()
         .filter(|c| c.kind == accprof_trace::CopyKind::HostToDevice)
         .collect();
@@ -128,7 +128,7 @@ fn nvhpc_style_fields_are_recorded() {
     assert_eq!(uploads[0].variable.as_deref(), Some("a[0:1000]"));
     assert_eq!(uploads[0].bytes, 8000);
     let downloads: Vec<_> = run
-        .copies
+        .transfers
         .iter()
         .filter(|c| c.kind == accprof_trace::CopyKind::DeviceToHost)
         .collect();

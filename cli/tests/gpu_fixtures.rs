@@ -68,7 +68,7 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
 
     // Copies: libgomp reports none of the array copies through acc_prof;
     // CUPTI sees them all, each joined to its region's line.
-    let big: Vec<_> = run.copies.iter().filter(|c| c.bytes == ARRAY).collect();
+    let big: Vec<_> = run.transfers.iter().filter(|c| c.bytes == ARRAY).collect();
     let up = big
         .iter()
         .filter(|c| c.kind == CopyKind::HostToDevice)
@@ -82,7 +82,7 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
         (4 * ITERS, 4 * ITERS),
         "2 arrays x 2 regions per iteration"
     );
-    for c in &run.copies {
+    for c in &run.transfers {
         let owner = c.construct.expect("every copy joined to its construct");
         let (file, line) = line_of(&run, owner);
         assert_eq!(file, "laplace_bad.c");
@@ -124,7 +124,7 @@ fn all_fixtures_join_completely() {
             "{name}: kernels"
         );
         assert!(
-            run.copies.iter().all(|c| c.construct.is_some()),
+            run.transfers.iter().all(|c| c.construct.is_some()),
             "{name}: copies"
         );
         for c in run
@@ -147,12 +147,12 @@ fn heat2d_naive_moves_the_grid_every_step() {
     let run = fixture("heat2d_naive");
     let grid = 8 * 256 * 256;
     let up = run
-        .copies
+        .transfers
         .iter()
         .filter(|c| c.kind == CopyKind::HostToDevice && c.bytes == grid)
         .count();
     let down = run
-        .copies
+        .transfers
         .iter()
         .filter(|c| c.kind == CopyKind::DeviceToHost && c.bytes == grid)
         .count();
@@ -185,7 +185,7 @@ fn api_routine_copies_are_attributed_to_their_calling_lines() {
     let marks = api_marks();
     assert!(marks.len() >= 10, "{marks:?}");
     let mut copies_at: std::collections::BTreeMap<u32, usize> = Default::default();
-    for c in &run.copies {
+    for c in &run.transfers {
         let k = c.construct.expect("every copy joined to a construct");
         let top = run.top_level(k);
         if let ConstructClass::ApiCall(r) = run.construct(top).class {

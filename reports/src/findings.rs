@@ -40,7 +40,7 @@ pub fn render_text(
     let _ = writeln!(s, "  program: {}", run.header.command_line.join(" "));
     let kernel_ns: u64 = run.kernels.iter().map(|k| k.device_ns()).sum();
     let copy_ns: u64 = run
-        .copies
+        .transfers
         .iter()
         .filter(|c| {
             matches!(

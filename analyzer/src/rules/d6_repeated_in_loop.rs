@@ -330,7 +330,7 @@ mod tests {
             b.gcc_compute(s1, &[a, anew], 30_000, 8448, &[a, anew]);
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
-        b.run.copies.iter_mut().for_each(|c| {
+        b.run.transfers.iter_mut().for_each(|c| {
             c.variable = Some(if c.host_ptr == Some(a.ptr) {
                 "A".into()
             } else {
@@ -424,7 +424,7 @@ mod tests {
         for _ in 0..10 {
             b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
         }
-        b.run.copies.iter_mut().for_each(|c| {
+        b.run.transfers.iter_mut().for_each(|c| {
             c.variable = Some(if c.host_ptr == Some(a.ptr) {
                 "a".into()
             } else {

@@ -96,7 +96,7 @@ impl Dir {
 /// One large host <-> device transfer, as the rules see it.
 #[derive(Debug, Clone)]
 pub struct Xfer {
-    /// Index in `Run::copies`.
+    /// Index in `Run::transfers`.
     pub copy: usize,
     pub dir: Dir,
     pub host_ptr: Option<u64>,
@@ -142,7 +142,7 @@ impl<'a> Context<'a> {
     pub fn new(run: &'a Run, sources: &'a SourceSet, opts: &'a Options) -> Context<'a> {
         let mut xfers = Vec::new();
         let mut small = 0;
-        for (i, c) in run.copies.iter().enumerate() {
+        for (i, c) in run.transfers.iter().enumerate() {
             let dir = match c.kind {
                 CopyKind::HostToDevice => Dir::Upload,
                 CopyKind::DeviceToHost => Dir::Download,
@@ -302,13 +302,13 @@ impl<'a> Context<'a> {
 /// the executable at exactly that address (globals and statics).
 fn buffer_names(run: &Run) -> HashMap<u64, String> {
     let mut names = HashMap::new();
-    for c in &run.copies {
+    for c in &run.transfers {
         if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
             names.entry(p).or_insert_with(|| v.clone());
         }
     }
     let ptrs: Vec<u64> = run
-        .copies
+        .transfers
         .iter()
         .filter_map(|c| c.host_ptr)
         .filter(|p| !names.contains_key(p))

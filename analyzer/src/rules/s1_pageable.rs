@@ -20,7 +20,7 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let host_side = |x: &Xfer| {
-        let c = &cx.run.copies[x.copy];
+        let c = &cx.run.transfers[x.copy];
         match x.dir {
             Dir::Upload => c.src,
             Dir::Download => c.dst,
@@ -132,7 +132,7 @@ mod tests {
         let pinned = b.copy(c, CopyKind::HostToDevice, fast, 100_000);
         b.close(c);
         let mut run = b.build();
-        run.copies[pinned].src = MemoryKind::Pinned;
+        run.transfers[pinned].src = MemoryKind::Pinned;
         let c = run_rule(&run, check);
         assert_eq!(c.findings.len(), 1);
         let f = &c.findings[0];

@@ -25,7 +25,7 @@ pub fn check(cx: &Context) -> Checked {
         .iter()
         .map(|k| (k.start_ns, k.end_ns, k.construct))
         .chain(
-            run.copies
+            run.transfers
                 .iter()
                 .map(|c| (c.start_ns, c.end_ns, c.construct)),
         )

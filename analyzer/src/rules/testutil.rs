@@ -5,8 +5,8 @@ use accprof_trace::{
 };
 
 use crate::model::{
-    ApiRoutine, Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel,
-    LaunchRequest, Run, Site, SiteId,
+    ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, LaunchRequest, Run,
+    Site, SiteId, Transfer, TransferSource,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
@@ -60,7 +60,7 @@ impl RunBuilder {
                 sites: Vec::new(),
                 constructs: Vec::new(),
                 kernels: Vec::new(),
-                copies: Vec::new(),
+                transfers: Vec::new(),
                 allocs: Vec::new(),
                 modules: Vec::new(),
                 hashes: Vec::new(),
@@ -155,7 +155,7 @@ impl RunBuilder {
             CopyKind::HostToDevice => (MemoryKind::Pageable, MemoryKind::Device),
             _ => (MemoryKind::Device, MemoryKind::Pageable),
         };
-        self.run.copies.push(Copy {
+        self.run.transfers.push(Transfer {
             construct: Some(construct),
             kind,
             bytes: b.bytes,
@@ -163,13 +163,13 @@ impl RunBuilder {
             end_ns: self.t + ns,
             src,
             dst,
-            source: CopySource::Cupti,
+            source: TransferSource::Cupti,
             variable: None,
             host_ptr: Some(b.ptr),
             hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
         });
         self.t += ns + 1_000;
-        self.run.copies.len() - 1
+        self.run.transfers.len() - 1
     }
 
     pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) {
