@@ -31,13 +31,54 @@ use accprof_trace::{
 
 use crate::symbolize::{SymbolizedSite, Symbolizer};
 
-/// Index of a [`Site`] in [`Run::sites`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SiteId(pub usize);
+/// Declares an opaque handle to one entity of a [`Run`]: only the model
+/// makes them, views get them from the run's iterators and look the entity
+/// up with the run's accessors. Handles order as their entities do in the
+/// run (constructs by start, kernels and transfers by start time, ...).
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub(crate) u32);
 
-/// Index of a [`Construct`] in [`Run::constructs`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConstructId(pub usize);
+        impl $name {
+            /// The handle of the entity at `index` in its table. A run holds
+            /// fewer than 2^32 entities of a kind (each takes tens of bytes).
+            #[inline]
+            pub(crate) fn at(index: usize) -> Self {
+                $name(index as u32)
+            }
+
+            /// The entity's position in its table, for tables kept beside
+            /// the model (one slot per entity).
+            #[inline]
+            pub(crate) fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+handle!(
+    /// A source [`Site`] of a [`Run`] ([`Run::site`]).
+    SiteId
+);
+handle!(
+    /// A [`Construct`] of a [`Run`] ([`Run::construct`]).
+    ConstructId
+);
+handle!(
+    /// A [`Kernel`] of a [`Run`] ([`Run::kernel`]).
+    KernelId
+);
+handle!(
+    /// A [`Transfer`] of a [`Run`] ([`Run::transfer`]).
+    TransferId
+);
+handle!(
+    /// A [`DeviceAlloc`] of a [`Run`] ([`Run::alloc`]).
+    AllocId
+);
 
 /// A place in the source, as precise as the run allowed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -201,12 +242,17 @@ pub struct Run {
     pub version: (u16, u16),
     pub losses: Vec<Loss>,
     pub devices: Vec<Device>,
-    pub sites: Vec<Site>,
-    pub constructs: Vec<Construct>,
-    pub kernels: Vec<Kernel>,
-    pub transfers: Vec<Transfer>,
+    /// The entities, read through their handles ([`Run::sites`],
+    /// [`Run::construct`], ...): their positions are the model's business.
+    pub(crate) sites: Vec<Site>,
+    /// In start order.
+    pub(crate) constructs: Vec<Construct>,
+    /// In device start order.
+    pub(crate) kernels: Vec<Kernel>,
+    /// In start order.
+    pub(crate) transfers: Vec<Transfer>,
     /// Device allocations, in allocation order.
-    pub allocs: Vec<DeviceAlloc>,
+    pub(crate) allocs: Vec<DeviceAlloc>,
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
@@ -240,17 +286,57 @@ impl Run {
         self.routines.get(r.0 as usize).map_or("?", String::as_str)
     }
 
+    // The accessors take handles this run handed out; a handle of another
+    // run is a bug in the caller and panics when out of range.
+
     pub fn site(&self, id: SiteId) -> &Site {
-        &self.sites[id.0]
+        &self.sites[id.index()]
     }
 
     pub fn construct(&self, id: ConstructId) -> &Construct {
-        &self.constructs[id.0]
+        &self.constructs[id.index()]
+    }
+
+    pub fn kernel(&self, id: KernelId) -> &Kernel {
+        &self.kernels[id.index()]
+    }
+
+    pub fn transfer(&self, id: TransferId) -> &Transfer {
+        &self.transfers[id.index()]
+    }
+
+    pub fn alloc(&self, id: AllocId) -> &DeviceAlloc {
+        &self.allocs[id.index()]
+    }
+
+    /// The source sites with their handles.
+    pub fn sites(&self) -> Entities<'_, SiteId, Site> {
+        Entities::of(&self.sites, SiteId::at)
+    }
+
+    /// The constructs with their handles, in start order.
+    pub fn constructs(&self) -> Entities<'_, ConstructId, Construct> {
+        Entities::of(&self.constructs, ConstructId::at)
+    }
+
+    /// The kernels with their handles, in device start order.
+    pub fn kernels(&self) -> Entities<'_, KernelId, Kernel> {
+        Entities::of(&self.kernels, KernelId::at)
+    }
+
+    /// The transfers with their handles, in start order.
+    pub fn transfers(&self) -> Entities<'_, TransferId, Transfer> {
+        Entities::of(&self.transfers, TransferId::at)
+    }
+
+    /// The device allocations with their handles, in allocation order.
+    pub fn allocs(&self) -> Entities<'_, AllocId, DeviceAlloc> {
+        Entities::of(&self.allocs, AllocId::at)
     }
 
     /// The outermost construct containing `id` (itself when top-level).
     pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
-        while let Some(p) = self.constructs[id.0].parent {
+        while let Some(p) = self.construct(id).parent {
             id = p;
         }
         id
@@ -273,6 +359,49 @@ impl Run {
             .or_else(|| self.modules.first())
     }
 }
+
+/// The entities of one kind of a [`Run`] with their handles, in the
+/// run's order.
+#[derive(Clone)]
+pub struct Entities<'a, I, T> {
+    inner: std::iter::Enumerate<std::slice::Iter<'a, T>>,
+    id: fn(usize) -> I,
+}
+
+impl<'a, I, T> Entities<'a, I, T> {
+    fn of(items: &'a [T], id: fn(usize) -> I) -> Self {
+        Entities {
+            inner: items.iter().enumerate(),
+            id,
+        }
+    }
+
+    /// Whether no entities are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'a, I, T> Iterator for Entities<'a, I, T> {
+    type Item = (I, &'a T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(i, x)| ((self.id)(i), x))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|(i, x)| ((self.id)(i), x))
+    }
+}
+
+impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
 fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     use AccEventKind::*;
@@ -516,7 +645,7 @@ impl Builder {
         if let Some(id) = self.site_index.get(&site) {
             return *id;
         }
-        let id = SiteId(self.sites.len());
+        let id = SiteId::at(self.sites.len());
         self.sites.push(site.clone());
         self.site_index.insert(site, id);
         id
@@ -545,7 +674,7 @@ impl Builder {
             return self.call_site_site(cs, symbolizer);
         }
         if let Some(p) = parent {
-            return self.constructs[p.0].site;
+            return self.constructs[p.index()].site;
         }
         self.intern_site(Site::unknown())
     }
@@ -670,7 +799,7 @@ impl Builder {
                     Some(cs) => self.call_site_site(cs, symbolizer),
                     None => self.intern_site(Site::unknown()),
                 };
-                let id = ConstructId(self.constructs.len());
+                let id = ConstructId::at(self.constructs.len());
                 self.constructs.push(Construct {
                     region: a.region,
                     class: ConstructClass::ApiCall(routine),
@@ -694,10 +823,13 @@ impl Builder {
                 let Some(id) = self.by_region.get(a.region.0) else {
                     return;
                 };
-                if !matches!(self.constructs[id.0].class, ConstructClass::ApiCall(_)) {
+                if !matches!(
+                    self.constructs[id.index()].class,
+                    ConstructClass::ApiCall(_)
+                ) {
                     return;
                 }
-                self.constructs[id.0].end_ns = Some(a.time_ns);
+                self.constructs[id.index()].end_ns = Some(a.time_ns);
                 // Whatever the runtime left open inside the call ends with it.
                 let stack = self.stack(a.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
@@ -729,15 +861,18 @@ impl Builder {
         if let Some(class) = class_of(ev.kind) {
             if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
                 let constructs = &mut self.constructs;
-                if let Some(pos) = stack.iter().position(|&c| constructs[c.0].class == class) {
+                if let Some(pos) = stack
+                    .iter()
+                    .position(|&c| constructs[c.index()].class == class)
+                {
                     for c in stack.drain(pos..) {
-                        constructs[c.0].cut = true;
+                        constructs[c.index()].cut = true;
                     }
                 }
             }
             let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
-            let id = ConstructId(self.constructs.len());
+            let id = ConstructId::at(self.constructs.len());
             self.constructs.push(Construct {
                 region: ev.region,
                 class,
@@ -760,13 +895,13 @@ impl Builder {
         }
         if is_end(ev.kind) {
             if let Some(id) = self.by_region.get(ev.region.0) {
-                self.constructs[id.0].end_ns = Some(ev.time_ns);
-                self.constructs[id.0].cut = false;
+                self.constructs[id.index()].end_ns = Some(ev.time_ns);
+                self.constructs[id.index()].cut = false;
                 let stack = self.stack(ev.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
                     let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
                     for c in inside {
-                        self.constructs[c.0].cut = true;
+                        self.constructs[c.index()].cut = true;
                     }
                 }
             }
@@ -776,7 +911,7 @@ impl Builder {
             (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
                 if let Some(id) = self.by_region.get(ev.region.0) {
                     let name = self.string(l.kernel_name);
-                    self.constructs[id.0].launches.push(LaunchRequest {
+                    self.constructs[id.index()].launches.push(LaunchRequest {
                         kernel_name: name,
                         gangs: l.num_gangs,
                         workers: l.num_workers,
@@ -788,7 +923,7 @@ impl Builder {
             }
             (AccEventKind::EnqueueLaunchEnd, _) => {
                 if let Some(id) = self.by_region.get(ev.region.0) {
-                    if let Some(l) = self.constructs[id.0]
+                    if let Some(l) = self.constructs[id.index()]
                         .launches
                         .iter_mut()
                         .rev()
@@ -981,7 +1116,7 @@ impl Builder {
         let mut open_at_end = Vec::new();
         for (_, stack) in std::mem::take(&mut self.open) {
             for c in stack {
-                self.constructs[c.0].cut = true;
+                self.constructs[c.index()].cut = true;
                 open_at_end.push(c);
             }
         }

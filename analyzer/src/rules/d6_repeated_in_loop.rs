@@ -115,7 +115,9 @@ fn host_changed_before(cx: &Context, x: &Xfer, ptr: Option<u64>, bytes: u64) -> 
     let Some(list) = cx.buffers.get(&(p, bytes)) else {
         return false;
     };
-    let pos = list.iter().position(|&i| cx.xfers[i].copy == x.copy);
+    let pos = list
+        .iter()
+        .position(|&i| cx.xfers[i].transfer == x.transfer);
     let prev = pos
         .and_then(|k| k.checked_sub(1))
         .map(|k| &cx.xfers[list[k]]);
@@ -175,7 +177,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(cost);
     f.saving_ns = Some(saving);
-    f.saved_copies = saved.iter().map(|x| x.copy).collect();
+    f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
     if let Some(l) = &lp {
         let mut loc = cx.location("host loop", Some(gs[0].site), None);
         loc.line = Some(l.header_line);
