@@ -278,6 +278,70 @@ pub struct Run {
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
     pub executable_binary: Option<std::path::PathBuf>,
+    /// Each construct's own kernels, transfers and allocations (the other
+    /// way round from their `construct` fields), made by [`Run::relate`].
+    pub(crate) related: Related,
+}
+
+/// The kernels, transfers and allocations of every construct.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Related {
+    kernels: ByConstruct<KernelId>,
+    transfers: ByConstruct<TransferId>,
+    allocs: ByConstruct<AllocId>,
+}
+
+/// Entities of one kind grouped by the construct they belong to: the
+/// handles of construct `c`'s are `ids[starts[c]..starts[c + 1]]`, in the
+/// run's order.
+#[derive(Debug, Clone)]
+struct ByConstruct<I> {
+    starts: Vec<usize>,
+    ids: Vec<I>,
+}
+
+impl<I> Default for ByConstruct<I> {
+    fn default() -> Self {
+        ByConstruct {
+            starts: Vec::new(),
+            ids: Vec::new(),
+        }
+    }
+}
+
+impl<I: Copy> ByConstruct<I> {
+    fn new<'a, T: 'a>(
+        constructs: usize,
+        entities: Entities<'a, I, T>,
+        owner: impl Fn(&T) -> Option<ConstructId>,
+    ) -> Self {
+        let mut owned: Vec<(usize, I)> = entities
+            .filter_map(|(id, x)| owner(x).map(|c| (c.index(), id)))
+            .filter(|&(c, _)| c < constructs)
+            .collect();
+        // Stable: each construct's entities stay in the run's order.
+        owned.sort_by_key(|&(c, _)| c);
+        let mut starts = Vec::with_capacity(constructs + 1);
+        let mut at = 0;
+        for c in 0..constructs {
+            starts.push(at);
+            while owned.get(at).is_some_and(|&(o, _)| o == c) {
+                at += 1;
+            }
+        }
+        starts.push(at);
+        ByConstruct {
+            starts,
+            ids: owned.into_iter().map(|(_, id)| id).collect(),
+        }
+    }
+
+    fn of(&self, c: ConstructId) -> &[I] {
+        match (self.starts.get(c.index()), self.starts.get(c.index() + 1)) {
+            (Some(&a), Some(&b)) => &self.ids[a..b],
+            _ => &[],
+        }
+    }
 }
 
 impl Run {
@@ -332,6 +396,33 @@ impl Run {
     /// The device allocations with their handles, in allocation order.
     pub fn allocs(&self) -> Entities<'_, AllocId, DeviceAlloc> {
         Entities::of(&self.allocs, AllocId::at)
+    }
+
+    /// The kernels of construct `c` itself (not of constructs nested in
+    /// it), in device start order.
+    pub fn kernels_of(&self, c: ConstructId) -> &[KernelId] {
+        self.related.kernels.of(c)
+    }
+
+    /// The transfers of construct `c` itself, in start order.
+    pub fn transfers_of(&self, c: ConstructId) -> &[TransferId] {
+        self.related.transfers.of(c)
+    }
+
+    /// The device allocations of construct `c` itself, in allocation order.
+    pub fn allocs_of(&self, c: ConstructId) -> &[AllocId] {
+        self.related.allocs.of(c)
+    }
+
+    /// Indexes the kernels, transfers and allocations by construct, once
+    /// the tables are complete.
+    pub(crate) fn relate(&mut self) {
+        let n = self.constructs.len();
+        self.related = Related {
+            kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
+            transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
+            allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
+        };
     }
 
     /// The outermost construct containing `id` (itself when top-level).
@@ -1120,7 +1211,7 @@ impl Builder {
                 open_at_end.push(c);
             }
         }
-        Run {
+        let mut run = Run {
             header,
             version,
             losses,
@@ -1142,7 +1233,10 @@ impl Builder {
             ending: self.ending,
             routines: self.routines,
             executable_binary: None,
-        }
+            related: Related::default(),
+        };
+        run.relate();
+        run
     }
 }
 

@@ -27,7 +27,9 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::model::{ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferSource};
+use crate::model::{
+    ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferId, TransferSource,
+};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -460,13 +462,15 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 label
             }
         });
-    let within = |k: Option<ConstructId>| k.is_some_and(|k| run.top_level(k) == top);
-    let kernel = match run
-        .kernels()
-        .map(|(_, x)| x)
-        .rev()
-        .find(|k| within(k.construct))
-    {
+    // The constructs of the outermost one: itself and those nested in it.
+    let family: Vec<ConstructId> = run
+        .constructs()
+        .filter(|&(id, _)| run.top_level(id) == top)
+        .map(|(id, _)| id)
+        .collect();
+    // Handles order as the run does: the latest kernel is the largest.
+    let last_kernel = family.iter().flat_map(|&c| run.kernels_of(c)).max();
+    let kernel = match last_kernel.map(|&k| run.kernel(k)) {
         Some(k) => Some(format!(
             "{} grid [{}] block [{}]",
             k.name,
@@ -481,10 +485,9 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 .collect::<Vec<_>>()
                 .join("x")
         )),
-        None => run
-            .constructs()
-            .filter(|&(id, _)| within(Some(id)))
-            .flat_map(|(_, x)| x.launches.iter())
+        None => family
+            .iter()
+            .flat_map(|&c| run.construct(c).launches.iter())
             .max_by_key(|l| l.start_ns)
             .map(|l| {
                 let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
@@ -497,13 +500,17 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 )
             }),
     };
-    let mut transfers: Vec<String> = run
-        .transfers()
-        .map(|(_, x)| x)
-        .filter(|x| {
-            within(x.construct) && matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost)
-        })
+    let mut family_transfers: Vec<TransferId> = family
+        .iter()
+        .flat_map(|&c| run.transfers_of(c))
+        .copied()
+        .collect();
+    family_transfers.sort_unstable();
+    let mut transfers: Vec<String> = family_transfers
+        .iter()
         .rev()
+        .map(|&t| run.transfer(t))
+        .filter(|x| matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost))
         .take(3)
         .map(|x| {
             let dir = if x.kind == CopyKind::HostToDevice {

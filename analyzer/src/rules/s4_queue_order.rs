@@ -208,12 +208,14 @@ fn find_reaches(
     out
 }
 
-/// The kernels of every top-level construct (its own and its nested ones').
+/// The kernels of every top-level construct that has any (its own and its
+/// nested ones').
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
-    for (id, k) in run.kernels() {
-        if let Some(c) = k.construct {
-            m.entry(run.top_level(c)).or_default().push(id);
+    for (id, _) in run.constructs() {
+        let own = run.kernels_of(id);
+        if !own.is_empty() {
+            m.entry(run.top_level(id)).or_default().extend(own);
         }
     }
     m

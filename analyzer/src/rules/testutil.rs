@@ -74,6 +74,7 @@ impl RunBuilder {
                 ending: None,
                 routines: Vec::new(),
                 executable_binary: None,
+                related: Default::default(),
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -274,6 +275,7 @@ impl RunBuilder {
 
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
+        self.run.relate();
         self.run
     }
 }
