@@ -896,10 +896,7 @@ pub fn summarize(run: &Run) -> Summary {
             .filter(|c| c.parent.is_none())
             .count() as u64,
         // acc_device_host is 2 in the OpenACC API.
-        host_fallback: run
-            .constructs()
-            .map(|(_, x)| x)
-            .any(|c| c.device_type == Some(2)),
+        host_fallback: run.constructs().any(|(_, c)| c.device_type == Some(2)),
         runs: vec![facts],
     }
 }

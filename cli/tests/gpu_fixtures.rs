@@ -124,13 +124,11 @@ fn all_fixtures_join_completely() {
         assert!(run.cupti_active(), "{name}");
         assert!(!run.kernels().is_empty(), "{name}");
         assert!(
-            run.kernels().map(|(_, x)| x).all(|k| k.construct.is_some()),
+            run.kernels().all(|(_, k)| k.construct.is_some()),
             "{name}: kernels"
         );
         assert!(
-            run.transfers()
-                .map(|(_, x)| x)
-                .all(|c| c.construct.is_some()),
+            run.transfers().all(|(_, c)| c.construct.is_some()),
             "{name}: copies"
         );
         for c in run

@@ -27,7 +27,7 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let allocs_between = |t0: u64, t1: u64| {
-        cx.run.allocs().map(|(_, x)| x).any(|a| {
+        cx.run.allocs().any(|(_, a)| {
             (t0 < a.alloc_ns && a.alloc_ns < t1) || a.free_ns.is_some_and(|f| t0 < f && f < t1)
         })
     };

@@ -172,11 +172,8 @@ impl<'a> Context<'a> {
                 buffers.entry((p, x.bytes)).or_default().push(i);
             }
         }
-        let mut intervals: Vec<(u64, u64)> = run
-            .kernels()
-            .map(|(_, x)| x)
-            .map(|k| (k.start_ns, k.end_ns))
-            .collect();
+        let mut intervals: Vec<(u64, u64)> =
+            run.kernels().map(|(_, k)| (k.start_ns, k.end_ns)).collect();
         // With CUPTI on, its kernel records are complete (drops are noted
         // separately): no record means no kernel.
         let mut kernel_source = run.cupti_active().then_some("CUPTI kernel records");
@@ -311,8 +308,7 @@ fn buffer_names(run: &Run) -> HashMap<u64, String> {
     }
     let ptrs: Vec<u64> = run
         .transfers()
-        .map(|(_, x)| x)
-        .filter_map(|c| c.host_ptr)
+        .filter_map(|(_, c)| c.host_ptr)
         .filter(|p| !names.contains_key(p))
         .collect();
     if ptrs.is_empty() {
@@ -353,12 +349,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     let cx = Context::new(run, sources, opts);
     let mut all = Checked::default();
     // acc_device_host is 2 in the OpenACC API.
-    if !run.constructs().is_empty()
-        && run
-            .constructs()
-            .map(|(_, x)| x)
-            .all(|c| c.device_type == Some(2))
-    {
+    if !run.constructs().is_empty() && run.constructs().all(|(_, c)| c.device_type == Some(2)) {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
     let rules: [fn(&Context) -> Checked; 15] = [

@@ -22,12 +22,10 @@ pub fn check(cx: &Context) -> Checked {
     // Device activity intervals with the construct that caused them.
     let mut acts: Vec<(u64, u64, Option<ConstructId>)> = run
         .kernels()
-        .map(|(_, x)| x)
-        .map(|k| (k.start_ns, k.end_ns, k.construct))
+        .map(|(_, k)| (k.start_ns, k.end_ns, k.construct))
         .chain(
             run.transfers()
-                .map(|(_, x)| x)
-                .map(|c| (c.start_ns, c.end_ns, c.construct)),
+                .map(|(_, c)| (c.start_ns, c.end_ns, c.construct)),
         )
         .collect();
     acts.sort_by_key(|a| a.0);

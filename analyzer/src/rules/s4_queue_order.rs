@@ -49,8 +49,7 @@ pub fn check(cx: &Context) -> Checked {
         .collect();
     if !run
         .constructs()
-        .map(|(_, x)| x)
-        .any(|c| c.class == ConstructClass::Wait)
+        .any(|(_, c)| c.class == ConstructClass::Wait)
     {
         out.findings
             .extend(source_waits(cx, &queues, &first_work, &launched));
@@ -472,11 +471,7 @@ fn source_waits(
 ) -> Vec<Finding> {
     let run = cx.run;
     let mut out = Vec::new();
-    let files: BTreeSet<&str> = run
-        .sites()
-        .map(|(_, x)| x)
-        .map(|s| s.file.as_str())
-        .collect();
+    let files: BTreeSet<&str> = run.sites().map(|(_, s)| s.file.as_str()).collect();
     for file in files {
         let Some(src) = cx.sources.get(file) else {
             continue;
