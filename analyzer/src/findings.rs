@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use crate::model::TransferId;
 use crate::patch::Edit;
 use crate::rules::{self, Options};
 use crate::source::SourceSet;
@@ -165,10 +166,10 @@ pub struct Finding {
     pub locations: Vec<Location>,
     pub evidence: Evidence,
     pub proposal: Proposal,
-    /// Indices into `Run::copies` whose time `saving_ns` counts, so that
-    /// overlapping findings are not added twice.
+    /// The transfers whose time `saving_ns` counts, so that overlapping
+    /// findings are not added twice.
     #[serde(skip)]
-    pub saved_copies: Vec<usize>,
+    pub saved_transfers: Vec<TransferId>,
 }
 
 impl Finding {
@@ -183,7 +184,7 @@ impl Finding {
             locations: Vec::new(),
             evidence: Evidence::default(),
             proposal: Proposal::default(),
-            saved_copies: Vec::new(),
+            saved_transfers: Vec::new(),
         }
     }
 }
@@ -281,21 +282,20 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
 /// transfers contribute the union of their transfers' times, the others
 /// their own estimate.
 fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
-    let mut copies: Vec<usize> = Vec::new();
+    let mut transfers: Vec<TransferId> = Vec::new();
     let mut other = 0u64;
     for f in findings {
-        if f.saved_copies.is_empty() {
+        if f.saved_transfers.is_empty() {
             other += f.saving_ns.unwrap_or(0);
         } else {
-            copies.extend(&f.saved_copies);
+            transfers.extend(&f.saved_transfers);
         }
     }
-    copies.sort_unstable();
-    copies.dedup();
-    let moved: u64 = copies
+    transfers.sort_unstable();
+    transfers.dedup();
+    let moved: u64 = transfers
         .iter()
-        .filter_map(|&i| run.copies.get(i))
-        .map(|c| c.duration_ns())
+        .map(|&id| run.transfer(id).duration_ns())
         .sum();
     moved + other
 }

@@ -16,6 +16,6 @@ pub mod units;
 
 pub use load::{load_run, load_run_with, LoadError, LoadOptions};
 pub use model::{
-    ApiRoutine, Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel, Run,
-    Site, SiteId,
+    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
+    KernelId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };

@@ -31,13 +31,54 @@ use accprof_trace::{
 
 use crate::symbolize::{SymbolizedSite, Symbolizer};
 
-/// Index of a [`Site`] in [`Run::sites`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SiteId(pub usize);
+/// Declares an opaque handle to one entity of a [`Run`]: only the model
+/// makes them, views get them from the run's iterators and look the entity
+/// up with the run's accessors. Handles order as their entities do in the
+/// run (constructs by start, kernels and transfers by start time, ...).
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub(crate) u32);
 
-/// Index of a [`Construct`] in [`Run::constructs`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConstructId(pub usize);
+        impl $name {
+            /// The handle of the entity at `index` in its table. A run holds
+            /// fewer than 2^32 entities of a kind (each takes tens of bytes).
+            #[inline]
+            pub(crate) fn at(index: usize) -> Self {
+                $name(index as u32)
+            }
+
+            /// The entity's position in its table, for tables kept beside
+            /// the model (one slot per entity).
+            #[inline]
+            pub(crate) fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+handle!(
+    /// A source [`Site`] of a [`Run`] ([`Run::site`]).
+    SiteId
+);
+handle!(
+    /// A [`Construct`] of a [`Run`] ([`Run::construct`]).
+    ConstructId
+);
+handle!(
+    /// A [`Kernel`] of a [`Run`] ([`Run::kernel`]).
+    KernelId
+);
+handle!(
+    /// A [`Transfer`] of a [`Run`] ([`Run::transfer`]).
+    TransferId
+);
+handle!(
+    /// A [`DeviceAlloc`] of a [`Run`] ([`Run::alloc`]).
+    AllocId
+);
 
 /// A place in the source, as precise as the run allowed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -148,9 +189,9 @@ impl Kernel {
     }
 }
 
-/// Where a copy's numbers come from.
+/// Where a transfer's numbers come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopySource {
+pub enum TransferSource {
     /// CUPTI memcpy record: device start/end.
     Cupti,
     /// acc_prof enqueue_upload/download pair: host times only.
@@ -159,7 +200,7 @@ pub enum CopySource {
 
 /// One host<->device transfer.
 #[derive(Debug, Clone)]
-pub struct Copy {
+pub struct Transfer {
     pub construct: Option<ConstructId>,
     pub kind: CopyKind,
     pub bytes: u64,
@@ -167,14 +208,14 @@ pub struct Copy {
     pub end_ns: u64,
     pub src: MemoryKind,
     pub dst: MemoryKind,
-    pub source: CopySource,
+    pub source: TransferSource,
     pub variable: Option<String>,
     pub host_ptr: Option<u64>,
     /// Content hash of the host buffer, when one was taken.
     pub hash: Option<u64>,
 }
 
-impl Copy {
+impl Transfer {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
@@ -201,12 +242,17 @@ pub struct Run {
     pub version: (u16, u16),
     pub losses: Vec<Loss>,
     pub devices: Vec<Device>,
-    pub sites: Vec<Site>,
-    pub constructs: Vec<Construct>,
-    pub kernels: Vec<Kernel>,
-    pub copies: Vec<Copy>,
+    /// The entities, read through their handles ([`Run::sites`],
+    /// [`Run::construct`], ...): their positions are the model's business.
+    pub(crate) sites: Vec<Site>,
+    /// In start order.
+    pub(crate) constructs: Vec<Construct>,
+    /// In device start order.
+    pub(crate) kernels: Vec<Kernel>,
+    /// In start order.
+    pub(crate) transfers: Vec<Transfer>,
     /// Device allocations, in allocation order.
-    pub allocs: Vec<DeviceAlloc>,
+    pub(crate) allocs: Vec<DeviceAlloc>,
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
@@ -232,6 +278,70 @@ pub struct Run {
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
     pub executable_binary: Option<std::path::PathBuf>,
+    /// Each construct's own kernels, transfers and allocations (the other
+    /// way round from their `construct` fields), made by [`Run::relate`].
+    pub(crate) related: Related,
+}
+
+/// The kernels, transfers and allocations of every construct.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Related {
+    kernels: ByConstruct<KernelId>,
+    transfers: ByConstruct<TransferId>,
+    allocs: ByConstruct<AllocId>,
+}
+
+/// Entities of one kind grouped by the construct they belong to: the
+/// handles of construct `c`'s are `ids[starts[c]..starts[c + 1]]`, in the
+/// run's order.
+#[derive(Debug, Clone)]
+struct ByConstruct<I> {
+    starts: Vec<usize>,
+    ids: Vec<I>,
+}
+
+impl<I> Default for ByConstruct<I> {
+    fn default() -> Self {
+        ByConstruct {
+            starts: Vec::new(),
+            ids: Vec::new(),
+        }
+    }
+}
+
+impl<I: Copy> ByConstruct<I> {
+    fn new<'a, T: 'a>(
+        constructs: usize,
+        entities: Entities<'a, I, T>,
+        owner: impl Fn(&T) -> Option<ConstructId>,
+    ) -> Self {
+        let mut owned: Vec<(usize, I)> = entities
+            .filter_map(|(id, x)| owner(x).map(|c| (c.index(), id)))
+            .filter(|&(c, _)| c < constructs)
+            .collect();
+        // Stable: each construct's entities stay in the run's order.
+        owned.sort_by_key(|&(c, _)| c);
+        let mut starts = Vec::with_capacity(constructs + 1);
+        let mut at = 0;
+        for c in 0..constructs {
+            starts.push(at);
+            while owned.get(at).is_some_and(|&(o, _)| o == c) {
+                at += 1;
+            }
+        }
+        starts.push(at);
+        ByConstruct {
+            starts,
+            ids: owned.into_iter().map(|(_, id)| id).collect(),
+        }
+    }
+
+    fn of(&self, c: ConstructId) -> &[I] {
+        match (self.starts.get(c.index()), self.starts.get(c.index() + 1)) {
+            (Some(&a), Some(&b)) => &self.ids[a..b],
+            _ => &[],
+        }
+    }
 }
 
 impl Run {
@@ -240,17 +350,84 @@ impl Run {
         self.routines.get(r.0 as usize).map_or("?", String::as_str)
     }
 
+    // The accessors take handles this run handed out; a handle of another
+    // run is a bug in the caller and panics when out of range.
+
     pub fn site(&self, id: SiteId) -> &Site {
-        &self.sites[id.0]
+        &self.sites[id.index()]
     }
 
     pub fn construct(&self, id: ConstructId) -> &Construct {
-        &self.constructs[id.0]
+        &self.constructs[id.index()]
+    }
+
+    pub fn kernel(&self, id: KernelId) -> &Kernel {
+        &self.kernels[id.index()]
+    }
+
+    pub fn transfer(&self, id: TransferId) -> &Transfer {
+        &self.transfers[id.index()]
+    }
+
+    pub fn alloc(&self, id: AllocId) -> &DeviceAlloc {
+        &self.allocs[id.index()]
+    }
+
+    /// The source sites with their handles.
+    pub fn sites(&self) -> Entities<'_, SiteId, Site> {
+        Entities::of(&self.sites, SiteId::at)
+    }
+
+    /// The constructs with their handles, in start order.
+    pub fn constructs(&self) -> Entities<'_, ConstructId, Construct> {
+        Entities::of(&self.constructs, ConstructId::at)
+    }
+
+    /// The kernels with their handles, in device start order.
+    pub fn kernels(&self) -> Entities<'_, KernelId, Kernel> {
+        Entities::of(&self.kernels, KernelId::at)
+    }
+
+    /// The transfers with their handles, in start order.
+    pub fn transfers(&self) -> Entities<'_, TransferId, Transfer> {
+        Entities::of(&self.transfers, TransferId::at)
+    }
+
+    /// The device allocations with their handles, in allocation order.
+    pub fn allocs(&self) -> Entities<'_, AllocId, DeviceAlloc> {
+        Entities::of(&self.allocs, AllocId::at)
+    }
+
+    /// The kernels of construct `c` itself (not of constructs nested in
+    /// it), in device start order.
+    pub fn kernels_of(&self, c: ConstructId) -> &[KernelId] {
+        self.related.kernels.of(c)
+    }
+
+    /// The transfers of construct `c` itself, in start order.
+    pub fn transfers_of(&self, c: ConstructId) -> &[TransferId] {
+        self.related.transfers.of(c)
+    }
+
+    /// The device allocations of construct `c` itself, in allocation order.
+    pub fn allocs_of(&self, c: ConstructId) -> &[AllocId] {
+        self.related.allocs.of(c)
+    }
+
+    /// Indexes the kernels, transfers and allocations by construct, once
+    /// the tables are complete.
+    pub(crate) fn relate(&mut self) {
+        let n = self.constructs.len();
+        self.related = Related {
+            kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
+            transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
+            allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
+        };
     }
 
     /// The outermost construct containing `id` (itself when top-level).
     pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
-        while let Some(p) = self.constructs[id.0].parent {
+        while let Some(p) = self.construct(id).parent {
             id = p;
         }
         id
@@ -273,6 +450,49 @@ impl Run {
             .or_else(|| self.modules.first())
     }
 }
+
+/// The entities of one kind of a [`Run`] with their handles, in the
+/// run's order.
+#[derive(Clone)]
+pub struct Entities<'a, I, T> {
+    inner: std::iter::Enumerate<std::slice::Iter<'a, T>>,
+    id: fn(usize) -> I,
+}
+
+impl<'a, I, T> Entities<'a, I, T> {
+    fn of(items: &'a [T], id: fn(usize) -> I) -> Self {
+        Entities {
+            inner: items.iter().enumerate(),
+            id,
+        }
+    }
+
+    /// Whether no entities are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'a, I, T> Iterator for Entities<'a, I, T> {
+    type Item = (I, &'a T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(i, x)| ((self.id)(i), x))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|(i, x)| ((self.id)(i), x))
+    }
+}
+
+impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
 fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     use AccEventKind::*;
@@ -339,7 +559,7 @@ struct IdMap<V> {
     len: usize,
 }
 
-impl<V: std::marker::Copy> IdMap<V> {
+impl<V: Copy> IdMap<V> {
     fn new() -> Self {
         IdMap {
             dense: Vec::new(),
@@ -516,7 +736,7 @@ impl Builder {
         if let Some(id) = self.site_index.get(&site) {
             return *id;
         }
-        let id = SiteId(self.sites.len());
+        let id = SiteId::at(self.sites.len());
         self.sites.push(site.clone());
         self.site_index.insert(site, id);
         id
@@ -545,7 +765,7 @@ impl Builder {
             return self.call_site_site(cs, symbolizer);
         }
         if let Some(p) = parent {
-            return self.constructs[p.0].site;
+            return self.constructs[p.index()].site;
         }
         self.intern_site(Site::unknown())
     }
@@ -670,7 +890,7 @@ impl Builder {
                     Some(cs) => self.call_site_site(cs, symbolizer),
                     None => self.intern_site(Site::unknown()),
                 };
-                let id = ConstructId(self.constructs.len());
+                let id = ConstructId::at(self.constructs.len());
                 self.constructs.push(Construct {
                     region: a.region,
                     class: ConstructClass::ApiCall(routine),
@@ -694,10 +914,13 @@ impl Builder {
                 let Some(id) = self.by_region.get(a.region.0) else {
                     return;
                 };
-                if !matches!(self.constructs[id.0].class, ConstructClass::ApiCall(_)) {
+                if !matches!(
+                    self.constructs[id.index()].class,
+                    ConstructClass::ApiCall(_)
+                ) {
                     return;
                 }
-                self.constructs[id.0].end_ns = Some(a.time_ns);
+                self.constructs[id.index()].end_ns = Some(a.time_ns);
                 // Whatever the runtime left open inside the call ends with it.
                 let stack = self.stack(a.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
@@ -729,15 +952,18 @@ impl Builder {
         if let Some(class) = class_of(ev.kind) {
             if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
                 let constructs = &mut self.constructs;
-                if let Some(pos) = stack.iter().position(|&c| constructs[c.0].class == class) {
+                if let Some(pos) = stack
+                    .iter()
+                    .position(|&c| constructs[c.index()].class == class)
+                {
                     for c in stack.drain(pos..) {
-                        constructs[c.0].cut = true;
+                        constructs[c.index()].cut = true;
                     }
                 }
             }
             let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
-            let id = ConstructId(self.constructs.len());
+            let id = ConstructId::at(self.constructs.len());
             self.constructs.push(Construct {
                 region: ev.region,
                 class,
@@ -760,13 +986,13 @@ impl Builder {
         }
         if is_end(ev.kind) {
             if let Some(id) = self.by_region.get(ev.region.0) {
-                self.constructs[id.0].end_ns = Some(ev.time_ns);
-                self.constructs[id.0].cut = false;
+                self.constructs[id.index()].end_ns = Some(ev.time_ns);
+                self.constructs[id.index()].cut = false;
                 let stack = self.stack(ev.thread);
                 if let Some(pos) = stack.iter().rposition(|&c| c == id) {
                     let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
                     for c in inside {
-                        self.constructs[c.0].cut = true;
+                        self.constructs[c.index()].cut = true;
                     }
                 }
             }
@@ -776,7 +1002,7 @@ impl Builder {
             (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
                 if let Some(id) = self.by_region.get(ev.region.0) {
                     let name = self.string(l.kernel_name);
-                    self.constructs[id.0].launches.push(LaunchRequest {
+                    self.constructs[id.index()].launches.push(LaunchRequest {
                         kernel_name: name,
                         gangs: l.num_gangs,
                         workers: l.num_workers,
@@ -788,7 +1014,7 @@ impl Builder {
             }
             (AccEventKind::EnqueueLaunchEnd, _) => {
                 if let Some(id) = self.by_region.get(ev.region.0) {
-                    if let Some(l) = self.constructs[id.0]
+                    if let Some(l) = self.constructs[id.index()]
                         .launches
                         .iter_mut()
                         .rev()
@@ -914,10 +1140,10 @@ impl Builder {
                 stream: k.stream,
             });
         }
-        let mut copies = Vec::with_capacity(self.memcpys_raw.len());
+        let mut transfers = Vec::with_capacity(self.memcpys_raw.len());
         for m in std::mem::take(&mut self.memcpys_raw) {
             let (construct, c) = construct_of(&self, m.correlation);
-            copies.push(Copy {
+            transfers.push(Transfer {
                 construct,
                 kind: m.kind,
                 bytes: m.bytes,
@@ -925,7 +1151,7 @@ impl Builder {
                 end_ns: m.end_ns,
                 src: m.src,
                 dst: m.dst,
-                source: CopySource::Cupti,
+                source: TransferSource::Cupti,
                 variable: None,
                 host_ptr: c.host_ptr,
                 hash: c.hash,
@@ -934,7 +1160,7 @@ impl Builder {
         // Without CUPTI, acc_prof's transfer events are all we have.
         if !self.cupti {
             for c in std::mem::take(&mut self.acc_copies) {
-                copies.push(Copy {
+                transfers.push(Transfer {
                     construct: self.by_region.get(c.region.0),
                     kind: c.kind,
                     bytes: c.bytes,
@@ -942,7 +1168,7 @@ impl Builder {
                     end_ns: c.end_ns,
                     src: MemoryKind::Unknown,
                     dst: MemoryKind::Unknown,
-                    source: CopySource::AccProf,
+                    source: TransferSource::AccProf,
                     variable: c.var.and_then(|v| self.strings.get(&v).cloned()),
                     host_ptr: c.host_ptr,
                     hash: None,
@@ -953,8 +1179,8 @@ impl Builder {
         if !kernels.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
             kernels.sort_by_key(|k| k.start_ns);
         }
-        if !copies.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            copies.sort_by_key(|c| c.start_ns);
+        if !transfers.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
+            transfers.sort_by_key(|c| c.start_ns);
         }
         let mut dropped: Vec<_> = self.dropped.into_iter().collect();
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));
@@ -981,11 +1207,11 @@ impl Builder {
         let mut open_at_end = Vec::new();
         for (_, stack) in std::mem::take(&mut self.open) {
             for c in stack {
-                self.constructs[c.0].cut = true;
+                self.constructs[c.index()].cut = true;
                 open_at_end.push(c);
             }
         }
-        Run {
+        let mut run = Run {
             header,
             version,
             losses,
@@ -993,7 +1219,7 @@ impl Builder {
             sites: self.sites,
             constructs: self.constructs,
             kernels,
-            copies,
+            transfers,
             allocs: self.allocs,
             modules,
             hashes: self.hashes,
@@ -1007,7 +1233,10 @@ impl Builder {
             ending: self.ending,
             routines: self.routines,
             executable_binary: None,
-        }
+            related: Related::default(),
+        };
+        run.relate();
+        run
     }
 }
 
@@ -1176,7 +1405,7 @@ mod tests {
                 count: 1,
             },
         ]);
-        assert_eq!(run.copies.len(), 1);
+        assert_eq!(run.transfers.len(), 1);
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);

@@ -27,7 +27,9 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::model::{ApiRoutine, ConstructClass, ConstructId, CopySource, Run, SiteId};
+use crate::model::{
+    ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferId, TransferSource,
+};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -445,7 +447,7 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
         .max_by_key(|&c| (run.construct(c).start_ns, c))?;
     let c = run.construct(top);
     let attributed = attributed_sites(run);
-    let site = run.site(attributed[top.0]);
+    let site = run.site(attributed.of(top));
     let inside = run
         .open_at_end
         .iter()
@@ -460,8 +462,15 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 label
             }
         });
-    let within = |k: Option<ConstructId>| k.is_some_and(|k| run.top_level(k) == top);
-    let kernel = match run.kernels.iter().rev().find(|k| within(k.construct)) {
+    // The constructs of the outermost one: itself and those nested in it.
+    let family: Vec<ConstructId> = run
+        .constructs()
+        .filter(|&(id, _)| run.top_level(id) == top)
+        .map(|(id, _)| id)
+        .collect();
+    // Handles order as the run does: the latest kernel is the largest.
+    let last_kernel = family.iter().flat_map(|&c| run.kernels_of(c)).max();
+    let kernel = match last_kernel.map(|&k| run.kernel(k)) {
         Some(k) => Some(format!(
             "{} grid [{}] block [{}]",
             k.name,
@@ -476,12 +485,9 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 .collect::<Vec<_>>()
                 .join("x")
         )),
-        None => run
-            .constructs
+        None => family
             .iter()
-            .enumerate()
-            .filter(|(i, _)| within(Some(ConstructId(*i))))
-            .flat_map(|(_, x)| x.launches.iter())
+            .flat_map(|&c| run.construct(c).launches.iter())
             .max_by_key(|l| l.start_ns)
             .map(|l| {
                 let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
@@ -494,13 +500,17 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
                 )
             }),
     };
-    let mut transfers: Vec<String> = run
-        .copies
+    let mut family_transfers: Vec<TransferId> = family
         .iter()
-        .filter(|x| {
-            within(x.construct) && matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost)
-        })
+        .flat_map(|&c| run.transfers_of(c))
+        .copied()
+        .collect();
+    family_transfers.sort_unstable();
+    let mut transfers: Vec<String> = family_transfers
+        .iter()
         .rev()
+        .map(|&t| run.transfer(t))
+        .filter(|x| matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost))
         .take(3)
         .map(|x| {
             let dir = if x.kind == CopyKind::HostToDevice {
@@ -575,19 +585,28 @@ fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) 
     })
 }
 
-/// The source site each construct counts at (indexed like
-/// `run.constructs`): its own, except that the exit of a structured `data`
-/// region takes the site of its entry (the innermost unmatched entry of a
-/// `data` construct on the same thread), and nested constructs that carry
-/// their parent's site follow the parent.
-pub fn attributed_sites(run: &Run) -> Vec<SiteId> {
-    let mut sites: Vec<SiteId> = run.constructs.iter().map(|c| c.site).collect();
+/// The source site each construct counts at ([`attributed_sites`]).
+pub struct AttributedSites(Vec<SiteId>);
+
+impl AttributedSites {
+    /// The site construct `c` counts at.
+    pub fn of(&self, c: ConstructId) -> SiteId {
+        self.0[c.index()]
+    }
+}
+
+/// The source site each construct counts at: its own, except that the exit
+/// of a structured `data` region takes the site of its entry (the innermost
+/// unmatched entry of a `data` construct on the same thread), and nested
+/// constructs that carry their parent's site follow the parent.
+pub fn attributed_sites(run: &Run) -> AttributedSites {
+    let mut sites: Vec<SiteId> = run.constructs().map(|(_, c)| c.site).collect();
     // Open `data` regions per thread, innermost last.
-    let mut open: Vec<(u32, Vec<usize>)> = Vec::new();
-    for (i, c) in run.constructs.iter().enumerate() {
+    let mut open: Vec<(u32, Vec<ConstructId>)> = Vec::new();
+    for (id, c) in run.constructs() {
         if let Some(p) = c.parent {
-            if c.site == run.constructs[p.0].site {
-                sites[i] = sites[p.0];
+            if c.site == run.construct(p).site {
+                sites[id.index()] = sites[p.index()];
             }
             continue;
         }
@@ -602,16 +621,16 @@ pub fn attributed_sites(run: &Run) -> Vec<SiteId> {
             }
         };
         match c.class {
-            ConstructClass::EnterData => stack.push(i),
+            ConstructClass::EnterData => stack.push(id),
             ConstructClass::ExitData => {
                 if let Some(enter) = stack.pop() {
-                    sites[i] = sites[enter];
+                    sites[id.index()] = sites[enter.index()];
                 }
             }
             _ => {}
         }
     }
-    sites
+    AttributedSites(sites)
 }
 
 /// Aggregates of one site while summarizing.
@@ -639,13 +658,13 @@ fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
 pub fn summarize(run: &Run) -> Summary {
     let attributed = attributed_sites(run);
     // One slot per site, and a last one for work no construct claims.
-    let unattributed = run.sites.len();
-    let mut acc: Vec<SiteAcc> = Vec::with_capacity(run.sites.len() + 1);
-    acc.resize_with(run.sites.len() + 1, SiteAcc::default);
+    let unattributed = run.sites().len();
+    let mut acc: Vec<SiteAcc> = Vec::with_capacity(unattributed + 1);
+    acc.resize_with(unattributed + 1, SiteAcc::default);
     let cupti = run.cupti_active();
     let mut host_construct_ns = 0;
-    for (i, (c, site)) in run.constructs.iter().zip(&attributed).enumerate() {
-        let a = &mut acc[site.0];
+    for (id, c) in run.constructs() {
+        let a = &mut acc[attributed.of(id).index()];
         a.used = true;
         if a.device_type.is_none() {
             a.device_type = c.device_type;
@@ -657,7 +676,7 @@ pub fn summarize(run: &Run) -> Summary {
             Some(_)
                 if c.parent.is_some()
                     && matches!(
-                        run.construct(run.top_level(ConstructId(i))).class,
+                        run.construct(run.top_level(id)).class,
                         ConstructClass::ApiCall(_)
                     ) => {}
             Some(r) => a.reached[r as usize].add(host),
@@ -694,8 +713,10 @@ pub fn summarize(run: &Run) -> Summary {
         }
     }
     let mut kernel_ns = 0;
-    for k in &run.kernels {
-        let slot = k.construct.map_or(unattributed, |c| attributed[c.0].0);
+    for (_, k) in run.kernels() {
+        let slot = k
+            .construct
+            .map_or(unattributed, |c| attributed.of(c).index());
         let a = &mut acc[slot];
         a.used = true;
         let entry = kernel_entry(
@@ -718,18 +739,20 @@ pub fn summarize(run: &Run) -> Summary {
     }
     let mut transfer_ns = 0;
     let (mut transfers, mut transfer_bytes) = (0u64, 0u64);
-    for cp in &run.copies {
+    for (_, cp) in run.transfers() {
         if !matches!(cp.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost) {
             continue;
         }
-        let slot = cp.construct.map_or(unattributed, |c| attributed[c.0].0);
+        let slot = cp
+            .construct
+            .map_or(unattributed, |c| attributed.of(c).index());
         let a = &mut acc[slot];
         a.used = true;
         let t = transfer_entry(&mut a.transfers, Some(cp.kind));
         t.count += 1;
         t.bytes = t.bytes.saturating_add(cp.bytes);
         t.time.add(cp.duration_ns());
-        t.device_timed = cp.source == CopySource::Cupti;
+        t.device_timed = cp.source == TransferSource::Cupti;
         t.add_size(cp.bytes, 1);
         let host_side = if cp.kind == CopyKind::HostToDevice {
             cp.src
@@ -759,19 +782,20 @@ pub fn summarize(run: &Run) -> Summary {
         lines: BTreeMap<(Option<u32>, Option<u64>), LineSummary>,
     }
     let mut funcs: BTreeMap<(String, String), FuncAcc> = BTreeMap::new();
-    for (i, a) in acc.into_iter().enumerate() {
+    // The slots in order: the sites, then the unattributed work.
+    let slots = run.sites().map(|(_, s)| Some(s)).chain([None]);
+    for (site, a) in slots.zip(acc) {
         if !a.used {
             continue;
         }
-        let (file, function, line, address) = if i == unattributed {
-            ("(unattributed)".to_string(), "?".to_string(), None, None)
-        } else {
-            let s = run.site(SiteId(i));
+        let (file, function, line, address) = if let Some(s) = site {
             let address = match s.line {
                 None => s.address.as_ref().map(|(_, off)| off.saturating_sub(1)),
                 Some(_) => None,
             };
             (s.file.clone(), s.function.clone(), s.line, address)
+        } else {
+            ("(unattributed)".to_string(), "?".to_string(), None, None)
         };
         let f = funcs.entry((file, function)).or_insert_with(|| FuncAcc {
             device_type: None,
@@ -848,7 +872,7 @@ pub fn summarize(run: &Run) -> Summary {
         executable: run.header.executable.clone(),
         start_unix_ns: run.header.start_unix_ns,
         ending: run.ending,
-        cut_constructs: run.constructs.iter().filter(|c| c.cut).count() as u64,
+        cut_constructs: run.constructs().map(|(_, x)| x).filter(|c| c.cut).count() as u64,
         in_flight: in_flight(run),
         errors: run
             .diagnostics
@@ -866,9 +890,13 @@ pub fn summarize(run: &Run) -> Summary {
         transfers,
         transfer_bytes,
         host_construct_ns,
-        constructs: run.constructs.iter().filter(|c| c.parent.is_none()).count() as u64,
+        constructs: run
+            .constructs()
+            .map(|(_, x)| x)
+            .filter(|c| c.parent.is_none())
+            .count() as u64,
         // acc_device_host is 2 in the OpenACC API.
-        host_fallback: run.constructs.iter().any(|c| c.device_type == Some(2)),
+        host_fallback: run.constructs().any(|(_, c)| c.device_type == Some(2)),
         runs: vec![facts],
     }
 }

@@ -132,8 +132,8 @@ fn laplace_bad_c() {
     assert_eq!(l3.len(), 1, "only the update kernel runs on one gang");
     assert_eq!(places(l3[0]), ["construct laplace_bad.c:154"]);
     let single: u64 = run
-        .kernels
-        .iter()
+        .kernels()
+        .map(|(_, x)| x)
         .filter(|k| k.grid == [1, 1, 1])
         .map(|k| k.device_ns())
         .sum();

@@ -59,8 +59,8 @@ fn rounds_unordered(run: &Run) -> (usize, usize) {
     };
     let by_line = |line: u32| {
         let mut v: Vec<(u64, u64)> = run
-            .kernels
-            .iter()
+            .kernels()
+            .map(|(_, x)| x)
             .filter(|k| line_of(k) == Some(line))
             .map(|k| (k.start_ns, k.end_ns))
             .collect();
@@ -143,7 +143,7 @@ fn failing_run_shows_the_race() {
     assert!(
         text.contains(&format!(
             "In {early} of {} reaches the kernel of line 83 started before the kernel of line 80 had ended",
-            run.kernels.len() / 3
+            run.kernels().len() / 3
         )),
         "{text}"
     );

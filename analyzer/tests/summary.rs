@@ -400,15 +400,15 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
     };
     let run = model::build(trace, &mut Symbolizer::new());
 
+    let ids: Vec<model::ConstructId> = run.constructs().map(|(id, _)| id).collect();
     let routines: Vec<(&str, Option<model::ConstructId>, bool)> = run
-        .constructs
-        .iter()
-        .map(|c| match c.class {
+        .constructs()
+        .map(|(_, c)| match c.class {
             model::ConstructClass::ApiCall(r) => (run.routine(r), c.parent, c.end_ns.is_some()),
             _ => ("nested", c.parent, c.end_ns.is_some()),
         })
         .collect();
-    let first = Some(model::ConstructId(0));
+    let first = Some(ids[0]);
     assert_eq!(
         routines,
         [
@@ -418,9 +418,10 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
             ("acc_update_self", None, true),
         ]
     );
-    let owners: Vec<Option<model::ConstructId>> = run.copies.iter().map(|c| c.construct).collect();
+    let owners: Vec<Option<model::ConstructId>> =
+        run.transfers().map(|(_, c)| c.construct).collect();
     // The nested construct's copy is its own; its parent's site counts it.
-    let c = |i| Some(model::ConstructId(i));
+    let c = |i: usize| Some(ids[i]);
     assert_eq!(owners, [c(1), c(0), c(3)]);
 
     let s = summarize(&run);

@@ -45,7 +45,7 @@ fn marked_calls(file: &Path) -> BTreeMap<(u32, String), u64> {
 fn api_calls(run: &Run, file: &Path) -> BTreeMap<(u32, String), u64> {
     let name = file.file_name().expect("file name").to_string_lossy();
     let mut calls = BTreeMap::new();
-    for c in &run.constructs {
+    for (_, c) in run.constructs() {
         let ConstructClass::ApiCall(r) = c.class else {
             continue;
         };
@@ -157,7 +157,11 @@ fn a_program_without_an_openacc_runtime_is_unaffected() {
     assert_eq!(stdout(&out), stdout(&plain));
     for t in traces(dir.path()) {
         let run = load_run(&t).expect("trace loads");
-        assert!(run.constructs.is_empty(), "{:?}", run.constructs);
+        assert!(
+            run.constructs().is_empty(),
+            "{:?}",
+            run.constructs().collect::<Vec<_>>()
+        );
     }
 }
 
@@ -240,7 +244,7 @@ fn a_library_opened_with_its_own_runtime_reaches_that_runtime() {
     let lib_src = source().with_file_name("api_lib.c");
     let main_src = source().with_file_name("api_dlopen.c");
     let mut calls = BTreeMap::new();
-    for c in &run.constructs {
+    for (_, c) in run.constructs() {
         if let ConstructClass::ApiCall(r) = c.class {
             let site = run.site(c.site);
             let file = Path::new(&site.file).file_name().map(|f| f.to_owned());

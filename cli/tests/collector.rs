@@ -22,8 +22,8 @@ fn only_trace(dir: &Path) -> Run {
 
 /// Top-level compute constructs, as (file name, line).
 fn compute_sites(run: &Run) -> Vec<(String, Option<u32>)> {
-    run.constructs
-        .iter()
+    run.constructs()
+        .map(|(_, x)| x)
         .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
         .map(|c| {
             let s = run.site(c.site);
@@ -115,28 +115,29 @@ fn nvhpc_style_fields_are_recorded() {
     let run = only_trace(dir.path());
     let sites = compute_sites(&run);
     assert_eq!(sites, vec![("solver.c".to_string(), Some(42)); 3]);
-    let site = run.site(run.constructs[0].site);
+    let (_, first) = run.constructs().next().expect("a construct");
+    let site = run.site(first.site);
     assert_eq!(site.function, "solve");
     // Without CUPTI the runtime's upload events are the copies; the
     // download's struct was cut before var_name, which must stay unread.
     let uploads: Vec<_> = run
-        .copies
-        .iter()
+        .transfers()
+        .map(|(_, x)| x)
         .filter(|c| c.kind == accprof_trace::CopyKind::HostToDevice)
         .collect();
     assert_eq!(uploads.len(), 3);
     assert_eq!(uploads[0].variable.as_deref(), Some("a[0:1000]"));
     assert_eq!(uploads[0].bytes, 8000);
     let downloads: Vec<_> = run
-        .copies
-        .iter()
+        .transfers()
+        .map(|(_, x)| x)
         .filter(|c| c.kind == accprof_trace::CopyKind::DeviceToHost)
         .collect();
     assert_eq!(downloads.len(), 3);
     assert!(downloads
         .iter()
         .all(|d| d.variable.is_none() && d.bytes == 0));
-    let launch = &run.constructs[0].launches[0];
+    let launch = &first.launches[0];
     assert_eq!(launch.kernel_name.as_deref(), Some("solve_42_gpu"));
     assert_eq!(
         (launch.gangs, launch.vector_length),
@@ -193,8 +194,8 @@ fn constructs_lie_inside_the_programs_own_clock_readings() {
         assert_eq!(brackets.len(), 8);
         let run = only_trace(dir.path());
         let mut computes: Vec<(u64, u64)> = run
-            .constructs
-            .iter()
+            .constructs()
+            .map(|(_, x)| x)
             .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
             .map(|c| (c.start_ns, c.end_ns.expect("construct ended")))
             .collect();

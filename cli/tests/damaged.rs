@@ -154,7 +154,7 @@ fn one_flipped_byte_costs_one_block_not_the_rest() {
     let whole = load(&fixture("launch_storm"));
     let damaged = load(&path);
     let before = load(&head);
-    let count = |r: &accprof_analyzer::Run| (r.constructs.len(), r.acc_events);
+    let count = |r: &accprof_analyzer::Run| (r.constructs().len(), r.acc_events);
     assert!(count(&damaged).1 < count(&whole).1, "the bad block is lost");
     assert!(
         count(&damaged).1 > count(&before).1,
@@ -642,8 +642,8 @@ fn a_construct_whose_end_callback_was_toggled_off_does_not_swallow_the_next() {
     assert_eq!(t.len(), 1, "{t:?}");
     let run = accprof_analyzer::load_run(&t[0]).expect("loads");
     let computes: Vec<_> = run
-        .constructs
-        .iter()
+        .constructs()
+        .map(|(_, x)| x)
         .filter(|c| c.class == accprof_analyzer::ConstructClass::Compute)
         .collect();
     assert_eq!(computes.len(), 4, "four compute regions");

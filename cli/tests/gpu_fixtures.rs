@@ -44,8 +44,8 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
     assert!(run.devices[0].name.contains("H200"), "{:?}", run.devices);
 
     // Kernels: one per compute region, all device-timed, all joined.
-    assert_eq!(run.kernels.len(), 2 * ITERS);
-    for k in &run.kernels {
+    assert_eq!(run.kernels().len(), 2 * ITERS);
+    for (_, k) in run.kernels() {
         let c = k.construct.expect("kernel joined to its construct");
         assert_eq!(
             line_of(&run, c),
@@ -55,8 +55,8 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
         assert!(k.grid.iter().all(|&g| g >= 1) && k.block[0] >= 32);
     }
     let at = |line: u32| {
-        run.kernels
-            .iter()
+        run.kernels()
+            .map(|(_, x)| x)
             .filter(|k| line_of(&run, k.construct.expect("joined")).1 == Some(line))
             .collect::<Vec<_>>()
     };
@@ -68,7 +68,11 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
 
     // Copies: libgomp reports none of the array copies through acc_prof;
     // CUPTI sees them all, each joined to its region's line.
-    let big: Vec<_> = run.copies.iter().filter(|c| c.bytes == ARRAY).collect();
+    let big: Vec<_> = run
+        .transfers()
+        .map(|(_, x)| x)
+        .filter(|c| c.bytes == ARRAY)
+        .collect();
     let up = big
         .iter()
         .filter(|c| c.kind == CopyKind::HostToDevice)
@@ -82,7 +86,7 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
         (4 * ITERS, 4 * ITERS),
         "2 arrays x 2 regions per iteration"
     );
-    for c in &run.copies {
+    for (_, c) in run.transfers() {
         let owner = c.construct.expect("every copy joined to its construct");
         let (file, line) = line_of(&run, owner);
         assert_eq!(file, "laplace_bad.c");
@@ -118,18 +122,18 @@ fn all_fixtures_join_completely() {
     ] {
         let run = fixture(name);
         assert!(run.cupti_active(), "{name}");
-        assert!(!run.kernels.is_empty(), "{name}");
+        assert!(!run.kernels().is_empty(), "{name}");
         assert!(
-            run.kernels.iter().all(|k| k.construct.is_some()),
+            run.kernels().all(|(_, k)| k.construct.is_some()),
             "{name}: kernels"
         );
         assert!(
-            run.copies.iter().all(|c| c.construct.is_some()),
+            run.transfers().all(|(_, c)| c.construct.is_some()),
             "{name}: copies"
         );
         for c in run
-            .constructs
-            .iter()
+            .constructs()
+            .map(|(_, x)| x)
             .filter(|c| c.class == ConstructClass::Compute)
         {
             assert!(
@@ -147,16 +151,16 @@ fn heat2d_naive_moves_the_grid_every_step() {
     let run = fixture("heat2d_naive");
     let grid = 8 * 256 * 256;
     let up = run
-        .copies
-        .iter()
+        .transfers()
+        .map(|(_, x)| x)
         .filter(|c| c.kind == CopyKind::HostToDevice && c.bytes == grid)
         .count();
     let down = run
-        .copies
-        .iter()
+        .transfers()
+        .map(|(_, x)| x)
         .filter(|c| c.kind == CopyKind::DeviceToHost && c.bytes == grid)
         .count();
-    assert_eq!(run.kernels.len(), 20);
+    assert_eq!(run.kernels().len(), 20);
     assert_eq!((up, down), (20, 20));
 }
 
@@ -185,7 +189,7 @@ fn api_routine_copies_are_attributed_to_their_calling_lines() {
     let marks = api_marks();
     assert!(marks.len() >= 10, "{marks:?}");
     let mut copies_at: std::collections::BTreeMap<u32, usize> = Default::default();
-    for c in &run.copies {
+    for (_, c) in run.transfers() {
         let k = c.construct.expect("every copy joined to a construct");
         let top = run.top_level(k);
         if let ConstructClass::ApiCall(r) = run.construct(top).class {

@@ -126,8 +126,8 @@ fn load(path: &Path) -> Run {
 
 /// Top-level compute constructs of a run.
 fn computes(run: &Run) -> usize {
-    run.constructs
-        .iter()
+    run.constructs()
+        .map(|(_, x)| x)
         .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
         .count()
 }

@@ -38,10 +38,10 @@ pub fn render_text(
     };
     let _ = writeln!(s, "accprof analyze: {}", opts.trace);
     let _ = writeln!(s, "  program: {}", run.header.command_line.join(" "));
-    let kernel_ns: u64 = run.kernels.iter().map(|k| k.device_ns()).sum();
+    let kernel_ns: u64 = run.kernels().map(|(_, k)| k.device_ns()).sum();
     let copy_ns: u64 = run
-        .copies
-        .iter()
+        .transfers()
+        .map(|(_, x)| x)
         .filter(|c| {
             matches!(
                 c.kind,

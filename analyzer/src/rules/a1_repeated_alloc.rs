@@ -14,15 +14,15 @@ use crate::units;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
-    if run.allocs.is_empty() {
-        if run.header.sources.acc_prof.is_active() && !run.constructs.is_empty() {
+    if run.allocs().is_empty() {
+        if run.header.sources.acc_prof.is_active() && !run.constructs().is_empty() {
             out.note("A1/A2 (allocations) not checked: the runtime reported no device allocations");
         }
         return out;
     }
     let big = run
-        .allocs
-        .iter()
+        .allocs()
+        .map(|(_, x)| x)
         .filter(|a| a.bytes >= cx.opts.min_bytes)
         .map(|a| {
             let site = a.construct.map(|c| run.construct(run.top_level(c)).site);

@@ -14,7 +14,7 @@ use crate::units;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
-    if run.allocs.is_empty() || !cx.knows_kernels() {
+    if run.allocs().is_empty() || !cx.knows_kernels() {
         // A1 and U1 say why.
         return out;
     }
@@ -28,7 +28,7 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let end = run.span_ns.1;
-    let unused = run.allocs.iter().filter(|a| {
+    let unused = run.allocs().map(|(_, x)| x).filter(|a| {
         a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
     });
     let groups = group_by(unused.map(|a| {

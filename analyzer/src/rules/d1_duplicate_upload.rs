@@ -51,7 +51,7 @@ pub fn check(cx: &Context) -> Checked {
         };
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "upload", &ups);
         f.locations
             .extend(xfer_locations(cx, "earlier upload", &firsts));

@@ -44,7 +44,7 @@ pub fn check(cx: &Context) -> Checked {
         f.confidence = Confidence::Likely;
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = downs.iter().map(|x| x.copy).collect();
+        f.saved_transfers = downs.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "download", &downs);
         let firsts: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
         f.locations

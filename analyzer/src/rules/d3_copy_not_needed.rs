@@ -68,7 +68,7 @@ pub fn check(cx: &Context) -> Checked {
         f.confidence = crate::findings::Confidence::Certain;
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = downs.iter().map(|x| x.copy).collect();
+        f.saved_transfers = downs.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "construct", &downs);
         f.evidence
             .field("instances", Value::Count(group.len() as u64));

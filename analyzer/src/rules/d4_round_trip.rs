@@ -43,7 +43,7 @@ pub fn check(cx: &Context) -> Checked {
         f.confidence = cx.hash_confidence();
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "upload", &ups);
         f.locations.extend(xfer_locations(cx, "download", &downs));
         f.evidence
@@ -92,7 +92,7 @@ mod tests {
         assert_eq!(f.locations[0].line, Some(20));
         assert_eq!(f.locations[1].line, Some(10));
         assert_eq!(f.confidence, crate::findings::Confidence::Certain);
-        assert_eq!(f.saved_copies.len(), 1);
+        assert_eq!(f.saved_transfers.len(), 1);
     }
 
     #[test]

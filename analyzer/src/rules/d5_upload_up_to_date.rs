@@ -27,7 +27,7 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let allocs_between = |t0: u64, t1: u64| {
-        cx.run.allocs.iter().any(|a| {
+        cx.run.allocs().any(|(_, a)| {
             (t0 < a.alloc_ns && a.alloc_ns < t1) || a.free_ns.is_some_and(|f| t0 < f && f < t1)
         })
     };
@@ -54,7 +54,7 @@ pub fn check(cx: &Context) -> Checked {
         f.confidence = Confidence::Certain;
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "update", &ups);
         f.evidence
             .field("redundant_updates", Value::Count(group.len() as u64));

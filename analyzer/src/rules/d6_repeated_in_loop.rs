@@ -115,7 +115,9 @@ fn host_changed_before(cx: &Context, x: &Xfer, ptr: Option<u64>, bytes: u64) -> 
     let Some(list) = cx.buffers.get(&(p, bytes)) else {
         return false;
     };
-    let pos = list.iter().position(|&i| cx.xfers[i].copy == x.copy);
+    let pos = list
+        .iter()
+        .position(|&i| cx.xfers[i].transfer == x.transfer);
     let prev = pos
         .and_then(|k| k.checked_sub(1))
         .map(|k| &cx.xfers[list[k]]);
@@ -175,7 +177,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(cost);
     f.saving_ns = Some(saving);
-    f.saved_copies = saved.iter().map(|x| x.copy).collect();
+    f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
     if let Some(l) = &lp {
         let mut loc = cx.location("host loop", Some(gs[0].site), None);
         loc.line = Some(l.header_line);
@@ -330,7 +332,7 @@ mod tests {
             b.gcc_compute(s1, &[a, anew], 30_000, 8448, &[a, anew]);
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
-        b.run.copies.iter_mut().for_each(|c| {
+        b.run.transfers.iter_mut().for_each(|c| {
             c.variable = Some(if c.host_ptr == Some(a.ptr) {
                 "A".into()
             } else {
@@ -424,7 +426,7 @@ mod tests {
         for _ in 0..10 {
             b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
         }
-        b.run.copies.iter_mut().for_each(|c| {
+        b.run.transfers.iter_mut().for_each(|c| {
             c.variable = Some(if c.host_ptr == Some(a.ptr) {
                 "a".into()
             } else {

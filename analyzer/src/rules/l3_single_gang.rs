@@ -25,8 +25,8 @@ pub fn check(cx: &Context) -> Checked {
     let mut single: Vec<(Option<SiteId>, u64)> = Vec::new();
     let mut measured_on_device = true;
     let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
-    if !run.kernels.is_empty() {
-        for k in &run.kernels {
+    if !run.kernels().is_empty() {
+        for (_, k) in run.kernels() {
             let site = k.construct.map(|c| run.construct(run.top_level(c)).site);
             *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
@@ -36,8 +36,8 @@ pub fn check(cx: &Context) -> Checked {
     } else {
         measured_on_device = false;
         for c in run
-            .constructs
-            .iter()
+            .constructs()
+            .map(|(_, x)| x)
             .filter(|c| c.class == ConstructClass::Compute)
         {
             for l in &c.launches {
@@ -92,7 +92,7 @@ pub fn check(cx: &Context) -> Checked {
             f.evidence.field("device_time", Value::Ns(cost));
             f.evidence
                 .field("avg_launch", Value::Ns(cost / launches.max(1)));
-            let k = run.kernels.iter().find(|k| {
+            let k = run.kernels().map(|(_, x)| x).find(|k| {
                 k.construct.map(|c| run.construct(run.top_level(c)).site) == site
                     && k.grid.iter().product::<u32>() == 1
             });

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use accprof_trace::{CopyKind, HashMode};
 
 use crate::findings::{Confidence, Finding, Location};
-use crate::model::{ConstructClass, ConstructId, Run, SiteId};
+use crate::model::{ConstructClass, ConstructId, Run, SiteId, TransferId};
 use crate::source::SourceSet;
 
 pub mod a1_repeated_alloc;
@@ -96,8 +96,7 @@ impl Dir {
 /// One large host <-> device transfer, as the rules see it.
 #[derive(Debug, Clone)]
 pub struct Xfer {
-    /// Index in `Run::copies`.
-    pub copy: usize,
+    pub transfer: TransferId,
     pub dir: Dir,
     pub host_ptr: Option<u64>,
     pub bytes: u64,
@@ -142,7 +141,7 @@ impl<'a> Context<'a> {
     pub fn new(run: &'a Run, sources: &'a SourceSet, opts: &'a Options) -> Context<'a> {
         let mut xfers = Vec::new();
         let mut small = 0;
-        for (i, c) in run.copies.iter().enumerate() {
+        for (id, c) in run.transfers() {
             let dir = match c.kind {
                 CopyKind::HostToDevice => Dir::Upload,
                 CopyKind::DeviceToHost => Dir::Download,
@@ -154,7 +153,7 @@ impl<'a> Context<'a> {
             }
             let origin = c.construct.map(|id| run.top_level(id));
             xfers.push(Xfer {
-                copy: i,
+                transfer: id,
                 dir,
                 host_ptr: c.host_ptr,
                 bytes: c.bytes,
@@ -166,7 +165,7 @@ impl<'a> Context<'a> {
                 site: origin.map(|o| run.construct(o).site),
             });
         }
-        xfers.sort_by_key(|x| (x.start_ns, x.copy));
+        xfers.sort_by_key(|x| (x.start_ns, x.transfer));
         let mut buffers: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
         for (i, x) in xfers.iter().enumerate() {
             if let Some(p) = x.host_ptr {
@@ -174,14 +173,14 @@ impl<'a> Context<'a> {
             }
         }
         let mut intervals: Vec<(u64, u64)> =
-            run.kernels.iter().map(|k| (k.start_ns, k.end_ns)).collect();
+            run.kernels().map(|(_, k)| (k.start_ns, k.end_ns)).collect();
         // With CUPTI on, its kernel records are complete (drops are noted
         // separately): no record means no kernel.
         let mut kernel_source = run.cupti_active().then_some("CUPTI kernel records");
         if intervals.is_empty() && !run.cupti_active() {
             // Without CUPTI, the runtime's launch events say when a kernel
             // was enqueued (not when it ran): good enough for "none ran".
-            for c in &run.constructs {
+            for (_, c) in run.constructs() {
                 for l in &c.launches {
                     intervals.push((l.start_ns, l.end_ns.unwrap_or(l.start_ns)));
                 }
@@ -302,15 +301,14 @@ impl<'a> Context<'a> {
 /// the executable at exactly that address (globals and statics).
 fn buffer_names(run: &Run) -> HashMap<u64, String> {
     let mut names = HashMap::new();
-    for c in &run.copies {
+    for (_, c) in run.transfers() {
         if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
             names.entry(p).or_insert_with(|| v.clone());
         }
     }
     let ptrs: Vec<u64> = run
-        .copies
-        .iter()
-        .filter_map(|c| c.host_ptr)
+        .transfers()
+        .filter_map(|(_, c)| c.host_ptr)
         .filter(|p| !names.contains_key(p))
         .collect();
     if ptrs.is_empty() {
@@ -351,7 +349,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     let cx = Context::new(run, sources, opts);
     let mut all = Checked::default();
     // acc_device_host is 2 in the OpenACC API.
-    if !run.constructs.is_empty() && run.constructs.iter().all(|c| c.device_type == Some(2)) {
+    if !run.constructs().is_empty() && run.constructs().all(|(_, c)| c.device_type == Some(2)) {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
     let rules: [fn(&Context) -> Checked; 15] = [

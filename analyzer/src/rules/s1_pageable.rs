@@ -20,7 +20,7 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let host_side = |x: &Xfer| {
-        let c = &cx.run.copies[x.copy];
+        let c = cx.run.transfer(x.transfer);
         match x.dir {
             Dir::Upload => c.src,
             Dir::Download => c.dst,
@@ -130,9 +130,9 @@ mod tests {
         let fast = b.buf(1 << 20, 1);
         b.copy(c, CopyKind::HostToDevice, slow, 1_000_000);
         let pinned = b.copy(c, CopyKind::HostToDevice, fast, 100_000);
+        b.transfer_mut(pinned).src = MemoryKind::Pinned;
         b.close(c);
-        let mut run = b.build();
-        run.copies[pinned].src = MemoryKind::Pinned;
+        let run = b.build();
         let c = run_rule(&run, check);
         assert_eq!(c.findings.len(), 1);
         let f = &c.findings[0];

@@ -30,8 +30,8 @@ pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
     let waits: Vec<_> = run
-        .constructs
-        .iter()
+        .constructs()
+        .map(|(_, x)| x)
         .filter(|c| c.parent.is_none() && blocks_on_the_device(run, c))
         .collect();
     if waits.is_empty() {

@@ -21,13 +21,11 @@ pub fn check(cx: &Context) -> Checked {
     }
     // Device activity intervals with the construct that caused them.
     let mut acts: Vec<(u64, u64, Option<ConstructId>)> = run
-        .kernels
-        .iter()
-        .map(|k| (k.start_ns, k.end_ns, k.construct))
+        .kernels()
+        .map(|(_, k)| (k.start_ns, k.end_ns, k.construct))
         .chain(
-            run.copies
-                .iter()
-                .map(|c| (c.start_ns, c.end_ns, c.construct)),
+            run.transfers()
+                .map(|(_, c)| (c.start_ns, c.end_ns, c.construct)),
         )
         .collect();
     acts.sort_by_key(|a| a.0);

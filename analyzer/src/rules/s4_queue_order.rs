@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::{ConstructClass, ConstructId, Run, SiteId};
+use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
 use crate::units;
@@ -44,15 +44,12 @@ pub fn check(cx: &Context) -> Checked {
     let first_work = first_work(run, &queues);
     let kernels = kernels_by_construct(run);
     let launched: Vec<bool> = run
-        .constructs
-        .iter()
-        .enumerate()
-        .map(|(i, c)| !c.launches.is_empty() || kernels.contains_key(&ConstructId(i)))
+        .constructs()
+        .map(|(id, c)| !c.launches.is_empty() || kernels.contains_key(&id))
         .collect();
     if !run
-        .constructs
-        .iter()
-        .any(|c| c.class == ConstructClass::Wait)
+        .constructs()
+        .any(|(_, c)| c.class == ConstructClass::Wait)
     {
         out.findings
             .extend(source_waits(cx, &queues, &first_work, &launched));
@@ -79,16 +76,16 @@ pub fn check(cx: &Context) -> Checked {
 /// construct takes the queue of its first nested construct unless its own
 /// names one.
 fn queues(run: &Run) -> Vec<Option<i32>> {
-    let mut inner: Vec<Option<i32>> = vec![None; run.constructs.len()];
-    for c in &run.constructs {
+    let mut inner: Vec<Option<i32>> = vec![None; run.constructs().len()];
+    for (_, c) in run.constructs() {
         if let (Some(p), Some(q)) = (c.parent, c.async_queue) {
-            if inner[p.0].is_none() {
-                inner[p.0] = Some(q);
+            if inner[p.index()].is_none() {
+                inner[p.index()] = Some(q);
             }
         }
     }
-    run.constructs
-        .iter()
+    run.constructs()
+        .map(|(_, x)| x)
         .zip(inner)
         .map(|(c, inner)| match c.async_queue {
             Some(q) if q != SYNC => Some(q),
@@ -128,7 +125,7 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 /// When each queue first received work (any construct on it).
 fn first_work(run: &Run, queues: &[Option<i32>]) -> HashMap<i32, u64> {
     let mut first: HashMap<i32, u64> = HashMap::new();
-    for (c, q) in run.constructs.iter().zip(queues) {
+    for (c, q) in run.constructs().map(|(_, x)| x).zip(queues) {
         if let Some(q) = *q {
             let t = first.entry(q).or_insert(c.start_ns);
             *t = (*t).min(c.start_ns);
@@ -147,9 +144,10 @@ fn find_reaches(
     // What each site waits for, read once per site and kind of construct.
     type Waits = Option<Option<Vec<i32>>>;
     let mut waits_at: HashMap<(SiteId, ConstructClass), Waits> = HashMap::new();
-    let mut top: Vec<ConstructId> = (0..run.constructs.len())
-        .map(ConstructId)
-        .filter(|&id| run.construct(id).parent.is_none())
+    let mut top: Vec<ConstructId> = run
+        .constructs()
+        .filter(|(_, c)| c.parent.is_none())
+        .map(|(id, _)| id)
         .collect();
     top.sort_by_key(|&id| {
         let c = run.construct(id);
@@ -165,7 +163,7 @@ fn find_reaches(
             thread = Some(c.thread);
             pending.clear();
         }
-        let q = queues[id.0];
+        let q = queues[id.index()];
         let waits = waits_at
             .entry((c.site, c.class))
             .or_insert_with(|| directive_of(cx, id).and_then(|d| waits_for(&d)));
@@ -202,19 +200,21 @@ fn find_reaches(
         }
         match q {
             Some(SYNC) if c.class != ConstructClass::Wait => pending.clear(),
-            Some(q) if q != SYNC && launched[id.0] => pending.push((id, q)),
+            Some(q) if q != SYNC && launched[id.index()] => pending.push((id, q)),
             _ => {}
         }
     }
     out
 }
 
-/// Kernel indices per top-level construct.
-fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<usize>> {
-    let mut m: HashMap<ConstructId, Vec<usize>> = HashMap::new();
-    for (i, k) in run.kernels.iter().enumerate() {
-        if let Some(c) = k.construct {
-            m.entry(run.top_level(c)).or_default().push(i);
+/// The kernels of every top-level construct that has any (its own and its
+/// nested ones').
+fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
+    let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
+    for (id, _) in run.constructs() {
+        let own = run.kernels_of(id);
+        if !own.is_empty() {
+            m.entry(run.top_level(id)).or_default().extend(own);
         }
     }
     m
@@ -223,12 +223,12 @@ fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<usize>> {
 /// First start and last end of a construct's kernels on the device.
 fn device_span(
     run: &Run,
-    kernels: &HashMap<ConstructId, Vec<usize>>,
+    kernels: &HashMap<ConstructId, Vec<KernelId>>,
     id: ConstructId,
 ) -> Option<(u64, u64)> {
     let ks = kernels.get(&id)?;
-    let start = ks.iter().map(|&i| run.kernels[i].start_ns).min()?;
-    let end = ks.iter().map(|&i| run.kernels[i].end_ns).max()?;
+    let start = ks.iter().map(|&i| run.kernel(i).start_ns).min()?;
+    let end = ks.iter().map(|&i| run.kernel(i).end_ns).max()?;
     Some((start, end))
 }
 
@@ -289,7 +289,7 @@ struct Observed {
 fn finding(
     cx: &Context,
     queues: &[Option<i32>],
-    kernels: &HashMap<ConstructId, Vec<usize>>,
+    kernels: &HashMap<ConstructId, Vec<KernelId>>,
     site: SiteId,
     reaches: &[Reach],
 ) -> Finding {
@@ -316,11 +316,11 @@ fn finding(
     let mut earlier: BTreeMap<SiteId, Observed> = BTreeMap::new();
     let mut earlier_queues: BTreeSet<i32> = BTreeSet::new();
     let mut own_queues: BTreeSet<i32> = BTreeSet::new();
-    let mut counted: BTreeSet<usize> = BTreeSet::new();
+    let mut counted: BTreeSet<KernelId> = BTreeSet::new();
     let mut unordered_reaches = 0u64;
     let mut inverted_reaches = 0u64;
     for r in reaches {
-        own_queues.extend(queues[r.construct.0]);
+        own_queues.extend(queues[r.construct.index()]);
         // When what follows could start: the construct's first kernel, or
         // for a wait directive the host's return from it (one clock).
         let mine = match run.construct(r.construct).class {
@@ -332,7 +332,7 @@ fn finding(
         // One count per earlier site and reach, however many launches it had.
         let mut seen: BTreeMap<SiteId, (bool, bool, bool)> = BTreeMap::new();
         for &p in &r.pending {
-            earlier_queues.extend(queues[p.0]);
+            earlier_queues.extend(queues[p.index()]);
             let e = seen.entry(run.construct(p).site).or_default();
             if let (Some((start, _)), Some((ps, pe))) = (mine, device_span(run, kernels, p)) {
                 e.0 = true;
@@ -370,7 +370,7 @@ fn finding(
             }
         }
     }
-    let cost: u64 = counted.iter().map(|&i| run.kernels[i].device_ns()).sum();
+    let cost: u64 = counted.iter().map(|&i| run.kernel(i).device_ns()).sum();
     let earlier_lines = lines_label(cx, earlier.keys().copied());
     let wait_text = format!(
         "wait({})",
@@ -397,7 +397,7 @@ fn finding(
             .iter()
             .flat_map(|r| r.pending.iter())
             .filter(|&&p| run.construct(p).site == s)
-            .filter_map(|p| queues[p.0])
+            .filter_map(|p| queues[p.index()])
             .collect();
         let mut loc = cx.location("unordered kernel", Some(s), None);
         loc.role = format!("unordered kernel on {}", queue_list(&qs));
@@ -415,7 +415,7 @@ fn finding(
         queue_list(&empty),
         queue_list(&earlier_queues),
     ));
-    if cx.run.kernels.is_empty() {
+    if cx.run.kernels().is_empty() {
         f.evidence.say(
             "No CUPTI kernel records in this run: whether the kernels actually ran out of order is not known; the cost is counted as zero.",
         );
@@ -471,7 +471,7 @@ fn source_waits(
 ) -> Vec<Finding> {
     let run = cx.run;
     let mut out = Vec::new();
-    let files: BTreeSet<&str> = run.sites.iter().map(|s| s.file.as_str()).collect();
+    let files: BTreeSet<&str> = run.sites().map(|(_, s)| s.file.as_str()).collect();
     for file in files {
         let Some(src) = cx.sources.get(file) else {
             continue;
@@ -494,17 +494,17 @@ fn source_waits(
             if empty.is_empty() {
                 continue;
             }
-            let earlier: Vec<ConstructId> = (0..run.constructs.len())
-                .map(ConstructId)
-                .filter(|&id| {
-                    let c = run.construct(id);
+            let earlier: Vec<ConstructId> = run
+                .constructs()
+                .filter(|&(id, c)| {
                     let site = run.site(c.site);
                     c.parent.is_none()
                         && site.file == file
                         && site.line.is_some_and(|l| a <= l && l < d.line)
-                        && queues[id.0].is_some_and(|q| q != SYNC && !ws.contains(&q))
-                        && launched[id.0]
+                        && queues[id.index()].is_some_and(|q| q != SYNC && !ws.contains(&q))
+                        && launched[id.index()]
                 })
+                .map(|(id, _)| id)
                 .collect();
             if earlier.is_empty() {
                 continue;
@@ -527,7 +527,7 @@ fn source_wait_finding(
     let here = format!("line {}", d.line);
     let sites: BTreeSet<SiteId> = earlier.iter().map(|&c| run.construct(c).site).collect();
     let earlier_lines = lines_label(cx, sites.iter().copied());
-    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|c| queues[c.0]).collect();
+    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|c| queues[c.index()]).collect();
     let wait_text = src.line(d.line).trim().to_string();
     let mut f = Finding::new(
         "S4",
@@ -548,7 +548,7 @@ fn source_wait_finding(
         let qs: BTreeSet<i32> = earlier
             .iter()
             .filter(|&&c| run.construct(c).site == s)
-            .filter_map(|c| queues[c.0])
+            .filter_map(|c| queues[c.index()])
             .collect();
         let mut loc = cx.location("unordered kernel", Some(s), None);
         loc.role = format!("unordered kernel on {}", queue_list(&qs));
@@ -654,11 +654,12 @@ fn propose(
         for &(file, l) in &set_lines {
             // The function of a construct in the same function as the directive.
             let unit = cx.sources.get(file).and_then(|s| s.unit_of(l));
-            let site = cx.run.sites.iter().position(|s| {
-                s.file == file
-                    && matches!((s.line, unit), (Some(n), Some((a, b))) if a <= n && n <= b)
+            let site = cx.run.sites().find_map(|(id, s)| {
+                (s.file == file
+                    && matches!((s.line, unit), (Some(n), Some((a, b))) if a <= n && n <= b))
+                .then_some(id)
             });
-            let mut loc = cx.location("set default_async", site.map(SiteId), None);
+            let mut loc = cx.location("set default_async", site, None);
             loc.file = file.to_string();
             loc.line = Some(l);
             loc.address = None;
@@ -724,9 +725,9 @@ mod tests {
     fn compute(b: &mut RunBuilder, line: u32, queue: i32) -> ConstructId {
         let s = b.site("a.c", line);
         let c = b.open(ConstructClass::Compute, s, None);
-        b.run.constructs[c.0].async_queue = Some(SYNC);
+        b.construct_mut(c).async_queue = Some(SYNC);
         let e = b.open(ConstructClass::EnterData, s, Some(c));
-        b.run.constructs[e.0].async_queue = Some(queue);
+        b.construct_mut(e).async_queue = Some(queue);
         b.close(e);
         b.kernel(c, 100, 10_000);
         b.close(c);
@@ -736,7 +737,7 @@ mod tests {
     fn wait(b: &mut RunBuilder, line: u32) {
         let s = b.site("a.c", line);
         let w = b.open(ConstructClass::Wait, s, None);
-        b.run.constructs[w.0].async_queue = Some(SYNC);
+        b.construct_mut(w).async_queue = Some(SYNC);
         b.close(w);
     }
 
@@ -812,8 +813,9 @@ mod tests {
         wait(&mut b, 9);
         // The kernel ran long, past the wait.
         let end = b.t + 50_000;
-        b.run.kernels[0].end_ns = end;
-        assert_eq!(b.run.kernels[0].construct, Some(k));
+        let (kernel, _) = b.run.kernels().next().expect("a kernel");
+        b.kernel_mut(kernel).end_ns = end;
+        assert_eq!(b.run.kernel(kernel).construct, Some(k));
         let c = check_src(b);
         assert_eq!(c.findings.len(), 1);
         let f = &c.findings[0];

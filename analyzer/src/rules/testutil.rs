@@ -5,8 +5,8 @@ use accprof_trace::{
 };
 
 use crate::model::{
-    ApiRoutine, Construct, ConstructClass, ConstructId, Copy, CopySource, DeviceAlloc, Kernel,
-    LaunchRequest, Run, Site, SiteId,
+    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
+    LaunchRequest, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
@@ -60,7 +60,7 @@ impl RunBuilder {
                 sites: Vec::new(),
                 constructs: Vec::new(),
                 kernels: Vec::new(),
-                copies: Vec::new(),
+                transfers: Vec::new(),
                 allocs: Vec::new(),
                 modules: Vec::new(),
                 hashes: Vec::new(),
@@ -74,6 +74,7 @@ impl RunBuilder {
                 ending: None,
                 routines: Vec::new(),
                 executable_binary: None,
+                related: Default::default(),
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -99,10 +100,10 @@ impl RunBuilder {
             address: None,
         };
         if let Some(i) = self.run.sites.iter().position(|x| *x == s) {
-            return SiteId(i);
+            return SiteId::at(i);
         }
         self.run.sites.push(s);
-        SiteId(self.run.sites.len() - 1)
+        SiteId::at(self.run.sites.len() - 1)
     }
 
     /// The handle of an API routine, by name.
@@ -123,9 +124,9 @@ impl RunBuilder {
         site: SiteId,
         parent: Option<ConstructId>,
     ) -> ConstructId {
-        let id = ConstructId(self.run.constructs.len());
+        let id = ConstructId::at(self.run.constructs.len());
         self.run.constructs.push(Construct {
-            region: RegionId(id.0 as u64 + 1),
+            region: RegionId(u64::from(id.0) + 1),
             class,
             kind: None,
             implicit: parent.is_some(),
@@ -146,16 +147,16 @@ impl RunBuilder {
 
     pub fn close(&mut self, id: ConstructId) {
         self.t += 1_000;
-        self.run.constructs[id.0].end_ns = Some(self.t);
+        self.construct_mut(id).end_ns = Some(self.t);
         self.t += 1_000;
     }
 
-    pub fn copy(&mut self, construct: ConstructId, kind: CopyKind, b: Buf, ns: u64) -> usize {
+    pub fn copy(&mut self, construct: ConstructId, kind: CopyKind, b: Buf, ns: u64) -> TransferId {
         let (src, dst) = match kind {
             CopyKind::HostToDevice => (MemoryKind::Pageable, MemoryKind::Device),
             _ => (MemoryKind::Device, MemoryKind::Pageable),
         };
-        self.run.copies.push(Copy {
+        self.run.transfers.push(Transfer {
             construct: Some(construct),
             kind,
             bytes: b.bytes,
@@ -163,27 +164,31 @@ impl RunBuilder {
             end_ns: self.t + ns,
             src,
             dst,
-            source: CopySource::Cupti,
+            source: TransferSource::Cupti,
             variable: None,
             host_ptr: Some(b.ptr),
             hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
         });
         self.t += ns + 1_000;
-        self.run.copies.len() - 1
+        TransferId::at(self.run.transfers.len() - 1)
     }
 
-    pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) {
-        self.run.constructs[construct.0]
-            .launches
-            .push(LaunchRequest {
-                kernel_name: Some("k".into()),
-                gangs: Some(grid as u64),
-                workers: Some(1),
-                vector_length: Some(32),
-                start_ns: self.t,
-                end_ns: Some(self.t + 500),
-            });
-        if self.run.cupti_active() {
+    /// A launch of `construct`, and its kernel when CUPTI records.
+    pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) -> Option<KernelId> {
+        let t = self.t;
+        self.construct_mut(construct).launches.push(LaunchRequest {
+            kernel_name: Some("k".into()),
+            gangs: Some(grid as u64),
+            workers: Some(1),
+            vector_length: Some(32),
+            start_ns: t,
+            end_ns: Some(t + 500),
+        });
+        let id = self
+            .run
+            .cupti_active()
+            .then(|| KernelId::at(self.run.kernels.len()));
+        if id.is_some() {
             self.run.kernels.push(Kernel {
                 construct: Some(construct),
                 name: "k".into(),
@@ -199,9 +204,10 @@ impl RunBuilder {
             });
         }
         self.t += ns + 1_000;
+        id
     }
 
-    pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> usize {
+    pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> AllocId {
         self.run.allocs.push(DeviceAlloc {
             construct: Some(construct),
             bytes,
@@ -211,11 +217,11 @@ impl RunBuilder {
             free_ns: None,
         });
         self.t += 100;
-        self.run.allocs.len() - 1
+        AllocId::at(self.run.allocs.len() - 1)
     }
 
-    pub fn free(&mut self, alloc: usize) {
-        self.run.allocs[alloc].free_ns = Some(self.t);
+    pub fn free(&mut self, alloc: AllocId) {
+        self.alloc_mut(alloc).free_ns = Some(self.t);
         self.t += 100;
     }
 
@@ -249,8 +255,27 @@ impl RunBuilder {
         c
     }
 
+    // Changes to what the helpers made, for cases they do not cover.
+
+    pub fn construct_mut(&mut self, id: ConstructId) -> &mut Construct {
+        &mut self.run.constructs[id.index()]
+    }
+
+    pub fn kernel_mut(&mut self, id: KernelId) -> &mut Kernel {
+        &mut self.run.kernels[id.index()]
+    }
+
+    pub fn transfer_mut(&mut self, id: TransferId) -> &mut Transfer {
+        &mut self.run.transfers[id.index()]
+    }
+
+    pub fn alloc_mut(&mut self, id: AllocId) -> &mut DeviceAlloc {
+        &mut self.run.allocs[id.index()]
+    }
+
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
+        self.run.relate();
         self.run
     }
 }

@@ -64,7 +64,7 @@ pub fn check(cx: &Context) -> Checked {
         f.confidence = Confidence::Certain;
         f.cost_ns = Some(cost);
         f.saving_ns = Some(cost);
-        f.saved_copies = ups.iter().map(|x| x.copy).collect();
+        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
         f.locations = xfer_locations(cx, "upload", &ups);
         f.evidence
             .field("unused_uploads", Value::Count(ups.len() as u64));

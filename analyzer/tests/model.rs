@@ -1,0 +1,119 @@
+//! The model's relations on every recorded fixture (cli/tests/fixtures/h200
+//! and h100): each kernel, transfer and allocation joined to a construct is
+//! among that construct's own (`kernels_of`, `transfers_of`, `allocs_of`),
+//! everything a construct lists points back at it, each construct lists its
+//! entities once in the run's order, and the counts add up.
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+
+use accprof_analyzer::{ConstructId, LoadOptions, Run};
+
+fn fixture_dir(gpu: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/tests/fixtures")
+        .join(gpu)
+}
+
+/// Every trace of a fixture directory, loaded with the fixture's copies of
+/// the binaries only.
+fn fixtures(gpu: &str) -> Vec<(String, Run)> {
+    let dir = fixture_dir(gpu);
+    let opts = LoadOptions::only_in(vec![dir.join("bin")]);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("fixture directory")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "trace"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let run = accprof_analyzer::load_run_with(&p, &opts).expect("fixture loads");
+            let file = p.file_name().map(|f| f.to_string_lossy().into_owned());
+            (format!("{gpu}/{}", file.unwrap_or_default()), run)
+        })
+        .collect()
+}
+
+/// Checks one relation both ways and returns how many entities are joined
+/// to a construct. `entities` are all of one kind with their construct,
+/// `of` a construct's own as the model indexes them.
+fn check_relation<I: Copy + Ord + Debug>(
+    name: &str,
+    what: &str,
+    run: &Run,
+    entities: &[(I, Option<ConstructId>)],
+    of: impl Fn(ConstructId) -> Vec<I>,
+) -> usize {
+    // The iterators yield handles in ascending order.
+    assert!(entities.windows(2).all(|w| w[0].0 < w[1].0), "{name}");
+    let owner = |id: I| match entities.binary_search_by_key(&id, |&(x, _)| x) {
+        Ok(i) => entities[i].1,
+        Err(_) => panic!("{name}: {what} {id:?} is not in the run"),
+    };
+    let mut joined = 0;
+    for &(id, c) in entities {
+        let Some(c) = c else { continue };
+        joined += 1;
+        let own = of(c);
+        assert_eq!(
+            own.iter().filter(|&&x| x == id).count(),
+            1,
+            "{name}: {what} {id:?} of {c:?} is not listed once by it: {own:?}"
+        );
+    }
+    let mut listed = 0;
+    for (c, _) in run.constructs() {
+        let own = of(c);
+        assert!(
+            own.windows(2).all(|w| w[0] < w[1]),
+            "{name}: {what}s of {c:?} out of the run's order: {own:?}"
+        );
+        for &id in &own {
+            assert_eq!(owner(id), Some(c), "{name}: {what} {id:?} listed by {c:?}");
+        }
+        listed += own.len();
+    }
+    assert_eq!(listed, joined, "{name}: {what}s listed by constructs");
+    joined
+}
+
+#[test]
+fn every_joined_kernel_transfer_and_allocation_is_reachable_both_ways() {
+    let runs: Vec<(String, Run)> = fixtures("h200")
+        .into_iter()
+        .chain(fixtures("h100"))
+        .collect();
+    assert!(runs.len() >= 12, "fixtures found: {}", runs.len());
+    let (mut kernels, mut transfers, mut allocs) = (0, 0, 0);
+    for (name, run) in &runs {
+        let ks: Vec<_> = run.kernels().map(|(id, k)| (id, k.construct)).collect();
+        let ts: Vec<_> = run.transfers().map(|(id, t)| (id, t.construct)).collect();
+        let as_: Vec<_> = run.allocs().map(|(id, a)| (id, a.construct)).collect();
+        let k = check_relation(name, "kernel", run, &ks, |c| run.kernels_of(c).to_vec());
+        let t = check_relation(name, "transfer", run, &ts, |c| run.transfers_of(c).to_vec());
+        let a = check_relation(name, "allocation", run, &as_, |c| run.allocs_of(c).to_vec());
+        // The handles lead to the entities the iterators yield.
+        for (id, x) in run.kernels() {
+            assert!(std::ptr::eq(run.kernel(id), x), "{name}: kernel {id:?}");
+        }
+        for (id, x) in run.transfers() {
+            assert!(std::ptr::eq(run.transfer(id), x), "{name}: transfer {id:?}");
+        }
+        for (id, x) in run.allocs() {
+            assert!(std::ptr::eq(run.alloc(id), x), "{name}: allocation {id:?}");
+        }
+        for (id, x) in run.constructs() {
+            assert!(
+                std::ptr::eq(run.construct(id), x),
+                "{name}: construct {id:?}"
+            );
+        }
+        kernels += k;
+        transfers += t;
+        allocs += a;
+    }
+    // The recorded runs joined device work to their constructs.
+    assert!(kernels > 0 && transfers > 0 && allocs > 0);
+}
