@@ -219,6 +219,11 @@ impl Transfer {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
+
+    /// An upload or a download (not a device-to-device or other copy).
+    pub fn is_host_device(&self) -> bool {
+        matches!(self.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost)
+    }
 }
 
 /// A device allocation the runtime reported (acc_prof alloc/free events).
@@ -279,8 +284,68 @@ pub struct Run {
     /// not found.
     pub executable_binary: Option<std::path::PathBuf>,
     /// Each construct's own kernels, transfers and allocations (the other
-    /// way round from their `construct` fields), made by [`Run::relate`].
+    /// way round from their `construct` fields), made by [`Run::derive`].
     pub(crate) related: Related,
+    /// Summed once the tables are complete ([`Run::totals`]).
+    pub(crate) totals: Totals,
+    /// Where the constructs ran and which runtime ran them, read once.
+    pub(crate) placement: Placement,
+}
+
+/// The device time and host<->device traffic of a run, summed once by the
+/// builder: every view reads these, none adds them up again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Device time of the kernels (CUPTI's start to end of each).
+    pub kernel_ns: u64,
+    /// Kernels the run holds.
+    pub kernels: u64,
+    /// Host<->device transfers (uploads and downloads; device-to-device and
+    /// other copies are not counted): their time, number and bytes.
+    pub transfer_ns: u64,
+    pub transfers: u64,
+    pub transfer_bytes: u64,
+}
+
+impl Totals {
+    fn of(kernels: &[Kernel], transfers: &[Transfer]) -> Totals {
+        let mut t = Totals::default();
+        for k in kernels {
+            t.kernel_ns = t.kernel_ns.saturating_add(k.device_ns());
+            t.kernels += 1;
+        }
+        for x in transfers.iter().filter(|x| x.is_host_device()) {
+            t.transfer_ns = t.transfer_ns.saturating_add(x.duration_ns());
+            t.transfers += 1;
+            t.transfer_bytes = t.transfer_bytes.saturating_add(x.bytes);
+        }
+        t
+    }
+}
+
+/// `acc_device_host` in the OpenACC API's numbering of `acc_device_t`.
+pub const ACC_DEVICE_HOST: u32 = 2;
+
+/// Where the constructs ran and which runtime ran them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Placement {
+    /// Some construct ran on the host (OpenACC host fallback).
+    some_on_host: bool,
+    /// There were constructs and every one ran on the host.
+    all_on_host: bool,
+    /// The OpenACC runtime is GCC's libgomp.
+    libgomp: bool,
+}
+
+impl Placement {
+    fn of(header: &Header, constructs: &[Construct]) -> Placement {
+        let on_host = |c: &Construct| c.device_type == Some(ACC_DEVICE_HOST);
+        Placement {
+            some_on_host: constructs.iter().any(on_host),
+            all_on_host: !constructs.is_empty() && constructs.iter().all(on_host),
+            libgomp: header.runtime.contains("libgomp"),
+        }
+    }
 }
 
 /// The kernels, transfers and allocations of every construct.
@@ -414,15 +479,18 @@ impl Run {
         self.related.allocs.of(c)
     }
 
-    /// Indexes the kernels, transfers and allocations by construct, once
-    /// the tables are complete.
-    pub(crate) fn relate(&mut self) {
+    /// Derives, once the tables are complete, what the views read instead
+    /// of working it out each: the kernels, transfers and allocations of
+    /// each construct, the totals, and where the constructs ran.
+    pub(crate) fn derive(&mut self) {
         let n = self.constructs.len();
         self.related = Related {
             kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
             transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
             allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
         };
+        self.totals = Totals::of(&self.kernels, &self.transfers);
+        self.placement = Placement::of(&self.header, &self.constructs);
     }
 
     /// The outermost construct containing `id` (itself when top-level).
@@ -435,6 +503,28 @@ impl Run {
 
     pub fn cupti_active(&self) -> bool {
         self.header.sources.cupti.is_active()
+    }
+
+    /// Kernel time and host<->device transfers, summed once.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Some construct ran on the host (OpenACC host fallback).
+    pub fn ran_on_host(&self) -> bool {
+        self.placement.some_on_host
+    }
+
+    /// The run had constructs and all of them ran on the host: there was
+    /// no device.
+    pub fn ran_only_on_host(&self) -> bool {
+        self.placement.all_on_host
+    }
+
+    /// The OpenACC runtime is GCC's libgomp (its numbering of devices and
+    /// the events it sends differ from other runtimes').
+    pub fn runtime_is_libgomp(&self) -> bool {
+        self.placement.libgomp
     }
 
     pub fn wall_ns(&self) -> u64 {
@@ -1234,8 +1324,10 @@ impl Builder {
             routines: self.routines,
             executable_binary: None,
             related: Related::default(),
+            totals: Totals::default(),
+            placement: Placement::default(),
         };
-        run.relate();
+        run.derive();
         run
     }
 }
@@ -1302,6 +1394,63 @@ mod tests {
             .iter()
             .map(|c| (run.site(c.site).line, c.parent.is_some(), c.cut))
             .collect()
+    }
+
+    fn on(device_type: u32, r: Record) -> Record {
+        match r {
+            Record::Acc(mut e) => {
+                e.device_type = Some(device_type);
+                Record::Acc(e)
+            }
+            r => r,
+        }
+    }
+
+    #[test]
+    fn where_the_constructs_ran_is_read_once_from_their_device_types() {
+        use AccEventKind::*;
+        let host = |r| on(ACC_DEVICE_HOST, r);
+        let mixed = build_of(vec![
+            host(ev(1, ComputeConstructStart, 1, 10)),
+            host(ev(2, ComputeConstructEnd, 1, 10)),
+            on(5, ev(3, ComputeConstructStart, 2, 20)),
+            on(5, ev(4, ComputeConstructEnd, 2, 20)),
+        ]);
+        assert!(mixed.ran_on_host() && !mixed.ran_only_on_host());
+        assert!(mixed.runtime_is_libgomp());
+        let all = build_of(vec![
+            host(ev(1, ComputeConstructStart, 1, 10)),
+            host(ev(2, ComputeConstructEnd, 1, 10)),
+        ]);
+        assert!(all.ran_on_host() && all.ran_only_on_host());
+        let none = build_of(Vec::new());
+        assert!(!none.ran_on_host() && !none.ran_only_on_host());
+    }
+
+    #[test]
+    fn the_totals_count_kernels_and_host_device_transfers_only() {
+        use crate::rules::testutil::RunBuilder;
+        let mut b = RunBuilder::new(HashMode::Off);
+        let site = b.site("a.c", 1);
+        let c = b.open(ConstructClass::Compute, site, None);
+        let (x, y) = (b.buf(4096, 1), b.buf(100, 2));
+        b.copy(c, CopyKind::HostToDevice, x, 300);
+        b.kernel(c, 8, 1_000);
+        b.kernel(c, 8, 2_000);
+        b.copy(c, CopyKind::DeviceToDevice, y, 50);
+        b.copy(c, CopyKind::DeviceToHost, y, 70);
+        b.close(c);
+        let run = b.build();
+        assert_eq!(
+            run.totals(),
+            Totals {
+                kernel_ns: 3_000,
+                kernels: 2,
+                transfer_ns: 370,
+                transfers: 2,
+                transfer_bytes: 4196,
+            }
+        );
     }
 
     #[test]

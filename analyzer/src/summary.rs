@@ -29,6 +29,7 @@ use accprof_trace::{
 
 use crate::model::{
     ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferId, TransferSource,
+    ACC_DEVICE_HOST,
 };
 
 /// Count, total, min and max of a set of durations, in ns.
@@ -558,9 +559,9 @@ pub struct Summary {
 }
 
 fn device_label(run: &Run, device_type: Option<u32>) -> &'static str {
-    let gcc = run.header.runtime.contains("libgomp");
+    let gcc = run.runtime_is_libgomp();
     match device_type {
-        Some(2) => "HOST",
+        Some(ACC_DEVICE_HOST) => "HOST",
         Some(5) if gcc => "NVIDIA",
         Some(4) if !gcc => "NVIDIA",
         _ if run.cupti_active() => "NVIDIA",
@@ -712,7 +713,6 @@ pub fn summarize(run: &Run) -> Summary {
             }
         }
     }
-    let mut kernel_ns = 0;
     for (_, k) in run.kernels() {
         let slot = k
             .construct
@@ -735,12 +735,9 @@ pub fn summarize(run: &Run) -> Summary {
                 entry.elapsed.add(h);
             }
         }
-        kernel_ns = u64::saturating_add(kernel_ns, k.device_ns());
     }
-    let mut transfer_ns = 0;
-    let (mut transfers, mut transfer_bytes) = (0u64, 0u64);
     for (_, cp) in run.transfers() {
-        if !matches!(cp.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost) {
+        if !cp.is_host_device() {
             continue;
         }
         let slot = cp
@@ -769,10 +766,8 @@ pub fn summarize(run: &Run) -> Summary {
                 t.variables.push(v.clone());
             }
         }
-        transfer_ns = u64::saturating_add(transfer_ns, cp.duration_ns());
-        transfers += 1;
-        transfer_bytes = transfer_bytes.saturating_add(cp.bytes);
     }
+    let totals = run.totals();
 
     // Group the sites into files, functions and lines.
     struct FuncAcc {
@@ -866,8 +861,8 @@ pub fn summarize(run: &Run) -> Summary {
         acc_events: run.acc_events,
         wall_ns: run.wall_ns(),
         host_construct_ns,
-        kernel_ns,
-        transfer_ns,
+        kernel_ns: totals.kernel_ns,
+        transfer_ns: totals.transfer_ns,
         version: run.version,
         executable: run.header.executable.clone(),
         start_unix_ns: run.header.start_unix_ns,
@@ -885,18 +880,17 @@ pub fn summarize(run: &Run) -> Summary {
         functions,
         cupti,
         wall_ns: run.wall_ns(),
-        kernel_ns,
-        transfer_ns,
-        transfers,
-        transfer_bytes,
+        kernel_ns: totals.kernel_ns,
+        transfer_ns: totals.transfer_ns,
+        transfers: totals.transfers,
+        transfer_bytes: totals.transfer_bytes,
         host_construct_ns,
         constructs: run
             .constructs()
             .map(|(_, x)| x)
             .filter(|c| c.parent.is_none())
             .count() as u64,
-        // acc_device_host is 2 in the OpenACC API.
-        host_fallback: run.constructs().any(|(_, c)| c.device_type == Some(2)),
+        host_fallback: run.ran_on_host(),
         runs: vec![facts],
     }
 }

@@ -38,18 +38,8 @@ pub fn render_text(
     };
     let _ = writeln!(s, "accprof analyze: {}", opts.trace);
     let _ = writeln!(s, "  program: {}", run.header.command_line.join(" "));
-    let kernel_ns: u64 = run.kernels().map(|(_, k)| k.device_ns()).sum();
-    let copy_ns: u64 = run
-        .transfers()
-        .map(|(_, x)| x)
-        .filter(|c| {
-            matches!(
-                c.kind,
-                accprof_trace::CopyKind::HostToDevice | accprof_trace::CopyKind::DeviceToHost
-            )
-        })
-        .map(|c| c.duration_ns())
-        .sum();
+    let totals = run.totals();
+    let (kernel_ns, copy_ns) = (totals.kernel_ns, totals.transfer_ns);
     let times = if run.cupti_active() && !run.losses.is_empty() {
         format!(
             "kernels {}, host<->device transfers {} (device times, CUPTI; the trace was cut, so only those of the part read)",

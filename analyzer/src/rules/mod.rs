@@ -348,8 +348,7 @@ fn demangle_data_symbol(name: &str) -> String {
 pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     let cx = Context::new(run, sources, opts);
     let mut all = Checked::default();
-    // acc_device_host is 2 in the OpenACC API.
-    if !run.constructs().is_empty() && run.constructs().all(|(_, c)| c.device_type == Some(2)) {
+    if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
     let rules: [fn(&Context) -> Checked; 15] = [

@@ -35,7 +35,7 @@ pub fn check(cx: &Context) -> Checked {
         .filter(|c| c.parent.is_none() && blocks_on_the_device(run, c))
         .collect();
     if waits.is_empty() {
-        if run.header.runtime.contains("libgomp") {
+        if run.runtime_is_libgomp() {
             out.note("S2 (synchronous waits) not checked: GCC's libgomp sends no wait events");
         }
         return out;

@@ -447,7 +447,7 @@ fn finding(
         .chain(earlier.keys().copied())
         .map(|s| run.site(s).file.as_str())
         .collect();
-    let gcc = run.header.runtime.contains("libgomp");
+    let gcc = run.runtime_is_libgomp();
     let earlier_sites: Vec<SiteId> = earlier.keys().copied().collect();
     propose(cx, &mut f, &files, &earlier_sites, &here, &empty, gcc);
     if cost > 0 {
@@ -569,7 +569,7 @@ fn source_wait_finding(
     let files: BTreeSet<&str> = std::iter::once(src.path.as_str())
         .chain(sites.iter().map(|&s| run.site(s).file.as_str()))
         .collect();
-    let gcc = run.header.runtime.contains("libgomp");
+    let gcc = run.runtime_is_libgomp();
     let sites: Vec<SiteId> = sites.into_iter().collect();
     propose(cx, &mut f, &files, &sites, &here, empty, gcc);
     f

@@ -75,6 +75,8 @@ impl RunBuilder {
                 routines: Vec::new(),
                 executable_binary: None,
                 related: Default::default(),
+                totals: Default::default(),
+                placement: Default::default(),
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -275,7 +277,7 @@ impl RunBuilder {
 
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
-        self.run.relate();
+        self.run.derive();
         self.run
     }
 }
