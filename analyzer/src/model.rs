@@ -14,8 +14,9 @@
 //!   construct the same way.
 //! - A CUPTI kernel or memcpy belongs to the construct whose region the
 //!   driver call with the same correlation id was made in.
-//! - Without CUPTI, launches and copies come from acc_prof's enqueue events
-//!   (host times only; GCC reports only the small argument block as copies).
+//! - Without CUPTI, kernels and copies come from acc_prof's enqueue events
+//!   (host times only, marked as such; GCC reports only the small argument
+//!   block as copies).
 //! - A call of an OpenACC API routine (`acc_copyin`, ...) that the
 //!   collector interposed is a construct of class [`ConstructClass::ApiCall`]
 //!   at the application's call site; the copies of its region and the
@@ -167,7 +168,19 @@ pub struct LaunchRequest {
     pub end_ns: Option<u64>,
 }
 
-/// A kernel the device ran (CUPTI).
+/// Where a kernel's numbers come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelSource {
+    /// CUPTI kernel record: device start/end, launch shape, resources.
+    Cupti,
+    /// acc_prof enqueue_launch start/end (CUPTI did not record): host times
+    /// of the enqueue, gangs as the grid and vector length and workers as
+    /// the block; no resources.
+    AccProf,
+}
+
+/// A kernel the device ran (CUPTI), or, when CUPTI did not record, one the
+/// runtime launched.
 #[derive(Debug, Clone)]
 pub struct Kernel {
     pub construct: Option<ConstructId>,
@@ -181,11 +194,19 @@ pub struct Kernel {
     pub end_ns: u64,
     pub device: u32,
     pub stream: u32,
+    pub source: KernelSource,
 }
 
 impl Kernel {
+    /// Start to end: on the device for a CUPTI kernel, the enqueue on the
+    /// host for a launch event.
     pub fn device_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// CUPTI timed it on the device.
+    pub fn device_timed(&self) -> bool {
+        self.source == KernelSource::Cupti
     }
 }
 
@@ -252,7 +273,8 @@ pub struct Run {
     pub(crate) sites: Vec<Site>,
     /// In start order.
     pub(crate) constructs: Vec<Construct>,
-    /// In device start order.
+    /// In device start order (launch start order when CUPTI did not
+    /// record: see [`KernelSource`]).
     pub(crate) kernels: Vec<Kernel>,
     /// In start order.
     pub(crate) transfers: Vec<Transfer>,
@@ -296,9 +318,9 @@ pub struct Run {
 /// builder: every view reads these, none adds them up again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
-    /// Device time of the kernels (CUPTI's start to end of each).
+    /// Device time of the kernels CUPTI timed (start to end of each).
     pub kernel_ns: u64,
-    /// Kernels the run holds.
+    /// Kernels the run holds (launch events too when CUPTI did not record).
     pub kernels: u64,
     /// Host<->device transfers (uploads and downloads; device-to-device and
     /// other copies are not counted): their time, number and bytes.
@@ -311,7 +333,9 @@ impl Totals {
     fn of(kernels: &[Kernel], transfers: &[Transfer]) -> Totals {
         let mut t = Totals::default();
         for k in kernels {
-            t.kernel_ns = t.kernel_ns.saturating_add(k.device_ns());
+            if k.device_timed() {
+                t.kernel_ns = t.kernel_ns.saturating_add(k.device_ns());
+            }
             t.kernels += 1;
         }
         for x in transfers.iter().filter(|x| x.is_host_device()) {
@@ -583,6 +607,30 @@ impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
 }
 
 impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
+
+/// The kernels the runtime's launch events tell of (for a run without
+/// CUPTI), in the order of their constructs.
+pub(crate) fn launched_kernels(constructs: &[Construct]) -> impl Iterator<Item = Kernel> + '_ {
+    constructs.iter().enumerate().flat_map(|(id, c)| {
+        c.launches.iter().map(move |l| {
+            let workers = l.workers.filter(|&w| w > 1).unwrap_or(1);
+            Kernel {
+                construct: Some(ConstructId::at(id)),
+                name: l.kernel_name.clone().unwrap_or_else(|| "?".into()),
+                grid: [l.gangs.unwrap_or(0) as u32, 1, 1],
+                block: [l.vector_length.unwrap_or(0) as u32, workers as u32, 1],
+                registers: 0,
+                shared_bytes: 0,
+                local_bytes_per_thread: 0,
+                start_ns: l.start_ns,
+                end_ns: l.end_ns.unwrap_or(l.start_ns),
+                device: c.device.unwrap_or(0),
+                stream: 0,
+                source: KernelSource::AccProf,
+            }
+        })
+    })
+}
 
 fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     use AccEventKind::*;
@@ -1228,7 +1276,12 @@ impl Builder {
                 end_ns: k.end_ns,
                 device: k.device,
                 stream: k.stream,
+                source: KernelSource::Cupti,
             });
+        }
+        // Without CUPTI, the runtime's launch events are all we have.
+        if !self.cupti {
+            kernels.extend(launched_kernels(&self.constructs));
         }
         let mut transfers = Vec::with_capacity(self.memcpys_raw.len());
         for m in std::mem::take(&mut self.memcpys_raw) {
@@ -1451,6 +1504,46 @@ mod tests {
                 transfer_bytes: 4196,
             }
         );
+    }
+
+    #[test]
+    fn without_cupti_the_launch_events_are_the_kernels_with_host_times() {
+        use AccEventKind::*;
+        let launch = |t, kind, gangs, workers| match ev(t, kind, 1, 10) {
+            Record::Acc(mut e) => {
+                e.detail = AccDetail::Launch(accprof_trace::LaunchInfo {
+                    kernel_name: None,
+                    num_gangs: Some(gangs),
+                    num_workers: Some(workers),
+                    vector_length: Some(32),
+                });
+                Record::Acc(e)
+            }
+            r => r,
+        };
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            launch(2, EnqueueLaunchStart, 4, 1),
+            ev(5, EnqueueLaunchEnd, 1, 10),
+            launch(6, EnqueueLaunchStart, 1, 8),
+            ev(7, ComputeConstructEnd, 1, 10),
+        ]);
+        let c = ConstructId(0);
+        let ks: Vec<_> = run
+            .kernels()
+            .map(|(_, k)| (k.construct, k.grid, k.block, k.start_ns, k.end_ns, k.source))
+            .collect();
+        assert_eq!(
+            ks,
+            [
+                (Some(c), [4, 1, 1], [32, 1, 1], 2, 5, KernelSource::AccProf),
+                // The second launch's end never came.
+                (Some(c), [1, 1, 1], [32, 8, 1], 6, 6, KernelSource::AccProf),
+            ]
+        );
+        assert_eq!(run.kernels_of(c).len(), 2);
+        // Host times are no device time.
+        assert_eq!((run.totals().kernels, run.totals().kernel_ns), (2, 0));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use accprof_trace::{
 };
 
 use crate::model::{
-    ApiRoutine, ConstructClass, ConstructId, Run, SiteId, TransferId, TransferSource,
+    ApiRoutine, ConstructClass, ConstructId, KernelSource, Run, SiteId, TransferId, TransferSource,
     ACC_DEVICE_HOST,
 };
 
@@ -470,7 +470,11 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
         .map(|(id, _)| id)
         .collect();
     // Handles order as the run does: the latest kernel is the largest.
-    let last_kernel = family.iter().flat_map(|&c| run.kernels_of(c)).max();
+    let last_kernel = family
+        .iter()
+        .flat_map(|&c| run.kernels_of(c))
+        .filter(|&&k| run.kernel(k).device_timed())
+        .max();
     let kernel = match last_kernel.map(|&k| run.kernel(k)) {
         Some(k) => Some(format!(
             "{} grid [{}] block [{}]",
@@ -698,20 +702,6 @@ pub fn summarize(run: &Run) -> Summary {
             a.host_ns = a.host_ns.saturating_add(host);
             host_construct_ns = u64::saturating_add(host_construct_ns, host);
         }
-        // Without CUPTI, launches come from the runtime's own events.
-        if !cupti && c.class == ConstructClass::Compute {
-            for l in &c.launches {
-                let grid = [l.gangs.unwrap_or(0) as u32];
-                let mut block = vec![l.vector_length.unwrap_or(0) as u32];
-                if l.workers.unwrap_or(1) > 1 {
-                    block.push(l.workers.unwrap_or(1) as u32);
-                }
-                let name = l.kernel_name.as_deref().unwrap_or("?");
-                let k = kernel_entry(&mut a.kernels, name, &grid, &block);
-                k.launches += 1;
-                k.elapsed.add(host);
-            }
-        }
     }
     for (_, k) in run.kernels() {
         let slot = k
@@ -726,14 +716,21 @@ pub fn summarize(run: &Run) -> Summary {
             &kernel_dims(k.block),
         );
         entry.launches += 1;
-        entry.device.add(k.device_ns());
         entry.registers = entry.registers.max(k.registers);
         entry.shared_bytes = entry.shared_bytes.max(k.shared_bytes);
         entry.local_bytes_per_thread = entry.local_bytes_per_thread.max(k.local_bytes_per_thread);
-        if let Some(c) = k.construct {
-            if let Some(h) = run.construct(run.top_level(c)).host_ns() {
-                entry.elapsed.add(h);
+        match (k.source, k.construct) {
+            (KernelSource::Cupti, c) => {
+                entry.device.add(k.device_ns());
+                if let Some(h) = c.and_then(|c| run.construct(run.top_level(c)).host_ns()) {
+                    entry.elapsed.add(h);
+                }
             }
+            // A launch event: its compute construct's host time, no device time.
+            (KernelSource::AccProf, Some(c)) => {
+                entry.elapsed.add(run.construct(c).host_ns().unwrap_or(0));
+            }
+            (KernelSource::AccProf, None) => {}
         }
     }
     for (_, cp) in run.transfers() {

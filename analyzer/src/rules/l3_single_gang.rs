@@ -25,8 +25,8 @@ pub fn check(cx: &Context) -> Checked {
     let mut single: Vec<(Option<SiteId>, u64)> = Vec::new();
     let mut measured_on_device = true;
     let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
-    if !run.kernels().is_empty() {
-        for (_, k) in run.kernels() {
+    if run.kernels().any(|(_, k)| k.device_timed()) {
+        for (_, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
             let site = k.construct.map(|c| run.construct(run.top_level(c)).site);
             *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
@@ -93,7 +93,8 @@ pub fn check(cx: &Context) -> Checked {
             f.evidence
                 .field("avg_launch", Value::Ns(cost / launches.max(1)));
             let k = run.kernels().map(|(_, x)| x).find(|k| {
-                k.construct.map(|c| run.construct(run.top_level(c)).site) == site
+                k.device_timed()
+                    && k.construct.map(|c| run.construct(run.top_level(c)).site) == site
                     && k.grid.iter().product::<u32>() == 1
             });
             if let Some(k) = k {

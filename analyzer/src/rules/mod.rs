@@ -175,20 +175,16 @@ impl<'a> Context<'a> {
         let mut intervals: Vec<(u64, u64)> =
             run.kernels().map(|(_, k)| (k.start_ns, k.end_ns)).collect();
         // With CUPTI on, its kernel records are complete (drops are noted
-        // separately): no record means no kernel.
-        let mut kernel_source = run.cupti_active().then_some("CUPTI kernel records");
-        if intervals.is_empty() && !run.cupti_active() {
-            // Without CUPTI, the runtime's launch events say when a kernel
-            // was enqueued (not when it ran): good enough for "none ran".
-            for (_, c) in run.constructs() {
-                for l in &c.launches {
-                    intervals.push((l.start_ns, l.end_ns.unwrap_or(l.start_ns)));
-                }
-            }
-            if !intervals.is_empty() {
-                kernel_source = Some("acc_prof launch events");
-            }
-        }
+        // separately): no record means no kernel. Without it, the runtime's
+        // launch events say when a kernel was enqueued (not when it ran):
+        // good enough for "none ran".
+        let kernel_source = if run.cupti_active() {
+            Some("CUPTI kernel records")
+        } else if run.kernels().any(|(_, k)| !k.device_timed()) {
+            Some("acc_prof launch events")
+        } else {
+            None
+        };
         intervals.sort_unstable();
         let mut max_end = 0;
         let kernel_max_end = intervals

@@ -212,7 +212,12 @@ fn find_reaches(
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
     for (id, _) in run.constructs() {
-        let own = run.kernels_of(id);
+        let own: Vec<KernelId> = run
+            .kernels_of(id)
+            .iter()
+            .copied()
+            .filter(|&k| run.kernel(k).device_timed())
+            .collect();
         if !own.is_empty() {
             m.entry(run.top_level(id)).or_default().extend(own);
         }
@@ -415,7 +420,7 @@ fn finding(
         queue_list(&empty),
         queue_list(&earlier_queues),
     ));
-    if cx.run.kernels().is_empty() {
+    if !cx.run.kernels().any(|(_, k)| k.device_timed()) {
         f.evidence.say(
             "No CUPTI kernel records in this run: whether the kernels actually ran out of order is not known; the cost is counted as zero.",
         );

@@ -6,7 +6,7 @@ use accprof_trace::{
 
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
-    LaunchRequest, Run, Site, SiteId, Transfer, TransferId, TransferSource,
+    KernelSource, LaunchRequest, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
@@ -203,6 +203,7 @@ impl RunBuilder {
                 end_ns: self.t + ns,
                 device: 0,
                 stream: 7,
+                source: KernelSource::Cupti,
             });
         }
         self.t += ns + 1_000;
@@ -277,6 +278,11 @@ impl RunBuilder {
 
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
+        if !self.run.cupti_active() {
+            let launched: Vec<_> = crate::model::launched_kernels(&self.run.constructs).collect();
+            self.run.kernels.extend(launched);
+            self.run.kernels.sort_by_key(|k| k.start_ns);
+        }
         self.run.derive();
         self.run
     }
