@@ -286,6 +286,8 @@ pub struct Run {
 /// The kernels, transfers and allocations of every construct.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Related {
+    /// The site each construct is reported at ([`Run::line_site`]).
+    line_sites: Vec<SiteId>,
     kernels: ByConstruct<KernelId>,
     transfers: ByConstruct<TransferId>,
     allocs: ByConstruct<AllocId>,
@@ -414,11 +416,58 @@ impl Run {
         self.related.allocs.of(c)
     }
 
-    /// Indexes the kernels, transfers and allocations by construct, once
-    /// the tables are complete.
+    /// The source site every view reports construct `c` at: a nested
+    /// construct (the implicit data part of a compute construct, what the
+    /// runtime does inside an API routine) at its top-level construct's
+    /// site; the exit of a structured `data` or `host_data` region at the
+    /// site of its entry (GCC reports the region's end from the last or
+    /// first line of its body, PGI at the pragma: the pragma line is the
+    /// one users look for); any other construct at its own site.
+    pub fn line_site(&self, c: ConstructId) -> SiteId {
+        self.related
+            .line_sites
+            .get(c.index())
+            .copied()
+            .unwrap_or_else(|| self.construct(c).site)
+    }
+
+    /// Each construct's [`Run::line_site`], in construct order.
+    fn line_sites(&self) -> Vec<SiteId> {
+        let mut sites: Vec<SiteId> = self.constructs.iter().map(|c| c.site).collect();
+        // Open structured regions per thread, innermost last.
+        let mut open: HashMap<u32, Vec<ConstructId>> = HashMap::new();
+        for (id, c) in self.constructs() {
+            if c.parent.is_some()
+                || !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData))
+            {
+                continue;
+            }
+            let stack = open.entry(c.thread).or_default();
+            match c.class {
+                ConstructClass::EnterData => stack.push(id),
+                ConstructClass::ExitData => {
+                    if let Some(entry) = stack.pop() {
+                        sites[id.index()] = sites[entry.index()];
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (id, c) in self.constructs() {
+            if c.parent.is_some() {
+                sites[id.index()] = sites[self.top_level(id).index()];
+            }
+        }
+        sites
+    }
+
+    /// Indexes the kernels, transfers and allocations by construct and
+    /// decides each construct's reporting site, once the tables are
+    /// complete.
     pub(crate) fn relate(&mut self) {
         let n = self.constructs.len();
         self.related = Related {
+            line_sites: self.line_sites(),
             kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
             transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
             allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),

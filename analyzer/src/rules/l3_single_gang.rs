@@ -27,7 +27,7 @@ pub fn check(cx: &Context) -> Checked {
     let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
     if !run.kernels().is_empty() {
         for (_, k) in run.kernels() {
-            let site = k.construct.map(|c| run.construct(run.top_level(c)).site);
+            let site = k.construct.map(|c| run.line_site(c));
             *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
                 single.push((site, k.device_ns()));
@@ -93,8 +93,7 @@ pub fn check(cx: &Context) -> Checked {
             f.evidence
                 .field("avg_launch", Value::Ns(cost / launches.max(1)));
             let k = run.kernels().map(|(_, x)| x).find(|k| {
-                k.construct.map(|c| run.construct(run.top_level(c)).site) == site
-                    && k.grid.iter().product::<u32>() == 1
+                k.construct.map(|c| run.line_site(c)) == site && k.grid.iter().product::<u32>() == 1
             });
             if let Some(k) = k {
                 f.evidence
