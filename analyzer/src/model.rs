@@ -130,7 +130,9 @@ pub enum ConstructClass {
 pub struct Construct {
     pub region: RegionId,
     pub class: ConstructClass,
-    /// The construct as the runtime named it (parallel, kernels, data, ...).
+    /// The construct as the runtime named it (parallel, kernels, data, ...);
+    /// for the exit of a structured `data` or `host_data` region, its
+    /// entry's (libgomp names a `host_data` region's exit `data`).
     pub kind: Option<ConstructKind>,
     pub implicit: bool,
     pub site: SiteId,
@@ -375,6 +377,8 @@ impl Placement {
 /// The kernels, transfers and allocations of every construct.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Related {
+    /// The site each construct is reported at ([`Run::line_site`]).
+    line_sites: Vec<SiteId>,
     kernels: ByConstruct<KernelId>,
     transfers: ByConstruct<TransferId>,
     allocs: ByConstruct<AllocId>,
@@ -503,12 +507,74 @@ impl Run {
         self.related.allocs.of(c)
     }
 
+    /// The source site every view reports construct `c` at: a nested
+    /// construct (the implicit data part of a compute construct, what the
+    /// runtime does inside an API routine) at its top-level construct's
+    /// site; the exit of a structured `data` or `host_data` region at the
+    /// site of its entry (GCC reports the region's end from the last or
+    /// first line of its body, PGI at the pragma: the pragma line is the
+    /// one users look for); any other construct at its own site.
+    pub fn line_site(&self, c: ConstructId) -> SiteId {
+        self.related
+            .line_sites
+            .get(c.index())
+            .copied()
+            .unwrap_or_else(|| self.construct(c).site)
+    }
+
+    /// The exits of structured `data` and `host_data` regions with their
+    /// entries: per thread, an exit closes the innermost open region.
+    fn structured_exits(&self) -> Vec<(ConstructId, ConstructId)> {
+        let mut pairs = Vec::new();
+        // Open regions per thread, innermost last.
+        let mut open: HashMap<u32, Vec<ConstructId>> = HashMap::new();
+        for (id, c) in self.constructs() {
+            if c.parent.is_some()
+                || !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData))
+            {
+                continue;
+            }
+            let stack = open.entry(c.thread).or_default();
+            match c.class {
+                ConstructClass::EnterData => stack.push(id),
+                ConstructClass::ExitData => {
+                    if let Some(entry) = stack.pop() {
+                        pairs.push((id, entry));
+                    }
+                }
+                _ => {}
+            }
+        }
+        pairs
+    }
+
+    /// Each construct's [`Run::line_site`], in construct order, given the
+    /// structured regions' exits and entries.
+    fn line_sites(&self, exits: &[(ConstructId, ConstructId)]) -> Vec<SiteId> {
+        let mut sites: Vec<SiteId> = self.constructs.iter().map(|c| c.site).collect();
+        for &(exit, entry) in exits {
+            sites[exit.index()] = sites[entry.index()];
+        }
+        for (id, c) in self.constructs() {
+            if c.parent.is_some() {
+                sites[id.index()] = sites[self.top_level(id).index()];
+            }
+        }
+        sites
+    }
+
     /// Derives, once the tables are complete, what the views read instead
     /// of working it out each: the kernels, transfers and allocations of
-    /// each construct, the totals, and where the constructs ran.
+    /// each construct, each structured region's exit's kind and each
+    /// construct's reporting site, the totals, and where the constructs ran.
     pub(crate) fn derive(&mut self) {
+        let exits = self.structured_exits();
+        for &(exit, entry) in &exits {
+            self.constructs[exit.index()].kind = self.constructs[entry.index()].kind;
+        }
         let n = self.constructs.len();
         self.related = Related {
+            line_sites: self.line_sites(&exits),
             kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
             transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
             allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
@@ -1651,5 +1717,46 @@ mod tests {
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    }
+
+    /// A `data` region on thread 1 around a `host_data` region whose exit
+    /// the runtime names `data`, both exits reported from a body line; a
+    /// `data` region on thread 2 interleaved with them; an implicit part
+    /// of a compute construct at a line of its own.
+    #[test]
+    fn line_sites_follow_entries_and_top_level_constructs() {
+        use crate::rules::testutil::RunBuilder;
+        let mut b = RunBuilder::new(HashMode::Off);
+        let (data, host_data, body) = (b.site("a.c", 10), b.site("a.c", 12), b.site("a.c", 15));
+        let (other, compute, part) = (b.site("a.c", 30), b.site("a.c", 40), b.site("a.c", 41));
+        let region = |b: &mut RunBuilder, class, kind, site, thread| {
+            let id = b.open(class, site, None);
+            let c = b.construct_mut(id);
+            c.kind = Some(kind);
+            c.thread = thread;
+            id
+        };
+        let (enter, exit) = (ConstructClass::EnterData, ConstructClass::ExitData);
+        let d_in = region(&mut b, enter, ConstructKind::Data, data, 1);
+        let o_in = region(&mut b, enter, ConstructKind::Data, other, 2);
+        let h_in = region(&mut b, enter, ConstructKind::HostData, host_data, 1);
+        let o_out = region(&mut b, exit, ConstructKind::Data, body, 2);
+        let h_out = region(&mut b, exit, ConstructKind::Data, body, 1);
+        let d_out = region(&mut b, exit, ConstructKind::Data, body, 1);
+        let c = b.open(ConstructClass::Compute, compute, None);
+        let implicit = b.open(ConstructClass::EnterData, part, Some(c));
+        let run = b.build();
+        let line = |id| run.site(run.line_site(id)).line;
+        assert_eq!(line(d_in), Some(10));
+        assert_eq!(line(d_out), Some(10));
+        assert_eq!(line(h_in), Some(12));
+        assert_eq!(line(h_out), Some(12));
+        assert_eq!(line(o_in), Some(30));
+        assert_eq!(line(o_out), Some(30));
+        assert_eq!(line(implicit), Some(40));
+        assert_eq!(run.construct(h_out).kind, Some(ConstructKind::HostData));
+        assert_eq!(run.construct(d_out).kind, Some(ConstructKind::Data));
+        // The runtime's own sites stay as reported.
+        assert_eq!(run.site(run.construct(h_out).site).line, Some(15));
     }
 }

@@ -4,13 +4,12 @@
 //! statistics; and, for several traces (MPI ranks), one merged summary with
 //! per-rank totals and the imbalance of each line across ranks.
 //!
-//! Attribution ([`attributed_sites`]): a kernel or copy belongs to the line
-//! of the construct that caused it (a call of an OpenACC API routine such as
-//! `acc_copyin` counts as a construct at the line of the call); constructs nested in another (the
-//! implicit data part of a compute construct) count at their parent's line;
-//! the exit of a structured `data` region counts at the line of its entry
-//! (GCC reports GOACC_data_end from the first line of the region's body,
-//! PGI at the pragma: the pragma line is the one users look for).
+//! Attribution: a kernel or copy belongs to the line of the construct that
+//! caused it (a call of an OpenACC API routine such as `acc_copyin` counts
+//! as a construct at the line of the call), and each construct counts at
+//! the line the model reports it at ([`Run::line_site`]: nested constructs
+//! at their top-level construct's line, the exit of a structured `data` or
+//! `host_data` region at its entry's).
 //!
 //! Times: a function's `time(us)` is the host time spent inside its
 //! top-level OpenACC constructs (from each construct's start event to its
@@ -28,7 +27,7 @@ use accprof_trace::{
 };
 
 use crate::model::{
-    ApiRoutine, ConstructClass, ConstructId, KernelSource, Run, SiteId, TransferId, TransferSource,
+    ApiRoutine, ConstructClass, ConstructId, KernelSource, Run, TransferId, TransferSource,
     ACC_DEVICE_HOST,
 };
 
@@ -447,8 +446,7 @@ pub fn in_flight(run: &Run) -> Option<InFlight> {
         .map(|&c| run.top_level(c))
         .max_by_key(|&c| (run.construct(c).start_ns, c))?;
     let c = run.construct(top);
-    let attributed = attributed_sites(run);
-    let site = run.site(attributed.of(top));
+    let site = run.site(run.line_site(top));
     let inside = run
         .open_at_end
         .iter()
@@ -590,54 +588,6 @@ fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) 
     })
 }
 
-/// The source site each construct counts at ([`attributed_sites`]).
-pub struct AttributedSites(Vec<SiteId>);
-
-impl AttributedSites {
-    /// The site construct `c` counts at.
-    pub fn of(&self, c: ConstructId) -> SiteId {
-        self.0[c.index()]
-    }
-}
-
-/// The source site each construct counts at: its own, except that the exit
-/// of a structured `data` region takes the site of its entry (the innermost
-/// unmatched entry of a `data` construct on the same thread), and nested
-/// constructs that carry their parent's site follow the parent.
-pub fn attributed_sites(run: &Run) -> AttributedSites {
-    let mut sites: Vec<SiteId> = run.constructs().map(|(_, c)| c.site).collect();
-    // Open `data` regions per thread, innermost last.
-    let mut open: Vec<(u32, Vec<ConstructId>)> = Vec::new();
-    for (id, c) in run.constructs() {
-        if let Some(p) = c.parent {
-            if c.site == run.construct(p).site {
-                sites[id.index()] = sites[p.index()];
-            }
-            continue;
-        }
-        if c.kind != Some(ConstructKind::Data) {
-            continue;
-        }
-        let stack = match open.iter().position(|(t, _)| *t == c.thread) {
-            Some(k) => &mut open[k].1,
-            None => {
-                open.push((c.thread, Vec::new()));
-                &mut open.last_mut().expect("just pushed").1
-            }
-        };
-        match c.class {
-            ConstructClass::EnterData => stack.push(id),
-            ConstructClass::ExitData => {
-                if let Some(enter) = stack.pop() {
-                    sites[id.index()] = sites[enter.index()];
-                }
-            }
-            _ => {}
-        }
-    }
-    AttributedSites(sites)
-}
-
 /// Aggregates of one site while summarizing.
 #[derive(Default)]
 struct SiteAcc {
@@ -661,7 +611,6 @@ fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
 
 /// Builds the summary of one run.
 pub fn summarize(run: &Run) -> Summary {
-    let attributed = attributed_sites(run);
     // One slot per site, and a last one for work no construct claims.
     let unattributed = run.sites().len();
     let mut acc: Vec<SiteAcc> = Vec::with_capacity(unattributed + 1);
@@ -669,7 +618,7 @@ pub fn summarize(run: &Run) -> Summary {
     let cupti = run.cupti_active();
     let mut host_construct_ns = 0;
     for (id, c) in run.constructs() {
-        let a = &mut acc[attributed.of(id).index()];
+        let a = &mut acc[run.line_site(id).index()];
         a.used = true;
         if a.device_type.is_none() {
             a.device_type = c.device_type;
@@ -706,7 +655,7 @@ pub fn summarize(run: &Run) -> Summary {
     for (_, k) in run.kernels() {
         let slot = k
             .construct
-            .map_or(unattributed, |c| attributed.of(c).index());
+            .map_or(unattributed, |c| run.line_site(c).index());
         let a = &mut acc[slot];
         a.used = true;
         let entry = kernel_entry(
@@ -739,7 +688,7 @@ pub fn summarize(run: &Run) -> Summary {
         }
         let slot = cp
             .construct
-            .map_or(unattributed, |c| attributed.of(c).index());
+            .map_or(unattributed, |c| run.line_site(c).index());
         let a = &mut acc[slot];
         a.used = true;
         let t = transfer_entry(&mut a.transfers, Some(cp.kind));

@@ -25,7 +25,7 @@ pub fn check(cx: &Context) -> Checked {
         .map(|(_, x)| x)
         .filter(|a| a.bytes >= cx.opts.min_bytes)
         .map(|a| {
-            let site = a.construct.map(|c| run.construct(run.top_level(c)).site);
+            let site = a.construct.map(|c| run.line_site(c));
             ((site, a.bytes), a)
         });
     for ((site, bytes), group) in group_by(big) {

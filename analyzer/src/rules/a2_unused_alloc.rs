@@ -32,7 +32,7 @@ pub fn check(cx: &Context) -> Checked {
         a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
     });
     let groups = group_by(unused.map(|a| {
-        let site = a.construct.map(|c| run.construct(run.top_level(c)).site);
+        let site = a.construct.map(|c| run.line_site(c));
         (site, a)
     }));
     for (site, group) in groups {

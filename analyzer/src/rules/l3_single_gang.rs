@@ -27,7 +27,7 @@ pub fn check(cx: &Context) -> Checked {
     let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
     if run.kernels().any(|(_, k)| k.device_timed()) {
         for (_, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
-            let site = k.construct.map(|c| run.construct(run.top_level(c)).site);
+            let site = k.construct.map(|c| run.line_site(c));
             *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
                 single.push((site, k.device_ns()));
@@ -94,7 +94,7 @@ pub fn check(cx: &Context) -> Checked {
                 .field("avg_launch", Value::Ns(cost / launches.max(1)));
             let k = run.kernels().map(|(_, x)| x).find(|k| {
                 k.device_timed()
-                    && k.construct.map(|c| run.construct(run.top_level(c)).site) == site
+                    && k.construct.map(|c| run.line_site(c)) == site
                     && k.grid.iter().product::<u32>() == 1
             });
             if let Some(k) = k {

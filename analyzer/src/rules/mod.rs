@@ -162,7 +162,7 @@ impl<'a> Context<'a> {
                 end_ns: c.end_ns,
                 construct: c.construct,
                 origin,
-                site: origin.map(|o| run.construct(o).site),
+                site: c.construct.map(|id| run.line_site(id)),
             });
         }
         xfers.sort_by_key(|x| (x.start_ns, x.transfer));

@@ -55,10 +55,7 @@ pub fn check(cx: &Context) -> Checked {
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(total);
-    let mut by_site = group_by(
-        gaps.iter()
-            .map(|(d, c)| (c.map(|c| run.construct(c).site), *d)),
-    );
+    let mut by_site = group_by(gaps.iter().map(|(d, c)| (c.map(|c| run.line_site(c)), *d)));
     by_site.sort_by_key(|(_, t)| std::cmp::Reverse(t.iter().sum::<u64>()));
     for (site, times) in by_site.iter().take(3) {
         let mut loc = cx.location("after the gap", *site, None);
