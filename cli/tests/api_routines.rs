@@ -118,12 +118,7 @@ fn results_are_the_same_with_the_library_preloaded_alone() {
     let exe = program("api_routines");
     let plain = plain_run(&exe);
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(&exe)
-        .env("LD_PRELOAD", collector_lib())
-        .env("ACCPROF_OUTPUT", dir.path().join("t-%p.trace"))
-        .env_remove("ACCPROF_TIME")
-        .env_remove("PGI_ACC_TIME")
-        .env_remove("NV_ACC_TIME")
+    let out = support::preloaded(&exe, &dir.path().join("t-%p.trace"))
         .output()
         .expect("program runs");
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
@@ -144,12 +139,7 @@ fn a_program_without_an_openacc_runtime_is_unaffected() {
     let exe = program("plain");
     let plain = plain_run(&exe);
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(&exe)
-        .env("LD_PRELOAD", collector_lib())
-        .env("ACCPROF_OUTPUT", dir.path().join("t-%p.trace"))
-        .env_remove("ACCPROF_TIME")
-        .env_remove("PGI_ACC_TIME")
-        .env_remove("NV_ACC_TIME")
+    let out = support::preloaded(&exe, &dir.path().join("t-%p.trace"))
         .output()
         .expect("program runs");
     assert_eq!(out.status.code(), Some(4));

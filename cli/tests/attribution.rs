@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use accprof_analyzer::{load_run, ConstructClass, Run};
-use accprof_trace::contract::env;
 use accprof_trace::ConstructKind;
 use support::*;
 
@@ -26,12 +25,8 @@ fn pragma_line(kind: &str) -> u32 {
 
 /// Runs host_data under the collector (`LD_PRELOAD`) and returns its trace.
 fn traced(dir: &Path) -> PathBuf {
-    let out = Command::new(program("host_data"))
+    let out = support::preloaded(&program("host_data"), &dir.join("t.trace"))
         .current_dir(dir)
-        .env("LD_PRELOAD", collector_lib())
-        .env(env::OUTPUT, dir.join("t.trace"))
-        .env_remove(env::MANIFEST)
-        .env_remove(env::BASE_DIR)
         .output()
         .expect("program runs");
     assert!(out.status.success(), "host_data: {}", stderr(&out));

@@ -174,3 +174,20 @@ pub fn accprof_on_fixtures(subcommand: &str) -> Command {
         .env("ACCPROF_SYMBOLS_ONLY", "1");
     cmd
 }
+
+/// `program` set up to run with the collector preloaded directly (no
+/// launcher), writing its trace to `output` (a pattern), with no summary at
+/// exit and no manifest or base directory inherited from the environment.
+pub fn preloaded(program: &Path, output: &Path) -> Command {
+    use accprof_trace::contract::env;
+    let mut cmd = Command::new(program);
+    cmd.env("LD_PRELOAD", collector_lib())
+        .env(env::OUTPUT, output)
+        .env_remove(env::TIME)
+        .env_remove(env::MANIFEST)
+        .env_remove(env::BASE_DIR);
+    for v in env::TIME_ALIASES {
+        cmd.env_remove(v);
+    }
+    cmd
+}
