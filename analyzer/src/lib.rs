@@ -4,10 +4,12 @@
 //!
 //! It reads traces; it never runs programs and never writes files.
 
+pub mod analysis;
 pub mod findings;
 pub mod load;
 pub mod model;
 pub mod patch;
+pub mod proposals;
 pub mod rules;
 pub mod source;
 pub mod summary;

@@ -12,7 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use accprof_analyzer::findings::{self, Analysis, Category, Finding};
+use accprof_analyzer::analysis;
+use accprof_analyzer::findings::{Analysis, Category, Confidence, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::{LoadOptions, Run};
@@ -48,7 +49,7 @@ fn sources(run: &Run) -> SourceSet {
 fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
     let run = load(name);
     let src = sources(&run);
-    let a = findings::analyze(&run, &src, &Options::default());
+    let a = analysis::analyze(&run, &src, &Options::default());
     (run, src, a)
 }
 
@@ -85,7 +86,7 @@ fn places(f: &Finding) -> Vec<String> {
 
 /// The combined patch with machine paths cut to `samples/...`.
 fn patch_text(a: &Analysis, src: &SourceSet) -> String {
-    let c = findings::combined_patch(a, src);
+    let c = analysis::combined_patch(a, src);
     assert!(c.skipped.is_empty(), "{:?}", c.skipped);
     let diff = c.patched.expect("a patch").diff;
     diff.lines()
@@ -168,9 +169,7 @@ fn laplace_bad_c() {
     // The hashes (sampled) support round trips: what came back was sent again.
     let d4 = with_id(&a, "D4");
     assert_eq!(d4.len(), 2);
-    assert!(d4
-        .iter()
-        .all(|f| f.confidence == findings::Confidence::Likely));
+    assert!(d4.iter().all(|f| f.confidence == Confidence::Likely));
     let mut ups: Vec<String> = d4.iter().map(|f| places(f)[0].clone()).collect();
     ups.sort();
     assert_eq!(
@@ -265,7 +264,7 @@ fn missing_sources_keep_the_findings_without_patches() {
     let run = load("laplace_bad_c");
     let none = |_: &Path| Err(std::io::Error::from(std::io::ErrorKind::NotFound));
     let src = SourceSet::load_with(&run, &[], &[], &none);
-    let a = findings::analyze(&run, &src, &Options::default());
+    let a = analysis::analyze(&run, &src, &Options::default());
     let ids: Vec<&str> = a.findings.iter().map(|f| f.id).collect();
     assert!(ids.contains(&"L3") && ids.contains(&"D6"), "{ids:?}");
     assert!(a.findings.iter().all(|f| f.proposal.edits.is_empty()));
@@ -281,7 +280,7 @@ fn missing_sources_keep_the_findings_without_patches() {
         .notes
         .iter()
         .any(|n| n.contains("laplace_bad.c not found")));
-    assert!(findings::combined_patch(&a, &src).patched.is_none());
+    assert!(analysis::combined_patch(&a, &src).patched.is_none());
 }
 
 /// The run totals that `--verify` compares are the sums of what the

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use accprof_analyzer::findings::{self, Analysis, Finding};
+use accprof_analyzer::analysis;
+use accprof_analyzer::findings::{Analysis, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::{LoadOptions, Run};
@@ -28,7 +29,7 @@ fn load(dir: &str, name: &str) -> Run {
 fn analyze(dir: &str, name: &str) -> (Run, SourceSet, Analysis) {
     let run = load(dir, name);
     let src = SourceSet::load(&run, &[root().join("samples")]);
-    let a = findings::analyze(&run, &src, &Options::default());
+    let a = analysis::analyze(&run, &src, &Options::default());
     (run, src, a)
 }
 
@@ -184,6 +185,6 @@ fn no_other_fixture_has_it() {
 #[test]
 fn needs_the_source_to_read_the_wait() {
     let run = load("h100", "default_async_fail");
-    let a = findings::analyze(&run, &SourceSet::default(), &Options::default());
+    let a = analysis::analyze(&run, &SourceSet::default(), &Options::default());
     assert!(s4(&a).is_empty());
 }

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use accprof_analyzer::findings::{self, Analysis};
+use accprof_analyzer::analysis::{self, Combined};
+use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::Run;
@@ -69,7 +70,7 @@ pub struct AnalyzeArgs {
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let (run, sources, analysis) = load(args)?;
     let trace = args.trace.display().to_string();
-    let combined = findings::combined_patch(&analysis, &sources);
+    let combined = analysis::combined_patch(&analysis, &sources);
     let summary = accprof_analyzer::summary::summarize(&run);
     let facts = &summary.runs[0];
     let warnings = accprof_reports::text::warnings(&summary, false);
@@ -122,7 +123,7 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
         min_bytes: args.min_bytes,
         ..Options::default()
     };
-    let analysis = findings::analyze(&run, &sources, &opts);
+    let analysis = analysis::analyze(&run, &sources, &opts);
     Ok((run, sources, analysis))
 }
 
@@ -136,7 +137,7 @@ fn parse_map(s: &str) -> Result<(PathBuf, PathBuf), String> {
 /// The patched files, or one clear error when there are none.
 fn patched_files<'a>(
     sources: &'a SourceSet,
-    combined: &'a findings::Combined,
+    combined: &'a Combined,
     what: &str,
 ) -> anyhow::Result<Vec<(&'a accprof_analyzer::source::SourceFile, &'a str)>> {
     let Some(p) = &combined.patched else {
@@ -179,11 +180,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn apply(
-    args: &AnalyzeArgs,
-    sources: &SourceSet,
-    combined: &findings::Combined,
-) -> anyhow::Result<()> {
+fn apply(args: &AnalyzeArgs, sources: &SourceSet, combined: &Combined) -> anyhow::Result<()> {
     let files = patched_files(sources, combined, "apply")?;
     if args.out.is_some() && files.len() > 1 {
         bail!(
@@ -221,7 +218,7 @@ fn verify(
     args: &AnalyzeArgs,
     sources: &SourceSet,
     analysis: &Analysis,
-    combined: &findings::Combined,
+    combined: &Combined,
 ) -> anyhow::Result<u8> {
     let (Some(build), Some(run_cmd)) = (&args.build, &args.run_cmd) else {
         bail!("--verify needs --build CMD and --run CMD");

@@ -8,16 +8,16 @@
 //! array each time, so hoisting would not help), and, when hashed, whether
 //! the host changed a buffer between iterations (such uploads stay as
 //! `update device`). The enclosing loop, the arrays and the clauses come
-//! from the source ([`super::data_region`]); without it the finding still
+//! from the source ([`crate::proposals::data_region`]); without it the finding still
 //! stands with its lines and counts. `update` constructs are not D6: the
 //! user asked for those transfers explicitly (D1, D2, D5 judge them).
 
 use std::collections::BTreeMap;
 
-use super::data_region::{self, RegionPlan};
 use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::{ConstructClass, SiteId};
+use crate::proposals::data_region::{self, RegionPlan};
 use crate::units;
 
 /// The repeated transfers of one site.
@@ -133,7 +133,10 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     let src = cx.sources.get(file);
     let lp = src.and_then(|s| s.loop_at(loop_line).cloned());
     let plan: Option<RegionPlan> = match (src, &lp) {
-        (Some(s), Some(l)) => Some(data_region::plan(cx, s, l, &all)),
+        (Some(s), Some(l)) => {
+            let ptrs: Vec<u64> = all.iter().filter_map(|x| x.host_ptr).collect();
+            Some(data_region::plan(s, l, &ptrs))
+        }
         _ => None,
     };
     // Downloads of arrays the host reads inside the loop stay (as updates).

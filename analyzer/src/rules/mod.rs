@@ -20,8 +20,8 @@ pub mod d3_copy_not_needed;
 pub mod d4_round_trip;
 pub mod d5_upload_up_to_date;
 pub mod d6_repeated_in_loop;
-pub mod data_region;
 pub mod l3_single_gang;
+mod names;
 pub mod p1_partial_change;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
@@ -194,8 +194,8 @@ impl<'a> Context<'a> {
                 max_end
             })
             .collect();
-        let mut names = buffer_names(run);
-        data_region::infer_names(&mut names, run, sources, &xfers);
+        let mut names = names::recorded_names(run);
+        names::infer_names(&mut names, run, sources, &xfers);
         Context {
             run,
             sources,
@@ -290,53 +290,6 @@ impl<'a> Context<'a> {
         } else {
             ns as f64 / wall as f64
         }
-    }
-}
-
-/// Names of host buffers: the runtime's variable names, else the symbol of
-/// the executable at exactly that address (globals and statics).
-fn buffer_names(run: &Run) -> HashMap<u64, String> {
-    let mut names = HashMap::new();
-    for (_, c) in run.transfers() {
-        if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
-            names.entry(p).or_insert_with(|| v.clone());
-        }
-    }
-    let ptrs: Vec<u64> = run
-        .transfers()
-        .filter_map(|(_, c)| c.host_ptr)
-        .filter(|p| !names.contains_key(p))
-        .collect();
-    if ptrs.is_empty() {
-        return names;
-    }
-    // The executable as the loader found it (recorded path or a copy in a
-    // search directory, same build).
-    let Some(path) = run.executable_binary.clone() else {
-        return names;
-    };
-    let base = run.executable_module().map_or(0, |m| m.base);
-    let Ok(loader) = addr2line::Loader::new(&path) else {
-        return names;
-    };
-    for p in ptrs {
-        let Some(rel) = p.checked_sub(base) else {
-            continue;
-        };
-        if let Some(sym) = loader.find_symbol_info(rel) {
-            if sym.address() == rel {
-                names.insert(p, demangle_data_symbol(sym.name()));
-            }
-        }
-    }
-    names
-}
-
-/// gfortran names module variables `__mod_MOD_var`; C names are plain.
-fn demangle_data_symbol(name: &str) -> String {
-    match name.find("_MOD_") {
-        Some(i) if name.starts_with("__") => name[i + 5..].to_string(),
-        _ => name.to_string(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Planning a `data` region around a host loop: which arrays, with which
 //! clauses, where the host needs `update`s, and how the constructs inside
-//! change. Used by D6; everything here reads the source, and every choice
+//! change. Proposed by D6; everything here reads the source, and every choice
 //! carries its reason so the proposal can say why.
 //!
 //! Clause choice per array (from the source of the loop and of the rest of
@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Context, Dir, Xfer};
+use super::key;
 use crate::patch::Edit;
 use crate::source::{ArrayDecl, Directive, Lang, Loop, SourceFile};
 
@@ -54,14 +54,6 @@ pub struct RegionPlan {
     pub patchable: bool,
 }
 
-/// Lookup key of a name in `src`'s language.
-pub fn key(lang: Lang, name: &str) -> String {
-    match lang {
-        Lang::Fortran => name.to_ascii_lowercase(),
-        Lang::C => name.to_string(),
-    }
-}
-
 /// The innermost host loop around the construct at `line`.
 pub fn host_loop(src: &SourceFile, line: u32) -> Option<Loop> {
     src.enclosing_loops(line).first().map(|l| (*l).clone())
@@ -91,9 +83,9 @@ fn inner_constructs(src: &SourceFile, lp: &Loop) -> Vec<Inner> {
         .collect()
 }
 
-/// Plans the region around `lp` for the transfers `xs` (the repeated ones
-/// at the constructs inside it).
-pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionPlan {
+/// Plans the region around `lp` for the host buffers at `host_ptrs` (those
+/// of the repeated transfers at the constructs inside it).
+pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
     let lang = src.lang;
     let mut plan = RegionPlan {
         file: src.path.clone(),
@@ -150,7 +142,7 @@ pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionP
         return plan;
     }
     // What the trace moved must be covered by the arrays found.
-    let mut buffers: Vec<u64> = xs.iter().filter_map(|x| x.host_ptr).collect();
+    let mut buffers: Vec<u64> = host_ptrs.to_vec();
     buffers.sort_unstable();
     buffers.dedup();
     if buffers.len() > order.len() {
@@ -350,7 +342,7 @@ pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionP
         // `parallel loop`, which does not depend on that analysis.
         let mut construct = None;
         if c.d.construct_name() == "kernels" && !c.d.has_loop() {
-            match super::l3_single_gang::rewrite_as_parallel_loop(src, &c.d) {
+            match super::parallel_loop::rewrite_as_parallel_loop(src, &c.d) {
                 Ok(rw) => {
                     for a in rw.add.iter().rev() {
                         add.insert(0, a.clone());
@@ -419,149 +411,4 @@ pub fn plan(_cx: &Context, src: &SourceFile, lp: &Loop, xs: &[&Xfer]) -> RegionP
         ));
     }
     plan
-}
-
-/// Names of host buffers inferred from the source at the constructs that
-/// moved them: one array and one buffer; arrays listed only in `copyin`
-/// (or only `copyout`) and buffers only uploaded (or only downloaded);
-/// the one array the construct writes and the one buffer whose content
-/// changed between upload and download.
-pub fn infer_names(
-    cx_names: &mut HashMap<u64, String>,
-    run: &crate::Run,
-    sources: &crate::source::SourceSet,
-    xfers: &[Xfer],
-) {
-    let by_site = super::group_by(xfers.iter().filter_map(|x| Some((x.site?, x))));
-    for (site, xs) in by_site {
-        let s = run.site(site);
-        let (Some(line), Some(src)) = (s.line, sources.get(&s.file)) else {
-            continue;
-        };
-        let Some(d) = src.directive_at(line) else {
-            continue;
-        };
-        if !d.is_compute() {
-            continue;
-        }
-        let Some((a, b, _)) = src.block_of(&d) else {
-            continue;
-        };
-        let decls = src.arrays(Some(line));
-        let uses = src.uses(a, b, &[]);
-        let mut arrays: Vec<String> = Vec::new();
-        for v in d
-            .data_vars()
-            .iter()
-            .map(|v| key(src.lang, v))
-            .chain(uses.iter().map(|u| u.key.clone()))
-        {
-            if (decls.contains_key(&v) || d.data_vars().iter().any(|x| key(src.lang, x) == v))
-                && !arrays.contains(&v)
-            {
-                arrays.push(v);
-            }
-        }
-        let display = |k: &str| {
-            decls
-                .get(k)
-                .map(|d| d.name.clone())
-                .unwrap_or_else(|| k.to_string())
-        };
-        let mut ptrs: Vec<u64> = xs.iter().filter_map(|x| x.host_ptr).collect();
-        ptrs.sort_unstable();
-        ptrs.dedup();
-        let unnamed: Vec<u64> = ptrs
-            .iter()
-            .copied()
-            .filter(|p| !cx_names.contains_key(p))
-            .collect();
-        let free_arrays: Vec<String> = arrays
-            .iter()
-            .filter(|k| !cx_names.values().any(|n| key(src.lang, n) == **k))
-            .cloned()
-            .collect();
-        if unnamed.is_empty() || free_arrays.is_empty() {
-            continue;
-        }
-        if unnamed.len() == 1 && free_arrays.len() == 1 && ptrs.len() == arrays.len() {
-            cx_names.insert(unnamed[0], display(&free_arrays[0]));
-            continue;
-        }
-        // By direction.
-        let dirs = |p: u64| {
-            let up = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Upload);
-            let down = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Download);
-            (up, down)
-        };
-        let only = |name: &str| -> Vec<String> {
-            d.clauses
-                .iter()
-                .filter(|c| match name {
-                    "in" => matches!(c.name.as_str(), "copyin" | "pcopyin" | "present_or_copyin"),
-                    _ => matches!(
-                        c.name.as_str(),
-                        "copyout" | "pcopyout" | "present_or_copyout"
-                    ),
-                })
-                .flat_map(|c| c.vars())
-                .map(|v| key(src.lang, &v))
-                .filter(|v| free_arrays.contains(v))
-                .collect()
-        };
-        let ups_only: Vec<u64> = unnamed
-            .iter()
-            .copied()
-            .filter(|&p| dirs(p) == (true, false))
-            .collect();
-        let downs_only: Vec<u64> = unnamed
-            .iter()
-            .copied()
-            .filter(|&p| dirs(p) == (false, true))
-            .collect();
-        let (ins, outs) = (only("in"), only("out"));
-        if ups_only.len() == 1 && ins.len() == 1 {
-            cx_names.insert(ups_only[0], display(&ins[0]));
-        }
-        if downs_only.len() == 1 && outs.len() == 1 {
-            cx_names.insert(downs_only[0], display(&outs[0]));
-        }
-        // By the content that changed: the one array the construct writes.
-        if unnamed.len() == 2 && free_arrays.len() == 2 {
-            let written: Vec<&String> = free_arrays
-                .iter()
-                .filter(|k| uses.iter().any(|u| u.key == **k && u.write))
-                .collect();
-            if written.len() != 1 {
-                continue;
-            }
-            let changed = |p: u64| {
-                xs.iter().any(|up| {
-                    up.host_ptr == Some(p)
-                        && up.dir == Dir::Upload
-                        && xs.iter().any(|down| {
-                            down.host_ptr == Some(p)
-                                && down.dir == Dir::Download
-                                && down.origin == up.origin
-                                && down.hash.is_some()
-                                && up.hash.is_some()
-                                && down.hash != up.hash
-                        })
-                })
-            };
-            let ch: Vec<u64> = unnamed.iter().copied().filter(|&p| changed(p)).collect();
-            if ch.len() == 1 {
-                let other = unnamed.iter().copied().find(|&p| p != ch[0]);
-                let other_name = free_arrays.iter().find(|k| *k != written[0]);
-                cx_names.insert(ch[0], display(written[0]));
-                if let (Some(p), Some(n)) = (other, other_name) {
-                    cx_names.insert(p, display(n));
-                }
-            }
-        }
-    }
 }

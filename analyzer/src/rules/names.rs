@@ -1,0 +1,202 @@
+//! Names of host buffers, for the findings to speak of `A` rather than of
+//! an address: the runtime's variable names, the program's data symbols,
+//! and what the source shows at the constructs that moved them.
+
+use std::collections::HashMap;
+
+use super::{group_by, Dir, Xfer};
+use crate::proposals::key;
+use crate::source::SourceSet;
+use crate::Run;
+
+/// Names of host buffers: the runtime's variable names, else the symbol of
+/// the executable at exactly that address (globals and statics).
+pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
+    let mut names = HashMap::new();
+    for (_, c) in run.transfers() {
+        if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
+            names.entry(p).or_insert_with(|| v.clone());
+        }
+    }
+    let ptrs: Vec<u64> = run
+        .transfers()
+        .filter_map(|(_, c)| c.host_ptr)
+        .filter(|p| !names.contains_key(p))
+        .collect();
+    if ptrs.is_empty() {
+        return names;
+    }
+    // The executable as the loader found it (recorded path or a copy in a
+    // search directory, same build).
+    let Some(path) = run.executable_binary.clone() else {
+        return names;
+    };
+    let base = run.executable_module().map_or(0, |m| m.base);
+    let Ok(loader) = addr2line::Loader::new(&path) else {
+        return names;
+    };
+    for p in ptrs {
+        let Some(rel) = p.checked_sub(base) else {
+            continue;
+        };
+        if let Some(sym) = loader.find_symbol_info(rel) {
+            if sym.address() == rel {
+                names.insert(p, demangle_data_symbol(sym.name()));
+            }
+        }
+    }
+    names
+}
+
+/// gfortran names module variables `__mod_MOD_var`; C names are plain.
+fn demangle_data_symbol(name: &str) -> String {
+    match name.find("_MOD_") {
+        Some(i) if name.starts_with("__") => name[i + 5..].to_string(),
+        _ => name.to_string(),
+    }
+}
+
+/// Names of host buffers inferred from the source at the constructs that
+/// moved them: one array and one buffer; arrays listed only in `copyin`
+/// (or only `copyout`) and buffers only uploaded (or only downloaded);
+/// the one array the construct writes and the one buffer whose content
+/// changed between upload and download.
+pub(super) fn infer_names(
+    cx_names: &mut HashMap<u64, String>,
+    run: &Run,
+    sources: &SourceSet,
+    xfers: &[Xfer],
+) {
+    let by_site = group_by(xfers.iter().filter_map(|x| Some((x.site?, x))));
+    for (site, xs) in by_site {
+        let s = run.site(site);
+        let (Some(line), Some(src)) = (s.line, sources.get(&s.file)) else {
+            continue;
+        };
+        let Some(d) = src.directive_at(line) else {
+            continue;
+        };
+        if !d.is_compute() {
+            continue;
+        }
+        let Some((a, b, _)) = src.block_of(&d) else {
+            continue;
+        };
+        let decls = src.arrays(Some(line));
+        let uses = src.uses(a, b, &[]);
+        let mut arrays: Vec<String> = Vec::new();
+        for v in d
+            .data_vars()
+            .iter()
+            .map(|v| key(src.lang, v))
+            .chain(uses.iter().map(|u| u.key.clone()))
+        {
+            if (decls.contains_key(&v) || d.data_vars().iter().any(|x| key(src.lang, x) == v))
+                && !arrays.contains(&v)
+            {
+                arrays.push(v);
+            }
+        }
+        let display = |k: &str| {
+            decls
+                .get(k)
+                .map(|d| d.name.clone())
+                .unwrap_or_else(|| k.to_string())
+        };
+        let mut ptrs: Vec<u64> = xs.iter().filter_map(|x| x.host_ptr).collect();
+        ptrs.sort_unstable();
+        ptrs.dedup();
+        let unnamed: Vec<u64> = ptrs
+            .iter()
+            .copied()
+            .filter(|p| !cx_names.contains_key(p))
+            .collect();
+        let free_arrays: Vec<String> = arrays
+            .iter()
+            .filter(|k| !cx_names.values().any(|n| key(src.lang, n) == **k))
+            .cloned()
+            .collect();
+        if unnamed.is_empty() || free_arrays.is_empty() {
+            continue;
+        }
+        if unnamed.len() == 1 && free_arrays.len() == 1 && ptrs.len() == arrays.len() {
+            cx_names.insert(unnamed[0], display(&free_arrays[0]));
+            continue;
+        }
+        // By direction.
+        let dirs = |p: u64| {
+            let up = xs
+                .iter()
+                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Upload);
+            let down = xs
+                .iter()
+                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Download);
+            (up, down)
+        };
+        let only = |name: &str| -> Vec<String> {
+            d.clauses
+                .iter()
+                .filter(|c| match name {
+                    "in" => matches!(c.name.as_str(), "copyin" | "pcopyin" | "present_or_copyin"),
+                    _ => matches!(
+                        c.name.as_str(),
+                        "copyout" | "pcopyout" | "present_or_copyout"
+                    ),
+                })
+                .flat_map(|c| c.vars())
+                .map(|v| key(src.lang, &v))
+                .filter(|v| free_arrays.contains(v))
+                .collect()
+        };
+        let ups_only: Vec<u64> = unnamed
+            .iter()
+            .copied()
+            .filter(|&p| dirs(p) == (true, false))
+            .collect();
+        let downs_only: Vec<u64> = unnamed
+            .iter()
+            .copied()
+            .filter(|&p| dirs(p) == (false, true))
+            .collect();
+        let (ins, outs) = (only("in"), only("out"));
+        if ups_only.len() == 1 && ins.len() == 1 {
+            cx_names.insert(ups_only[0], display(&ins[0]));
+        }
+        if downs_only.len() == 1 && outs.len() == 1 {
+            cx_names.insert(downs_only[0], display(&outs[0]));
+        }
+        // By the content that changed: the one array the construct writes.
+        if unnamed.len() == 2 && free_arrays.len() == 2 {
+            let written: Vec<&String> = free_arrays
+                .iter()
+                .filter(|k| uses.iter().any(|u| u.key == **k && u.write))
+                .collect();
+            if written.len() != 1 {
+                continue;
+            }
+            let changed = |p: u64| {
+                xs.iter().any(|up| {
+                    up.host_ptr == Some(p)
+                        && up.dir == Dir::Upload
+                        && xs.iter().any(|down| {
+                            down.host_ptr == Some(p)
+                                && down.dir == Dir::Download
+                                && down.origin == up.origin
+                                && down.hash.is_some()
+                                && up.hash.is_some()
+                                && down.hash != up.hash
+                        })
+                })
+            };
+            let ch: Vec<u64> = unnamed.iter().copied().filter(|&p| changed(p)).collect();
+            if ch.len() == 1 {
+                let other = unnamed.iter().copied().find(|&p| p != ch[0]);
+                let other_name = free_arrays.iter().find(|k| *k != written[0]);
+                cx_names.insert(ch[0], display(written[0]));
+                if let (Some(p), Some(n)) = (other, other_name) {
+                    cx_names.insert(p, display(n));
+                }
+            }
+        }
+    }
+}
