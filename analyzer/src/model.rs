@@ -307,6 +307,10 @@ pub struct Run {
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
     pub executable_binary: Option<std::path::PathBuf>,
+    /// Names of the executable's data objects (globals, statics) at the host
+    /// addresses the transfers moved, from its symbol table: what the
+    /// findings call a buffer the runtime did not name.
+    pub data_names: HashMap<u64, String>,
     /// Each construct's own kernels, transfers and allocations (the other
     /// way round from their `construct` fields), made by [`Run::derive`].
     pub(crate) related: Related,
@@ -730,8 +734,22 @@ pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
         trace.losses,
         trace.skipped_unknown,
     );
-    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    read_binaries(&mut run, symbolizer);
     run
+}
+
+/// What the analysis reads from the program's executable besides call
+/// sites, found once through `symbolizer`: where its file is, and the names
+/// of the data objects the transfers moved.
+fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
+    let Some(exe) = run.executable_module() else {
+        return;
+    };
+    let binary = symbolizer.locate(exe);
+    let moved = run.transfers.iter().filter_map(|t| t.host_ptr);
+    let names = symbolizer.data_names(exe, moved);
+    run.executable_binary = binary;
+    run.data_names = names;
 }
 
 /// Builds the model while reading: records are looked at one by one and
@@ -749,7 +767,7 @@ pub fn build_from_reader<R: std::io::Read>(
     let losses = reader.losses().to_vec();
     let skipped = reader.skipped_unknown();
     let mut run = b.finish(header, version, losses, skipped);
-    run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
+    read_binaries(&mut run, symbolizer);
     run
 }
 
@@ -1442,6 +1460,7 @@ impl Builder {
             ending: self.ending,
             routines: self.routines,
             executable_binary: None,
+            data_names: HashMap::new(),
             related: Related::default(),
             totals: Totals::default(),
             placement: Placement::default(),

@@ -1,7 +1,10 @@
-//! Offline symbolization of call sites: module + offset -> file, function,
-//! line, with addr2line over the module's DWARF. Loaders are cached per
-//! module path; a missing or unreadable binary is said once and its sites
-//! stay as addresses.
+//! Offline symbolization: call sites (module + offset -> file, function,
+//! line, with addr2line over the module's DWARF) and data objects (a host
+//! address -> the global or static that starts there, from the ELF symbol
+//! table). Every lookup in the program's binaries goes through
+//! [`Symbolizer`], so they all find the same file. Loaders and symbol
+//! tables are cached per module path; a missing or unreadable binary is
+//! said once and its sites stay as addresses.
 //!
 //! A trace names each binary by the path it had on the recording machine and
 //! by its GNU build id. Where that path is missing or holds another build,
@@ -25,6 +28,8 @@ pub enum SymbolizedSite {
 
 pub struct Symbolizer {
     loaders: HashMap<String, Option<addr2line::Loader>>,
+    /// Per module path: its data objects by module-relative start address.
+    data: HashMap<String, Option<HashMap<u64, String>>>,
     search_dirs: Vec<PathBuf>,
     /// Whether a module's recorded path is tried before the search
     /// directories.
@@ -42,10 +47,48 @@ pub fn build_id(path: &Path) -> Option<Vec<u8>> {
     obj.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
+/// The data objects (variables of static storage: globals, statics,
+/// Fortran module variables) an ELF file defines, by start address as the
+/// file gives it; the full symbol table, else the dynamic one of a
+/// stripped file. None when the file cannot be read.
+pub fn data_symbols(path: &Path) -> Option<HashMap<u64, String>> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    let mut out = HashMap::new();
+    for table in [obj.symbols(), obj.dynamic_symbols()] {
+        for sym in table {
+            if sym.kind() != SymbolKind::Data || !sym.is_definition() || sym.address() == 0 {
+                continue;
+            }
+            if let Ok(name) = sym.name() {
+                if !name.is_empty() {
+                    out.entry(sym.address())
+                        .or_insert_with(|| demangle_data_symbol(name));
+                }
+            }
+        }
+        if !out.is_empty() {
+            break;
+        }
+    }
+    Some(out)
+}
+
+/// gfortran names module variables `__mod_MOD_var`; C names are plain.
+fn demangle_data_symbol(name: &str) -> String {
+    match name.find("_MOD_") {
+        Some(i) if name.starts_with("__") => name[i + 5..].to_string(),
+        _ => name.to_string(),
+    }
+}
+
 impl Default for Symbolizer {
     fn default() -> Self {
         Symbolizer {
             loaders: HashMap::new(),
+            data: HashMap::new(),
             search_dirs: Vec::new(),
             recorded_paths: true,
             notes: Vec::new(),
@@ -85,6 +128,31 @@ impl Symbolizer {
             .iter()
             .map(|d| d.join(name))
             .find(|p| same_build(p))
+    }
+
+    /// The names of the data objects that start exactly at `addrs`, host
+    /// addresses in the running process that lie in `module` (loaded at
+    /// `module.base`); addresses that start no data object are left out.
+    /// Read from the module's file as [`Symbolizer::locate`] finds it.
+    pub fn data_names(
+        &mut self,
+        module: &Module,
+        addrs: impl IntoIterator<Item = u64>,
+    ) -> HashMap<u64, String> {
+        if !self.data.contains_key(&module.path) {
+            let table = self.locate(module).and_then(|p| data_symbols(&p));
+            self.data.insert(module.path.clone(), table);
+        }
+        let Some(table) = self.data.get(&module.path).and_then(Option::as_ref) else {
+            return HashMap::new();
+        };
+        addrs
+            .into_iter()
+            .filter_map(|a| {
+                let name = table.get(&a.checked_sub(module.base)?)?;
+                Some((a, name.clone()))
+            })
+            .collect()
     }
 
     /// Looks up a return address (module-relative): the call instruction is

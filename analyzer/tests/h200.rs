@@ -329,3 +329,25 @@ fn transfer_totals_agree_with_the_lines() {
     }
     assert!(bytes[1] < bytes[0] && bytes[3] < bytes[2], "{bytes:?}");
 }
+
+/// The data objects at the host buffers a run moved are named once at load,
+/// from the binary the symbolizer found (here the fixture's copy), and not
+/// at all when no binary is found.
+#[test]
+fn data_symbols_name_the_buffers_at_load() {
+    let run = load("laplace_bad_c");
+    let mut names: Vec<&str> = run.data_names.values().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["A", "Anew"]);
+    for &p in run.data_names.keys() {
+        assert!(
+            run.transfers().any(|(_, t)| t.host_ptr == Some(p)),
+            "{p:#x} is a moved buffer"
+        );
+    }
+
+    let path = fixtures().join("laplace_bad_c.trace");
+    let blind = accprof_analyzer::load_run_with(&path, &LoadOptions::only_in(Vec::new()))
+        .expect("fixture loads");
+    assert!(blind.data_names.is_empty(), "{:?}", blind.data_names);
+}

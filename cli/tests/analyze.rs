@@ -490,3 +490,40 @@ fn sizes_read_the_same_in_the_summary_and_the_findings() {
         "{size}: {findings}"
     );
 }
+
+/// Buffers the runtime did not name take the names of the executable's data
+/// symbols, read from the copy that --symbols gives (ACCPROF_SYMBOLS_ONLY:
+/// never from the path the trace recorded), with the sources out of reach
+/// so the names cannot come from them. Without the binary they stay sizes.
+#[test]
+fn buffers_are_named_by_the_symbols_of_the_binary_given() {
+    let t = fixture("laplace_bad_c");
+    let no_sources = ["--source-map", "/work/main/samples=/nonexistent"];
+    let d6_title = |out: &Output| {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        s.lines()
+            .find(|l| l.contains(" D6 "))
+            .unwrap_or_else(|| panic!("a D6 finding: {s}"))
+            .to_string()
+    };
+
+    let mut args = no_sources.to_vec();
+    args.push(path_str(&t));
+    let named = d6_title(&analyze_only(&args));
+    assert!(named.ends_with(": A, Anew moved 20 times"), "{named}");
+
+    let unnamed = d6_title(
+        &Command::new(accprof())
+            .arg("analyze")
+            .args(&args)
+            .env_remove("ACCPROF_SYMBOL_PATH")
+            .env("ACCPROF_SYMBOLS_ONLY", "1")
+            .output()
+            .expect("accprof runs"),
+    );
+    assert!(
+        unnamed.ends_with(": 2 buffers of 8.03 MiB moved 20 times"),
+        "{unnamed}"
+    );
+}

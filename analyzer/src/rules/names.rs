@@ -9,8 +9,9 @@ use crate::proposals::key;
 use crate::source::SourceSet;
 use crate::Run;
 
-/// Names of host buffers: the runtime's variable names, else the symbol of
-/// the executable at exactly that address (globals and statics).
+/// Names of host buffers: the runtime's variable names, else the data
+/// object of the executable that starts at exactly that address (globals
+/// and statics), as the model resolved it at load.
 pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
     let mut names = HashMap::new();
     for (_, c) in run.transfers() {
@@ -18,42 +19,10 @@ pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
             names.entry(p).or_insert_with(|| v.clone());
         }
     }
-    let ptrs: Vec<u64> = run
-        .transfers()
-        .filter_map(|(_, c)| c.host_ptr)
-        .filter(|p| !names.contains_key(p))
-        .collect();
-    if ptrs.is_empty() {
-        return names;
-    }
-    // The executable as the loader found it (recorded path or a copy in a
-    // search directory, same build).
-    let Some(path) = run.executable_binary.clone() else {
-        return names;
-    };
-    let base = run.executable_module().map_or(0, |m| m.base);
-    let Ok(loader) = addr2line::Loader::new(&path) else {
-        return names;
-    };
-    for p in ptrs {
-        let Some(rel) = p.checked_sub(base) else {
-            continue;
-        };
-        if let Some(sym) = loader.find_symbol_info(rel) {
-            if sym.address() == rel {
-                names.insert(p, demangle_data_symbol(sym.name()));
-            }
-        }
+    for (&p, name) in &run.data_names {
+        names.entry(p).or_insert_with(|| name.clone());
     }
     names
-}
-
-/// gfortran names module variables `__mod_MOD_var`; C names are plain.
-fn demangle_data_symbol(name: &str) -> String {
-    match name.find("_MOD_") {
-        Some(i) if name.starts_with("__") => name[i + 5..].to_string(),
-        _ => name.to_string(),
-    }
 }
 
 /// Names of host buffers inferred from the source at the constructs that

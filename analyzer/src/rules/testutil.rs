@@ -74,6 +74,7 @@ impl RunBuilder {
                 ending: None,
                 routines: Vec::new(),
                 executable_binary: None,
+                data_names: Default::default(),
                 related: Default::default(),
                 totals: Default::default(),
                 placement: Default::default(),
