@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::model::TransferId;
+use crate::model::{AllocId, ConstructId, KernelId, SiteId, TransferId};
 use crate::patch::Edit;
 
 /// What a finding is about (reports group and filter by it).
@@ -46,11 +46,19 @@ pub enum Confidence {
     Likely,
 }
 
-/// A place the finding is about.
+/// A place the finding is about: the model's site, and its text as the
+/// finding shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Location {
     /// What this place is: "construct", "host loop", "upload", "download", ...
     pub role: String,
+    /// The site this place is; None for a place the run has no site for
+    /// (a host loop or a directive found in the source, see
+    /// [`Location::source_line`]) or when the run did not say where.
+    #[serde(serialize_with = "index::opt")]
+    pub site: Option<SiteId>,
+    /// The place's text, rendered once for display (from the site, or from
+    /// the source for a place the run has no site for).
     pub file: String,
     pub line: Option<u32>,
     pub function: String,
@@ -60,6 +68,43 @@ pub struct Location {
 }
 
 impl Location {
+    /// Site `site` of `run` as the place of a finding, in `role`; with an
+    /// unknown place when the run did not say where.
+    pub fn of_site(
+        run: &crate::Run,
+        role: &str,
+        site: Option<SiteId>,
+        variable: Option<String>,
+    ) -> Location {
+        let unknown;
+        let s = match site {
+            Some(id) => run.site(id),
+            None => {
+                unknown = crate::model::Site::unknown();
+                &unknown
+            }
+        };
+        Location {
+            role: role.to_string(),
+            site,
+            file: s.file.clone(),
+            line: s.line,
+            function: s.function.clone(),
+            variable,
+            address: s.address.as_ref().map(|(m, off)| format!("{m}+{off:#x}")),
+        }
+    }
+
+    /// Another line of the same source file and function: a place that only
+    /// the source shows (the host loop around a construct, a directive the
+    /// runtime did not report), which is no site of the run.
+    pub fn source_line(mut self, line: u32) -> Location {
+        self.site = None;
+        self.line = Some(line);
+        self.address = None;
+        self
+    }
+
     /// `file:line` (or the address when there is no line).
     pub fn place(&self) -> String {
         match (self.line, &self.address) {
@@ -162,11 +207,13 @@ pub struct Finding {
     /// Time the proposal could save; None when it cannot be estimated.
     pub saving_ns: Option<u64>,
     pub locations: Vec<Location>,
+    /// The entities of the run the finding is about.
+    pub subjects: Subjects,
     pub evidence: Evidence,
     pub proposal: Proposal,
     /// The transfers whose time `saving_ns` counts, so that overlapping
     /// findings are not added twice.
-    #[serde(skip)]
+    #[serde(serialize_with = "index::many")]
     pub saved_transfers: Vec<TransferId>,
 }
 
@@ -180,9 +227,91 @@ impl Finding {
             cost_ns: None,
             saving_ns: None,
             locations: Vec::new(),
+            subjects: Subjects::default(),
             evidence: Evidence::default(),
             proposal: Proposal::default(),
             saved_transfers: Vec::new(),
+        }
+    }
+}
+
+/// The entities of a run a finding is about, by handle, so that a view (the
+/// timeline, an export) can go from the finding to its events. Each list is
+/// in the run's order, without repeats. In JSON a handle is its entity's
+/// index in the run's table of that kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Subjects {
+    /// The sites of the finding's locations.
+    #[serde(serialize_with = "index::many")]
+    pub sites: Vec<SiteId>,
+    /// The constructs the finding speaks of, and those of its kernels,
+    /// transfers and allocations.
+    #[serde(serialize_with = "index::many")]
+    pub constructs: Vec<ConstructId>,
+    #[serde(serialize_with = "index::many")]
+    pub kernels: Vec<KernelId>,
+    /// The transfers the finding speaks of, saved or not.
+    #[serde(serialize_with = "index::many")]
+    pub transfers: Vec<TransferId>,
+    #[serde(serialize_with = "index::many")]
+    pub allocs: Vec<AllocId>,
+}
+
+impl Subjects {
+    /// Adds what the finding's locations and entities imply (their sites,
+    /// the constructs of its kernels, transfers and allocations), then
+    /// orders each list and drops repeats.
+    pub fn complete(&mut self, run: &crate::Run, locations: &[Location]) {
+        self.sites.extend(locations.iter().filter_map(|l| l.site));
+        let owners = self
+            .kernels
+            .iter()
+            .map(|&k| run.kernel(k).construct)
+            .chain(self.transfers.iter().map(|&t| run.transfer(t).construct))
+            .chain(self.allocs.iter().map(|&a| run.alloc(a).construct));
+        let owners: Vec<ConstructId> = owners.flatten().collect();
+        self.constructs.extend(owners);
+        fn tidy<T: Ord>(v: &mut Vec<T>) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        tidy(&mut self.sites);
+        tidy(&mut self.constructs);
+        tidy(&mut self.kernels);
+        tidy(&mut self.transfers);
+        tidy(&mut self.allocs);
+    }
+}
+
+/// Handles in JSON: their entities' indices in the run's tables.
+mod index {
+    use serde::Serializer;
+
+    use crate::model::{AllocId, ConstructId, KernelId, SiteId, TransferId};
+
+    pub(super) trait Handle: Copy {
+        fn position(self) -> usize;
+    }
+
+    macro_rules! handles {
+        ($($t:ty),*) => {$(
+            impl Handle for $t {
+                fn position(self) -> usize {
+                    self.index()
+                }
+            }
+        )*};
+    }
+    handles!(SiteId, ConstructId, KernelId, TransferId, AllocId);
+
+    pub(super) fn many<H: Handle, S: Serializer>(v: &[H], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|h| h.position()))
+    }
+
+    pub(super) fn opt<H: Handle, S: Serializer>(v: &Option<H>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(h) => s.serialize_some(&h.position()),
+            None => s.serialize_none(),
         }
     }
 }

@@ -351,3 +351,88 @@ fn data_symbols_name_the_buffers_at_load() {
         .expect("fixture loads");
     assert!(blind.data_names.is_empty(), "{:?}", blind.data_names);
 }
+
+/// Every finding on every fixture points at the entities it is about: a
+/// location that is a site reads as that site of the model, the sites of
+/// its locations and the constructs of its transfers, kernels and
+/// allocations are among its subjects, what it saves is among what it is
+/// about, and each kind of finding names the kind of entity it speaks of.
+#[test]
+fn findings_point_at_their_entities() {
+    let mut seen = std::collections::BTreeSet::new();
+    for name in [
+        "laplace_bad_c",
+        "laplace_bad_f90",
+        "heat2d_naive",
+        "launch_storm",
+        "api_routines",
+        "device_fault",
+    ] {
+        let (run, _, a) = analyze(name);
+        for f in &a.findings {
+            seen.insert(f.id);
+            let s = &f.subjects;
+            for l in &f.locations {
+                if let Some(id) = l.site {
+                    let site = run.site(id);
+                    assert_eq!(
+                        (&l.file, l.line, &l.function),
+                        (&site.file, site.line, &site.function),
+                        "{name} {}: {}",
+                        f.id,
+                        l.role
+                    );
+                    assert!(s.sites.contains(&id), "{name} {}: site of {}", f.id, l.role);
+                }
+            }
+            for &t in &f.saved_transfers {
+                assert!(s.transfers.contains(&t), "{name} {}: saved {t:?}", f.id);
+            }
+            let owners = s
+                .transfers
+                .iter()
+                .filter_map(|&t| run.transfer(t).construct)
+                .chain(s.kernels.iter().filter_map(|&k| run.kernel(k).construct))
+                .chain(s.allocs.iter().filter_map(|&x| run.alloc(x).construct));
+            for c in owners {
+                assert!(s.constructs.contains(&c), "{name} {}: {c:?}", f.id);
+            }
+            let about = match f.id {
+                "A1" | "A2" => !s.allocs.is_empty(),
+                "L3" => !s.kernels.is_empty(),
+                "S2" | "S4" => !s.constructs.is_empty(),
+                "S3" => !s.kernels.is_empty() || !s.transfers.is_empty(),
+                _ => !s.transfers.is_empty(),
+            };
+            assert!(about, "{name} {}: {s:?}", f.id);
+        }
+    }
+    assert!(seen.len() >= 4, "findings of several kinds: {seen:?}");
+}
+
+/// D6 on laplace_bad_c is about exactly the large transfers of the two
+/// constructs in its loop, and its host loop is a place of the source, not
+/// a site of the run.
+#[test]
+fn d6_points_at_the_transfers_of_its_loop() {
+    let (run, _, a) = analyze("laplace_bad_c");
+    let d6 = with_id(&a, "D6")[0];
+    let loop_place = &d6.locations[0];
+    assert_eq!(
+        (loop_place.role.as_str(), loop_place.site),
+        ("host loop", None)
+    );
+    let construct_sites: Vec<_> = d6.locations[1..].iter().map(|l| l.site).collect();
+    assert_eq!(construct_sites.len(), 2);
+    let want: Vec<_> = run
+        .transfers()
+        .filter(|(_, t)| t.is_host_device() && t.bytes >= Options::default().min_bytes)
+        .filter(|(_, t)| {
+            t.construct
+                .is_some_and(|c| construct_sites.contains(&Some(run.line_site(run.top_level(c)))))
+        })
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(d6.subjects.transfers, want);
+    assert_eq!(want.len(), 160);
+}

@@ -120,6 +120,73 @@ fn json_is_typed_and_carries_the_patch() {
     assert_eq!(v["hashing"], "sampled");
 }
 
+/// Each finding in JSON carries the handles of what it is about, as indices
+/// into the run's tables: its locations' sites, and its sites, constructs,
+/// kernels, transfers and allocations; and the transfers it saves (which
+/// the text leaves out). The counts agree with the finding's evidence.
+#[test]
+fn json_findings_carry_the_handles_of_their_entities() {
+    let t = fixture("laplace_bad_c");
+    let out = analyze(&["--json", path_str(&t)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let indices = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("an array: {v}"))
+            .iter()
+            .map(|i| i.as_u64().unwrap_or_else(|| panic!("an index: {i}")))
+            .collect()
+    };
+    let count = |f: &serde_json::Value, name: &str| {
+        f["evidence"]["fields"]
+            .as_array()
+            .expect("fields")
+            .iter()
+            .find(|x| x["name"] == name)
+            .and_then(|x| x["value"].as_u64())
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    let findings = v["findings"].as_array().expect("findings");
+    for f in findings {
+        let s = &f["subjects"];
+        let sites = indices(&s["sites"]);
+        for kind in ["constructs", "kernels", "transfers", "allocs"] {
+            indices(&s[kind]);
+        }
+        for l in f["locations"].as_array().expect("locations") {
+            match &l["site"] {
+                serde_json::Value::Null => {}
+                i => assert!(sites.contains(&i.as_u64().expect("an index")), "{f}"),
+            }
+        }
+        let about = indices(&s["transfers"]);
+        for t in indices(&f["saved_transfers"]) {
+            assert!(about.contains(&t), "{}: saved {t}", f["id"]);
+        }
+    }
+    let d6 = findings.iter().find(|f| f["id"] == "D6").expect("D6");
+    assert_eq!(
+        indices(&d6["subjects"]["transfers"]).len() as u64,
+        count(d6, "upload_transfers") + count(d6, "download_transfers")
+    );
+    assert_eq!(
+        indices(&d6["saved_transfers"]).len() as u64,
+        count(d6, "avoidable_transfers")
+    );
+    assert_eq!(d6["locations"][0]["role"], "host loop");
+    assert!(d6["locations"][0]["site"].is_null());
+    let l3 = findings.iter().find(|f| f["id"] == "L3").expect("L3");
+    assert_eq!(
+        indices(&l3["subjects"]["kernels"]).len() as u64,
+        count(l3, "single_gang_launches")
+    );
+    let a1 = findings.iter().find(|f| f["id"] == "A1").expect("A1");
+    assert_eq!(
+        indices(&a1["subjects"]["allocs"]).len() as u64,
+        count(a1, "allocations")
+    );
+}
+
 #[test]
 fn patch_prints_the_unified_diff() {
     let t = fixture("laplace_bad_c");

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use accprof_analyzer::findings::{Analysis, Confidence, Finding, Value};
+use accprof_analyzer::findings::{Analysis, Confidence, Finding, Location, Value};
 use accprof_analyzer::summary::RunFacts;
 use accprof_analyzer::units;
 use accprof_analyzer::Run;
@@ -89,7 +89,7 @@ pub fn render_text(
         );
         for (i, f) in analysis.findings.iter().enumerate() {
             let _ = writeln!(s);
-            finding_text(&mut s, i + 1, f, width, &share);
+            finding_text(&mut s, run, i + 1, f, width, &share);
         }
     }
     if !analysis.notes.is_empty() {
@@ -104,6 +104,7 @@ pub fn render_text(
 
 fn finding_text(
     s: &mut String,
+    run: &Run,
     rank: usize,
     f: &Finding,
     width: usize,
@@ -128,6 +129,16 @@ fn finding_text(
     };
     let _ = writeln!(s, "   {cost}; {saving}; {conf}");
     for l in &f.locations {
+        // A place that is a site of the run reads as the model has it; a
+        // place only the source shows keeps the text the rule gave it.
+        let from_model;
+        let l = match l.site {
+            Some(_) => {
+                from_model = Location::of_site(run, &l.role, l.site, l.variable.clone());
+                &from_model
+            }
+            None => l,
+        };
         let var = l
             .variable
             .as_deref()

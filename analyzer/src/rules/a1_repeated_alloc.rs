@@ -6,9 +6,9 @@
 //! Evidence needed: the runtime's alloc/free events (acc_prof). They are
 //! points in time, so the cost is not measured; the finding gives counts.
 
-use super::{group_by, Checked, Context};
-use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::DeviceAlloc;
+use super::{alloc_finding, group_by, Checked, Context};
+use crate::findings::Value;
+use crate::model::{AllocId, DeviceAlloc};
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -22,30 +22,22 @@ pub fn check(cx: &Context) -> Checked {
     }
     let big = run
         .allocs()
-        .map(|(_, x)| x)
-        .filter(|a| a.bytes >= cx.opts.min_bytes)
-        .map(|a| {
+        .filter(|(_, a)| a.bytes >= cx.opts.min_bytes)
+        .map(|(id, a)| {
             let site = a.construct.map(|c| run.line_site(c));
-            ((site, a.bytes), a)
+            ((site, a.bytes), (id, a))
         });
     for ((site, bytes), group) in group_by(big) {
         if group.len() < cx.opts.min_repeats || !disjoint(&group) {
             continue;
         }
-        let here = cx.location("construct", site, None);
-        let mut f = Finding::new(
-            "A1",
-            Category::Allocation,
+        let ids: Vec<AllocId> = group.iter().map(|&(id, _)| id).collect();
+        let mut f = alloc_finding(cx, "A1", site, None, &ids, |place| {
             format!(
-                "device memory allocated and freed {} times at {}",
-                group.len(),
-                here.place()
-            ),
-        );
-        f.confidence = Confidence::Certain;
-        f.locations.push(here);
-        f.evidence
-            .field("allocations", Value::Count(group.len() as u64));
+                "device memory allocated and freed {} times at {place}",
+                ids.len()
+            )
+        });
         f.evidence.field("bytes_each", Value::Bytes(bytes));
         f.evidence.say(format!(
             "{} allocations of {} at the same place, each freed before the next one; the runtime reports allocations as points in time, so their cost is not measured",
@@ -58,10 +50,10 @@ pub fn check(cx: &Context) -> Checked {
     out
 }
 
-fn disjoint(group: &[&DeviceAlloc]) -> bool {
+fn disjoint(group: &[(AllocId, &DeviceAlloc)]) -> bool {
     group
         .windows(2)
-        .all(|w| w[0].free_ns.is_some_and(|f| f <= w[1].alloc_ns))
+        .all(|w| w[0].1.free_ns.is_some_and(|f| f <= w[1].1.alloc_ns))
 }
 
 #[cfg(test)]

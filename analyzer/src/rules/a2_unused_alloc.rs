@@ -7,8 +7,8 @@
 
 use accprof_trace::DropSource;
 
-use super::{group_by, Checked, Context};
-use crate::findings::{Category, Confidence, Finding, Value};
+use super::{alloc_finding, group_by, Checked, Context};
+use crate::findings::Value;
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -28,29 +28,23 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let end = run.span_ns.1;
-    let unused = run.allocs().map(|(_, x)| x).filter(|a| {
+    let unused = run.allocs().filter(|(_, a)| {
         a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
     });
-    let groups = group_by(unused.map(|a| {
+    let groups = group_by(unused.map(|(id, a)| {
         let site = a.construct.map(|c| run.line_site(c));
-        (site, a)
+        (site, (id, a))
     }));
     for (site, group) in groups {
-        let bytes: u64 = group.iter().map(|a| a.bytes).sum();
-        let here = cx.location("construct", site, group[0].variable.clone());
-        let mut f = Finding::new(
-            "A2",
-            Category::Allocation,
+        let bytes: u64 = group.iter().map(|(_, a)| a.bytes).sum();
+        let ids: Vec<_> = group.iter().map(|&(id, _)| id).collect();
+        let variable = group[0].1.variable.clone();
+        let mut f = alloc_finding(cx, "A2", site, variable, &ids, |place| {
             format!(
-                "device memory no kernel used: {} allocated at {}",
-                units::bytes(bytes),
-                here.place()
-            ),
-        );
-        f.confidence = Confidence::Certain;
-        f.locations.push(here);
-        f.evidence
-            .field("allocations", Value::Count(group.len() as u64));
+                "device memory no kernel used: {} allocated at {place}",
+                units::bytes(bytes)
+            )
+        });
         f.evidence.field("bytes", Value::Bytes(bytes));
         f.evidence.say(format!(
             "No kernel ran between these allocations and their frees (per {}).",

@@ -11,10 +11,10 @@
 use accprof_trace::HashMode;
 
 use super::{
-    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
-    Dir, Xfer,
+    add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
+    Checked, Context, Dir, Xfer,
 };
-use crate::findings::{Category, Confidence, Finding, Value};
+use crate::findings::{Confidence, Value};
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -33,28 +33,15 @@ pub fn check(cx: &Context) -> Checked {
             .iter()
             .filter(|p| cx.kernel_between(cx.xfers[p.0].end_ns, cx.xfers[p.1].start_ns))
             .count();
-        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
-        let here = cx.location("upload", site, None);
-        let mut f = Finding::new(
-            "D1",
-            Category::DataMovement,
-            format!(
-                "duplicate upload: {} sent again unchanged at {}",
-                super::vars_label(cx, &ups),
-                here.place()
-            ),
-        );
+        let mut f = transfer_finding(cx, "D1", "upload", site, &ups, |vars, place| {
+            format!("duplicate upload: {vars} sent again unchanged at {place}")
+        });
         f.confidence = if with_kernels == 0 && cx.knows_kernels() {
             cx.hash_confidence()
         } else {
             Confidence::Likely
         };
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "upload", &ups);
-        f.locations
-            .extend(xfer_locations(cx, "earlier upload", &firsts));
+        add_transfers(cx, &mut f, "earlier upload", &firsts);
         f.evidence
             .field("duplicates", Value::Count(group.len() as u64));
         f.evidence
@@ -103,6 +90,17 @@ mod tests {
         assert_eq!(c.findings.len(), 1);
         assert_eq!(c.findings[0].confidence, Confidence::Certain);
         assert_eq!(c.findings[0].evidence.count("duplicates"), Some(1));
+        // It saves the second upload and is about both.
+        let ids: Vec<_> = run.transfers().map(|(id, _)| id).collect();
+        assert_eq!(c.findings[0].saved_transfers, [ids[1]]);
+        assert_eq!(c.findings[0].subjects.transfers, [ids[1], ids[0]]);
+        let roles: Vec<_> = c.findings[0]
+            .locations
+            .iter()
+            .map(|l| l.role.as_str())
+            .collect();
+        assert_eq!(roles, ["upload", "earlier upload"]);
+        assert!(c.findings[0].locations.iter().all(|l| l.site == Some(s)));
     }
 
     #[test]

@@ -10,10 +10,10 @@
 use accprof_trace::HashMode;
 
 use super::{
-    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
-    Dir, Xfer,
+    add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
+    Checked, Context, Dir, Xfer,
 };
-use crate::findings::{Category, Confidence, Finding, Value};
+use crate::findings::{Confidence, Value};
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -30,25 +30,12 @@ pub fn check(cx: &Context) -> Checked {
     });
     for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
         let downs: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
-        let cost: u64 = downs.iter().map(|x| x.duration_ns()).sum();
-        let here = cx.location("download", site, None);
-        let mut f = Finding::new(
-            "D2",
-            Category::DataMovement,
-            format!(
-                "duplicate download: {} fetched again unchanged at {}",
-                super::vars_label(cx, &downs),
-                here.place()
-            ),
-        );
+        let mut f = transfer_finding(cx, "D2", "download", site, &downs, |vars, place| {
+            format!("duplicate download: {vars} fetched again unchanged at {place}")
+        });
         f.confidence = Confidence::Likely;
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = downs.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "download", &downs);
         let firsts: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
-        f.locations
-            .extend(xfer_locations(cx, "earlier download", &firsts));
+        add_transfers(cx, &mut f, "earlier download", &firsts);
         f.evidence
             .field("duplicates", Value::Count(group.len() as u64));
         xfer_evidence(&mut f.evidence, "", &downs);

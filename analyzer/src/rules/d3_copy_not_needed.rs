@@ -11,10 +11,10 @@
 use accprof_trace::HashMode;
 
 use super::{
-    consecutive_pairs, group_by, same_hash, xfer_evidence, xfer_locations, Checked, Context, Dir,
-    Xfer,
+    consecutive_pairs, group_by, same_hash, transfer_finding, vars_label, xfer_evidence, Checked,
+    Context, Dir, Xfer,
 };
-use crate::findings::{Category, Finding, Value};
+use crate::findings::Value;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -54,22 +54,12 @@ pub fn check(cx: &Context) -> Checked {
     }
     for (site, group) in group_by(qualifying) {
         let downs: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
-        let cost: u64 = downs.iter().map(|x| x.duration_ns()).sum();
-        let vars = super::vars_label(cx, &downs);
-        let here = cx.location("construct", site, None);
-        let mut f = Finding::new(
-            "D3",
-            Category::DataMovement,
-            format!(
-                "copy where copyin suffices: {vars} comes back unchanged from {}",
-                here.place()
-            ),
-        );
-        f.confidence = crate::findings::Confidence::Certain;
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = downs.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "construct", &downs);
+        let vars = vars_label(cx, &downs);
+        let mut f = transfer_finding(cx, "D3", "construct", site, &downs, |vars, place| {
+            format!("copy where copyin suffices: {vars} comes back unchanged from {place}")
+        });
+        let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
+        f.subjects.transfers.extend(ups.iter().map(|x| x.transfer));
         f.evidence
             .field("instances", Value::Count(group.len() as u64));
         xfer_evidence(&mut f.evidence, "download_", &downs);

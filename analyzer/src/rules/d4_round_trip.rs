@@ -11,10 +11,10 @@
 use accprof_trace::HashMode;
 
 use super::{
-    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
-    Dir, Xfer,
+    add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
+    Checked, Context, Dir, Xfer,
 };
-use crate::findings::{Category, Finding, Value};
+use crate::findings::Value;
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -29,23 +29,13 @@ pub fn check(cx: &Context) -> Checked {
     for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
         let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
         let downs: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
-        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
-        let here = cx.location("upload", site, None);
-        let mut f = Finding::new(
-            "D4",
-            Category::DataMovement,
+        let mut f = transfer_finding(cx, "D4", "upload", site, &ups, |vars, place| {
             format!(
-                "device -> host -> device round trip: {} uploaded again unchanged at {}",
-                super::vars_label(cx, &ups),
-                here.place()
-            ),
-        );
+                "device -> host -> device round trip: {vars} uploaded again unchanged at {place}"
+            )
+        });
         f.confidence = cx.hash_confidence();
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "upload", &ups);
-        f.locations.extend(xfer_locations(cx, "download", &downs));
+        add_transfers(cx, &mut f, "download", &downs);
         f.evidence
             .field("round_trips", Value::Count(group.len() as u64));
         xfer_evidence(&mut f.evidence, "upload_", &ups);

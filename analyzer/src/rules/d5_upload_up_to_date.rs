@@ -10,10 +10,10 @@
 use accprof_trace::HashMode;
 
 use super::{
-    consecutive_pairs, pairs_by_site, same_hash, xfer_evidence, xfer_locations, Checked, Context,
+    consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence, Checked, Context,
     Dir, Xfer,
 };
-use crate::findings::{Category, Confidence, Finding, Value};
+use crate::findings::Value;
 use crate::model::ConstructClass;
 
 pub fn check(cx: &Context) -> Checked {
@@ -40,22 +40,13 @@ pub fn check(cx: &Context) -> Checked {
     });
     for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
         let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();
-        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
-        let here = cx.location("update", site, None);
-        let mut f = Finding::new(
-            "D5",
-            Category::DataMovement,
-            format!(
-                "`update device` of data the device already has: {} at {}",
-                super::vars_label(cx, &ups),
-                here.place()
-            ),
-        );
-        f.confidence = Confidence::Certain;
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "update", &ups);
+        let mut f = transfer_finding(cx, "D5", "update", site, &ups, |vars, place| {
+            format!("`update device` of data the device already has: {vars} at {place}")
+        });
+        let earlier: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.0]).collect();
+        f.subjects
+            .transfers
+            .extend(earlier.iter().map(|x| x.transfer));
         f.evidence
             .field("redundant_updates", Value::Count(group.len() as u64));
         xfer_evidence(&mut f.evidence, "", &ups);

@@ -181,11 +181,10 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     f.cost_ns = Some(cost);
     f.saving_ns = Some(saving);
     f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
+    f.subjects.transfers = all.iter().map(|x| x.transfer).collect();
     if let Some(l) = &lp {
-        let mut loc = cx.location("host loop", Some(gs[0].site), None);
-        loc.line = Some(l.header_line);
-        loc.address = None;
-        f.locations.push(loc);
+        let lp = cx.location("host loop", Some(gs[0].site), None);
+        f.locations.push(lp.source_line(l.header_line));
     }
     let ups: Vec<&Xfer> = all
         .iter()

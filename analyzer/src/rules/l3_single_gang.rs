@@ -13,7 +13,7 @@
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Proposal, Value};
-use crate::model::{ConstructClass, SiteId};
+use crate::model::{ConstructClass, ConstructId, KernelId, SiteId};
 use crate::patch::Edit;
 use crate::proposals::parallel_loop::rewrite_as_parallel_loop;
 use crate::units;
@@ -21,39 +21,38 @@ use crate::units;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
-    // (site, device or host ns, grid text) of single-gang launches.
-    let mut single: Vec<(Option<SiteId>, u64)> = Vec::new();
+    // Single-gang launches: (site, (device or host ns, the kernel when
+    // CUPTI recorded it, the construct)).
+    type Launch = (u64, Option<KernelId>, Option<ConstructId>);
+    let mut single: Vec<(Option<SiteId>, Launch)> = Vec::new();
     let mut measured_on_device = true;
     let mut all_launches: std::collections::HashMap<Option<SiteId>, usize> = Default::default();
     if run.kernels().any(|(_, k)| k.device_timed()) {
-        for (_, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
+        for (id, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
             let site = k.construct.map(|c| run.line_site(c));
             *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
-                single.push((site, k.device_ns()));
+                single.push((site, (k.device_ns(), Some(id), k.construct)));
             }
         }
     } else {
         measured_on_device = false;
-        for c in run
+        for (id, c) in run
             .constructs()
-            .map(|(_, x)| x)
-            .filter(|c| c.class == ConstructClass::Compute)
+            .filter(|(_, c)| c.class == ConstructClass::Compute)
         {
             for l in &c.launches {
                 *all_launches.entry(Some(c.site)).or_default() += 1;
                 if l.gangs == Some(1) {
-                    single.push((
-                        Some(c.site),
-                        c.host_ns().unwrap_or(0) / c.launches.len().max(1) as u64,
-                    ));
+                    let ns = c.host_ns().unwrap_or(0) / c.launches.len().max(1) as u64;
+                    single.push((Some(c.site), (ns, None, Some(id))));
                 }
             }
         }
     }
     let sms = run.devices.first().map(|d| d.sm_count).filter(|&n| n > 0);
     for (site, group) in group_by(single) {
-        let cost: u64 = group.iter().sum();
+        let cost: u64 = group.iter().map(|l| l.0).sum();
         // A single gang that costs nothing (a scalar `serial` region) is fine.
         if cx.share(cost) < cx.opts.min_share / 5.0 {
             continue;
@@ -82,6 +81,8 @@ pub fn check(cx: &Context) -> Checked {
             ));
         }
         f.locations.push(here);
+        f.subjects.kernels = group.iter().filter_map(|l| l.1).collect();
+        f.subjects.constructs = group.iter().filter_map(|l| l.2).collect();
         f.evidence
             .field("single_gang_launches", Value::Count(launches));
         f.evidence.field(

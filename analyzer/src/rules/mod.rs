@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use accprof_trace::{CopyKind, HashMode};
 
-use crate::findings::{Confidence, Finding, Location};
-use crate::model::{ConstructClass, ConstructId, Run, SiteId, TransferId};
+use crate::findings::{Category, Confidence, Evidence, Finding, Location, Value};
+use crate::model::{AllocId, ConstructClass, ConstructId, Run, SiteId, TransferId};
 use crate::source::SourceSet;
 
 pub mod a1_repeated_alloc;
@@ -253,18 +253,7 @@ impl<'a> Context<'a> {
 
     /// A location for a site.
     pub fn location(&self, role: &str, site: Option<SiteId>, variable: Option<String>) -> Location {
-        let s = match site {
-            Some(id) => self.run.site(id).clone(),
-            None => crate::model::Site::unknown(),
-        };
-        Location {
-            role: role.to_string(),
-            file: s.file.clone(),
-            line: s.line,
-            function: s.function.clone(),
-            variable,
-            address: s.address.map(|(m, off)| format!("{m}+{off:#x}")),
-        }
+        Location::of_site(self.run, role, site, variable)
     }
 
     /// The buffer's name, or its address and size.
@@ -319,6 +308,9 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     ];
     for rule in rules {
         let mut c = rule(&cx);
+        for f in &mut c.findings {
+            f.subjects.complete(run, &f.locations);
+        }
         all.findings.append(&mut c.findings);
         for n in c.notes {
             all.note(n);
@@ -448,8 +440,7 @@ pub(crate) fn xfer_locations(cx: &Context, role: &str, xs: &[&Xfer]) -> Vec<Loca
 }
 
 /// The common evidence of a group of transfers.
-pub(crate) fn xfer_evidence(ev: &mut crate::findings::Evidence, prefix: &str, xs: &[&Xfer]) {
-    use crate::findings::Value;
+pub(crate) fn xfer_evidence(ev: &mut Evidence, prefix: &str, xs: &[&Xfer]) {
     ev.field(&format!("{prefix}transfers"), Value::Count(xs.len() as u64));
     ev.field(
         &format!("{prefix}bytes"),
@@ -459,4 +450,56 @@ pub(crate) fn xfer_evidence(ev: &mut crate::findings::Evidence, prefix: &str, xs
         &format!("{prefix}time"),
         Value::Ns(xs.iter().map(|x| x.duration_ns()).sum()),
     );
+}
+
+/// The finding about transfers at one site that would not be needed (D1-D5,
+/// U1): `title` gets the names of their buffers and the place; the cost and
+/// the saving are their time; they are what the finding saves and is about,
+/// located per site in `role`. Certain unless the caller says otherwise.
+pub(crate) fn transfer_finding(
+    cx: &Context,
+    id: &'static str,
+    role: &str,
+    site: Option<SiteId>,
+    saved: &[&Xfer],
+    title: impl FnOnce(&str, &str) -> String,
+) -> Finding {
+    let cost: u64 = saved.iter().map(|x| x.duration_ns()).sum();
+    let place = cx.location(role, site, None).place();
+    let mut f = Finding::new(
+        id,
+        Category::DataMovement,
+        title(&vars_label(cx, saved), &place),
+    );
+    f.cost_ns = Some(cost);
+    f.saving_ns = Some(cost);
+    f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
+    add_transfers(cx, &mut f, role, saved);
+    f
+}
+
+/// Transfers a finding is about, located per site in `role`.
+pub(crate) fn add_transfers(cx: &Context, f: &mut Finding, role: &str, xs: &[&Xfer]) {
+    f.locations.extend(xfer_locations(cx, role, xs));
+    f.subjects.transfers.extend(xs.iter().map(|x| x.transfer));
+}
+
+/// The finding about device allocations at one site (A1, A2): located at
+/// the construct (with `variable` when the runtime named it), about the
+/// allocations, with their count as evidence. `title` gets the place.
+pub(crate) fn alloc_finding(
+    cx: &Context,
+    id: &'static str,
+    site: Option<SiteId>,
+    variable: Option<String>,
+    allocs: &[AllocId],
+    title: impl FnOnce(&str) -> String,
+) -> Finding {
+    let here = cx.location("construct", site, variable);
+    let mut f = Finding::new(id, Category::Allocation, title(&here.place()));
+    f.locations.push(here);
+    f.subjects.allocs = allocs.to_vec();
+    f.evidence
+        .field("allocations", Value::Count(allocs.len() as u64));
+    f
 }

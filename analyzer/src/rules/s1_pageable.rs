@@ -61,6 +61,7 @@ pub fn check(cx: &Context) -> Checked {
     for (site, _) in sites.iter().take(3) {
         f.locations.push(cx.location("transfers", *site, None));
     }
+    f.subjects.transfers = pageable.iter().map(|x| x.transfer).collect();
     xfer_evidence(&mut f.evidence, "pageable_", &pageable);
     if let Some(b) = bw(&pageable) {
         f.evidence

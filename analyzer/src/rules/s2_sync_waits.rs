@@ -29,11 +29,10 @@ fn blocks_on_the_device(run: &Run, c: &Construct) -> bool {
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
-    let waits: Vec<_> = run
+    let (ids, waits): (Vec<_>, Vec<_>) = run
         .constructs()
-        .map(|(_, x)| x)
-        .filter(|c| c.parent.is_none() && blocks_on_the_device(run, c))
-        .collect();
+        .filter(|(_, c)| c.parent.is_none() && blocks_on_the_device(run, c))
+        .unzip();
     if waits.is_empty() {
         if run.runtime_is_libgomp() {
             out.note("S2 (synchronous waits) not checked: GCC's libgomp sends no wait events");
@@ -65,6 +64,7 @@ pub fn check(cx: &Context) -> Checked {
         );
         f.locations.push(loc);
     }
+    f.subjects.constructs = ids;
     f.evidence.field("waits", Value::Count(waits.len() as u64));
     f.evidence.field("wait_time", Value::Ns(total));
     f.evidence.say(format!(

@@ -9,7 +9,7 @@
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::ConstructId;
+use crate::model::{ConstructId, KernelId, TransferId};
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {
@@ -20,24 +20,25 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     // Device activity intervals with the construct that caused them.
-    let mut acts: Vec<(u64, u64, Option<ConstructId>)> = run
+    let mut acts: Vec<(u64, u64, Option<ConstructId>, Activity)> = run
         .kernels()
-        .map(|(_, k)| (k.start_ns, k.end_ns, k.construct))
+        .map(|(id, k)| (k.start_ns, k.end_ns, k.construct, Activity::Kernel(id)))
         .chain(
             run.transfers()
-                .map(|(_, c)| (c.start_ns, c.end_ns, c.construct)),
+                .map(|(id, c)| (c.start_ns, c.end_ns, c.construct, Activity::Transfer(id))),
         )
         .collect();
     acts.sort_by_key(|a| a.0);
-    let mut gaps: Vec<(u64, Option<ConstructId>)> = Vec::new();
+    // (length, the construct after the gap, the activity that ended it)
+    let mut gaps: Vec<(u64, Option<ConstructId>, Activity)> = Vec::new();
     let mut busy_until: Option<u64> = None;
-    for (s, e, c) in &acts {
+    for &(s, e, c, what) in &acts {
         if let Some(b) = busy_until {
-            if *s > b && s - b >= cx.opts.min_gap_ns {
-                gaps.push((s - b, c.map(|c| run.top_level(c))));
+            if s > b && s - b >= cx.opts.min_gap_ns {
+                gaps.push((s - b, c.map(|c| run.top_level(c)), what));
             }
         }
-        busy_until = Some(busy_until.map_or(*e, |b| b.max(*e)));
+        busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
     }
     let total: u64 = gaps.iter().map(|g| g.0).sum();
     if gaps.is_empty() || cx.share(total) < cx.opts.min_share {
@@ -55,7 +56,10 @@ pub fn check(cx: &Context) -> Checked {
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(total);
-    let mut by_site = group_by(gaps.iter().map(|(d, c)| (c.map(|c| run.line_site(c)), *d)));
+    let mut by_site = group_by(
+        gaps.iter()
+            .map(|(d, c, _)| (c.map(|c| run.line_site(c)), *d)),
+    );
     by_site.sort_by_key(|(_, t)| std::cmp::Reverse(t.iter().sum::<u64>()));
     for (site, times) in by_site.iter().take(3) {
         let mut loc = cx.location("after the gap", *site, None);
@@ -65,6 +69,13 @@ pub fn check(cx: &Context) -> Checked {
             units::duration_ns(times.iter().sum())
         );
         f.locations.push(loc);
+    }
+    for &(_, c, what) in &gaps {
+        f.subjects.constructs.extend(c);
+        match what {
+            Activity::Kernel(k) => f.subjects.kernels.push(k),
+            Activity::Transfer(t) => f.subjects.transfers.push(t),
+        }
     }
     f.evidence.field("gaps", Value::Count(gaps.len() as u64));
     f.evidence.field("idle_time", Value::Ns(total));
@@ -80,6 +91,13 @@ pub fn check(cx: &Context) -> Checked {
     f.proposal.text = "Look at the host code before these constructs: move that work to the device, or overlap it with device work through `async` queues.".into();
     out.findings.push(f);
     out
+}
+
+/// The device activity that ended a gap.
+#[derive(Clone, Copy)]
+enum Activity {
+    Kernel(KernelId),
+    Transfer(TransferId),
 }
 
 #[cfg(test)]

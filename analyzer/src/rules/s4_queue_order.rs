@@ -394,6 +394,11 @@ fn finding(
         ),
     );
     f.confidence = Confidence::Certain;
+    f.subjects.kernels.extend(&counted);
+    for r in reaches {
+        f.subjects.constructs.push(r.construct);
+        f.subjects.constructs.extend(&r.pending);
+    }
     let mut loc = cx.location("construct", Some(site), None);
     loc.role = format!("construct waiting for {}", queue_list(&empty));
     f.locations.push(loc);
@@ -544,11 +549,12 @@ fn source_wait_finding(
     );
     f.confidence = Confidence::Likely;
     let first = sites.iter().next().copied();
-    let mut loc = cx.location("wait directive", first, None);
+    let mut loc = cx
+        .location("wait directive", first, None)
+        .source_line(d.line);
     loc.role = format!("wait directive for {}", queue_list(empty));
-    loc.line = Some(d.line);
-    loc.address = None;
     f.locations.push(loc);
+    f.subjects.constructs.extend(earlier);
     for &s in &sites {
         let qs: BTreeSet<i32> = earlier
             .iter()
@@ -664,10 +670,8 @@ fn propose(
                     && matches!((s.line, unit), (Some(n), Some((a, b))) if a <= n && n <= b))
                 .then_some(id)
             });
-            let mut loc = cx.location("set default_async", site, None);
+            let mut loc = cx.location("set default_async", site, None).source_line(l);
             loc.file = file.to_string();
-            loc.line = Some(l);
-            loc.address = None;
             loc.role = if gcc {
                 "set default_async (ignored by GCC)".into()
             } else {

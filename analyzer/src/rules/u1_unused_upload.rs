@@ -7,8 +7,8 @@
 
 use accprof_trace::DropSource;
 
-use super::{group_by, xfer_evidence, xfer_locations, Checked, Context, Dir, Xfer};
-use crate::findings::{Category, Confidence, Finding, Value};
+use super::{group_by, transfer_finding, xfer_evidence, Checked, Context, Dir, Xfer};
+use crate::findings::Value;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -50,22 +50,9 @@ pub fn check(cx: &Context) -> Checked {
     }
     for (site, group) in group_by(unused.iter().map(|&i| (cx.xfers[i].site, i))) {
         let ups: Vec<&Xfer> = group.iter().map(|&i| &cx.xfers[i]).collect();
-        let cost: u64 = ups.iter().map(|x| x.duration_ns()).sum();
-        let here = cx.location("upload", site, None);
-        let mut f = Finding::new(
-            "U1",
-            Category::DataMovement,
-            format!(
-                "upload never used: {} sent at {} before any kernel ran",
-                super::vars_label(cx, &ups),
-                here.place()
-            ),
-        );
-        f.confidence = Confidence::Certain;
-        f.cost_ns = Some(cost);
-        f.saving_ns = Some(cost);
-        f.saved_transfers = ups.iter().map(|x| x.transfer).collect();
-        f.locations = xfer_locations(cx, "upload", &ups);
+        let mut f = transfer_finding(cx, "U1", "upload", site, &ups, |vars, place| {
+            format!("upload never used: {vars} sent at {place} before any kernel ran")
+        });
         f.evidence
             .field("unused_uploads", Value::Count(ups.len() as u64));
         xfer_evidence(&mut f.evidence, "", &ups);
