@@ -14,6 +14,8 @@ pub mod rules;
 pub mod source;
 pub mod summary;
 pub mod symbolize;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod units;
 
 pub use load::{load_run, load_run_with, LoadError, LoadOptions};

@@ -1567,7 +1567,7 @@ mod tests {
 
     #[test]
     fn the_totals_count_kernels_and_host_device_transfers_only() {
-        use crate::rules::testutil::RunBuilder;
+        use crate::testkit::runs::RunBuilder;
         let mut b = RunBuilder::new(HashMode::Off);
         let site = b.site("a.c", 1);
         let c = b.open(ConstructClass::Compute, site, None);
@@ -1744,7 +1744,7 @@ mod tests {
     /// of a compute construct at a line of its own.
     #[test]
     fn line_sites_follow_entries_and_top_level_constructs() {
-        use crate::rules::testutil::RunBuilder;
+        use crate::testkit::runs::RunBuilder;
         let mut b = RunBuilder::new(HashMode::Off);
         let (data, host_data, body) = (b.site("a.c", 10), b.site("a.c", 12), b.site("a.c", 15));
         let (other, compute, part) = (b.site("a.c", 30), b.site("a.c", 40), b.site("a.c", 41));

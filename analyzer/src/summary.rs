@@ -1042,7 +1042,7 @@ mod tests {
 
     #[test]
     fn in_flight_transfers_give_their_sizes_as_every_view_does() {
-        use crate::rules::testutil::RunBuilder;
+        use crate::testkit::runs::RunBuilder;
         let mut b = RunBuilder::new(accprof_trace::HashMode::Off);
         let site = b.site("app.c", 20);
         let c = b.open(ConstructClass::Compute, site, None);

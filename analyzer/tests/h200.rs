@@ -16,22 +16,15 @@ use accprof_analyzer::analysis;
 use accprof_analyzer::findings::{Analysis, Category, Confidence, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::testkit;
 use accprof_analyzer::{LoadOptions, Run};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn fixtures() -> PathBuf {
-    root().join("cli/tests/fixtures/h200")
+    testkit::fixtures::dir("h200")
 }
 
 fn load(name: &str) -> Run {
-    // The fixture's copies of the binaries only, never the paths recorded
-    // on the GPU machine: the test reads the same on every machine.
-    let opts = LoadOptions::only_in(vec![fixtures().join("bin")]);
-    let run = accprof_analyzer::load_run_with(&fixtures().join(format!("{name}.trace")), &opts)
-        .expect("fixture loads");
+    let run = testkit::fixtures::load("h200", name);
     assert!(
         run.notes.is_empty(),
         "{name}: every site should have a line: {:?}",
@@ -43,7 +36,7 @@ fn load(name: &str) -> Run {
 /// The recorded sample paths are those of the recording machine; the
 /// repository's samples/ stands in for them.
 fn sources(run: &Run) -> SourceSet {
-    SourceSet::load(run, &[root().join("samples")])
+    SourceSet::load(run, &[testkit::fixtures::samples()])
 }
 
 fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
@@ -108,20 +101,7 @@ fn golden(name: &str, got: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);
-    if std::env::var_os("ACCPROF_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, got).expect("write golden");
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (create it with ACCPROF_BLESS=1 cargo test -p accprof-analyzer --test h200)",
-            path.display()
-        )
-    });
-    assert_eq!(
-        want, got,
-        "{name} differs (if intended: ACCPROF_BLESS=1 cargo test -p accprof-analyzer --test h200)"
-    );
+    testkit::golden::check(&path, got, "cargo test -p accprof-analyzer --test h200");
 }
 
 #[test]

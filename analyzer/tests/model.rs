@@ -5,21 +5,16 @@
 //! entities once in the run's order, and the counts add up.
 
 use std::fmt::Debug;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use accprof_analyzer::{ConstructId, LoadOptions, Run};
-
-fn fixture_dir(gpu: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../cli/tests/fixtures")
-        .join(gpu)
-}
+use accprof_analyzer::testkit::fixtures;
+use accprof_analyzer::{ConstructId, Run};
 
 /// Every trace of a fixture directory, loaded with the fixture's copies of
 /// the binaries only.
 fn fixtures(gpu: &str) -> Vec<(String, Run)> {
-    let dir = fixture_dir(gpu);
-    let opts = LoadOptions::only_in(vec![dir.join("bin")]);
+    let dir = fixtures::dir(gpu);
+    let opts = fixtures::load_options(gpu);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("fixture directory")
         .map(|e| e.expect("directory entry").path())

@@ -5,30 +5,24 @@
 //! acc_async_noval. One run lost the race (its check failed), one won it;
 //! both carry the hazard. No other fixture has it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use accprof_analyzer::analysis;
 use accprof_analyzer::findings::{Analysis, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
-use accprof_analyzer::{LoadOptions, Run};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use accprof_analyzer::testkit::fixtures;
+use accprof_analyzer::Run;
 
 fn load(dir: &str, name: &str) -> Run {
-    let fixtures = root().join("cli/tests/fixtures").join(dir);
-    let opts = LoadOptions::only_in(vec![fixtures.join("bin")]);
-    let run = accprof_analyzer::load_run_with(&fixtures.join(format!("{name}.trace")), &opts)
-        .expect("fixture loads");
+    let run = fixtures::load(dir, name);
     assert!(run.notes.is_empty(), "{name}: {:?}", run.notes);
     run
 }
 
 fn analyze(dir: &str, name: &str) -> (Run, SourceSet, Analysis) {
     let run = load(dir, name);
-    let src = SourceSet::load(&run, &[root().join("samples")]);
+    let src = SourceSet::load(&run, &[fixtures::samples()]);
     let a = analysis::analyze(&run, &src, &Options::default());
     (run, src, a)
 }

@@ -4,182 +4,26 @@
 
 use accprof_analyzer::model;
 use accprof_analyzer::summary::{merge, summarize, LineSummary, Reached, Summary};
-use accprof_analyzer::symbolize::Symbolizer;
+use accprof_analyzer::testkit::trace::{self, TraceBuilder};
 use accprof_trace::*;
 
+/// A run of an NVHPC program (file and line in every event).
 fn header(rank: Option<u32>, pid: u32) -> Header {
     Header {
         host: "node1".into(),
         pid,
         rank,
-        command_line: vec!["./app".into()],
-        executable: "/nonexistent/app".into(),
-        start_unix_ns: 1,
-        start_clock_ns: 1,
-        clock: Clock::Monotonic,
         runtime: "NVHPC test".into(),
-        collector: "test".into(),
-        sources: Sources {
-            acc_prof: SourceState::Active,
-            cupti: SourceState::Active,
-            hashing: HashMode::Off,
-        },
+        ..trace::header()
     }
 }
 
 /// Builds traces event by event, NVHPC style (file and line in every event)
 /// or GCC style (call sites).
-struct T {
-    records: Vec<Record>,
-    t: u64,
-}
+type T = TraceBuilder;
 
-impl T {
-    fn new() -> T {
-        T {
-            records: vec![
-                Record::String {
-                    id: StringId(1),
-                    text: "app.c".into(),
-                },
-                Record::String {
-                    id: StringId(2),
-                    text: "main".into(),
-                },
-                Record::String {
-                    id: StringId(3),
-                    text: "kern".into(),
-                },
-            ],
-            t: 1000,
-        }
-    }
-
-    fn ev(
-        &mut self,
-        kind: AccEventKind,
-        thread: u32,
-        region: u64,
-        construct: ConstructKind,
-        line: Option<u32>,
-    ) {
-        self.t += 100;
-        let location = match line {
-            Some(l) => SourceLocation {
-                file: Some(StringId(1)),
-                function: Some(StringId(2)),
-                line: Some(l),
-                ..Default::default()
-            },
-            None => SourceLocation::default(),
-        };
-        self.records.push(Record::Acc(AccEvent {
-            time_ns: self.t,
-            kind,
-            thread,
-            region: RegionId(region),
-            device_type: Some(4),
-            device_number: Some(0),
-            async_queue: None,
-            construct: Some(construct),
-            implicit: false,
-            location,
-            call_site: None,
-            detail: AccDetail::None,
-        }));
-    }
-
-    /// A construct (start and end) at `line`.
-    fn construct(
-        &mut self,
-        start: AccEventKind,
-        thread: u32,
-        region: u64,
-        kind: ConstructKind,
-        line: u32,
-    ) {
-        let end = AccEventKind::from_raw(start as i64 + 1).expect("end event");
-        self.ev(start, thread, region, kind, Some(line));
-        self.ev(end, thread, region, kind, Some(line));
-    }
-
-    /// A copy the device made for `region`.
-    fn copy(&mut self, region: u64, corr: u32, kind: CopyKind, bytes: u64) {
-        self.records.push(Record::DriverCall(DriverCall {
-            time_ns: self.t,
-            thread: 1,
-            region: RegionId(region),
-            correlation: corr,
-            api: DriverApi::CopyOther,
-            host_ptr: Some(0x1000),
-            bytes: Some(bytes),
-        }));
-        self.records.push(Record::Memcpy(MemcpyRecord {
-            start_ns: self.t,
-            end_ns: self.t + 50,
-            bytes,
-            kind,
-            src: MemoryKind::Pageable,
-            dst: MemoryKind::Device,
-            device: 0,
-            context: 1,
-            stream: 1,
-            correlation: corr,
-        }));
-    }
-
-    /// A compute construct at `line` whose kernel ran `ns` on the device.
-    fn compute(&mut self, region: u64, corr: u32, line: u32, ns: u64) {
-        self.ev(
-            AccEventKind::ComputeConstructStart,
-            1,
-            region,
-            ConstructKind::Parallel,
-            Some(line),
-        );
-        self.records.push(Record::DriverCall(DriverCall {
-            time_ns: self.t,
-            thread: 1,
-            region: RegionId(region),
-            correlation: corr,
-            api: DriverApi::Launch,
-            host_ptr: None,
-            bytes: None,
-        }));
-        self.records.push(Record::Kernel(KernelRecord {
-            start_ns: self.t,
-            end_ns: self.t + ns,
-            name: StringId(3),
-            grid: [4, 1, 1],
-            block: [128, 1, 1],
-            registers: 32,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            local_bytes_per_thread: 0,
-            device: 0,
-            context: 1,
-            stream: 1,
-            correlation: corr,
-        }));
-        self.ev(
-            AccEventKind::ComputeConstructEnd,
-            1,
-            region,
-            ConstructKind::Parallel,
-            Some(line),
-        );
-    }
-
-    fn summary(self, rank: Option<u32>, pid: u32) -> Summary {
-        let trace = Trace {
-            version: (FORMAT_MAJOR, FORMAT_MINOR),
-            header: header(rank, pid),
-            records: self.records,
-            losses: Vec::new(),
-            skipped_unknown: 0,
-        };
-        summarize(&model::build(trace, &mut Symbolizer::new()))
-    }
+fn summary(t: T, rank: Option<u32>, pid: u32) -> Summary {
+    summarize(&t.build(header(rank, pid)))
 }
 
 fn at(s: &Summary, line: u32) -> Option<&LineSummary> {
@@ -216,7 +60,7 @@ fn a_data_region_exit_counts_at_its_entry() {
     t.ev(ExitDataEnd, 1, 5, Data, Some(30));
     t.construct(EnterDataStart, 1, 6, EnterData, 50);
     t.construct(ExitDataStart, 1, 7, ExitData, 51);
-    let s = t.summary(None, 1);
+    let s = summary(t, None, 1);
 
     assert_eq!(reached(&s, 10, Reached::DataRegion), 2);
     assert_eq!(reached(&s, 20, Reached::DataRegion), 2);
@@ -247,8 +91,8 @@ fn ranks_merge_and_show_their_imbalance() {
     let mut r0 = T::new();
     r0.compute(10, 10, 10, 100);
     r0.compute(20, 20, 20, 50);
-    let s1 = r1.summary(Some(1), 101);
-    let s0 = r0.summary(Some(0), 100);
+    let s1 = summary(r1, Some(1), 101);
+    let s0 = summary(r0, Some(0), 100);
     let m = merge(&[s1, s0]);
 
     assert_eq!(reached(&m.merged, 10, Reached::ComputeRegion), 4);
@@ -316,7 +160,7 @@ fn sites_without_lines_stay_apart() {
             }));
         }
     }
-    let s = t.summary(None, 1);
+    let s = summary(t, None, 1);
     let lines: Vec<(Option<u32>, Option<u64>, u64)> = s
         .functions
         .iter()
@@ -391,14 +235,7 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
     api(&mut t, 13, 5, Some(2), ApiPhase::Start);
     t.copy(13, 3, CopyKind::DeviceToHost, 100);
     api(&mut t, 13, 5, None, ApiPhase::End);
-    let trace = Trace {
-        version: (FORMAT_MAJOR, FORMAT_MINOR),
-        header: header(None, 1),
-        records: t.records,
-        losses: Vec::new(),
-        skipped_unknown: 0,
-    };
-    let run = model::build(trace, &mut Symbolizer::new());
+    let run = t.build(header(None, 1));
 
     let ids: Vec<model::ConstructId> = run.constructs().map(|(id, _)| id).collect();
     let routines: Vec<(&str, Option<model::ConstructId>, bool)> = run

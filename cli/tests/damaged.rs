@@ -22,10 +22,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use accprof_analyzer::testkit::trace;
 use accprof_trace::{
-    AccDetail, AccEvent, AccEventKind, Clock, ConstructKind, CopyKind, DropSource, EndRecord,
-    Ending, HashMode, Header, MemcpyRecord, MemoryKind, Record, RegionId, SourceLocation,
-    SourceState, Sources, StringId, Writer,
+    AccDetail, AccEventKind, CopyKind, DropSource, EndRecord, Ending, HashMode, Header, Record,
+    RegionId, SourceState, Sources, StringId,
 };
 use support::*;
 
@@ -150,7 +150,13 @@ fn one_flipped_byte_costs_one_block_not_the_rest() {
     let head = dir.path().join("head.trace");
     std::fs::write(&head, &bytes[..start]).expect("write");
 
-    let load = |p: &Path| accprof_analyzer::load_run_with(p, &h200_load_options()).expect("loads");
+    let load = |p: &Path| {
+        accprof_analyzer::load_run_with(
+            p,
+            &accprof_analyzer::testkit::fixtures::load_options("h200"),
+        )
+        .expect("loads")
+    };
     let whole = load(&fixture("launch_storm"));
     let damaged = load(&path);
     let before = load(&head);
@@ -227,87 +233,29 @@ fn merging_traces_of_different_programs_or_one_process_twice_is_warned_of() {
 
 fn header(cupti: SourceState, acc_prof: SourceState) -> Header {
     Header {
-        host: "node-1".into(),
-        pid: 4242,
-        rank: None,
-        command_line: vec!["./app".into()],
-        executable: "/nonexistent/app".into(),
-        start_unix_ns: 1_763_000_000_000_000_000,
-        start_clock_ns: 1_000,
-        clock: Clock::Monotonic,
-        runtime: "libgomp (GCC 12.2.0)".into(),
-        collector: "accprof test".into(),
         sources: Sources {
             acc_prof,
             cupti,
             hashing: HashMode::Off,
         },
+        ..trace::header()
     }
 }
 
-fn write_trace(path: &Path, header: &Header, records: &[Record]) {
-    let mut w = Writer::new(Vec::new(), header).expect("header");
-    for r in records {
-        w.write(r).expect("write");
-    }
-    std::fs::write(path, w.finish().expect("finish")).expect("write file");
-}
-
+/// A `parallel` construct's event on thread 7.
 fn acc(time_ns: u64, kind: AccEventKind, region: u64, line: Option<u32>) -> Record {
-    Record::Acc(AccEvent {
-        time_ns,
-        kind,
-        thread: 7,
-        region: RegionId(region),
-        device_type: Some(5),
-        device_number: Some(0),
-        async_queue: None,
-        construct: Some(ConstructKind::Parallel),
-        implicit: false,
-        location: SourceLocation {
-            file: line.map(|_| StringId(1)),
-            function: line.map(|_| StringId(2)),
-            line,
-            ..SourceLocation::default()
-        },
-        call_site: None,
-        detail: AccDetail::None,
-    })
-}
-
-fn names() -> Vec<Record> {
-    vec![
-        Record::String {
-            id: StringId(1),
-            text: "app.c".into(),
-        },
-        Record::String {
-            id: StringId(2),
-            text: "main".into(),
-        },
-    ]
+    Record::Acc(trace::acc_event(time_ns, kind, 7, region, line))
 }
 
 fn memcpy(start_ns: u64, end_ns: u64, bytes: u64) -> Record {
-    Record::Memcpy(MemcpyRecord {
-        start_ns,
-        end_ns,
-        bytes,
-        kind: CopyKind::HostToDevice,
-        src: MemoryKind::Pageable,
-        dst: MemoryKind::Device,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: 1,
-    })
+    trace::memcpy(start_ns, end_ns, bytes, CopyKind::HostToDevice, 1)
 }
 
 #[test]
 fn crafted_counts_and_durations_do_not_wrap() {
     let dir = tempdir();
     let path = dir.path().join("crafted.trace");
-    let mut recs = names();
+    let mut recs = trace::names();
     recs.push(acc(1_000, AccEventKind::ComputeConstructStart, 1, Some(10)));
     recs.push(Record::DriverCall(accprof_trace::DriverCall {
         time_ns: 4_000,
@@ -329,7 +277,7 @@ fn crafted_counts_and_durations_do_not_wrap() {
     recs.push(memcpy(8_000, 2_000, 1 << 20)); // ends before it starts
     recs.push(memcpy(0, u64::MAX, 1 << 20)); // lasts u64::MAX ns
     recs.push(memcpy(3_000, 3_000 + (1 << 62), 1 << 20));
-    write_trace(
+    trace::write_trace(
         &path,
         &header(SourceState::Active, SourceState::Active),
         &recs,
@@ -365,7 +313,7 @@ fn a_run_without_openacc_events_says_so_and_why() {
     let dir = tempdir();
     let path = dir.path().join("none.trace");
     let why = "the runtime has no acc_prof_register";
-    write_trace(
+    trace::write_trace(
         &path,
         &header(
             SourceState::Inactive("no CUDA driver".into()),
@@ -392,7 +340,7 @@ fn a_run_without_openacc_events_says_so_and_why() {
 /// A trace of one compute construct at app.c:10 and a second one at
 /// app.c:20 that launched a kernel and never ended, then `end`.
 fn ended_trace(path: &Path, end: Option<Ending>) {
-    let mut recs = names();
+    let mut recs = trace::names();
     recs.push(Record::String {
         id: StringId(3),
         text: "main$_omp_fn$1".into(),
@@ -415,7 +363,7 @@ fn ended_trace(path: &Path, end: Option<Ending>) {
             how,
         }));
     }
-    write_trace(
+    trace::write_trace(
         path,
         &header(SourceState::Inactive("test".into()), SourceState::Active),
         &recs,

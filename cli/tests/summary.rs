@@ -499,32 +499,7 @@ fn data_region_exit_counts_at_the_pragma() {
 
 fn golden(name: &str, got: &str) {
     let path = manifest().join("tests/golden").join(name);
-    if std::env::var_os("ACCPROF_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir golden");
-        std::fs::write(&path, got).expect("write golden");
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (create it with ACCPROF_BLESS=1 cargo test -p accprof --test summary)",
-            path.display()
-        )
-    });
-    if want != got {
-        let first = want
-            .lines()
-            .zip(got.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(got.lines().count()));
-        panic!(
-            "{} differs from the output at line {}:\n want: {:?}\n  got: {:?}\n\
-             full output:\n{got}\n(if the change is intended: ACCPROF_BLESS=1 cargo test -p accprof --test summary)",
-            path.display(),
-            first + 1,
-            want.lines().nth(first),
-            got.lines().nth(first)
-        );
-    }
+    accprof_analyzer::testkit::golden::check(&path, got, "cargo test -p accprof --test summary");
 }
 
 fn golden_report(fixture_name: &str, extra: &[&str], golden_name: &str) {

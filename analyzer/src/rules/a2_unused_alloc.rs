@@ -62,7 +62,7 @@ mod tests {
 
     use super::*;
     use crate::model::ConstructClass;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn allocation_without_kernels() {

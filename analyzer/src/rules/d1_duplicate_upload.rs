@@ -73,7 +73,7 @@ mod tests {
 
     use super::*;
     use crate::model::ConstructClass;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn same_bytes_uploaded_twice_without_kernels_is_certain() {

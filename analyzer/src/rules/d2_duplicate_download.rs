@@ -58,7 +58,7 @@ mod tests {
 
     use super::*;
     use crate::model::ConstructClass;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     fn two_updates(hashing: HashMode, second_hash: u64) -> crate::Run {
         let mut b = RunBuilder::new(hashing);

@@ -81,7 +81,7 @@ mod tests {
     use accprof_trace::HashMode;
 
     use super::*;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn read_only_data_copied_back() {

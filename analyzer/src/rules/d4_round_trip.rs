@@ -63,7 +63,7 @@ mod tests {
     use accprof_trace::HashMode;
 
     use super::*;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn unchanged_data_sent_back_is_a_round_trip() {

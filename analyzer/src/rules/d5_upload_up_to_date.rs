@@ -65,7 +65,7 @@ mod tests {
     use accprof_trace::{CopyKind, HashMode};
 
     use super::*;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn update_device_right_after_copyin() {

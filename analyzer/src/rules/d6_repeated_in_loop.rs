@@ -317,8 +317,8 @@ mod tests {
 
     use super::*;
     use crate::patch;
-    use crate::rules::testutil::{run_rule, run_rule_with, RunBuilder};
     use crate::source::SourceSet;
+    use crate::testkit::runs::{run_rule, run_rule_with, RunBuilder};
 
     const LAPLACE: &str = include_str!("../../../samples/laplace_bad.c");
 

@@ -212,8 +212,8 @@ mod tests {
     use accprof_trace::HashMode;
 
     use super::*;
-    use crate::rules::testutil::{run_rule, run_rule_with, RunBuilder};
     use crate::source::SourceSet;
+    use crate::testkit::runs::{run_rule, run_rule_with, RunBuilder};
 
     const SRC: &str = "double a[100][100];\nint main(void) {\n  double m = 0;\n#pragma acc kernels // max\n  for (int i = 0; i < 100; i++)\n    for (int j = 0; j < 100; j++)\n      m = fmax(m, a[i][j]);\n  return m > 0;\n}\n";
 

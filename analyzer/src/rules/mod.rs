@@ -29,9 +29,6 @@ pub mod s3_idle_gaps;
 pub mod s4_queue_order;
 pub mod u1_unused_upload;
 
-#[cfg(test)]
-pub(crate) mod testutil;
-
 /// Thresholds of the rules.
 #[derive(Debug, Clone)]
 pub struct Options {

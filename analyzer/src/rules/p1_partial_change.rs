@@ -18,7 +18,7 @@ mod tests {
     use accprof_trace::HashMode;
 
     use super::*;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn says_it_cannot_check() {

@@ -101,7 +101,7 @@ mod tests {
     use accprof_trace::{CopyKind, HashMode};
 
     use super::*;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn pageable_transfers_that_matter() {

@@ -711,8 +711,8 @@ mod tests {
     use accprof_trace::HashMode;
 
     use super::*;
-    use crate::rules::testutil::{run_rule_with, RunBuilder};
     use crate::source::SourceSet;
+    use crate::testkit::runs::{run_rule_with, RunBuilder};
 
     const SRC: &str = "int main(void)
 {

@@ -72,7 +72,7 @@ mod tests {
 
     use super::*;
     use crate::model::ConstructClass;
-    use crate::rules::testutil::{run_rule, RunBuilder};
+    use crate::testkit::runs::{run_rule, RunBuilder};
 
     #[test]
     fn upload_with_no_kernel_after_it() {

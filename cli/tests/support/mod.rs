@@ -148,20 +148,14 @@ pub fn stderr(o: &Output) -> String {
 
 /// The H200 fixture traces (tests/fixtures/h200).
 pub fn h200_fixtures() -> PathBuf {
-    repo().join("cli/tests/fixtures/h200")
+    accprof_analyzer::testkit::fixtures::dir("h200")
 }
 
-/// Where the fixtures' binaries are read from: their copies in the fixture
-/// folder only, never the paths recorded on the GPU machine, so a fixture
-/// reads the same on every machine.
-pub fn h200_load_options() -> accprof_analyzer::LoadOptions {
-    accprof_analyzer::LoadOptions::only_in(vec![h200_fixtures().join("bin")])
-}
-
-/// One H200 fixture trace, loaded with [`h200_load_options`].
+/// One H200 fixture trace, loaded with its binaries from the fixture
+/// folder only, never from the paths recorded on the GPU machine, so a
+/// fixture reads the same on every machine.
 pub fn h200_fixture(name: &str) -> accprof_analyzer::Run {
-    let path = h200_fixtures().join(format!("{name}.trace"));
-    accprof_analyzer::load_run_with(&path, &h200_load_options()).unwrap_or_else(|e| panic!("{e}"))
+    accprof_analyzer::testkit::fixtures::load("h200", name)
 }
 
 /// `accprof SUBCOMMAND` reading binaries from the H200 fixture folder only.

@@ -1,4 +1,6 @@
-//! Hand-built runs for the rules' unit tests.
+//! Hand-built runs for the rules' tests: sites, constructs, transfers,
+//! kernels and allocations put into a [`Run`] directly, on a clock that
+//! every helper advances, and one rule run on them.
 
 use accprof_trace::{
     Clock, CopyKind, Device, HashMode, Header, MemoryKind, RegionId, SourceState, Sources,
@@ -11,6 +13,7 @@ use crate::model::{
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
 
+/// Builds a [`Run`] entity by entity.
 pub struct RunBuilder {
     pub run: Run,
     /// The clock: every helper that advances time moves it.
