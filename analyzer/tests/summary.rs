@@ -144,20 +144,10 @@ fn sites_without_lines_stay_apart() {
             AccEventKind::ComputeConstructEnd,
         ] {
             t.t += 10;
-            t.records.push(Record::Acc(AccEvent {
-                time_ns: t.t,
-                kind,
-                thread: 1,
-                region: RegionId(region),
-                device_type: Some(5),
-                device_number: Some(0),
-                async_queue: None,
-                construct: Some(ConstructKind::Parallel),
-                implicit: false,
-                location: SourceLocation::default(),
-                call_site: (kind == AccEventKind::ComputeConstructStart).then_some(CallSiteId(cs)),
-                detail: AccDetail::None,
-            }));
+            // GCC style: no location, the call site on the start event.
+            let mut e = trace::acc_event(t.t, kind, 1, region, None);
+            e.call_site = (kind == AccEventKind::ComputeConstructStart).then_some(CallSiteId(cs));
+            t.records.push(Record::Acc(e));
         }
     }
     let s = summary(t, None, 1);
