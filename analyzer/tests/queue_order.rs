@@ -105,6 +105,28 @@ fn check_hazard(name: &str) -> (Run, u64) {
         "{text}"
     );
     assert!(f.cost_ns.unwrap_or(0) > 0, "the kernels' device time");
+    // It points at the kernels whose time it counts, at the constructs of
+    // line 83 (one per round) and at those left unordered before them; the
+    // `set` directives GCC ignored are places of the source, not sites.
+    let counted: u64 = f
+        .subjects
+        .kernels
+        .iter()
+        .map(|&k| run.kernel(k).device_ns())
+        .sum();
+    assert_eq!(Some(counted), f.cost_ns);
+    let at_line = |line: u32| {
+        f.subjects
+            .constructs
+            .iter()
+            .map(|&c| run.construct(c))
+            .filter(|c| c.parent.is_none() && run.site(c.site).line == Some(line))
+            .count()
+    };
+    assert_eq!(at_line(83), rounds);
+    assert!(at_line(77) > 0 && at_line(80) > 0);
+    assert!(f.locations[..3].iter().all(|l| l.site.is_some()));
+    assert!(f.locations[3..].iter().all(|l| l.site.is_none()));
 
     // The patch names the queues: line 77 gets queue 1, line 80 queue 2;
     // line 83 and the set directives stay.

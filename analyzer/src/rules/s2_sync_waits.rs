@@ -112,6 +112,12 @@ mod tests {
         assert_eq!(c.findings.len(), 1);
         let cost = c.findings[0].cost_ns.unwrap_or(0);
         assert!((50_000_000..70_000_000).contains(&cost), "{cost}");
+        // About the blocking call only.
+        let first = run.constructs().map(|(id, _)| id).next();
+        assert_eq!(
+            c.findings[0].subjects.constructs,
+            first.into_iter().collect::<Vec<_>>()
+        );
     }
 
     #[test]

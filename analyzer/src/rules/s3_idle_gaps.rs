@@ -114,11 +114,15 @@ mod tests {
         let t = b.site("a.c", 7);
         b.gcc_compute(s, &[], 1_000_000, 100, &[]);
         b.t += 5_000_000; // host work
-        b.gcc_compute(t, &[], 1_000_000, 100, &[]);
+        let second = b.gcc_compute(t, &[], 1_000_000, 100, &[]);
         let run = b.build();
         let c = run_rule(&run, check);
         assert_eq!(c.findings.len(), 1);
         assert_eq!(c.findings[0].locations[0].line, Some(7));
+        // About the construct after the gap and the kernel that ended it.
+        let f = &c.findings[0];
+        assert_eq!(f.subjects.constructs, [second]);
+        assert_eq!(f.subjects.kernels, run.kernels_of(second));
     }
 
     #[test]
