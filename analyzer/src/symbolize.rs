@@ -211,3 +211,16 @@ impl Symbolizer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fortran_module_variables_read_by_their_own_name() {
+        assert_eq!(demangle_data_symbol("__heat_MOD_u"), "u");
+        assert_eq!(demangle_data_symbol("Anew"), "Anew");
+        // Only gfortran's `__module_MOD_` form is cut.
+        assert_eq!(demangle_data_symbol("my_MOD_x"), "my_MOD_x");
+    }
+}
