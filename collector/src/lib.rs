@@ -43,11 +43,14 @@ use std::time::Duration;
 
 use accprof_trace::{Ending, SourceState};
 
-/// How long exit waits for the last records to reach the file.
+/// How long exit waits for the last records to reach the file without the
+/// writer making progress (a large backlog is waited for while it is being
+/// written, within a cap; see `writer::stop`).
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a dying process (a signal, `_exit`) or an exec waits for them:
-/// shorter, as a signal handler or a child's `_exit` should not hang.
+/// How long a dying process (a signal, `_exit`) or an exec waits for them
+/// without progress: shorter, as a signal handler or a child's `_exit`
+/// should not hang.
 const QUICK_WAIT: Duration = Duration::from_secs(2);
 
 /// How long the runtime's device initialization, the trace header and exit

@@ -84,8 +84,8 @@ pub fn start() -> Result<(), String> {
         })
 }
 
-/// Asks for a flush of everything buffered and waits for it, at most
-/// `timeout`. Async-signal-safe when `from_signal` (no locks, no allocation):
+/// Asks for a flush of everything buffered and waits for it while the
+/// writer makes progress, giving up after `timeout` without any. Async-signal-safe when `from_signal` (no locks, no allocation):
 /// then a buffer whose lock is held (by the interrupted thread) is skipped.
 /// The device side is flushed first when `from_signal` or `device`.
 pub fn flush_and_wait(timeout: Duration, from_signal: bool, device: bool) -> bool {
@@ -117,20 +117,62 @@ pub fn stop(timeout: Duration, from_signal: bool) -> bool {
     wait_until(timeout, || FINISHED.load(Ordering::Acquire))
 }
 
-fn wait_until(timeout: Duration, done: impl Fn() -> bool) -> bool {
+/// Waits until `done`, for as long as the writer keeps writing: `stall` is
+/// how long it may go without writing a record before the wait gives up,
+/// and [`MAX_WAIT_STALLS`] times `stall` caps the whole wait. A large
+/// backlog at exit (a program that records faster than the disk takes it)
+/// is written out whole, while a writer stuck on a dead file system cannot
+/// hold the process for more than `stall`. Async-signal-safe.
+fn wait_until(stall: Duration, done: impl Fn() -> bool) -> bool {
+    wait_while_progressing(
+        stall,
+        stall * MAX_WAIT_STALLS,
+        done,
+        || WRITTEN.load(Ordering::Relaxed),
+        || {
+            // Short steps: exit waits on this, and most flushes take well
+            // under a millisecond.
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000,
+            };
+            // SAFETY: nanosleep with a valid timespec; async-signal-safe.
+            unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+        },
+    )
+}
+
+/// A wait on the writer lasts at most this many times its stall limit.
+const MAX_WAIT_STALLS: u32 = 24;
+
+/// Records written so far (advanced every [`PROGRESS_STEP`] records while a
+/// batch is written): what waits on the writer take as progress.
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
+const PROGRESS_STEP: u64 = 1 << 14;
+
+/// The wait of [`wait_until`], with its clock reading, progress counter and
+/// pause passed in.
+fn wait_while_progressing(
+    stall: Duration,
+    cap: Duration,
+    done: impl Fn() -> bool,
+    progress: impl Fn() -> u64,
+    pause: impl Fn(),
+) -> bool {
     let start = Instant::now();
+    let mut last_progress = start;
+    let mut seen = progress();
     while !done() {
-        if start.elapsed() >= timeout {
+        let now = Instant::now();
+        let p = progress();
+        if p != seen {
+            seen = p;
+            last_progress = now;
+        }
+        if now.duration_since(last_progress) >= stall || now.duration_since(start) >= cap {
             return false;
         }
-        // Short steps: exit waits on this, and most flushes take well under
-        // a millisecond.
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 50_000,
-        };
-        // SAFETY: nanosleep with a valid timespec; async-signal-safe.
-        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+        pause();
     }
     true
 }
@@ -314,11 +356,18 @@ fn write_batch(
     for r in &batch.defs {
         w.write(r)?;
     }
+    let mut n = batch.defs.len() as u64;
     for (tid, v) in batch.threads.iter_mut() {
         for e in v.drain(..) {
             w.write(&e.into_record(*tid))?;
+            n += 1;
+            if n >= PROGRESS_STEP {
+                WRITTEN.fetch_add(n, Ordering::Relaxed);
+                n = 0;
+            }
         }
     }
+    WRITTEN.fetch_add(n, Ordering::Relaxed);
     Ok(())
 }
 
@@ -359,5 +408,70 @@ pub fn reset_after_fork() {
     FLUSH_DONE.store(0, Ordering::Release);
     if let Ok(mut p) = TRACE_PATH.try_lock() {
         *p = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn pause() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_writer_that_keeps_writing_is_waited_for_past_the_stall_limit() {
+        let start = Instant::now();
+        let written = Cell::new(0u64);
+        let done = || start.elapsed() >= Duration::from_millis(120);
+        let ok = wait_while_progressing(
+            Duration::from_millis(30),
+            Duration::from_secs(10),
+            done,
+            || {
+                written.set(written.get() + 1);
+                written.get()
+            },
+            pause,
+        );
+        assert!(ok, "a progressing writer must be waited for");
+        assert!(start.elapsed() >= Duration::from_millis(120));
+    }
+
+    #[test]
+    fn a_stalled_writer_is_given_up_after_the_stall_limit() {
+        let start = Instant::now();
+        let ok = wait_while_progressing(
+            Duration::from_millis(40),
+            Duration::from_secs(10),
+            || false,
+            || 7,
+            pause,
+        );
+        let waited = start.elapsed();
+        assert!(!ok);
+        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+
+    #[test]
+    fn the_cap_ends_even_a_progressing_wait() {
+        let start = Instant::now();
+        let n = Cell::new(0u64);
+        let ok = wait_while_progressing(
+            Duration::from_millis(50),
+            Duration::from_millis(100),
+            || false,
+            || {
+                n.set(n.get() + 1);
+                n.get()
+            },
+            pause,
+        );
+        let waited = start.elapsed();
+        assert!(!ok);
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
     }
 }
