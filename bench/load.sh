@@ -90,10 +90,19 @@ time_cmd() {
     print line }'
 }
 
-echo "$events events, median of $runs run(s); wall and peak RSS from /usr/bin/time (%e, %M)"
 if [ "$decode" = 1 ]; then
   (cd "$root" && cargo build --release -q -p accprof-trace --example decode)
   dec=$root/target/release/examples/decode
+  # The collector may not have flushed its last records in time at exit:
+  # rates are of the events the trace holds.
+  held=$("$dec" "$trace" | sed -n 's/.*(\([0-9]*\) acc_prof events).*/\1/p')
+  if [ -n "$held" ] && [ "$held" != "$events" ]; then
+    echo "the trace holds $held of the $events events asked for"
+    events=$held
+  fi
+fi
+echo "$events events, median of $runs run(s); wall and peak RSS from /usr/bin/time (%e, %M)"
+if [ "$decode" = 1 ]; then
   time_cmd "decode (1 thread)" - - - "$dec" "$trace"
   time_cmd "decode (parallel)" - - - "$dec" --parallel "$trace"
 fi
