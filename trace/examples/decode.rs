@@ -1,7 +1,7 @@
 //! Decodes a trace and counts its records: the trace crate's read speed
 //! alone, without any model. `bench/load.sh` times it.
 //!
-//! Usage: decode [--parallel] TRACE
+//! Usage: decode [--parallel | --workers N] TRACE
 
 use accprof_trace::{Reader, Record, RecordSource};
 use std::io::BufReader;
@@ -20,15 +20,18 @@ fn count(mut src: impl RecordSource) -> (u64, u64, usize) {
 
 fn main() {
     let mut parallel = false;
+    let mut workers = None;
     let mut path = None;
-    for a in std::env::args().skip(1) {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
         match a.as_str() {
             "--parallel" => parallel = true,
+            "--workers" => workers = args.next().and_then(|n| n.parse::<usize>().ok()),
             _ => path = Some(a),
         }
     }
     let Some(path) = path else {
-        eprintln!("usage: decode [--parallel] TRACE");
+        eprintln!("usage: decode [--parallel | --workers N] TRACE");
         std::process::exit(2);
     };
     let file = match std::fs::File::open(&path) {
@@ -46,7 +49,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (records, acc, losses) = if parallel {
+    let (records, acc, losses) = if let Some(n) = workers {
+        count(reader.parallel_with(n))
+    } else if parallel {
         count(reader.parallel())
     } else {
         count(reader)

@@ -73,7 +73,8 @@ struct WorkerEnds {
 /// are complete once [`next_record`](Self::next_record) has returned `None`;
 /// before that they may run a block ahead of the records handed out.
 ///
-/// Where no thread can be started, it reads on the calling thread.
+/// With no worker (on a single core), or where no thread can be started,
+/// it reads on the calling thread.
 pub struct ParallelReader {
     header: Header,
     version: (u16, u16),
@@ -96,18 +97,16 @@ enum Feed {
 
 impl<R: Read + Send + 'static> Reader<R> {
     /// Goes on reading with the decoding on worker threads (see
-    /// [`ParallelReader`]): as many workers as the machine has cores, up to
-    /// four.
+    /// [`ParallelReader`]): one worker per core but the one the consumer
+    /// needs, up to four. On a single core it reads on the calling thread,
+    /// where handing records between threads would only cost.
     pub fn parallel(self) -> ParallelReader {
-        let n = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, MAX_WORKERS);
-        self.parallel_with(n)
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.parallel_with((cores - 1).min(MAX_WORKERS))
     }
 
-    /// [`parallel`](Self::parallel) with `workers` decoding threads (at
-    /// least one).
+    /// [`parallel`](Self::parallel) with `workers` decoding threads; with
+    /// none, it reads on the calling thread.
     pub fn parallel_with(self, workers: usize) -> ParallelReader {
         let header = self.header().clone();
         let version = self.version();
@@ -126,7 +125,7 @@ impl<R: Read + Send + 'static> Reader<R> {
         let (payload_back, payloads) = mpsc::channel::<Vec<u8>>();
         let mut ends = Vec::new();
         let mut job_txs = Vec::new();
-        for i in 0..workers.max(1) {
+        for i in 0..workers {
             let (job_tx, job_rx) = mpsc::sync_channel::<Job>(QUEUE);
             let (res_tx, res_rx) = mpsc::sync_channel::<Decoded>(QUEUE);
             let (empty_tx, empty_rx) = mpsc::channel::<VecDeque<Record>>();
@@ -281,6 +280,9 @@ impl ParallelReader {
     /// would stop.
     #[inline]
     pub fn next_record(&mut self) -> Option<Record> {
+        if let Feed::Inline(r) = &mut self.feed {
+            return r.next_record();
+        }
         loop {
             if let Some(r) = self.current.pop_front() {
                 return Some(r);
@@ -294,15 +296,9 @@ impl ParallelReader {
 
     #[inline(never)]
     fn next_block(&mut self) {
-        let (workers, turn) = match &mut self.feed {
-            Feed::Inline(r) => {
-                match r.next_record() {
-                    Some(rec) => self.current.push_back(rec),
-                    None => self.done = true,
-                }
-                return;
-            }
-            Feed::Workers { workers, turn } => (workers, turn),
+        let Feed::Workers { workers, turn } = &mut self.feed else {
+            // Read in `next_record`.
+            return;
         };
         let empty = std::mem::take(&mut self.current);
         if empty.capacity() > 0 {

@@ -55,7 +55,8 @@ fn drain(mut src: impl RecordSource) -> Read {
     }
 }
 
-/// Reads `bytes` sequentially and with 1, 2 and 3 workers, with and
+/// Reads `bytes` sequentially and with 0 (on the calling thread), 1, 2
+/// and 3 workers, with and
 /// without resync, and checks that all agree. Returns the sequential
 /// read with resync (None when the header is refused, by both).
 fn same_both_ways(what: &str, bytes: &[u8]) -> Option<Read> {
@@ -74,7 +75,7 @@ fn same_both_ways(what: &str, bytes: &[u8]) -> Option<Read> {
                 return None;
             }
         };
-        for workers in [1, 2, 3] {
+        for workers in [0, 1, 2, 3] {
             let par = drain(open().expect("opened once").parallel_with(workers));
             assert_eq!(par, seq, "{what}, resync {resync}, {workers} workers");
         }
