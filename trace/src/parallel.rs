@@ -283,15 +283,11 @@ impl ParallelReader {
         if let Feed::Inline(r) = &mut self.feed {
             return r.next_record();
         }
-        loop {
-            if let Some(r) = self.current.pop_front() {
-                return Some(r);
-            }
-            if self.done {
-                return None;
-            }
+        while self.current.is_empty() && !self.done {
             self.next_block();
         }
+        // Taken straight into the return value.
+        self.current.pop_front()
     }
 
     #[inline(never)]
