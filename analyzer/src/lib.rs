@@ -18,7 +18,7 @@ pub mod symbolize;
 pub mod testkit;
 pub mod units;
 
-pub use load::{load_run, load_run_with, LoadError, LoadOptions};
+pub use load::{load_run, load_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
     KernelId, Run, Site, SiteId, Transfer, TransferId, TransferSource,

@@ -1,6 +1,7 @@
 //! Loading traces from files into joined models.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::model::{self, Run};
 use crate::symbolize::Symbolizer;
@@ -31,8 +32,14 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// How to load: where to look for the program's binaries.
-#[derive(Debug, Clone)]
+/// Told how many bytes of the input were read so far, while a trace loads.
+/// It is called from the thread that reads the input, so it must be `Send`
+/// and `Sync`; it is called often and should be cheap.
+pub type Progress = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// How to load: where to look for the program's binaries, and whom to tell
+/// how far reading has got.
+#[derive(Clone)]
 pub struct LoadOptions {
     /// Directories searched (by file name, checked by build id) for a
     /// module whose recorded path is missing or holds another build.
@@ -42,6 +49,19 @@ pub struct LoadOptions {
     /// then reads the same on every machine, whatever happens to sit at
     /// the recording machine's paths.
     pub recorded_paths: bool,
+    /// Called with the bytes read so far as the input is read (none by
+    /// default).
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("symbol_dirs", &self.symbol_dirs)
+            .field("recorded_paths", &self.recorded_paths)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl Default for LoadOptions {
@@ -49,6 +69,7 @@ impl Default for LoadOptions {
         LoadOptions {
             symbol_dirs: Vec::new(),
             recorded_paths: true,
+            progress: None,
         }
     }
 }
@@ -59,6 +80,7 @@ impl LoadOptions {
         LoadOptions {
             symbol_dirs: dirs,
             recorded_paths: false,
+            progress: None,
         }
     }
 }
@@ -74,10 +96,10 @@ pub const STDIN: &str = "-";
 /// Opens a trace for reading: a file, a pipe or FIFO (read as a stream,
 /// never seeked), or standard input for `-`. A directory or a missing path
 /// is refused here, with the same words wherever a trace is read.
-pub fn open_input(path: &Path) -> Result<Box<dyn std::io::Read>, accprof_trace::TraceError> {
+pub fn open_input(path: &Path) -> Result<Box<dyn std::io::Read + Send>, accprof_trace::TraceError> {
     use std::io::{Error, ErrorKind};
     if path.as_os_str() == STDIN {
-        return Ok(Box::new(std::io::stdin().lock()));
+        return Ok(Box::new(std::io::stdin()));
     }
     match std::fs::metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -91,21 +113,49 @@ pub fn open_input(path: &Path) -> Result<Box<dyn std::io::Read>, accprof_trace::
 }
 
 /// [`load_run`] with options. The trace is read as a stream: memory holds
-/// the model, never the whole trace. A damaged block costs only itself:
-/// reading goes on at the next intact block, and [`Run::losses`] says what
-/// was skipped.
+/// the model, never the whole trace. Its blocks are decoded on worker
+/// threads ([`accprof_trace::ParallelReader`]), a few blocks ahead of the
+/// model. A damaged block costs only itself: reading goes on at the next
+/// intact block, and [`Run::losses`] says what was skipped.
 pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> {
     let err = |source| LoadError {
         path: path.to_path_buf(),
         source,
     };
-    let input = open_input(path).map_err(err)?;
-    let reader = accprof_trace::Reader::new(std::io::BufReader::new(input))
+    let mut input = open_input(path).map_err(err)?;
+    if let Some(progress) = &opts.progress {
+        input = Box::new(Counted {
+            inner: input,
+            done: 0,
+            progress: Arc::clone(progress),
+        });
+    }
+    let reader = accprof_trace::Reader::new(std::io::BufReader::with_capacity(READ_CHUNK, input))
         .map_err(err)?
-        .with_resync(true);
+        .with_resync(true)
+        .parallel();
     let mut symbolizer = Symbolizer::with_search_dirs(opts.symbol_dirs.clone());
     symbolizer.recorded_paths = opts.recorded_paths;
     let mut run = model::build_from_reader(reader, &mut symbolizer);
     run.notes.append(&mut symbolizer.notes);
     Ok(run)
+}
+
+/// Bytes asked of the input at a time.
+const READ_CHUNK: usize = 128 * 1024;
+
+/// The input, telling [`LoadOptions::progress`] how much was read.
+struct Counted {
+    inner: Box<dyn std::io::Read + Send>,
+    done: u64,
+    progress: Progress,
+}
+
+impl std::io::Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        (self.progress)(self.done);
+        Ok(n)
+    }
 }

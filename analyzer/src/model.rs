@@ -754,8 +754,8 @@ fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
 
 /// Builds the model while reading: records are looked at one by one and
 /// never held all at once, so memory follows the model, not the trace.
-pub fn build_from_reader<R: std::io::Read>(
-    mut reader: accprof_trace::Reader<R>,
+pub fn build_from_reader(
+    mut reader: impl accprof_trace::RecordSource,
     symbolizer: &mut Symbolizer,
 ) -> Run {
     let mut b = Builder::new(reader.header().sources.cupti.is_active());

@@ -115,7 +115,10 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
-    let run = accprof_analyzer::load_run_with(&args.trace, &crate::symbol_options(&args.symbols))?;
+    let (opts, bar) = crate::progress::with_bar(&args.trace, &crate::symbol_options(&args.symbols));
+    let run = accprof_analyzer::load_run_with(&args.trace, &opts);
+    drop(bar);
+    let run = run?;
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
         std::fs::read_to_string(p)
     });

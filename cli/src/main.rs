@@ -5,6 +5,7 @@
 
 mod analyze;
 mod embedded;
+mod progress;
 mod run;
 
 use std::path::PathBuf;
@@ -198,6 +199,7 @@ pub fn symbol_options(symbols: &[PathBuf]) -> accprof_analyzer::LoadOptions {
     accprof_analyzer::LoadOptions {
         symbol_dirs,
         recorded_paths: !only,
+        progress: None,
     }
 }
 
@@ -224,7 +226,10 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let mut read = Vec::with_capacity(args.traces.len());
     let mut failed = Vec::new();
     for path in &args.traces {
-        match accprof_analyzer::load_run_with(path, &load) {
+        let (load, bar) = progress::with_bar(path, &load);
+        let loaded = accprof_analyzer::load_run_with(path, &load);
+        drop(bar);
+        match loaded {
             Ok(run) => {
                 summaries.push(accprof_analyzer::summary::summarize(&run));
                 read.push(path);

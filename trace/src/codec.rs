@@ -728,12 +728,19 @@ pub(crate) fn decode_hash(c: &mut Cursor<'_>, st: &mut DeltaState) -> BufferHash
 
 #[inline(always)]
 fn opt_u32(c: &mut Cursor<'_>, flags: u32, mask: u32) -> Option<u32> {
-    (flags & mask != 0).then(|| c.varint_u32())
+    let v = c.opt_varint(flags & mask != 0)?;
+    match u32::try_from(v) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            c.fail(DecodeError::Overflow);
+            Some(0)
+        }
+    }
 }
 
 #[inline(always)]
 fn opt_u64(c: &mut Cursor<'_>, flags: u32, mask: u32) -> Option<u64> {
-    (flags & mask != 0).then(|| c.varint())
+    c.opt_varint(flags & mask != 0)
 }
 
 #[inline(always)]

@@ -7,7 +7,8 @@
 //! the write path.
 //!
 //! Write with [`Writer`], read with [`Reader`] or [`read_trace`] /
-//! [`read_file`]. The byte layout is described in [`mod@format`].
+//! [`read_file`], or with [`ParallelReader`] (`Reader::parallel`) to decode
+//! on a worker thread. The byte layout is described in [`mod@format`].
 //!
 //! ```
 //! use accprof_trace::*;
@@ -33,6 +34,7 @@ mod codec;
 pub mod contract;
 mod error;
 pub mod format;
+mod parallel;
 mod reader;
 pub mod record;
 mod varint;
@@ -40,6 +42,7 @@ mod writer;
 
 pub use error::TraceError;
 pub use format::{FORMAT_MAJOR, FORMAT_MINOR};
-pub use reader::{read_file, read_trace, Loss, Reader, Trace};
+pub use parallel::ParallelReader;
+pub use reader::{read_file, read_trace, Loss, Reader, RecordSource, Trace};
 pub use record::*;
 pub use writer::Writer;

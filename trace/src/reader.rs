@@ -199,52 +199,16 @@ impl<R: Read> Reader<R> {
     #[inline]
     pub fn next_record(&mut self) -> Option<Record> {
         loop {
-            if self.pos < self.block.len() {
-                let at = self.pos;
-                let mut c = Cursor::new(&self.block[at..]);
-                let tag = c.u8();
-                let body = c.bytes();
-                self.pos += c.pos();
-                if c.failed() {
-                    // The framing was checked when the block was loaded;
-                    // this only keeps a bug from looping.
-                    self.malformed(at, tag, DecodeError::Short);
-                    continue;
-                }
-                // The frequent kinds are built right in the return value:
-                // going through `decode_record`'s Result would copy each
-                // 168-byte record once more.
-                let b = &mut Cursor::new(body);
-                let st = &mut self.state;
-                macro_rules! hot {
-                    ($variant:ident, $decode:ident) => {{
-                        let v = codec::$decode(b, st);
-                        if !b.failed() {
-                            return Some(Record::$variant(v));
-                        }
-                        b.finish(()).err()
-                    }};
-                }
-                let err = match tag {
-                    TAG_ACC => hot!(Acc, decode_acc),
-                    TAG_KERNEL => hot!(Kernel, decode_kernel),
-                    TAG_MEMCPY => hot!(Memcpy, decode_memcpy),
-                    TAG_MEMSET => hot!(Memset, decode_memset),
-                    TAG_DRIVER_CALL => hot!(DriverCall, decode_driver_call),
-                    TAG_HASH => hot!(Hash, decode_hash),
-                    _ => match codec::decode_record(tag, body, st) {
-                        Ok(Some(rec)) => return Some(rec),
-                        Ok(None) => {
-                            self.skipped_unknown += 1;
-                            None
-                        }
-                        Err(e) => Some(e),
-                    },
-                };
-                if let Some(e) = err {
-                    self.malformed(at, tag, e);
-                }
-                continue;
+            let r = next_in_block(
+                &self.block,
+                &mut self.pos,
+                &mut self.state,
+                self.block_offset,
+                &mut self.skipped_unknown,
+                &mut self.losses,
+            );
+            if r.is_some() {
+                return r;
             }
             if self.done {
                 return None;
@@ -253,23 +217,24 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// A record of an intact block could not be decoded: drop the rest of
-    /// the block, since later records may be deltas against this one.
-    #[cold]
-    #[inline(never)]
-    fn malformed(&mut self, at: usize, tag: u8, e: DecodeError) {
-        self.losses.push(Loss {
-            offset: self.block_offset + at as u64,
-            bytes: (self.block.len() - at) as u64,
-            reason: format!("malformed record (kind {tag}): {e}"),
-        });
-        self.pos = self.block.len();
+    /// Whether the input is done: no block is left to load.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Takes the block [`load_block`](Self::load_block) loaded (empty when
+    /// none was), with the input offset of its first byte, leaving `spare`
+    /// (cleared) in its place.
+    pub(crate) fn take_block(&mut self, mut spare: Vec<u8>) -> (Vec<u8>, u64) {
+        spare.clear();
+        self.pos = 0;
+        (std::mem::replace(&mut self.block, spare), self.block_offset)
     }
 
     /// Loads and validates the next block into `self.block`, or records
     /// why it could not.
     #[inline(never)]
-    fn load_block(&mut self) {
+    pub(crate) fn load_block(&mut self) {
         self.block.clear();
         self.pos = 0;
         self.state = DeltaState::default();
@@ -395,12 +360,141 @@ impl<R: Read> Reader<R> {
     }
 }
 
+/// What a consumer of records needs from a reader: [`Reader`] and
+/// [`crate::ParallelReader`] both are one, so code that builds something
+/// from the records takes either.
+pub trait RecordSource {
+    /// The process header.
+    fn header(&self) -> &Header;
+    /// Format version of the input (major, minor).
+    fn version(&self) -> (u16, u16);
+    /// The next record; `None` at the end of what can be read.
+    fn next_record(&mut self) -> Option<Record>;
+    /// What was not read, and why; complete once `next_record` has
+    /// returned `None`.
+    fn losses(&self) -> &[Loss];
+    /// Records of unknown kinds skipped.
+    fn skipped_unknown(&self) -> u64;
+}
+
+impl<R: Read> RecordSource for Reader<R> {
+    fn header(&self) -> &Header {
+        Reader::header(self)
+    }
+    fn version(&self) -> (u16, u16) {
+        Reader::version(self)
+    }
+    #[inline]
+    fn next_record(&mut self) -> Option<Record> {
+        Reader::next_record(self)
+    }
+    fn losses(&self) -> &[Loss] {
+        Reader::losses(self)
+    }
+    fn skipped_unknown(&self) -> u64 {
+        Reader::skipped_unknown(self)
+    }
+}
+
 impl<R: Read> Iterator for Reader<R> {
     type Item = Record;
 
     fn next(&mut self) -> Option<Record> {
         self.next_record()
     }
+}
+
+/// The next record of a validated block `block` (whose first byte is at
+/// input offset `block_offset`), decoding from `*pos` with `state`; `None`
+/// once the block is done. Records of unknown kinds are counted in
+/// `skipped` and passed over. A record that cannot be decoded costs the
+/// rest of its block (later records may be deltas against it): the loss is
+/// pushed on `losses` and the block is done.
+#[inline(always)]
+pub(crate) fn next_in_block(
+    block: &[u8],
+    pos: &mut usize,
+    state: &mut DeltaState,
+    block_offset: u64,
+    skipped: &mut u64,
+    losses: &mut Vec<Loss>,
+) -> Option<Record> {
+    while *pos < block.len() {
+        let at = *pos;
+        let mut c = Cursor::new(&block[at..]);
+        let tag = c.u8();
+        let body = c.bytes();
+        *pos += c.pos();
+        if c.failed() {
+            // The framing was checked when the block was loaded; this only
+            // keeps a bug from looping.
+            malformed(
+                block,
+                pos,
+                block_offset,
+                at,
+                tag,
+                DecodeError::Short,
+                losses,
+            );
+            return None;
+        }
+        // The frequent kinds are built right in the return value: going
+        // through `decode_record`'s Result would copy each 168-byte record
+        // once more.
+        let b = &mut Cursor::new(body);
+        macro_rules! hot {
+            ($variant:ident, $decode:ident) => {{
+                let v = codec::$decode(b, state);
+                if !b.failed() {
+                    return Some(Record::$variant(v));
+                }
+                b.finish(()).err()
+            }};
+        }
+        let err = match tag {
+            TAG_ACC => hot!(Acc, decode_acc),
+            TAG_KERNEL => hot!(Kernel, decode_kernel),
+            TAG_MEMCPY => hot!(Memcpy, decode_memcpy),
+            TAG_MEMSET => hot!(Memset, decode_memset),
+            TAG_DRIVER_CALL => hot!(DriverCall, decode_driver_call),
+            TAG_HASH => hot!(Hash, decode_hash),
+            _ => match codec::decode_record(tag, body, state) {
+                Ok(Some(rec)) => return Some(rec),
+                Ok(None) => {
+                    *skipped += 1;
+                    None
+                }
+                Err(e) => Some(e),
+            },
+        };
+        if let Some(e) = err {
+            malformed(block, pos, block_offset, at, tag, e, losses);
+            return None;
+        }
+    }
+    None
+}
+
+/// A record of an intact block could not be decoded: the rest of the block
+/// is lost.
+#[cold]
+#[inline(never)]
+fn malformed(
+    block: &[u8],
+    pos: &mut usize,
+    block_offset: u64,
+    at: usize,
+    tag: u8,
+    e: DecodeError,
+    losses: &mut Vec<Loss>,
+) {
+    losses.push(Loss {
+        offset: block_offset + at as u64,
+        bytes: (block.len() - at) as u64,
+        reason: format!("malformed record (kind {tag}): {e}"),
+    });
+    *pos = block.len();
 }
 
 fn split_block_header(h: &[u8; BLOCK_HEADER_LEN]) -> (u32, usize, u32, u32) {

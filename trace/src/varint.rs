@@ -289,6 +289,21 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A varint that is there only when `present`. The usual one-byte
+    /// value is taken without a branch on `present` (its byte is read
+    /// either way, the position moves only when it is there), since which
+    /// optional fields a record has changes from record to record.
+    #[inline(always)]
+    pub(crate) fn opt_varint(&mut self, present: bool) -> Option<u64> {
+        match self.buf.get(self.pos) {
+            Some(&b0) if b0 < 0x80 => {
+                self.pos += usize::from(present);
+                present.then_some(u64::from(b0))
+            }
+            _ => present.then(|| self.varint()),
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn varint_u32(&mut self) -> u32 {
         let v = self.varint();
