@@ -5,6 +5,7 @@
 //! It reads traces; it never runs programs and never writes files.
 
 pub mod findings;
+pub mod join;
 pub mod load;
 pub mod model;
 pub mod patch;
@@ -14,8 +15,8 @@ pub mod summary;
 pub mod symbolize;
 pub mod units;
 
-pub use load::{load_run, load_run_with, LoadError, LoadOptions};
+pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
+    KernelId, Memset, MemsetId, NameId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };

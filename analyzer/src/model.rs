@@ -1,36 +1,20 @@
 //! The joined model of one process's run: OpenACC constructs with their
 //! source sites, and the kernels and copies the device did for each.
 //!
-//! Joining rules:
-//! - Constructs come from acc_prof start/end pairs (same region id). A
-//!   construct opened while another is open on the same thread is nested in
-//!   it (GCC opens enter/exit data inside every compute construct for its
-//!   implicit copies); nested constructs take their parent's source site.
-//! - A start whose end never comes (the program toggled the end callback
-//!   off, or died) must not swallow what follows: constructs of one class
-//!   never nest in each other, so a start of the class of an open construct
-//!   on the same thread closes that construct and everything opened inside
-//!   it, all marked `cut`. An end closes whatever is still open inside its
-//!   construct the same way.
-//! - A CUPTI kernel or memcpy belongs to the construct whose region the
-//!   driver call with the same correlation id was made in.
-//! - Without CUPTI, kernels and copies come from acc_prof's enqueue events
-//!   (host times only, marked as such; GCC reports only the small argument
-//!   block as copies).
-//! - A call of an OpenACC API routine (`acc_copyin`, ...) that the
-//!   collector interposed is a construct of class [`ConstructClass::ApiCall`]
-//!   at the application's call site; the copies of its region and the
-//!   constructs the runtime reports inside it are its own.
+//! The model is filled by the join ([`crate::join`]): this module holds
+//! the entities, the run's tables and the views' accessors.
 
 use std::collections::HashMap;
 
 use accprof_trace::{
-    AccDetail, AccEventKind, ApiCall, ApiPhase, BufferHash, CallSiteId, ConstructKind, CopyKind,
-    Device, DropSource, Header, Level, Loss, MemoryKind, ModuleId, Record, RegionId, StringId,
-    Trace,
+    BufferHash, ConstructKind, CopyKind, Device, DropSource, Header, Level, Loss, MemoryKind,
+    RegionId, Trace,
 };
 
-use crate::symbolize::{SymbolizedSite, Symbolizer};
+use crate::join::{At, Order, RunInfo, Sink};
+use crate::symbolize::Symbolizer;
+
+pub use crate::join::MAX_DEVICE_RECORD_NS;
 
 /// Declares an opaque handle to one entity of a [`Run`]: only the model
 /// makes them, views get them from the run's iterators and look the entity
@@ -79,6 +63,14 @@ handle!(
 handle!(
     /// A [`DeviceAlloc`] of a [`Run`] ([`Run::alloc`]).
     AllocId
+);
+handle!(
+    /// A [`Memset`] of a [`Run`] ([`Run::memset`]).
+    MemsetId
+);
+handle!(
+    /// A name of a [`Run`] (kernel, variable): [`Run::name`].
+    NameId
 );
 
 /// A place in the source, as precise as the run allowed.
@@ -136,6 +128,8 @@ pub struct Construct {
     pub kind: Option<ConstructKind>,
     pub implicit: bool,
     pub site: SiteId,
+    /// The site views report it at ([`Run::line_site`]).
+    pub(crate) line_site: SiteId,
     pub thread: u32,
     pub start_ns: u64,
     /// None when the end event never came (the program died inside).
@@ -145,8 +139,6 @@ pub struct Construct {
     /// `acc_device_t` as the runtime numbered it.
     pub device_type: Option<u32>,
     pub device: Option<u32>,
-    /// Launches the runtime reported (acc_prof enqueue_launch).
-    pub launches: Vec<LaunchRequest>,
     /// No end event came: a later start closed it (callbacks toggled off
     /// with `acc_prof_unregister(..., acc_toggle)`), or it was still open
     /// when the trace ended (the program died inside it). `end_ns` is None.
@@ -159,15 +151,39 @@ impl Construct {
     }
 }
 
-/// One enqueue_launch as the runtime reported it.
+/// One enqueue_launch as the runtime reported it ([`Run::launches_of`]).
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
-    pub kernel_name: Option<String>,
+    pub construct: ConstructId,
+    pub kernel_name: Option<NameId>,
     pub gangs: Option<u64>,
     pub workers: Option<u64>,
     pub vector_length: Option<u64>,
     pub start_ns: u64,
     pub end_ns: Option<u64>,
+}
+
+impl LaunchRequest {
+    /// The kernel a launch event tells of, for a run without CUPTI: host
+    /// times of the enqueue, gangs as the grid, vector length and workers
+    /// as the block (`unnamed` when the runtime gave no name).
+    pub(crate) fn kernel(&self, c: &Construct, unnamed: NameId) -> Kernel {
+        let workers = self.workers.filter(|&w| w > 1).unwrap_or(1);
+        Kernel {
+            construct: Some(self.construct),
+            name: self.kernel_name.unwrap_or(unnamed),
+            grid: [self.gangs.unwrap_or(0) as u32, 1, 1],
+            block: [self.vector_length.unwrap_or(0) as u32, workers as u32, 1],
+            registers: 0,
+            shared_bytes: 0,
+            local_bytes_per_thread: 0,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns.unwrap_or(self.start_ns),
+            device: c.device.unwrap_or(0),
+            stream: 0,
+            source: KernelSource::AccProf,
+        }
+    }
 }
 
 /// Where a kernel's numbers come from.
@@ -186,7 +202,8 @@ pub enum KernelSource {
 #[derive(Debug, Clone)]
 pub struct Kernel {
     pub construct: Option<ConstructId>,
-    pub name: String,
+    /// [`Run::name`] reads it.
+    pub name: NameId,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub registers: u32,
@@ -232,10 +249,16 @@ pub struct Transfer {
     pub src: MemoryKind,
     pub dst: MemoryKind,
     pub source: TransferSource,
-    pub variable: Option<String>,
+    /// [`Run::name`] reads it.
+    pub variable: Option<NameId>,
     pub host_ptr: Option<u64>,
     /// Content hash of the host buffer, when one was taken.
     pub hash: Option<u64>,
+    /// Device, stream and correlation id of a CUPTI memcpy (None for the
+    /// runtime's transfer events).
+    pub device: Option<u32>,
+    pub stream: Option<u32>,
+    pub correlation: Option<u32>,
 }
 
 impl Transfer {
@@ -257,10 +280,31 @@ pub struct DeviceAlloc {
     pub construct: Option<ConstructId>,
     pub bytes: u64,
     pub device_ptr: Option<u64>,
-    pub variable: Option<String>,
+    /// [`Run::name`] reads it.
+    pub variable: Option<NameId>,
     pub alloc_ns: u64,
     /// None when no free with the same device pointer came.
     pub free_ns: Option<u64>,
+}
+
+/// A memset CUPTI recorded.
+#[derive(Debug, Clone)]
+pub struct Memset {
+    pub construct: Option<ConstructId>,
+    pub bytes: u64,
+    pub value: u32,
+    pub memory: MemoryKind,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+impl Memset {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
 }
 
 /// One process's run, joined.
@@ -282,6 +326,12 @@ pub struct Run {
     pub(crate) transfers: Vec<Transfer>,
     /// Device allocations, in allocation order.
     pub(crate) allocs: Vec<DeviceAlloc>,
+    /// In start order.
+    pub(crate) memsets: Vec<Memset>,
+    /// The runtime's launch events, by construct.
+    pub(crate) launches: Vec<LaunchRequest>,
+    /// Kernel and variable names, indexed by [`NameId`].
+    pub(crate) names: Vec<String>,
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
@@ -307,8 +357,9 @@ pub struct Run {
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
     pub executable_binary: Option<std::path::PathBuf>,
-    /// Each construct's own kernels, transfers and allocations (the other
-    /// way round from their `construct` fields), made by [`Run::derive`].
+    /// Each construct's own kernels, transfers, allocations, memsets and
+    /// launches (the other way round from their `construct` fields), made
+    /// by [`Run::derive`].
     pub(crate) related: Related,
     /// Summed once the tables are complete ([`Run::totals`]).
     pub(crate) totals: Totals,
@@ -332,20 +383,27 @@ pub struct Totals {
 }
 
 impl Totals {
+    #[cfg(test)]
     fn of(kernels: &[Kernel], transfers: &[Transfer]) -> Totals {
         let mut t = Totals::default();
-        for k in kernels {
-            if k.device_timed() {
-                t.kernel_ns = t.kernel_ns.saturating_add(k.device_ns());
-            }
-            t.kernels += 1;
-        }
-        for x in transfers.iter().filter(|x| x.is_host_device()) {
-            t.transfer_ns = t.transfer_ns.saturating_add(x.duration_ns());
-            t.transfers += 1;
-            t.transfer_bytes = t.transfer_bytes.saturating_add(x.bytes);
-        }
+        kernels.iter().for_each(|k| t.add_kernel(k));
+        transfers.iter().for_each(|x| t.add_transfer(x));
         t
+    }
+
+    pub(crate) fn add_kernel(&mut self, k: &Kernel) {
+        if k.device_timed() {
+            self.kernel_ns = self.kernel_ns.saturating_add(k.device_ns());
+        }
+        self.kernels += 1;
+    }
+
+    pub(crate) fn add_transfer(&mut self, x: &Transfer) {
+        if x.is_host_device() {
+            self.transfer_ns = self.transfer_ns.saturating_add(x.duration_ns());
+            self.transfers += 1;
+            self.transfer_bytes = self.transfer_bytes.saturating_add(x.bytes);
+        }
     }
 }
 
@@ -354,86 +412,147 @@ pub const ACC_DEVICE_HOST: u32 = 2;
 
 /// Where the constructs ran and which runtime ran them.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Placement {
+pub struct Placement {
     /// Some construct ran on the host (OpenACC host fallback).
     some_on_host: bool,
     /// There were constructs and every one ran on the host.
     all_on_host: bool,
     /// The OpenACC runtime is GCC's libgomp.
     libgomp: bool,
+    /// Constructs were seen.
+    any: bool,
 }
 
 impl Placement {
-    fn of(header: &Header, constructs: &[Construct]) -> Placement {
-        let on_host = |c: &Construct| c.device_type == Some(ACC_DEVICE_HOST);
+    pub(crate) fn new(header: &Header) -> Placement {
         Placement {
-            some_on_host: constructs.iter().any(on_host),
-            all_on_host: !constructs.is_empty() && constructs.iter().all(on_host),
             libgomp: header.runtime.contains("libgomp"),
+            ..Placement::default()
+        }
+    }
+
+    pub(crate) fn add(&mut self, c: &Construct) {
+        let on_host = c.device_type == Some(ACC_DEVICE_HOST);
+        self.some_on_host |= on_host;
+        self.all_on_host = on_host && (self.all_on_host || !self.any);
+        self.any = true;
+    }
+
+    /// Some construct ran on the host.
+    pub(crate) fn some_on_host(&self) -> bool {
+        self.some_on_host
+    }
+
+    /// The OpenACC runtime is GCC's libgomp.
+    pub(crate) fn libgomp(&self) -> bool {
+        self.libgomp
+    }
+
+    #[cfg(test)]
+    fn of(header: &Header, constructs: &[Construct]) -> Placement {
+        let mut p = Placement::new(header);
+        constructs.iter().for_each(|c| p.add(c));
+        p
+    }
+}
+
+/// Each construct's [`Run::line_site`], decided in start order: a
+/// nested construct (the implicit data part of a compute construct, what
+/// the runtime does inside an API routine) at its top-level construct's
+/// site; the exit of a structured `data` or `host_data` region at the
+/// site of its entry, with its entry's kind (GCC reports the region's end
+/// from the last or first line of its body, PGI at the pragma: the pragma
+/// line is the one users look for; libgomp names a `host_data` region's
+/// exit `data`); any other construct at its own site. Per thread, an exit
+/// closes the innermost open region.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LineSites {
+    /// Open structured regions per thread (line site and kind), innermost
+    /// last.
+    open: HashMap<u32, Vec<(SiteId, Option<ConstructKind>)>>,
+}
+
+impl LineSites {
+    /// The line site and kind of construct `c`, started now; `top_line`
+    /// is its top-level construct's line site when it is nested.
+    pub(crate) fn assign(
+        &mut self,
+        c: &Construct,
+        top_line: Option<SiteId>,
+    ) -> (SiteId, Option<ConstructKind>) {
+        if c.parent.is_some() {
+            return (top_line.unwrap_or(c.site), c.kind);
+        }
+        if !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData)) {
+            return (c.site, c.kind);
+        }
+        match c.class {
+            ConstructClass::EnterData => {
+                self.open
+                    .entry(c.thread)
+                    .or_default()
+                    .push((c.site, c.kind));
+                (c.site, c.kind)
+            }
+            ConstructClass::ExitData => match self.open.get_mut(&c.thread).and_then(|s| s.pop()) {
+                Some(entry) => entry,
+                None => (c.site, c.kind),
+            },
+            _ => (c.site, c.kind),
         }
     }
 }
 
-/// The kernels, transfers and allocations of every construct.
+/// The kernels, transfers, allocations, memsets and launches of every
+/// construct.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Related {
-    /// The site each construct is reported at ([`Run::line_site`]).
-    line_sites: Vec<SiteId>,
     kernels: ByConstruct<KernelId>,
     transfers: ByConstruct<TransferId>,
     allocs: ByConstruct<AllocId>,
+    memsets: ByConstruct<MemsetId>,
+    launches: ByConstruct<u32>,
 }
 
-/// Entities of one kind grouped by the construct they belong to: the
-/// handles of construct `c`'s are `ids[starts[c]..starts[c + 1]]`, in the
-/// run's order.
+/// Entities of one kind grouped by the construct they belong to: their
+/// handles ordered by construct, then as the run orders them; a
+/// construct's are found by binary search on their owners (four bytes an
+/// entity, nothing per construct).
 #[derive(Debug, Clone)]
 struct ByConstruct<I> {
-    starts: Vec<usize>,
     ids: Vec<I>,
 }
 
 impl<I> Default for ByConstruct<I> {
     fn default() -> Self {
-        ByConstruct {
-            starts: Vec::new(),
-            ids: Vec::new(),
-        }
+        ByConstruct { ids: Vec::new() }
     }
 }
 
 impl<I: Copy> ByConstruct<I> {
-    fn new<'a, T: 'a>(
-        constructs: usize,
-        entities: Entities<'a, I, T>,
+    fn new<T>(
+        entities: &[T],
+        id: fn(usize) -> I,
         owner: impl Fn(&T) -> Option<ConstructId>,
     ) -> Self {
-        let mut owned: Vec<(usize, I)> = entities
-            .filter_map(|(id, x)| owner(x).map(|c| (c.index(), id)))
-            .filter(|&(c, _)| c < constructs)
+        let mut owned: Vec<(ConstructId, u32)> = entities
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| owner(x).map(|c| (c, i as u32)))
             .collect();
-        // Stable: each construct's entities stay in the run's order.
-        owned.sort_by_key(|&(c, _)| c);
-        let mut starts = Vec::with_capacity(constructs + 1);
-        let mut at = 0;
-        for c in 0..constructs {
-            starts.push(at);
-            while owned.get(at).is_some_and(|&(o, _)| o == c) {
-                at += 1;
-            }
+        if !owned.windows(2).all(|w| w[0] <= w[1]) {
+            owned.sort_unstable();
         }
-        starts.push(at);
-        ByConstruct {
-            starts,
-            ids: owned.into_iter().map(|(_, id)| id).collect(),
-        }
+        let mut ids: Vec<I> = owned.into_iter().map(|(_, i)| id(i as usize)).collect();
+        ids.shrink_to_fit();
+        ByConstruct { ids }
     }
 
-    fn of(&self, c: ConstructId) -> &[I] {
-        match (self.starts.get(c.index()), self.starts.get(c.index() + 1)) {
-            (Some(&a), Some(&b)) => &self.ids[a..b],
-            _ => &[],
-        }
+    /// The handles owned by `c`; `owner` tells the owner of a handle.
+    fn of(&self, c: ConstructId, owner: impl Fn(I) -> Option<ConstructId>) -> &[I] {
+        let lo = self.ids.partition_point(|&i| owner(i) < Some(c));
+        let hi = lo + self.ids[lo..].partition_point(|&i| owner(i) <= Some(c));
+        &self.ids[lo..hi]
     }
 }
 
@@ -466,6 +585,15 @@ impl Run {
         &self.allocs[id.index()]
     }
 
+    pub fn memset(&self, id: MemsetId) -> &Memset {
+        &self.memsets[id.index()]
+    }
+
+    /// The memsets with their handles, in start order.
+    pub fn memsets(&self) -> Entities<'_, MemsetId, Memset> {
+        Entities::of(&self.memsets, MemsetId::at)
+    }
+
     /// The source sites with their handles.
     pub fn sites(&self) -> Entities<'_, SiteId, Site> {
         Entities::of(&self.sites, SiteId::at)
@@ -494,17 +622,37 @@ impl Run {
     /// The kernels of construct `c` itself (not of constructs nested in
     /// it), in device start order.
     pub fn kernels_of(&self, c: ConstructId) -> &[KernelId] {
-        self.related.kernels.of(c)
+        self.related.kernels.of(c, |k| self.kernel(k).construct)
     }
 
     /// The transfers of construct `c` itself, in start order.
     pub fn transfers_of(&self, c: ConstructId) -> &[TransferId] {
-        self.related.transfers.of(c)
+        self.related.transfers.of(c, |t| self.transfer(t).construct)
     }
 
     /// The device allocations of construct `c` itself, in allocation order.
     pub fn allocs_of(&self, c: ConstructId) -> &[AllocId] {
-        self.related.allocs.of(c)
+        self.related.allocs.of(c, |a| self.alloc(a).construct)
+    }
+
+    /// The memsets of construct `c` itself, in start order.
+    pub fn memsets_of(&self, c: ConstructId) -> &[MemsetId] {
+        self.related.memsets.of(c, |m| self.memset(m).construct)
+    }
+
+    /// The launch events the runtime reported for construct `c`, in the
+    /// order they came.
+    pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = &LaunchRequest> + '_ {
+        self.related
+            .launches
+            .of(c, |l| Some(self.launches[l as usize].construct))
+            .iter()
+            .map(|&l| &self.launches[l as usize])
+    }
+
+    /// A kernel or variable name.
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id.index()).map_or("?", String::as_str)
     }
 
     /// The source site every view reports construct `c` at: a nested
@@ -515,72 +663,42 @@ impl Run {
     /// first line of its body, PGI at the pragma: the pragma line is the
     /// one users look for); any other construct at its own site.
     pub fn line_site(&self, c: ConstructId) -> SiteId {
-        self.related
-            .line_sites
-            .get(c.index())
-            .copied()
-            .unwrap_or_else(|| self.construct(c).site)
-    }
-
-    /// The exits of structured `data` and `host_data` regions with their
-    /// entries: per thread, an exit closes the innermost open region.
-    fn structured_exits(&self) -> Vec<(ConstructId, ConstructId)> {
-        let mut pairs = Vec::new();
-        // Open regions per thread, innermost last.
-        let mut open: HashMap<u32, Vec<ConstructId>> = HashMap::new();
-        for (id, c) in self.constructs() {
-            if c.parent.is_some()
-                || !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData))
-            {
-                continue;
-            }
-            let stack = open.entry(c.thread).or_default();
-            match c.class {
-                ConstructClass::EnterData => stack.push(id),
-                ConstructClass::ExitData => {
-                    if let Some(entry) = stack.pop() {
-                        pairs.push((id, entry));
-                    }
-                }
-                _ => {}
-            }
-        }
-        pairs
-    }
-
-    /// Each construct's [`Run::line_site`], in construct order, given the
-    /// structured regions' exits and entries.
-    fn line_sites(&self, exits: &[(ConstructId, ConstructId)]) -> Vec<SiteId> {
-        let mut sites: Vec<SiteId> = self.constructs.iter().map(|c| c.site).collect();
-        for &(exit, entry) in exits {
-            sites[exit.index()] = sites[entry.index()];
-        }
-        for (id, c) in self.constructs() {
-            if c.parent.is_some() {
-                sites[id.index()] = sites[self.top_level(id).index()];
-            }
-        }
-        sites
+        self.construct(c).line_site
     }
 
     /// Derives, once the tables are complete, what the views read instead
-    /// of working it out each: the kernels, transfers and allocations of
-    /// each construct, each structured region's exit's kind and each
-    /// construct's reporting site, the totals, and where the constructs ran.
+    /// of working it out each: each construct's reporting site and each
+    /// structured region's exit's kind (for a run made by hand, in the
+    /// join's order), the kernels, transfers, allocations, memsets and
+    /// launches of each construct, the totals, and where the constructs
+    /// ran.
+    #[cfg(test)]
     pub(crate) fn derive(&mut self) {
-        let exits = self.structured_exits();
-        for &(exit, entry) in &exits {
-            self.constructs[exit.index()].kind = self.constructs[entry.index()].kind;
+        let mut line_sites = LineSites::default();
+        for i in 0..self.constructs.len() {
+            let c = &self.constructs[i];
+            let top_line = c
+                .parent
+                .map(|_| self.line_site(self.top_level(ConstructId::at(i))));
+            let (line, kind) = line_sites.assign(c, top_line);
+            let c = &mut self.constructs[i];
+            c.line_site = line;
+            c.kind = kind;
         }
-        let n = self.constructs.len();
-        self.related = Related {
-            line_sites: self.line_sites(&exits),
-            kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
-            transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
-            allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
-        };
+        self.derive_indices();
         self.totals = Totals::of(&self.kernels, &self.transfers);
         self.placement = Placement::of(&self.header, &self.constructs);
+    }
+
+    /// The construct -> entity indices.
+    fn derive_indices(&mut self) {
+        self.related = Related {
+            kernels: ByConstruct::new(&self.kernels, KernelId::at, |k| k.construct),
+            transfers: ByConstruct::new(&self.transfers, TransferId::at, |t| t.construct),
+            allocs: ByConstruct::new(&self.allocs, AllocId::at, |a| a.construct),
+            memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
+            launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
+        };
     }
 
     /// The outermost construct containing `id` (itself when top-level).
@@ -674,62 +792,218 @@ impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
 
 impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
-/// The kernels the runtime's launch events tell of (for a run without
-/// CUPTI), in the order of their constructs.
-pub(crate) fn launched_kernels(constructs: &[Construct]) -> impl Iterator<Item = Kernel> + '_ {
-    constructs.iter().enumerate().flat_map(|(id, c)| {
-        c.launches.iter().map(move |l| {
-            let workers = l.workers.filter(|&w| w > 1).unwrap_or(1);
-            Kernel {
-                construct: Some(ConstructId::at(id)),
-                name: l.kernel_name.clone().unwrap_or_else(|| "?".into()),
-                grid: [l.gangs.unwrap_or(0) as u32, 1, 1],
-                block: [l.vector_length.unwrap_or(0) as u32, workers as u32, 1],
-                registers: 0,
-                shared_bytes: 0,
-                local_bytes_per_thread: 0,
-                start_ns: l.start_ns,
-                end_ns: l.end_ns.unwrap_or(l.start_ns),
-                device: c.device.unwrap_or(0),
-                stream: 0,
-                source: KernelSource::AccProf,
+/// The sink that keeps everything: the full [`Run`].
+pub(crate) struct RunSink {
+    constructs: Vec<Option<Construct>>,
+    launches: Vec<LaunchRequest>,
+    kernels: Vec<(Order, Kernel)>,
+    transfers: Vec<(Order, Transfer)>,
+    memsets: Vec<(Order, Memset)>,
+    allocs: Vec<Option<DeviceAlloc>>,
+    hashes: Vec<BufferHash>,
+}
+
+impl RunSink {
+    pub(crate) fn new() -> Self {
+        RunSink {
+            constructs: Vec::new(),
+            launches: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            memsets: Vec::new(),
+            allocs: Vec::new(),
+            hashes: Vec::new(),
+        }
+    }
+}
+
+/// Puts `x` at `index`, growing the table as needed.
+fn place<T>(table: &mut Vec<Option<T>>, index: usize, x: T) {
+    if table.len() <= index {
+        table.resize_with(index + 1, || None);
+    }
+    table[index] = Some(x);
+}
+
+/// The entities in the run's order, their keys dropped, the table no
+/// larger than it holds.
+fn in_order<T>(mut v: Vec<(Order, T)>) -> Vec<T> {
+    if !v.windows(2).all(|w| w[0].0 <= w[1].0) {
+        v.sort_by_key(|(o, _)| *o);
+    }
+    let mut out: Vec<T> = v.into_iter().map(|(_, x)| x).collect();
+    out.shrink_to_fit();
+    out
+}
+
+impl Sink for RunSink {
+    type Output = Run;
+
+    fn construct(
+        &mut self,
+        id: ConstructId,
+        c: Construct,
+        launches: &[LaunchRequest],
+        _at: &At,
+        _open_at_end: bool,
+    ) {
+        place(&mut self.constructs, id.index(), c);
+        self.launches.extend_from_slice(launches);
+    }
+
+    fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
+        self.kernels.push((order, k));
+    }
+
+    fn transfer(&mut self, t: Transfer, order: Order, _at: Option<&At>) {
+        self.transfers.push((order, t));
+    }
+
+    fn memset(&mut self, m: Memset, order: Order, _at: Option<&At>) {
+        self.memsets.push((order, m));
+    }
+
+    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
+        place(&mut self.allocs, id.index(), a);
+    }
+
+    fn hash(&mut self, h: &BufferHash) {
+        self.hashes.push(*h);
+    }
+
+    fn finish(self, info: RunInfo) -> Run {
+        // Every construct and allocation the join started comes back.
+        let mut constructs: Vec<Construct> = self.constructs.into_iter().flatten().collect();
+        constructs.shrink_to_fit();
+        let mut allocs: Vec<DeviceAlloc> = self.allocs.into_iter().flatten().collect();
+        allocs.shrink_to_fit();
+        let mut launches = self.launches;
+        launches.sort_by_key(|l| l.construct);
+        launches.shrink_to_fit();
+        let mut hashes = self.hashes;
+        hashes.shrink_to_fit();
+        let mut run = Run {
+            header: info.header,
+            version: info.version,
+            losses: info.losses,
+            devices: info.devices,
+            sites: info.sites,
+            constructs,
+            kernels: in_order(self.kernels),
+            transfers: in_order(self.transfers),
+            allocs,
+            memsets: in_order(self.memsets),
+            launches,
+            names: info.names,
+            modules: info.modules,
+            hashes,
+            acc_events: info.acc_events,
+            dropped: info.dropped,
+            diagnostics: info.diagnostics,
+            notes: info.notes,
+            skipped_unknown: info.skipped_unknown,
+            span_ns: info.span_ns,
+            open_at_end: info.open_at_end,
+            ending: info.ending,
+            routines: info.routines,
+            executable_binary: None,
+            related: Related::default(),
+            totals: info.totals,
+            placement: info.placement,
+        };
+        run.derive_indices();
+        run
+    }
+}
+
+impl Run {
+    /// A run with no entities (for runs made by hand).
+    #[cfg(test)]
+    pub(crate) fn empty(header: Header) -> Run {
+        Run {
+            placement: Placement::new(&header),
+            header,
+            version: (1, 0),
+            losses: Vec::new(),
+            devices: Vec::new(),
+            sites: Vec::new(),
+            constructs: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            allocs: Vec::new(),
+            memsets: Vec::new(),
+            launches: Vec::new(),
+            names: Vec::new(),
+            modules: Vec::new(),
+            hashes: Vec::new(),
+            acc_events: 0,
+            dropped: Vec::new(),
+            diagnostics: Vec::new(),
+            notes: Vec::new(),
+            skipped_unknown: 0,
+            span_ns: (0, 0),
+            open_at_end: Vec::new(),
+            ending: None,
+            routines: Vec::new(),
+            executable_binary: None,
+            related: Related::default(),
+            totals: Totals::default(),
+        }
+    }
+
+    /// What a sink gets besides the entities, read from the run.
+    pub(crate) fn info(&self) -> RunInfo {
+        RunInfo {
+            header: self.header.clone(),
+            version: self.version,
+            losses: self.losses.clone(),
+            devices: self.devices.clone(),
+            sites: self.sites.clone(),
+            names: self.names.clone(),
+            routines: self.routines.clone(),
+            modules: self.modules.clone(),
+            acc_events: self.acc_events,
+            dropped: self.dropped.clone(),
+            diagnostics: self.diagnostics.clone(),
+            notes: self.notes.clone(),
+            skipped_unknown: self.skipped_unknown,
+            span_ns: self.span_ns,
+            open_at_end: self.open_at_end.clone(),
+            ending: self.ending,
+            constructs: self.constructs.len() as u32,
+            allocs: self.allocs.len() as u32,
+            totals: self.totals,
+            placement: self.placement,
+        }
+    }
+
+    /// The handle of a name, added when new (for runs made by hand).
+    #[cfg(test)]
+    pub(crate) fn intern_name(&mut self, text: &str) -> NameId {
+        match self.names.iter().position(|n| n == text) {
+            Some(i) => NameId::at(i),
+            None => {
+                self.names.push(text.to_string());
+                NameId::at(self.names.len() - 1)
             }
-        })
-    })
-}
+        }
+    }
 
-fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
-    use AccEventKind::*;
-    Some(match kind {
-        ComputeConstructStart => ConstructClass::Compute,
-        EnterDataStart => ConstructClass::EnterData,
-        ExitDataStart => ConstructClass::ExitData,
-        UpdateStart => ConstructClass::Update,
-        WaitStart => ConstructClass::Wait,
-        _ => return None,
-    })
-}
-
-fn is_end(kind: AccEventKind) -> bool {
-    use AccEventKind::*;
-    matches!(
-        kind,
-        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd
-    )
+    /// The kernels the runtime's launch events tell of, for a run made by
+    /// hand without CUPTI (the join hands them over itself).
+    #[cfg(test)]
+    pub(crate) fn launched_kernels(&mut self) -> Vec<Kernel> {
+        let unnamed = self.intern_name("?");
+        self.launches
+            .iter()
+            .map(|l| l.kernel(self.construct(l.construct), unnamed))
+            .collect()
+    }
 }
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
 pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
-    let mut b = Builder::new(trace.header.sources.cupti.is_active());
-    for rec in &trace.records {
-        b.add(rec, symbolizer);
-    }
-    let mut run = b.finish(
-        trace.header,
-        trace.version,
-        trace.losses,
-        trace.skipped_unknown,
-    );
+    let mut run = crate::join::join_trace(trace, symbolizer, RunSink::new());
     run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
     run
 }
@@ -737,724 +1011,21 @@ pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
 /// Builds the model while reading: records are looked at one by one and
 /// never held all at once, so memory follows the model, not the trace.
 pub fn build_from_reader<R: std::io::Read>(
-    mut reader: accprof_trace::Reader<R>,
+    reader: accprof_trace::Reader<R>,
     symbolizer: &mut Symbolizer,
 ) -> Run {
-    let mut b = Builder::new(reader.header().sources.cupti.is_active());
-    while let Some(rec) = reader.next_record() {
-        b.add(&rec, symbolizer);
-    }
-    let header = reader.header().clone();
-    let version = reader.version();
-    let losses = reader.losses().to_vec();
-    let skipped = reader.skipped_unknown();
-    let mut run = b.finish(header, version, losses, skipped);
+    let mut run = crate::join::join_reader(reader, symbolizer, RunSink::new());
     run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
     run
-}
-
-/// A map from ids handed out in sequence (region ids, CUPTI correlation
-/// ids, call site ids) to small values: a vector indexed by id while the
-/// ids stay dense, a hash map for the ones far outside (a damaged or
-/// unusual trace costs speed, never memory).
-struct IdMap<V> {
-    dense: Vec<Option<V>>,
-    sparse: HashMap<u64, V>,
-    len: usize,
-}
-
-impl<V: Copy> IdMap<V> {
-    fn new() -> Self {
-        IdMap {
-            dense: Vec::new(),
-            sparse: HashMap::new(),
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn insert(&mut self, id: u64, v: V) {
-        self.len += 1;
-        if let Some(slot) = self.dense.get_mut(id as usize) {
-            *slot = Some(v);
-            return;
-        }
-        // Grow only while the ids are about as many as the entries.
-        if id < 4096 || id < 4 * self.len as u64 {
-            let want = (id as usize + 1).max(self.dense.len() * 2);
-            self.dense.resize(want, None);
-            self.dense[id as usize] = Some(v);
-        } else {
-            self.sparse.insert(id, v);
-        }
-    }
-
-    #[inline]
-    fn get(&self, id: u64) -> Option<V> {
-        match self.dense.get(id as usize) {
-            Some(v) => *v,
-            None if self.sparse.is_empty() => None,
-            None => self.sparse.get(&id).copied(),
-        }
-    }
-}
-
-/// What a CUPTI correlation id tells: the region of the driver call, the
-/// host pointer of a copy and the hash of the host buffer.
-#[derive(Clone, Copy, Default)]
-struct Correlated {
-    region: u64,
-    host_ptr: Option<u64>,
-    hash: Option<u64>,
-}
-
-/// An acc_prof upload/download start waiting for its end.
-struct PendingCopy {
-    thread: u32,
-    start_kind: AccEventKind,
-    start_ns: u64,
-    bytes: u64,
-    var: Option<StringId>,
-    host_ptr: Option<u64>,
-}
-
-/// An acc_prof transfer (used only when CUPTI was not recording).
-struct AccCopy {
-    region: RegionId,
-    kind: CopyKind,
-    bytes: u64,
-    start_ns: u64,
-    end_ns: u64,
-    var: Option<StringId>,
-    host_ptr: Option<u64>,
-}
-
-struct Builder {
-    /// Whether CUPTI recorded: without it acc_prof's transfers are kept.
-    cupti: bool,
-    strings: HashMap<StringId, String>,
-    modules: HashMap<ModuleId, accprof_trace::Module>,
-    call_sites: HashMap<CallSiteId, accprof_trace::CallSite>,
-    site_index: HashMap<Site, SiteId>,
-    sites: Vec<Site>,
-    symbolized: IdMap<SiteId>,
-    constructs: Vec<Construct>,
-    by_region: IdMap<ConstructId>,
-    /// Open constructs per thread, innermost last (few threads: a vector).
-    open: Vec<(u32, Vec<ConstructId>)>,
-    /// CUPTI correlation id -> driver call facts.
-    correlation: IdMap<Correlated>,
-    kernels_raw: Vec<accprof_trace::KernelRecord>,
-    memcpys_raw: Vec<accprof_trace::MemcpyRecord>,
-    pending_copies: Vec<PendingCopy>,
-    acc_copies: Vec<AccCopy>,
-    allocs: Vec<DeviceAlloc>,
-    devices: Vec<Device>,
-    hashes: Vec<BufferHash>,
-    acc_events: u64,
-    dropped: HashMap<DropSource, u64>,
-    diagnostics: Vec<(Level, String)>,
-    span: Option<(u64, u64)>,
-    ending: Option<accprof_trace::EndRecord>,
-    routines: Vec<String>,
-    routine_ids: HashMap<StringId, ApiRoutine>,
-    /// Device records left out: end before start, or implausibly long.
-    rejected_kernels: u64,
-    rejected_copies: u64,
-    /// The dropped-record counts added up past u64::MAX.
-    dropped_overflow: bool,
-}
-
-/// The longest a single kernel or copy is believed to last; a record
-/// claiming more (or ending before it starts) is damaged or crafted, and
-/// its numbers would swamp every total.
-pub const MAX_DEVICE_RECORD_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
-
-fn plausible(start_ns: u64, end_ns: u64) -> bool {
-    end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
-}
-
-impl Builder {
-    fn new(cupti: bool) -> Self {
-        Builder {
-            cupti,
-            strings: HashMap::new(),
-            modules: HashMap::new(),
-            call_sites: HashMap::new(),
-            site_index: HashMap::new(),
-            sites: Vec::new(),
-            symbolized: IdMap::new(),
-            constructs: Vec::new(),
-            by_region: IdMap::new(),
-            open: Vec::new(),
-            correlation: IdMap::new(),
-            kernels_raw: Vec::new(),
-            memcpys_raw: Vec::new(),
-            pending_copies: Vec::new(),
-            acc_copies: Vec::new(),
-            allocs: Vec::new(),
-            devices: Vec::new(),
-            hashes: Vec::new(),
-            acc_events: 0,
-            dropped: HashMap::new(),
-            diagnostics: Vec::new(),
-            span: None,
-            ending: None,
-            routines: Vec::new(),
-            routine_ids: HashMap::new(),
-            rejected_kernels: 0,
-            rejected_copies: 0,
-            dropped_overflow: false,
-        }
-    }
-
-    #[inline]
-    fn see_time(&mut self, t: u64) {
-        if t == 0 {
-            return;
-        }
-        self.span = Some(match self.span {
-            None => (t, t),
-            Some((a, b)) => (a.min(t), b.max(t)),
-        });
-    }
-
-    fn string(&self, id: Option<StringId>) -> Option<String> {
-        id.and_then(|id| self.strings.get(&id).cloned())
-    }
-
-    /// The open-construct stack of `thread`.
-    #[inline]
-    fn stack(&mut self, thread: u32) -> &mut Vec<ConstructId> {
-        let i = match self.open.iter().position(|(t, _)| *t == thread) {
-            Some(i) => i,
-            None => {
-                self.open.push((thread, Vec::new()));
-                self.open.len() - 1
-            }
-        };
-        &mut self.open[i].1
-    }
-
-    fn intern_site(&mut self, site: Site) -> SiteId {
-        if let Some(id) = self.site_index.get(&site) {
-            return *id;
-        }
-        let id = SiteId::at(self.sites.len());
-        self.sites.push(site.clone());
-        self.site_index.insert(site, id);
-        id
-    }
-
-    fn site_for(
-        &mut self,
-        ev: &accprof_trace::AccEvent,
-        parent: Option<ConstructId>,
-        symbolizer: &mut Symbolizer,
-    ) -> SiteId {
-        if let Some(line) = ev.location.line {
-            let site = Site {
-                file: self
-                    .string(ev.location.file)
-                    .unwrap_or_else(|| "(unknown file)".into()),
-                function: self
-                    .string(ev.location.function)
-                    .unwrap_or_else(|| "?".into()),
-                line: Some(line),
-                address: None,
-            };
-            return self.intern_site(site);
-        }
-        if let Some(cs) = ev.call_site {
-            return self.call_site_site(cs, symbolizer);
-        }
-        if let Some(p) = parent {
-            return self.constructs[p.index()].site;
-        }
-        self.intern_site(Site::unknown())
-    }
-
-    /// The source site of an interned call site, symbolized once.
-    fn call_site_site(&mut self, cs: CallSiteId, symbolizer: &mut Symbolizer) -> SiteId {
-        if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
-            return id;
-        }
-        let site = match self.call_sites.get(&cs).copied() {
-            Some(c) => match self.modules.get(&c.module) {
-                Some(m) => match symbolizer.lookup(m, c.return_offset) {
-                    SymbolizedSite::Found {
-                        file,
-                        function,
-                        line,
-                    } => Site {
-                        file,
-                        function,
-                        line,
-                        address: Some((m.path.clone(), c.return_offset)),
-                    },
-                    SymbolizedSite::NoDebugInfo { function } => Site {
-                        file: m.path.clone(),
-                        function: function.unwrap_or_else(|| "?".into()),
-                        line: None,
-                        address: Some((m.path.clone(), c.return_offset)),
-                    },
-                },
-                None => Site::unknown(),
-            },
-            None => Site::unknown(),
-        };
-        let id = self.intern_site(site);
-        self.symbolized.insert(u64::from(cs.0), id);
-        id
-    }
-
-    fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
-        match rec {
-            Record::Acc(ev) => self.add_acc(ev, symbolizer),
-            Record::DriverCall(d) => {
-                let mut c = self
-                    .correlation
-                    .get(u64::from(d.correlation))
-                    .unwrap_or_default();
-                c.region = d.region.0;
-                c.host_ptr = d.host_ptr;
-                self.correlation.insert(u64::from(d.correlation), c);
-            }
-            Record::Hash(h) => {
-                let mut c = self
-                    .correlation
-                    .get(u64::from(h.correlation))
-                    .unwrap_or_default();
-                c.hash = Some(h.hash);
-                self.correlation.insert(u64::from(h.correlation), c);
-                self.hashes.push(*h);
-            }
-            Record::Kernel(k) => {
-                if !plausible(k.start_ns, k.end_ns) {
-                    self.rejected_kernels += 1;
-                    return;
-                }
-                self.see_time(k.start_ns);
-                self.see_time(k.end_ns);
-                self.kernels_raw.push(*k);
-            }
-            Record::Memcpy(m) => {
-                if !plausible(m.start_ns, m.end_ns) {
-                    self.rejected_copies += 1;
-                    return;
-                }
-                self.see_time(m.start_ns);
-                self.see_time(m.end_ns);
-                self.memcpys_raw.push(*m);
-            }
-            Record::String { id, text } => {
-                self.strings.insert(*id, text.clone());
-            }
-            Record::Module(m) => {
-                self.modules.insert(m.id, m.clone());
-            }
-            Record::CallSite(c) => {
-                self.call_sites.insert(c.id, *c);
-            }
-            Record::Device(d) => {
-                if !self.devices.iter().any(|x| x.id == d.id) {
-                    self.devices.push(d.clone());
-                }
-            }
-            Record::Memset(_) => {}
-            Record::Dropped { source, count } => {
-                let n = self.dropped.entry(*source).or_default();
-                match n.checked_add(*count) {
-                    Some(v) => *n = v,
-                    None => {
-                        *n = u64::MAX;
-                        self.dropped_overflow = true;
-                    }
-                }
-            }
-            Record::Diagnostic { level, message, .. } => {
-                self.diagnostics.push((*level, message.clone()));
-            }
-            Record::End(end) => {
-                self.see_time(end.time_ns);
-                self.ending = Some(*end);
-            }
-            Record::Api(a) => self.add_api(a, symbolizer),
-        }
-    }
-
-    /// An interposed API routine call: a top-level construct from its start
-    /// to its end, at its call site.
-    fn add_api(&mut self, a: &ApiCall, symbolizer: &mut Symbolizer) {
-        self.see_time(a.time_ns);
-        match a.phase {
-            ApiPhase::Start => {
-                let routine = self.routine_of(a.routine);
-                let site = match a.call_site {
-                    Some(cs) => self.call_site_site(cs, symbolizer),
-                    None => self.intern_site(Site::unknown()),
-                };
-                let id = ConstructId::at(self.constructs.len());
-                self.constructs.push(Construct {
-                    region: a.region,
-                    class: ConstructClass::ApiCall(routine),
-                    kind: Some(ConstructKind::RuntimeApi),
-                    implicit: false,
-                    site,
-                    thread: a.thread,
-                    start_ns: a.time_ns,
-                    end_ns: None,
-                    parent: None,
-                    async_queue: a.async_queue,
-                    device_type: None,
-                    device: None,
-                    launches: Vec::new(),
-                    cut: false,
-                });
-                self.by_region.insert(a.region.0, id);
-                self.stack(a.thread).push(id);
-            }
-            ApiPhase::End => {
-                let Some(id) = self.by_region.get(a.region.0) else {
-                    return;
-                };
-                if !matches!(
-                    self.constructs[id.index()].class,
-                    ConstructClass::ApiCall(_)
-                ) {
-                    return;
-                }
-                self.constructs[id.index()].end_ns = Some(a.time_ns);
-                // Whatever the runtime left open inside the call ends with it.
-                let stack = self.stack(a.thread);
-                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    stack.truncate(pos);
-                }
-            }
-        }
-    }
-
-    fn routine_of(&mut self, name: StringId) -> ApiRoutine {
-        if let Some(r) = self.routine_ids.get(&name) {
-            return *r;
-        }
-        let text = self.string(Some(name)).unwrap_or_else(|| "?".into());
-        let r = match self.routines.iter().position(|n| *n == text) {
-            Some(i) => ApiRoutine(i as u32),
-            None => {
-                self.routines.push(text);
-                ApiRoutine(self.routines.len() as u32 - 1)
-            }
-        };
-        self.routine_ids.insert(name, r);
-        r
-    }
-
-    fn add_acc(&mut self, ev: &accprof_trace::AccEvent, symbolizer: &mut Symbolizer) {
-        self.acc_events += 1;
-        self.see_time(ev.time_ns);
-        if let Some(class) = class_of(ev.kind) {
-            if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
-                let constructs = &mut self.constructs;
-                if let Some(pos) = stack
-                    .iter()
-                    .position(|&c| constructs[c.index()].class == class)
-                {
-                    for c in stack.drain(pos..) {
-                        constructs[c.index()].cut = true;
-                    }
-                }
-            }
-            let parent = self.stack(ev.thread).last().copied();
-            let site = self.site_for(ev, parent, symbolizer);
-            let id = ConstructId::at(self.constructs.len());
-            self.constructs.push(Construct {
-                region: ev.region,
-                class,
-                kind: ev.construct,
-                implicit: ev.implicit,
-                site,
-                thread: ev.thread,
-                start_ns: ev.time_ns,
-                end_ns: None,
-                parent,
-                async_queue: ev.async_queue,
-                device_type: ev.device_type,
-                device: ev.device_number,
-                launches: Vec::new(),
-                cut: false,
-            });
-            self.by_region.insert(ev.region.0, id);
-            self.stack(ev.thread).push(id);
-            return;
-        }
-        if is_end(ev.kind) {
-            if let Some(id) = self.by_region.get(ev.region.0) {
-                self.constructs[id.index()].end_ns = Some(ev.time_ns);
-                self.constructs[id.index()].cut = false;
-                let stack = self.stack(ev.thread);
-                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
-                    for c in inside {
-                        self.constructs[c.index()].cut = true;
-                    }
-                }
-            }
-            return;
-        }
-        match (ev.kind, ev.detail) {
-            (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
-                if let Some(id) = self.by_region.get(ev.region.0) {
-                    let name = self.string(l.kernel_name);
-                    self.constructs[id.index()].launches.push(LaunchRequest {
-                        kernel_name: name,
-                        gangs: l.num_gangs,
-                        workers: l.num_workers,
-                        vector_length: l.vector_length,
-                        start_ns: ev.time_ns,
-                        end_ns: None,
-                    });
-                }
-            }
-            (AccEventKind::EnqueueLaunchEnd, _) => {
-                if let Some(id) = self.by_region.get(ev.region.0) {
-                    if let Some(l) = self.constructs[id.index()]
-                        .launches
-                        .iter_mut()
-                        .rev()
-                        .find(|l| l.end_ns.is_none())
-                    {
-                        l.end_ns = Some(ev.time_ns);
-                    }
-                }
-            }
-            (AccEventKind::Alloc, AccDetail::Data(d)) => {
-                // All ones is libgomp's "unknown" size.
-                let bytes = d.bytes.filter(|&b| b != u64::MAX).unwrap_or(0);
-                let construct = self.by_region.get(ev.region.0);
-                let variable = self.string(d.var_name);
-                self.allocs.push(DeviceAlloc {
-                    construct,
-                    bytes,
-                    device_ptr: d.device_ptr,
-                    variable,
-                    alloc_ns: ev.time_ns,
-                    free_ns: None,
-                });
-            }
-            (AccEventKind::Free, AccDetail::Data(d)) => {
-                if let Some(ptr) = d.device_ptr {
-                    if let Some(a) = self
-                        .allocs
-                        .iter_mut()
-                        .rev()
-                        .find(|a| a.device_ptr == Some(ptr) && a.free_ns.is_none())
-                    {
-                        a.free_ns = Some(ev.time_ns);
-                    }
-                }
-            }
-            // With CUPTI the device's memcpy records are the transfers.
-            _ if self.cupti => {}
-            (
-                AccEventKind::EnqueueUploadStart | AccEventKind::EnqueueDownloadStart,
-                AccDetail::Data(d),
-            ) => {
-                let pending = PendingCopy {
-                    thread: ev.thread,
-                    start_kind: ev.kind,
-                    start_ns: ev.time_ns,
-                    bytes: d.bytes.unwrap_or(0),
-                    var: d.var_name,
-                    host_ptr: d.host_ptr,
-                };
-                match self
-                    .pending_copies
-                    .iter_mut()
-                    .find(|p| p.thread == ev.thread && p.start_kind == ev.kind)
-                {
-                    Some(p) => *p = pending,
-                    None => self.pending_copies.push(pending),
-                }
-            }
-            (AccEventKind::EnqueueUploadEnd | AccEventKind::EnqueueDownloadEnd, _) => {
-                let (start_kind, kind) = if ev.kind == AccEventKind::EnqueueUploadEnd {
-                    (AccEventKind::EnqueueUploadStart, CopyKind::HostToDevice)
-                } else {
-                    (AccEventKind::EnqueueDownloadStart, CopyKind::DeviceToHost)
-                };
-                if let Some(i) = self
-                    .pending_copies
-                    .iter()
-                    .position(|p| p.thread == ev.thread && p.start_kind == start_kind)
-                {
-                    let p = self.pending_copies.swap_remove(i);
-                    self.acc_copies.push(AccCopy {
-                        region: ev.region,
-                        kind,
-                        bytes: p.bytes,
-                        start_ns: p.start_ns,
-                        end_ns: ev.time_ns,
-                        var: p.var,
-                        host_ptr: p.host_ptr,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn finish(
-        mut self,
-        header: Header,
-        version: (u16, u16),
-        losses: Vec<Loss>,
-        skipped_unknown: u64,
-    ) -> Run {
-        let construct_of = |b: &Builder, corr: u32| -> (Option<ConstructId>, Correlated) {
-            match b.correlation.get(u64::from(corr)) {
-                Some(c) => (b.by_region.get(c.region), c),
-                None => (None, Correlated::default()),
-            }
-        };
-        // Kernel names are few: one String per name, cloned per kernel.
-        let mut names: HashMap<StringId, String> = HashMap::new();
-        let mut kernels = Vec::with_capacity(self.kernels_raw.len());
-        for k in std::mem::take(&mut self.kernels_raw) {
-            let name = names
-                .entry(k.name)
-                .or_insert_with(|| {
-                    self.strings
-                        .get(&k.name)
-                        .cloned()
-                        .unwrap_or_else(|| "?".into())
-                })
-                .clone();
-            kernels.push(Kernel {
-                construct: construct_of(&self, k.correlation).0,
-                name,
-                grid: k.grid,
-                block: k.block,
-                registers: k.registers,
-                shared_bytes: k.static_shared_bytes + k.dynamic_shared_bytes,
-                local_bytes_per_thread: k.local_bytes_per_thread,
-                start_ns: k.start_ns,
-                end_ns: k.end_ns,
-                device: k.device,
-                stream: k.stream,
-                source: KernelSource::Cupti,
-            });
-        }
-        // Without CUPTI, the runtime's launch events are all we have.
-        if !self.cupti {
-            kernels.extend(launched_kernels(&self.constructs));
-        }
-        let mut transfers = Vec::with_capacity(self.memcpys_raw.len());
-        for m in std::mem::take(&mut self.memcpys_raw) {
-            let (construct, c) = construct_of(&self, m.correlation);
-            transfers.push(Transfer {
-                construct,
-                kind: m.kind,
-                bytes: m.bytes,
-                start_ns: m.start_ns,
-                end_ns: m.end_ns,
-                src: m.src,
-                dst: m.dst,
-                source: TransferSource::Cupti,
-                variable: None,
-                host_ptr: c.host_ptr,
-                hash: c.hash,
-            });
-        }
-        // Without CUPTI, acc_prof's transfer events are all we have.
-        if !self.cupti {
-            for c in std::mem::take(&mut self.acc_copies) {
-                transfers.push(Transfer {
-                    construct: self.by_region.get(c.region.0),
-                    kind: c.kind,
-                    bytes: c.bytes,
-                    start_ns: c.start_ns,
-                    end_ns: c.end_ns,
-                    src: MemoryKind::Unknown,
-                    dst: MemoryKind::Unknown,
-                    source: TransferSource::AccProf,
-                    variable: c.var.and_then(|v| self.strings.get(&v).cloned()),
-                    host_ptr: c.host_ptr,
-                    hash: None,
-                });
-            }
-        }
-        // CUPTI hands records over in start order per buffer: mostly sorted.
-        if !kernels.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            kernels.sort_by_key(|k| k.start_ns);
-        }
-        if !transfers.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            transfers.sort_by_key(|c| c.start_ns);
-        }
-        let mut dropped: Vec<_> = self.dropped.into_iter().collect();
-        dropped.sort_by_key(|(s, _)| format!("{s:?}"));
-        let mut modules: Vec<_> = self.modules.values().cloned().collect();
-        modules.sort_by_key(|m| m.id);
-        let mut notes = Vec::new();
-        for (n, what) in [
-            (self.rejected_kernels, "kernel"),
-            (self.rejected_copies, "memcpy"),
-        ] {
-            if n > 0 {
-                notes.push(format!(
-                    "{n} CUPTI {what} record{} left out (end before start, or longer than 7 days: a damaged or crafted trace)",
-                    if n == 1 { "" } else { "s" },
-                ));
-            }
-        }
-        if self.dropped_overflow {
-            notes.push(
-                "the dropped-record counts add up past the largest number (a damaged or crafted trace): shown as 18,446,744,073,709,551,615"
-                    .to_string(),
-            );
-        }
-        let mut open_at_end = Vec::new();
-        for (_, stack) in std::mem::take(&mut self.open) {
-            for c in stack {
-                self.constructs[c.index()].cut = true;
-                open_at_end.push(c);
-            }
-        }
-        let mut run = Run {
-            header,
-            version,
-            losses,
-            devices: self.devices,
-            sites: self.sites,
-            constructs: self.constructs,
-            kernels,
-            transfers,
-            allocs: self.allocs,
-            modules,
-            hashes: self.hashes,
-            acc_events: self.acc_events,
-            dropped,
-            diagnostics: self.diagnostics,
-            notes,
-            skipped_unknown,
-            span_ns: self.span.unwrap_or((0, 0)),
-            open_at_end,
-            ending: self.ending,
-            routines: self.routines,
-            executable_binary: None,
-            related: Related::default(),
-            totals: Totals::default(),
-            placement: Placement::default(),
-        };
-        run.derive();
-        run
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use accprof_trace::{Clock, HashMode, SourceLocation, SourceState, Sources};
+    use accprof_trace::{
+        AccDetail, AccEventKind, Clock, DropSource, HashMode, Record, SourceLocation, SourceState,
+        Sources,
+    };
 
     fn header() -> Header {
         Header {
@@ -1717,6 +1288,56 @@ mod tests {
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    }
+
+    #[test]
+    fn memsets_join_their_driver_calls_in_whatever_order_they_come() {
+        use AccEventKind::*;
+        let call = |t, correlation| {
+            Record::DriverCall(accprof_trace::DriverCall {
+                time_ns: t,
+                thread: 1,
+                region: RegionId(1),
+                correlation,
+                api: accprof_trace::DriverApi::Memset,
+                host_ptr: None,
+                bytes: Some(64),
+            })
+        };
+        let memset = |start_ns, correlation| {
+            Record::Memset(accprof_trace::MemsetRecord {
+                start_ns,
+                end_ns: start_ns + 5,
+                bytes: 64,
+                value: 0,
+                memory: MemoryKind::Device,
+                device: 0,
+                context: 1,
+                stream: 13,
+                correlation,
+            })
+        };
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            call(2, 5),
+            // Before its construct ends, and before its driver call.
+            memset(3, 5),
+            memset(4, 6),
+            call(5, 6),
+            ev(9, ComputeConstructEnd, 1, 10),
+            // No driver call names it.
+            memset(12, 7),
+        ]);
+        let c = ConstructId(0);
+        let ms: Vec<_> = run
+            .memsets()
+            .map(|(_, m)| (m.start_ns, m.construct, m.stream, m.correlation))
+            .collect();
+        assert_eq!(
+            ms,
+            [(3, Some(c), 13, 5), (4, Some(c), 13, 6), (12, None, 13, 7)]
+        );
+        assert_eq!(run.memsets_of(c), [MemsetId(0), MemsetId(1)]);
     }
 
     /// A `data` region on thread 1 around a `host_data` region whose exit

@@ -37,7 +37,11 @@ pub fn check(cx: &Context) -> Checked {
     }));
     for (site, group) in groups {
         let bytes: u64 = group.iter().map(|a| a.bytes).sum();
-        let here = cx.location("construct", site, group[0].variable.clone());
+        let here = cx.location(
+            "construct",
+            site,
+            group[0].variable.map(|v| run.name(v).to_string()),
+        );
         let mut f = Finding::new(
             "A2",
             Category::Allocation,

@@ -332,13 +332,11 @@ mod tests {
             b.gcc_compute(s1, &[a, anew], 30_000, 8448, &[a, anew]);
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
-        b.run.transfers.iter_mut().for_each(|c| {
-            c.variable = Some(if c.host_ptr == Some(a.ptr) {
-                "A".into()
-            } else {
-                "Anew".into()
-            })
-        });
+        let (na, nanew) = (b.run.intern_name("A"), b.run.intern_name("Anew"));
+        b.run
+            .transfers
+            .iter_mut()
+            .for_each(|c| c.variable = Some(if c.host_ptr == Some(a.ptr) { na } else { nanew }));
         b.build()
     }
 
@@ -426,13 +424,11 @@ mod tests {
         for _ in 0..10 {
             b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
         }
-        b.run.transfers.iter_mut().for_each(|c| {
-            c.variable = Some(if c.host_ptr == Some(a.ptr) {
-                "a".into()
-            } else {
-                "b".into()
-            })
-        });
+        let (na, nb) = (b.run.intern_name("a"), b.run.intern_name("b"));
+        b.run
+            .transfers
+            .iter_mut()
+            .for_each(|c| c.variable = Some(if c.host_ptr == Some(a.ptr) { na } else { nb }));
         b.build()
     }
 

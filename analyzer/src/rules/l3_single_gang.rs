@@ -35,17 +35,17 @@ pub fn check(cx: &Context) -> Checked {
         }
     } else {
         measured_on_device = false;
-        for c in run
+        for (id, c) in run
             .constructs()
-            .map(|(_, x)| x)
-            .filter(|c| c.class == ConstructClass::Compute)
+            .filter(|(_, c)| c.class == ConstructClass::Compute)
         {
-            for l in &c.launches {
+            let launches = run.launches_of(id).count();
+            for l in run.launches_of(id) {
                 *all_launches.entry(Some(c.site)).or_default() += 1;
                 if l.gangs == Some(1) {
                     single.push((
                         Some(c.site),
-                        c.host_ns().unwrap_or(0) / c.launches.len().max(1) as u64,
+                        c.host_ns().unwrap_or(0) / launches.max(1) as u64,
                     ));
                 }
             }
@@ -104,7 +104,7 @@ pub fn check(cx: &Context) -> Checked {
                     .field("block", Value::Text(format!("{:?}", k.block)));
                 f.evidence.say(format!(
                     "CUPTI: {} ran with grid {:?} and block {:?}, {} per launch on average ({:.0}% of the wall time).",
-                    k.name,
+                    run.name(k.name),
                     k.grid,
                     k.block,
                     units::duration_ns(cost / launches.max(1)),

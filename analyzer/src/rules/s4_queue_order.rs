@@ -45,7 +45,7 @@ pub fn check(cx: &Context) -> Checked {
     let kernels = kernels_by_construct(run);
     let launched: Vec<bool> = run
         .constructs()
-        .map(|(id, c)| !c.launches.is_empty() || kernels.contains_key(&id))
+        .map(|(id, _)| run.launches_of(id).next().is_some() || kernels.contains_key(&id))
         .collect();
     if !run
         .constructs()

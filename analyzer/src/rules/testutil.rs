@@ -47,9 +47,6 @@ impl RunBuilder {
         };
         RunBuilder {
             run: Run {
-                header,
-                version: (1, 0),
-                losses: Vec::new(),
                 devices: vec![Device {
                     id: 0,
                     name: "Test GPU".into(),
@@ -57,26 +54,7 @@ impl RunBuilder {
                     compute_capability: (9, 0),
                     global_memory_bytes: 1 << 34,
                 }],
-                sites: Vec::new(),
-                constructs: Vec::new(),
-                kernels: Vec::new(),
-                transfers: Vec::new(),
-                allocs: Vec::new(),
-                modules: Vec::new(),
-                hashes: Vec::new(),
-                acc_events: 0,
-                dropped: Vec::new(),
-                diagnostics: Vec::new(),
-                notes: Vec::new(),
-                skipped_unknown: 0,
-                span_ns: (0, 0),
-                open_at_end: Vec::new(),
-                ending: None,
-                routines: Vec::new(),
-                executable_binary: None,
-                related: Default::default(),
-                totals: Default::default(),
-                placement: Default::default(),
+                ..Run::empty(header)
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -133,6 +111,7 @@ impl RunBuilder {
             kind: None,
             implicit: parent.is_some(),
             site,
+            line_site: site,
             thread: 1,
             start_ns: self.t,
             end_ns: None,
@@ -140,7 +119,6 @@ impl RunBuilder {
             async_queue: None,
             device_type: None,
             device: None,
-            launches: Vec::new(),
             cut: false,
         });
         self.t += 1_000;
@@ -170,6 +148,9 @@ impl RunBuilder {
             variable: None,
             host_ptr: Some(b.ptr),
             hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
+            device: Some(0),
+            stream: Some(7),
+            correlation: None,
         });
         self.t += ns + 1_000;
         TransferId::at(self.run.transfers.len() - 1)
@@ -178,8 +159,10 @@ impl RunBuilder {
     /// A launch of `construct`, and its kernel when CUPTI records.
     pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) -> Option<KernelId> {
         let t = self.t;
-        self.construct_mut(construct).launches.push(LaunchRequest {
-            kernel_name: Some("k".into()),
+        let name = self.run.intern_name("k");
+        self.run.launches.push(LaunchRequest {
+            construct,
+            kernel_name: Some(name),
             gangs: Some(grid as u64),
             workers: Some(1),
             vector_length: Some(32),
@@ -193,7 +176,7 @@ impl RunBuilder {
         if id.is_some() {
             self.run.kernels.push(Kernel {
                 construct: Some(construct),
-                name: "k".into(),
+                name,
                 grid: [grid, 1, 1],
                 block: [32, 1, 1],
                 registers: 32,
@@ -279,7 +262,7 @@ impl RunBuilder {
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
         if !self.run.cupti_active() {
-            let launched: Vec<_> = crate::model::launched_kernels(&self.run.constructs).collect();
+            let launched = self.run.launched_kernels();
             self.run.kernels.extend(launched);
             self.run.kernels.sort_by_key(|k| k.start_ns);
         }
