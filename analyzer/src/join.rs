@@ -151,6 +151,38 @@ fn is_end(kind: AccEventKind) -> bool {
     )
 }
 
+/// A hasher for the join's integer keys (handles, region and correlation
+/// ids, string ids): one multiply, where the standard SipHash costs a
+/// third of the join's time. The keys come from the trace, but a crafted
+/// trace that makes them collide costs only speed.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+/// A hash map keyed by integers, hashed with [`IdHasher`].
+pub(crate) type IdHashMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 /// A map from ids handed out in sequence (call site ids) to small values:
 /// a vector indexed by id while the ids stay dense, a hash map for the
 /// ones far outside (a damaged or unusual trace costs speed, never
@@ -228,6 +260,7 @@ impl DeviceRecord {
 /// point at.
 struct Live {
     c: Construct,
+    region: u64,
     top: ConstructId,
     top_class: ConstructClass,
     launches: Vec<LaunchRequest>,
@@ -256,33 +289,33 @@ pub(crate) struct Join<S: Sink> {
     sink: S,
     /// Whether CUPTI recorded: without it acc_prof's transfers are kept.
     cupti: bool,
-    strings: HashMap<StringId, String>,
+    strings: IdHashMap<StringId, String>,
     modules: HashMap<ModuleId, accprof_trace::Module>,
-    call_sites: HashMap<CallSiteId, accprof_trace::CallSite>,
+    call_sites: IdHashMap<CallSiteId, accprof_trace::CallSite>,
     site_index: HashMap<Site, SiteId>,
     sites: Vec<Site>,
     symbolized: IdMap<SiteId>,
     names: Vec<String>,
     name_index: HashMap<String, NameId>,
-    name_of_string: HashMap<StringId, NameId>,
+    name_of_string: IdHashMap<StringId, NameId>,
     next_construct: u32,
-    live: HashMap<ConstructId, Live>,
+    live: IdHashMap<ConstructId, Live>,
     /// Region id -> its construct, while the construct is open.
-    by_region: HashMap<u64, ConstructId>,
+    by_region: IdHashMap<u64, ConstructId>,
     /// Open constructs per thread, innermost last (few threads: a vector).
     open: Vec<(u32, Vec<ConstructId>)>,
     line_sites: LineSites,
     /// CUPTI correlation id -> driver call facts, until its device record
     /// is handed over.
-    correlation: HashMap<u32, Correlated>,
+    correlation: IdHashMap<u32, Correlated>,
     /// Device records whose driver call has not been read yet.
-    unjoined: HashMap<u32, Vec<(DeviceRecord, u64)>>,
+    unjoined: IdHashMap<u32, Vec<(DeviceRecord, u64)>>,
     /// Order of the device records and acc_prof copies as read.
     seq: u64,
     pending_copies: Vec<PendingCopy>,
     next_alloc: u32,
     /// Allocations not yet freed, by device pointer (latest last).
-    unfreed: HashMap<u64, Vec<(AllocId, DeviceAlloc)>>,
+    unfreed: IdHashMap<u64, Vec<(AllocId, DeviceAlloc)>>,
     devices: Vec<Device>,
     acc_events: u64,
     dropped: HashMap<DropSource, u64>,
@@ -290,7 +323,7 @@ pub(crate) struct Join<S: Sink> {
     span: Option<(u64, u64)>,
     ending: Option<accprof_trace::EndRecord>,
     routines: Vec<String>,
-    routine_ids: HashMap<StringId, ApiRoutine>,
+    routine_ids: IdHashMap<StringId, ApiRoutine>,
     totals: Totals,
     placement: Placement,
     /// Device records left out: end before start, or implausibly long.
@@ -306,26 +339,26 @@ impl<S: Sink> Join<S> {
         Join {
             sink,
             cupti: header.sources.cupti.is_active(),
-            strings: HashMap::new(),
+            strings: IdHashMap::default(),
             modules: HashMap::new(),
-            call_sites: HashMap::new(),
+            call_sites: IdHashMap::default(),
             site_index: HashMap::new(),
             sites: Vec::new(),
             symbolized: IdMap::new(),
             names: Vec::new(),
             name_index: HashMap::new(),
-            name_of_string: HashMap::new(),
+            name_of_string: IdHashMap::default(),
             next_construct: 0,
-            live: HashMap::new(),
-            by_region: HashMap::new(),
+            live: IdHashMap::default(),
+            by_region: IdHashMap::default(),
             open: Vec::new(),
             line_sites: LineSites::default(),
-            correlation: HashMap::new(),
-            unjoined: HashMap::new(),
+            correlation: IdHashMap::default(),
+            unjoined: IdHashMap::default(),
             seq: 0,
             pending_copies: Vec::new(),
             next_alloc: 0,
-            unfreed: HashMap::new(),
+            unfreed: IdHashMap::default(),
             devices: Vec::new(),
             acc_events: 0,
             dropped: HashMap::new(),
@@ -333,7 +366,7 @@ impl<S: Sink> Join<S> {
             span: None,
             ending: None,
             routines: Vec::new(),
-            routine_ids: HashMap::new(),
+            routine_ids: IdHashMap::default(),
             totals: Totals::default(),
             placement: Placement::new(header),
             rejected_kernels: 0,
@@ -679,22 +712,19 @@ impl<S: Sink> Join<S> {
                 self.sink.kernel(kernel, (k.start_ns, seq), at);
             }
             DeviceRecord::Memcpy(m) => {
-                let t = Transfer {
+                let mut t = Transfer::new(
                     construct,
-                    kind: m.kind,
-                    bytes: m.bytes,
-                    start_ns: m.start_ns,
-                    end_ns: m.end_ns,
-                    src: m.src,
-                    dst: m.dst,
-                    source: TransferSource::Cupti,
-                    variable: None,
-                    host_ptr: c.host_ptr,
-                    hash: c.hash,
-                    device: Some(m.device),
-                    stream: Some(m.stream),
-                    correlation: Some(m.correlation),
-                };
+                    m.kind,
+                    m.bytes,
+                    m.start_ns,
+                    m.end_ns,
+                    m.src,
+                    m.dst,
+                    TransferSource::Cupti,
+                );
+                t.set_host_ptr(c.host_ptr);
+                t.set_hash(c.hash);
+                t.set_device(m.device, m.stream, m.correlation);
                 self.totals.add_transfer(&t);
                 self.sink.transfer(t, (m.start_ns, seq), at);
             }
@@ -716,8 +746,8 @@ impl<S: Sink> Join<S> {
     }
 
     /// A construct starts: nested in the innermost open one of its thread.
-    fn start(&mut self, mut c: Construct) -> ConstructId {
-        let id = ConstructId(self.next_construct);
+    fn start(&mut self, mut c: Construct, region: u64) -> ConstructId {
+        let id = ConstructId::at(self.next_construct as usize);
         self.next_construct = self.next_construct.saturating_add(1);
         let (top, top_class, top_line) = match c.parent.and_then(|p| self.live.get(&p)) {
             Some(p) => {
@@ -737,12 +767,13 @@ impl<S: Sink> Join<S> {
         if top != id {
             self.retain(top);
         }
-        self.by_region.insert(c.region.0, id);
+        self.by_region.insert(region, id);
         let thread = c.thread;
         self.live.insert(
             id,
             Live {
                 c,
+                region,
                 top,
                 top_class,
                 launches: Vec::new(),
@@ -765,7 +796,7 @@ impl<S: Sink> Join<S> {
             return;
         }
         l.fin = true;
-        let region = l.c.region.0;
+        let region = l.region;
         let waiting = std::mem::take(&mut l.waiting);
         let launches = std::mem::take(&mut l.launches);
         if self.by_region.get(&region) == Some(&id) {
@@ -795,7 +826,7 @@ impl<S: Sink> Join<S> {
                 self.totals.add_kernel(&k);
                 let order = (
                     k.start_ns,
-                    ACC_SEQ | u64::from(id.0) << 24 | (i as u64).min((1 << 24) - 1),
+                    ACC_SEQ | (id.index() as u64) << 24 | (i as u64).min((1 << 24) - 1),
                 );
                 self.sink.kernel(k, order, Some(&at));
             }
@@ -827,22 +858,16 @@ impl<S: Sink> Join<S> {
                     Some(cs) => self.call_site_site(cs, symbolizer),
                     None => self.intern_site(Site::unknown()),
                 };
-                self.start(Construct {
-                    region: a.region,
-                    class: ConstructClass::ApiCall(routine),
-                    kind: Some(ConstructKind::RuntimeApi),
-                    implicit: false,
+                let mut c = Construct::new(
+                    ConstructClass::ApiCall(routine),
+                    Some(ConstructKind::RuntimeApi),
                     site,
-                    line_site: site,
-                    thread: a.thread,
-                    start_ns: a.time_ns,
-                    end_ns: None,
-                    parent: None,
-                    async_queue: a.async_queue,
-                    device_type: None,
-                    device: None,
-                    cut: false,
-                });
+                    a.thread,
+                    a.time_ns,
+                    None,
+                );
+                c.set_async_queue(a.async_queue);
+                self.start(c, a.region.0);
             }
             ApiPhase::End => {
                 let Some(id) = self.by_region.get(&a.region.0).copied() else {
@@ -854,7 +879,7 @@ impl<S: Sink> Join<S> {
                 if !matches!(l.c.class, ConstructClass::ApiCall(_)) {
                     return;
                 }
-                l.c.end_ns = Some(a.time_ns);
+                l.c.set_end_ns(Some(a.time_ns));
                 // Whatever the runtime left open inside the call ends with
                 // it (not cut: the call's end says where it stopped).
                 let stack = self.stack(a.thread);
@@ -875,10 +900,12 @@ impl<S: Sink> Join<S> {
         }
         let text = self.string(Some(name)).unwrap_or_else(|| "?".into());
         let r = match self.routines.iter().position(|n| *n == text) {
-            Some(i) => ApiRoutine(i as u32),
+            Some(i) => ApiRoutine(i as u16),
+            // More names than any API has (a damaged or crafted trace).
+            None if self.routines.len() >= usize::from(u16::MAX) => ApiRoutine(u16::MAX),
             None => {
                 self.routines.push(text);
-                ApiRoutine(self.routines.len() as u32 - 1)
+                ApiRoutine(self.routines.len() as u16 - 1)
             }
         };
         self.routine_ids.insert(name, r);
@@ -907,28 +934,17 @@ impl<S: Sink> Join<S> {
             }
             let parent = self.stack(ev.thread).last().copied();
             let site = self.site_for(ev, parent, symbolizer);
-            self.start(Construct {
-                region: ev.region,
-                class,
-                kind: ev.construct,
-                implicit: ev.implicit,
-                site,
-                line_site: site,
-                thread: ev.thread,
-                start_ns: ev.time_ns,
-                end_ns: None,
-                parent,
-                async_queue: ev.async_queue,
-                device_type: ev.device_type,
-                device: ev.device_number,
-                cut: false,
-            });
+            let mut c = Construct::new(class, ev.construct, site, ev.thread, ev.time_ns, parent);
+            c.implicit = ev.implicit;
+            c.set_async_queue(ev.async_queue);
+            c.set_device(ev.device_type, ev.device_number);
+            self.start(c, ev.region.0);
             return;
         }
         if is_end(ev.kind) {
             if let Some(id) = self.by_region.get(&ev.region.0).copied() {
                 if let Some(l) = self.live.get_mut(&id) {
-                    l.c.end_ns = Some(ev.time_ns);
+                    l.c.set_end_ns(Some(ev.time_ns));
                     l.c.cut = false;
                 }
                 let stack = self.stack(ev.thread);
@@ -946,15 +962,14 @@ impl<S: Sink> Join<S> {
                 if let Some(id) = self.by_region.get(&ev.region.0).copied() {
                     let name = self.name(l.kernel_name);
                     if let Some(c) = self.live.get_mut(&id) {
-                        c.launches.push(LaunchRequest {
-                            construct: id,
-                            kernel_name: name,
-                            gangs: l.num_gangs,
-                            workers: l.num_workers,
-                            vector_length: l.vector_length,
-                            start_ns: ev.time_ns,
-                            end_ns: None,
-                        });
+                        c.launches.push(LaunchRequest::new(
+                            id,
+                            name,
+                            l.num_gangs,
+                            l.num_workers,
+                            l.vector_length,
+                            ev.time_ns,
+                        ));
                     }
                 }
             }
@@ -964,8 +979,8 @@ impl<S: Sink> Join<S> {
                     .get(&ev.region.0)
                     .and_then(|id| self.live.get_mut(id))
                 {
-                    if let Some(l) = c.launches.iter_mut().rev().find(|l| l.end_ns.is_none()) {
-                        l.end_ns = Some(ev.time_ns);
+                    if let Some(l) = c.launches.iter_mut().rev().find(|l| l.end_ns().is_none()) {
+                        l.set_end_ns(ev.time_ns);
                     }
                 }
             }
@@ -974,16 +989,9 @@ impl<S: Sink> Join<S> {
                 let bytes = d.bytes.filter(|&b| b != u64::MAX).unwrap_or(0);
                 let construct = self.by_region.get(&ev.region.0).copied();
                 let variable = self.name(d.var_name);
-                let id = AllocId(self.next_alloc);
+                let id = AllocId::at(self.next_alloc as usize);
                 self.next_alloc = self.next_alloc.saturating_add(1);
-                let a = DeviceAlloc {
-                    construct,
-                    bytes,
-                    device_ptr: d.device_ptr,
-                    variable,
-                    alloc_ns: ev.time_ns,
-                    free_ns: None,
-                };
+                let a = DeviceAlloc::new(construct, bytes, d.device_ptr, variable, ev.time_ns);
                 match d.device_ptr {
                     Some(p) => self.unfreed.entry(p).or_default().push((id, a)),
                     // Nothing can free it: final now.
@@ -997,7 +1005,7 @@ impl<S: Sink> Join<S> {
                             if list.is_empty() {
                                 self.unfreed.remove(&ptr);
                             }
-                            a.free_ns = Some(ev.time_ns);
+                            a.set_free_ns(Some(ev.time_ns));
                             self.sink.alloc(id, a);
                         }
                     }
@@ -1040,22 +1048,18 @@ impl<S: Sink> Join<S> {
                     let p = self.pending_copies.swap_remove(i);
                     let construct = self.by_region.get(&ev.region.0).copied();
                     let variable = self.name(p.var);
-                    let t = Transfer {
+                    let mut t = Transfer::new(
                         construct,
                         kind,
-                        bytes: p.bytes,
-                        start_ns: p.start_ns,
-                        end_ns: ev.time_ns,
-                        src: MemoryKind::Unknown,
-                        dst: MemoryKind::Unknown,
-                        source: TransferSource::AccProf,
-                        variable,
-                        host_ptr: p.host_ptr,
-                        hash: None,
-                        device: None,
-                        stream: None,
-                        correlation: None,
-                    };
+                        p.bytes,
+                        p.start_ns,
+                        ev.time_ns,
+                        MemoryKind::Unknown,
+                        MemoryKind::Unknown,
+                        TransferSource::AccProf,
+                    );
+                    t.variable = variable;
+                    t.set_host_ptr(p.host_ptr);
                     let order = (t.start_ns, ACC_SEQ | self.seq);
                     self.seq += 1;
                     self.totals.add_transfer(&t);

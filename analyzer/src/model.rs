@@ -7,8 +7,7 @@
 use std::collections::HashMap;
 
 use accprof_trace::{
-    BufferHash, ConstructKind, CopyKind, Device, DropSource, Header, Level, Loss, MemoryKind,
-    RegionId, Trace,
+    BufferHash, ConstructKind, CopyKind, Device, DropSource, Header, Level, Loss, MemoryKind, Trace,
 };
 
 use crate::join::{At, Order, RunInfo, Sink};
@@ -23,22 +22,24 @@ pub use crate::join::MAX_DEVICE_RECORD_NS;
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
+        /// (Its position plus one: an `Option` of it takes four bytes.)
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub(crate) u32);
+        pub struct $name(std::num::NonZeroU32);
 
         impl $name {
             /// The handle of the entity at `index` in its table. A run holds
-            /// fewer than 2^32 entities of a kind (each takes tens of bytes).
+            /// fewer than 2^32 - 1 entities of a kind (each takes tens of
+            /// bytes).
             #[inline]
             pub(crate) fn at(index: usize) -> Self {
-                $name(index as u32)
+                $name(std::num::NonZeroU32::MIN.saturating_add(index as u32))
             }
 
             /// The entity's position in its table, for tables kept beside
             /// the model (one slot per entity).
             #[inline]
             pub(crate) fn index(self) -> usize {
-                self.0 as usize
+                self.0.get() as usize - 1
             }
         }
     };
@@ -100,7 +101,7 @@ impl Site {
 
 /// An OpenACC API routine (its name is [`Run::routine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ApiRoutine(pub(crate) u32);
+pub struct ApiRoutine(pub(crate) u16);
 
 /// What kind of OpenACC construct this was, as the summary groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -118,9 +119,11 @@ pub enum ConstructClass {
     ApiCall(ApiRoutine),
 }
 
+/// An OpenACC construct: its start and end events as one entry. What a
+/// trace may leave out is packed (read through the methods), so a
+/// construct takes 48 bytes.
 #[derive(Debug, Clone)]
 pub struct Construct {
-    pub region: RegionId,
     pub class: ConstructClass,
     /// The construct as the runtime named it (parallel, kernels, data, ...);
     /// for the exit of a structured `data` or `host_data` region, its
@@ -132,13 +135,15 @@ pub struct Construct {
     pub(crate) line_site: SiteId,
     pub thread: u32,
     pub start_ns: u64,
-    /// None when the end event never came (the program died inside).
-    pub end_ns: Option<u64>,
+    /// [`Construct::end_ns`]; `u64::MAX` for none.
+    end_ns: u64,
     pub parent: Option<ConstructId>,
-    pub async_queue: Option<i32>,
-    /// `acc_device_t` as the runtime numbered it.
-    pub device_type: Option<u32>,
-    pub device: Option<u32>,
+    /// [`Construct::async_queue`]; `i32::MIN` for none.
+    async_queue: i32,
+    /// [`Construct::device`]; `u32::MAX` for none.
+    device: u32,
+    /// [`Construct::device_type`]; `u8::MAX` for none.
+    device_type: u8,
     /// No end event came: a later start closed it (callbacks toggled off
     /// with `acc_prof_unregister(..., acc_toggle)`), or it was still open
     /// when the trace ended (the program died inside it). `end_ns` is None.
@@ -146,8 +151,67 @@ pub struct Construct {
 }
 
 impl Construct {
+    /// A construct started at `start_ns`, not ended, on no known device
+    /// or queue.
+    pub(crate) fn new(
+        class: ConstructClass,
+        kind: Option<ConstructKind>,
+        site: SiteId,
+        thread: u32,
+        start_ns: u64,
+        parent: Option<ConstructId>,
+    ) -> Construct {
+        Construct {
+            class,
+            kind,
+            implicit: false,
+            site,
+            line_site: site,
+            thread,
+            start_ns,
+            end_ns: u64::MAX,
+            parent,
+            async_queue: i32::MIN,
+            device: u32::MAX,
+            device_type: u8::MAX,
+            cut: false,
+        }
+    }
+
     pub fn host_ns(&self) -> Option<u64> {
-        self.end_ns.map(|e| e.saturating_sub(self.start_ns))
+        self.end_ns().map(|e| e.saturating_sub(self.start_ns))
+    }
+
+    /// None when the end event never came (the program died inside).
+    pub fn end_ns(&self) -> Option<u64> {
+        (self.end_ns != u64::MAX).then_some(self.end_ns)
+    }
+
+    pub fn async_queue(&self) -> Option<i32> {
+        (self.async_queue != i32::MIN).then_some(self.async_queue)
+    }
+
+    /// `acc_device_t` as the runtime numbered it (values past 254, which
+    /// no runtime uses, read as 254).
+    pub fn device_type(&self) -> Option<u32> {
+        (self.device_type != u8::MAX).then_some(u32::from(self.device_type))
+    }
+
+    pub fn device(&self) -> Option<u32> {
+        (self.device != u32::MAX).then_some(self.device)
+    }
+
+    pub(crate) fn set_end_ns(&mut self, t: Option<u64>) {
+        self.end_ns = t.unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn set_async_queue(&mut self, q: Option<i32>) {
+        self.async_queue = q.unwrap_or(i32::MIN);
+    }
+
+    pub(crate) fn set_device(&mut self, device_type: Option<u32>, device: Option<u32>) {
+        self.device_type = device_type.map_or(u8::MAX, |t| t.min(254) as u8);
+        self.device = device.unwrap_or(u32::MAX);
     }
 }
 
@@ -156,30 +220,75 @@ impl Construct {
 pub struct LaunchRequest {
     pub construct: ConstructId,
     pub kernel_name: Option<NameId>,
-    pub gangs: Option<u64>,
-    pub workers: Option<u64>,
-    pub vector_length: Option<u64>,
+    /// [`LaunchRequest::gangs`], [`LaunchRequest::workers`],
+    /// [`LaunchRequest::vector_length`], [`LaunchRequest::end_ns`];
+    /// `u64::MAX` for none.
+    dims: [u64; 3],
     pub start_ns: u64,
-    pub end_ns: Option<u64>,
+    end_ns: u64,
+}
+
+/// `u64::MAX` stands for none in packed fields.
+fn unpack(v: u64) -> Option<u64> {
+    (v != u64::MAX).then_some(v)
 }
 
 impl LaunchRequest {
+    pub(crate) fn new(
+        construct: ConstructId,
+        kernel_name: Option<NameId>,
+        gangs: Option<u64>,
+        workers: Option<u64>,
+        vector_length: Option<u64>,
+        start_ns: u64,
+    ) -> LaunchRequest {
+        let pack = |v: Option<u64>| v.unwrap_or(u64::MAX);
+        LaunchRequest {
+            construct,
+            kernel_name,
+            dims: [pack(gangs), pack(workers), pack(vector_length)],
+            start_ns,
+            end_ns: u64::MAX,
+        }
+    }
+
+    pub fn gangs(&self) -> Option<u64> {
+        unpack(self.dims[0])
+    }
+
+    pub fn workers(&self) -> Option<u64> {
+        unpack(self.dims[1])
+    }
+
+    pub fn vector_length(&self) -> Option<u64> {
+        unpack(self.dims[2])
+    }
+
+    /// None while (or when) its end event did not come.
+    pub fn end_ns(&self) -> Option<u64> {
+        unpack(self.end_ns)
+    }
+
+    pub(crate) fn set_end_ns(&mut self, t: u64) {
+        self.end_ns = t;
+    }
+
     /// The kernel a launch event tells of, for a run without CUPTI: host
     /// times of the enqueue, gangs as the grid, vector length and workers
     /// as the block (`unnamed` when the runtime gave no name).
     pub(crate) fn kernel(&self, c: &Construct, unnamed: NameId) -> Kernel {
-        let workers = self.workers.filter(|&w| w > 1).unwrap_or(1);
+        let workers = self.workers().filter(|&w| w > 1).unwrap_or(1);
         Kernel {
             construct: Some(self.construct),
             name: self.kernel_name.unwrap_or(unnamed),
-            grid: [self.gangs.unwrap_or(0) as u32, 1, 1],
-            block: [self.vector_length.unwrap_or(0) as u32, workers as u32, 1],
+            grid: [self.gangs().unwrap_or(0) as u32, 1, 1],
+            block: [self.vector_length().unwrap_or(0) as u32, workers as u32, 1],
             registers: 0,
             shared_bytes: 0,
             local_bytes_per_thread: 0,
             start_ns: self.start_ns,
-            end_ns: self.end_ns.unwrap_or(self.start_ns),
-            device: c.device.unwrap_or(0),
+            end_ns: self.end_ns().unwrap_or(self.start_ns),
+            device: c.device().unwrap_or(0),
             stream: 0,
             source: KernelSource::AccProf,
         }
@@ -238,7 +347,8 @@ pub enum TransferSource {
     AccProf,
 }
 
-/// One host<->device transfer.
+/// One host<->device transfer. What a trace may leave out is packed (read
+/// through the methods).
 #[derive(Debug, Clone)]
 pub struct Transfer {
     pub construct: Option<ConstructId>,
@@ -251,17 +361,86 @@ pub struct Transfer {
     pub source: TransferSource,
     /// [`Run::name`] reads it.
     pub variable: Option<NameId>,
-    pub host_ptr: Option<u64>,
-    /// Content hash of the host buffer, when one was taken.
-    pub hash: Option<u64>,
-    /// Device, stream and correlation id of a CUPTI memcpy (None for the
-    /// runtime's transfer events).
-    pub device: Option<u32>,
-    pub stream: Option<u32>,
-    pub correlation: Option<u32>,
+    /// [`Transfer::host_ptr`]; `u64::MAX` for none.
+    host_ptr: u64,
+    /// [`Transfer::hash`], when `hashed`.
+    hash: u64,
+    hashed: bool,
+    /// [`Transfer::device`], [`Transfer::stream`],
+    /// [`Transfer::correlation`]; `u32::MAX` for none.
+    device: u32,
+    stream: u32,
+    correlation: u32,
 }
 
 impl Transfer {
+    /// A transfer with no host pointer, hash, device or stream known.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        construct: Option<ConstructId>,
+        kind: CopyKind,
+        bytes: u64,
+        start_ns: u64,
+        end_ns: u64,
+        src: MemoryKind,
+        dst: MemoryKind,
+        source: TransferSource,
+    ) -> Transfer {
+        Transfer {
+            construct,
+            kind,
+            bytes,
+            start_ns,
+            end_ns,
+            src,
+            dst,
+            source,
+            variable: None,
+            host_ptr: u64::MAX,
+            hash: 0,
+            hashed: false,
+            device: u32::MAX,
+            stream: u32::MAX,
+            correlation: u32::MAX,
+        }
+    }
+
+    pub fn host_ptr(&self) -> Option<u64> {
+        (self.host_ptr != u64::MAX).then_some(self.host_ptr)
+    }
+
+    /// Content hash of the host buffer, when one was taken.
+    pub fn hash(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
+    }
+
+    /// Device, stream and correlation id of a CUPTI memcpy (None for the
+    /// runtime's transfer events).
+    pub fn device(&self) -> Option<u32> {
+        (self.device != u32::MAX).then_some(self.device)
+    }
+
+    pub fn stream(&self) -> Option<u32> {
+        (self.stream != u32::MAX).then_some(self.stream)
+    }
+
+    pub fn correlation(&self) -> Option<u32> {
+        (self.correlation != u32::MAX).then_some(self.correlation)
+    }
+
+    pub(crate) fn set_host_ptr(&mut self, p: Option<u64>) {
+        self.host_ptr = p.unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn set_hash(&mut self, h: Option<u64>) {
+        self.hash = h.unwrap_or(0);
+        self.hashed = h.is_some();
+    }
+
+    pub(crate) fn set_device(&mut self, device: u32, stream: u32, correlation: u32) {
+        (self.device, self.stream, self.correlation) = (device, stream, correlation);
+    }
+
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
@@ -279,12 +458,45 @@ impl Transfer {
 pub struct DeviceAlloc {
     pub construct: Option<ConstructId>,
     pub bytes: u64,
-    pub device_ptr: Option<u64>,
+    /// [`DeviceAlloc::device_ptr`]; `u64::MAX` for none.
+    device_ptr: u64,
     /// [`Run::name`] reads it.
     pub variable: Option<NameId>,
     pub alloc_ns: u64,
+    /// [`DeviceAlloc::free_ns`]; `u64::MAX` for none.
+    free_ns: u64,
+}
+
+impl DeviceAlloc {
+    pub(crate) fn new(
+        construct: Option<ConstructId>,
+        bytes: u64,
+        device_ptr: Option<u64>,
+        variable: Option<NameId>,
+        alloc_ns: u64,
+    ) -> DeviceAlloc {
+        DeviceAlloc {
+            construct,
+            bytes,
+            device_ptr: device_ptr.unwrap_or(u64::MAX),
+            variable,
+            alloc_ns,
+            free_ns: u64::MAX,
+        }
+    }
+
+    pub fn device_ptr(&self) -> Option<u64> {
+        (self.device_ptr != u64::MAX).then_some(self.device_ptr)
+    }
+
     /// None when no free with the same device pointer came.
-    pub free_ns: Option<u64>,
+    pub fn free_ns(&self) -> Option<u64> {
+        (self.free_ns != u64::MAX).then_some(self.free_ns)
+    }
+
+    pub(crate) fn set_free_ns(&mut self, t: Option<u64>) {
+        self.free_ns = t.unwrap_or(u64::MAX);
+    }
 }
 
 /// A memset CUPTI recorded.
@@ -432,7 +644,7 @@ impl Placement {
     }
 
     pub(crate) fn add(&mut self, c: &Construct) {
-        let on_host = c.device_type == Some(ACC_DEVICE_HOST);
+        let on_host = c.device_type() == Some(ACC_DEVICE_HOST);
         self.some_on_host |= on_host;
         self.all_on_host = on_host && (self.all_on_host || !self.any);
         self.any = true;
@@ -1023,8 +1235,8 @@ pub fn build_from_reader<R: std::io::Read>(
 mod tests {
     use super::*;
     use accprof_trace::{
-        AccDetail, AccEventKind, Clock, DropSource, HashMode, Record, SourceLocation, SourceState,
-        Sources,
+        AccDetail, AccEventKind, Clock, DropSource, HashMode, Record, RegionId, SourceLocation,
+        SourceState, Sources,
     };
 
     fn header() -> Header {
@@ -1165,7 +1377,7 @@ mod tests {
             launch(6, EnqueueLaunchStart, 1, 8),
             ev(7, ComputeConstructEnd, 1, 10),
         ]);
-        let c = ConstructId(0);
+        let c = ConstructId::at(0);
         let ks: Vec<_> = run
             .kernels()
             .map(|(_, k)| (k.construct, k.grid, k.block, k.start_ns, k.end_ns, k.source))
@@ -1213,7 +1425,7 @@ mod tests {
             ]
         );
         assert!(run.open_at_end.is_empty());
-        assert_eq!(run.constructs[2].end_ns, None);
+        assert_eq!(run.constructs[2].end_ns(), None);
     }
 
     #[test]
@@ -1237,7 +1449,7 @@ mod tests {
             ]
         );
         // The update was running when the trace ended.
-        assert_eq!(run.open_at_end, [ConstructId(3)]);
+        assert_eq!(run.open_at_end, [ConstructId::at(3)]);
     }
 
     #[test]
@@ -1290,6 +1502,29 @@ mod tests {
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
     }
 
+    /// The model's entries stay compact (a launch-storm trace holds about
+    /// three constructs, a kernel, a launch, a transfer and an allocation
+    /// per 16 events).
+    #[test]
+    fn entries_stay_compact() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Option<ConstructId>>(), 4);
+        assert_eq!(size_of::<Option<NameId>>(), 4);
+        assert!(size_of::<Construct>() <= 48, "{}", size_of::<Construct>());
+        assert!(size_of::<Kernel>() <= 72, "{}", size_of::<Kernel>());
+        assert!(
+            size_of::<LaunchRequest>() <= 48,
+            "{}",
+            size_of::<LaunchRequest>()
+        );
+        assert!(size_of::<Transfer>() <= 72, "{}", size_of::<Transfer>());
+        assert!(
+            size_of::<DeviceAlloc>() <= 40,
+            "{}",
+            size_of::<DeviceAlloc>()
+        );
+    }
+
     #[test]
     fn memsets_join_their_driver_calls_in_whatever_order_they_come() {
         use AccEventKind::*;
@@ -1328,7 +1563,7 @@ mod tests {
             // No driver call names it.
             memset(12, 7),
         ]);
-        let c = ConstructId(0);
+        let c = ConstructId::at(0);
         let ms: Vec<_> = run
             .memsets()
             .map(|(_, m)| (m.start_ns, m.construct, m.stream, m.correlation))
@@ -1337,7 +1572,7 @@ mod tests {
             ms,
             [(3, Some(c), 13, 5), (4, Some(c), 13, 6), (12, None, 13, 7)]
         );
-        assert_eq!(run.memsets_of(c), [MemsetId(0), MemsetId(1)]);
+        assert_eq!(run.memsets_of(c), [MemsetId::at(0), MemsetId::at(1)]);
     }
 
     /// A `data` region on thread 1 around a `host_data` region whose exit

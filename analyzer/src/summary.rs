@@ -26,7 +26,7 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::join::{At, Order, RunInfo, Sink};
+use crate::join::{At, IdHashMap, Order, RunInfo, Sink};
 use crate::model::{
     ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
     Memset, NameId, Run, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
@@ -584,8 +584,8 @@ pub struct SummarySink {
     host_construct_ns: u64,
     constructs: u64,
     cut: u64,
-    families: HashMap<ConstructId, Family>,
-    open_at_end: HashMap<ConstructId, OpenAtEnd>,
+    families: IdHashMap<ConstructId, Family>,
+    open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
 }
 
 impl Default for SummarySink {
@@ -602,8 +602,8 @@ impl SummarySink {
             host_construct_ns: 0,
             constructs: 0,
             cut: 0,
-            families: HashMap::new(),
-            open_at_end: HashMap::new(),
+            families: IdHashMap::default(),
+            open_at_end: IdHashMap::default(),
         }
     }
 
@@ -673,15 +673,15 @@ impl Sink for SummarySink {
             self.host_construct_ns = self.host_construct_ns.saturating_add(host);
         }
         let a = self.slot(Some(at));
-        match c.device_type {
+        match c.device_type() {
             Some(t) => {
                 if a.typed.is_none_or(|(first, _, _)| id < first) {
-                    a.typed = Some((id, t, c.device));
+                    a.typed = Some((id, t, c.device()));
                 }
             }
             None => {
                 if a.untyped.is_none_or(|(last, _)| id > last) {
-                    a.untyped = Some((id, c.device));
+                    a.untyped = Some((id, c.device()));
                 }
             }
         }
@@ -1033,9 +1033,9 @@ impl SummarySink {
                 format!(
                     "{} with {} gangs, {} workers, vector length {}",
                     l.kernel_name.map_or("(unnamed kernel)", name),
-                    n(l.gangs),
-                    n(l.workers),
-                    n(l.vector_length)
+                    n(l.gangs()),
+                    n(l.workers()),
+                    n(l.vector_length())
                 )
             }),
         };
@@ -1097,14 +1097,14 @@ pub fn summarize(run: &Run) -> Summary {
     for (id, k) in run.kernels() {
         s.kernel(
             k.clone(),
-            (k.start_ns, id.0 as u64),
+            (k.start_ns, id.index() as u64),
             k.construct.map(at).as_ref(),
         );
     }
     for (id, t) in run.transfers() {
         s.transfer(
             t.clone(),
-            (t.start_ns, id.0 as u64),
+            (t.start_ns, id.index() as u64),
             t.construct.map(at).as_ref(),
         );
     }

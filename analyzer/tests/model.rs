@@ -168,11 +168,11 @@ fn cupti_transfers_keep_their_device_stream_and_correlation() {
         assert_eq!(cupti.len(), memcpys.len(), "{name}: CUPTI transfers");
         for (id, t) in cupti {
             let corr = t
-                .correlation
+                .correlation()
                 .expect("a CUPTI transfer has its correlation id");
             let m = &memcpys[&corr];
             assert_eq!(
-                (t.device, t.stream, t.bytes, t.start_ns),
+                (t.device(), t.stream(), t.bytes, t.start_ns),
                 (Some(m.device), Some(m.stream), m.bytes, m.start_ns),
                 "{name}: transfer {id:?}"
             );
@@ -185,10 +185,13 @@ fn cupti_transfers_keep_their_device_stream_and_correlation() {
         assert_eq!(run.memsets().len(), memsets.len(), "{name}: memsets");
         let mut streams: std::collections::HashMap<(u32, i32), u32> = Default::default();
         for (c, x) in run.constructs() {
-            let Some(q) = x.async_queue.filter(|&q| q >= 0) else {
+            let Some(q) = x.async_queue().filter(|&q| q >= 0) else {
                 continue;
             };
-            let own = run.transfers_of(c).iter().map(|&t| run.transfer(t).stream);
+            let own = run
+                .transfers_of(c)
+                .iter()
+                .map(|&t| run.transfer(t).stream());
             let kernels = run
                 .kernels_of(c)
                 .iter()

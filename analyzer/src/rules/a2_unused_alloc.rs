@@ -29,7 +29,7 @@ pub fn check(cx: &Context) -> Checked {
     }
     let end = run.span_ns.1;
     let unused = run.allocs().map(|(_, x)| x).filter(|a| {
-        a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
+        a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns().unwrap_or(end))
     });
     let groups = group_by(unused.map(|a| {
         let site = a.construct.map(|c| run.line_site(c));

@@ -53,7 +53,7 @@ pub fn check(cx: &Context) -> Checked {
         let k = match lp {
             Some(lp) => (s.file.clone(), lp.header_line),
             // No loop known: keyed by the site itself (line 0 never clashes).
-            None => (format!("{}#{}", s.file, g.site.0), 0),
+            None => (format!("{}#{}", s.file, g.site.index()), 0),
         };
         by_loop.entry(k).or_default().push(g);
     }
@@ -333,10 +333,13 @@ mod tests {
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
         let (na, nanew) = (b.run.intern_name("A"), b.run.intern_name("Anew"));
-        b.run
-            .transfers
-            .iter_mut()
-            .for_each(|c| c.variable = Some(if c.host_ptr == Some(a.ptr) { na } else { nanew }));
+        b.run.transfers.iter_mut().for_each(|c| {
+            c.variable = Some(if c.host_ptr() == Some(a.ptr) {
+                na
+            } else {
+                nanew
+            })
+        });
         b.build()
     }
 
@@ -428,7 +431,7 @@ mod tests {
         b.run
             .transfers
             .iter_mut()
-            .for_each(|c| c.variable = Some(if c.host_ptr == Some(a.ptr) { na } else { nb }));
+            .for_each(|c| c.variable = Some(if c.host_ptr() == Some(a.ptr) { na } else { nb }));
         b.build()
     }
 

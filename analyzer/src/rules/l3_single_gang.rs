@@ -42,7 +42,7 @@ pub fn check(cx: &Context) -> Checked {
             let launches = run.launches_of(id).count();
             for l in run.launches_of(id) {
                 *all_launches.entry(Some(c.site)).or_default() += 1;
-                if l.gangs == Some(1) {
+                if l.gangs() == Some(1) {
                     single.push((
                         Some(c.site),
                         c.host_ns().unwrap_or(0) / launches.max(1) as u64,

@@ -155,9 +155,9 @@ impl<'a> Context<'a> {
             xfers.push(Xfer {
                 transfer: id,
                 dir,
-                host_ptr: c.host_ptr,
+                host_ptr: c.host_ptr(),
                 bytes: c.bytes,
-                hash: c.hash,
+                hash: c.hash(),
                 start_ns: c.start_ns,
                 end_ns: c.end_ns,
                 construct: c.construct,
@@ -298,13 +298,13 @@ impl<'a> Context<'a> {
 fn buffer_names(run: &Run) -> HashMap<u64, String> {
     let mut names = HashMap::new();
     for (_, c) in run.transfers() {
-        if let (Some(p), Some(v)) = (c.host_ptr, c.variable) {
+        if let (Some(p), Some(v)) = (c.host_ptr(), c.variable) {
             names.entry(p).or_insert_with(|| run.name(v).to_string());
         }
     }
     let ptrs: Vec<u64> = run
         .transfers()
-        .filter_map(|(_, c)| c.host_ptr)
+        .filter_map(|(_, c)| c.host_ptr())
         .filter(|p| !names.contains_key(p))
         .collect();
     if ptrs.is_empty() {

@@ -1,8 +1,6 @@
 //! Hand-built runs for the rules' unit tests.
 
-use accprof_trace::{
-    Clock, CopyKind, Device, HashMode, Header, MemoryKind, RegionId, SourceState, Sources,
-};
+use accprof_trace::{Clock, CopyKind, Device, HashMode, Header, MemoryKind, SourceState, Sources};
 
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
@@ -95,7 +93,7 @@ impl RunBuilder {
                 self.run.routines.len() - 1
             }
         };
-        ApiRoutine(i as u32)
+        ApiRoutine(i as u16)
     }
 
     pub fn open(
@@ -105,29 +103,17 @@ impl RunBuilder {
         parent: Option<ConstructId>,
     ) -> ConstructId {
         let id = ConstructId::at(self.run.constructs.len());
-        self.run.constructs.push(Construct {
-            region: RegionId(u64::from(id.0) + 1),
-            class,
-            kind: None,
-            implicit: parent.is_some(),
-            site,
-            line_site: site,
-            thread: 1,
-            start_ns: self.t,
-            end_ns: None,
-            parent,
-            async_queue: None,
-            device_type: None,
-            device: None,
-            cut: false,
-        });
+        let mut c = Construct::new(class, None, site, 1, self.t, parent);
+        c.implicit = parent.is_some();
+        self.run.constructs.push(c);
         self.t += 1_000;
         id
     }
 
     pub fn close(&mut self, id: ConstructId) {
         self.t += 1_000;
-        self.construct_mut(id).end_ns = Some(self.t);
+        let t = self.t;
+        self.construct_mut(id).set_end_ns(Some(t));
         self.t += 1_000;
     }
 
@@ -136,22 +122,20 @@ impl RunBuilder {
             CopyKind::HostToDevice => (MemoryKind::Pageable, MemoryKind::Device),
             _ => (MemoryKind::Device, MemoryKind::Pageable),
         };
-        self.run.transfers.push(Transfer {
-            construct: Some(construct),
+        let mut t = Transfer::new(
+            Some(construct),
             kind,
-            bytes: b.bytes,
-            start_ns: self.t,
-            end_ns: self.t + ns,
+            b.bytes,
+            self.t,
+            self.t + ns,
             src,
             dst,
-            source: TransferSource::Cupti,
-            variable: None,
-            host_ptr: Some(b.ptr),
-            hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
-            device: Some(0),
-            stream: Some(7),
-            correlation: None,
-        });
+            TransferSource::Cupti,
+        );
+        t.set_host_ptr(Some(b.ptr));
+        t.set_hash((self.run.header.sources.hashing != HashMode::Off).then_some(b.hash));
+        t.set_device(0, 7, self.run.transfers.len() as u32);
+        self.run.transfers.push(t);
         self.t += ns + 1_000;
         TransferId::at(self.run.transfers.len() - 1)
     }
@@ -160,15 +144,16 @@ impl RunBuilder {
     pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) -> Option<KernelId> {
         let t = self.t;
         let name = self.run.intern_name("k");
-        self.run.launches.push(LaunchRequest {
+        let mut l = LaunchRequest::new(
             construct,
-            kernel_name: Some(name),
-            gangs: Some(grid as u64),
-            workers: Some(1),
-            vector_length: Some(32),
-            start_ns: t,
-            end_ns: Some(t + 500),
-        });
+            Some(name),
+            Some(grid as u64),
+            Some(1),
+            Some(32),
+            t,
+        );
+        l.set_end_ns(t + 500);
+        self.run.launches.push(l);
         let id = self
             .run
             .cupti_active()
@@ -194,20 +179,20 @@ impl RunBuilder {
     }
 
     pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> AllocId {
-        self.run.allocs.push(DeviceAlloc {
-            construct: Some(construct),
+        self.run.allocs.push(DeviceAlloc::new(
+            Some(construct),
             bytes,
-            device_ptr: Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
-            variable: None,
-            alloc_ns: self.t,
-            free_ns: None,
-        });
+            Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
+            None,
+            self.t,
+        ));
         self.t += 100;
         AllocId::at(self.run.allocs.len() - 1)
     }
 
     pub fn free(&mut self, alloc: AllocId) {
-        self.alloc_mut(alloc).free_ns = Some(self.t);
+        let t = self.t;
+        self.alloc_mut(alloc).set_free_ns(Some(t));
         self.t += 100;
     }
 
