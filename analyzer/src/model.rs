@@ -727,17 +727,21 @@ pub(crate) struct Related {
 }
 
 /// Entities of one kind grouped by the construct they belong to: their
-/// handles ordered by construct, then as the run orders them; a
-/// construct's are found by binary search on their owners (four bytes an
-/// entity, nothing per construct).
+/// handles ordered by construct, then as the run orders them, beside
+/// their owners; a construct's are found by binary search on the owners
+/// (eight bytes an entity, nothing per construct).
 #[derive(Debug, Clone)]
 struct ByConstruct<I> {
     ids: Vec<I>,
+    owners: Vec<ConstructId>,
 }
 
 impl<I> Default for ByConstruct<I> {
     fn default() -> Self {
-        ByConstruct { ids: Vec::new() }
+        ByConstruct {
+            ids: Vec::new(),
+            owners: Vec::new(),
+        }
     }
 }
 
@@ -755,15 +759,15 @@ impl<I: Copy> ByConstruct<I> {
         if !owned.windows(2).all(|w| w[0] <= w[1]) {
             owned.sort_unstable();
         }
-        let mut ids: Vec<I> = owned.into_iter().map(|(_, i)| id(i as usize)).collect();
-        ids.shrink_to_fit();
-        ByConstruct { ids }
+        let ids: Vec<I> = owned.iter().map(|&(_, i)| id(i as usize)).collect();
+        let owners: Vec<ConstructId> = owned.into_iter().map(|(c, _)| c).collect();
+        ByConstruct { ids, owners }
     }
 
-    /// The handles owned by `c`; `owner` tells the owner of a handle.
-    fn of(&self, c: ConstructId, owner: impl Fn(I) -> Option<ConstructId>) -> &[I] {
-        let lo = self.ids.partition_point(|&i| owner(i) < Some(c));
-        let hi = lo + self.ids[lo..].partition_point(|&i| owner(i) <= Some(c));
+    /// The handles owned by `c`.
+    fn of(&self, c: ConstructId) -> &[I] {
+        let lo = self.owners.partition_point(|&o| o < c);
+        let hi = lo + self.owners[lo..].partition_point(|&o| o <= c);
         &self.ids[lo..hi]
     }
 }
@@ -834,22 +838,22 @@ impl Run {
     /// The kernels of construct `c` itself (not of constructs nested in
     /// it), in device start order.
     pub fn kernels_of(&self, c: ConstructId) -> &[KernelId] {
-        self.related.kernels.of(c, |k| self.kernel(k).construct)
+        self.related.kernels.of(c)
     }
 
     /// The transfers of construct `c` itself, in start order.
     pub fn transfers_of(&self, c: ConstructId) -> &[TransferId] {
-        self.related.transfers.of(c, |t| self.transfer(t).construct)
+        self.related.transfers.of(c)
     }
 
     /// The device allocations of construct `c` itself, in allocation order.
     pub fn allocs_of(&self, c: ConstructId) -> &[AllocId] {
-        self.related.allocs.of(c, |a| self.alloc(a).construct)
+        self.related.allocs.of(c)
     }
 
     /// The memsets of construct `c` itself, in start order.
     pub fn memsets_of(&self, c: ConstructId) -> &[MemsetId] {
-        self.related.memsets.of(c, |m| self.memset(m).construct)
+        self.related.memsets.of(c)
     }
 
     /// The launch events the runtime reported for construct `c`, in the
@@ -857,7 +861,7 @@ impl Run {
     pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = &LaunchRequest> + '_ {
         self.related
             .launches
-            .of(c, |l| Some(self.launches[l as usize].construct))
+            .of(c)
             .iter()
             .map(|&l| &self.launches[l as usize])
     }
@@ -1006,12 +1010,12 @@ impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
 /// The sink that keeps everything: the full [`Run`].
 pub(crate) struct RunSink {
-    constructs: Vec<Option<Construct>>,
+    constructs: Vec<Construct>,
     launches: Vec<LaunchRequest>,
     kernels: Vec<(Order, Kernel)>,
     transfers: Vec<(Order, Transfer)>,
     memsets: Vec<(Order, Memset)>,
-    allocs: Vec<Option<DeviceAlloc>>,
+    allocs: Vec<DeviceAlloc>,
     hashes: Vec<BufferHash>,
 }
 
@@ -1029,12 +1033,14 @@ impl RunSink {
     }
 }
 
-/// Puts `x` at `index`, growing the table as needed.
-fn place<T>(table: &mut Vec<Option<T>>, index: usize, x: T) {
+/// Puts `x` at `index`, growing the table with `x` as needed (the join
+/// hands every index below the last over once).
+fn place<T: Clone>(table: &mut Vec<T>, index: usize, x: T) {
     if table.len() <= index {
-        table.resize_with(index + 1, || None);
+        table.resize(index + 1, x);
+    } else {
+        table[index] = x;
     }
-    table[index] = Some(x);
 }
 
 /// The entities in the run's order, their keys dropped, the table no
@@ -1084,13 +1090,20 @@ impl Sink for RunSink {
     }
 
     fn finish(self, info: RunInfo) -> Run {
-        // Every construct and allocation the join started comes back.
-        let mut constructs: Vec<Construct> = self.constructs.into_iter().flatten().collect();
+        // Every construct and allocation the join started came back.
+        let mut constructs = self.constructs;
+        constructs.truncate(info.constructs as usize);
         constructs.shrink_to_fit();
-        let mut allocs: Vec<DeviceAlloc> = self.allocs.into_iter().flatten().collect();
+        let mut allocs = self.allocs;
+        allocs.truncate(info.allocs as usize);
         allocs.shrink_to_fit();
         let mut launches = self.launches;
-        launches.sort_by_key(|l| l.construct);
+        if !launches
+            .windows(2)
+            .all(|w| w[0].construct <= w[1].construct)
+        {
+            launches.sort_by_key(|l| l.construct);
+        }
         launches.shrink_to_fit();
         let mut hashes = self.hashes;
         hashes.shrink_to_fit();
