@@ -643,7 +643,7 @@ impl Sink for SummarySink {
         if let Some(f) = self.families.get_mut(&at.top) {
             for (i, l) in launches.iter().enumerate() {
                 let key = (l.start_ns, id, i);
-                if f.last_launch.as_ref().is_none_or(|(k, _)| key >= *k) {
+                if f.last_launch.as_ref().map_or(true, |(k, _)| key >= *k) {
                     f.last_launch = Some((key, l.clone()));
                 }
             }
@@ -675,12 +675,12 @@ impl Sink for SummarySink {
         let a = self.slot(Some(at));
         match c.device_type() {
             Some(t) => {
-                if a.typed.is_none_or(|(first, _, _)| id < first) {
+                if a.typed.map_or(true, |(first, _, _)| id < first) {
                     a.typed = Some((id, t, c.device()));
                 }
             }
             None => {
-                if a.untyped.is_none_or(|(last, _)| id > last) {
+                if a.untyped.map_or(true, |(last, _)| id > last) {
                     a.untyped = Some((id, c.device()));
                 }
             }
@@ -710,7 +710,7 @@ impl Sink for SummarySink {
     fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
         if k.device_timed() {
             if let Some(f) = at.and_then(|at| self.families.get_mut(&at.top)) {
-                if f.last_kernel.is_none_or(|(o, ..)| order > o) {
+                if f.last_kernel.map_or(true, |(o, ..)| order > o) {
                     f.last_kernel = Some((order, k.name, k.grid, k.block));
                 }
             }
