@@ -707,6 +707,7 @@ impl<S: Sink> Join<S> {
                     device: k.device,
                     stream: k.stream,
                     source: KernelSource::Cupti,
+                    launch: 0,
                 };
                 self.totals.add_kernel(&kernel);
                 self.sink.kernel(kernel, (k.start_ns, seq), at);

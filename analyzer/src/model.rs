@@ -278,7 +278,22 @@ impl LaunchRequest {
     /// as the block (`unnamed` when the runtime gave no name).
     pub(crate) fn kernel(&self, c: &Construct, unnamed: NameId) -> Kernel {
         let workers = self.workers().filter(|&w| w > 1).unwrap_or(1);
+        let none = |v: Option<u64>, bit: u8| if v.is_none() { bit } else { 0 };
+        let mut launch = none(self.kernel_name.map(|_| 0), launch_bits::NO_NAME)
+            | none(self.gangs(), launch_bits::NO_GANGS)
+            | none(self.vector_length(), launch_bits::NO_VECTOR)
+            | none(self.end_ns(), launch_bits::NO_END)
+            | match self.workers() {
+                None => 0,
+                Some(0) => 1 << launch_bits::WORKERS_SHIFT,
+                Some(1) => 2 << launch_bits::WORKERS_SHIFT,
+                Some(_) => 3 << launch_bits::WORKERS_SHIFT,
+            };
+        if !self.fits_kernel() {
+            launch |= launch_bits::KEPT;
+        }
         Kernel {
+            launch,
             construct: Some(self.construct),
             name: self.kernel_name.unwrap_or(unnamed),
             grid: [self.gangs().unwrap_or(0) as u32, 1, 1],
@@ -293,6 +308,54 @@ impl LaunchRequest {
             source: KernelSource::AccProf,
         }
     }
+
+    /// Whether the kernel made of this launch can tell it back: no
+    /// number past 32 bits (else the run keeps the launch itself).
+    pub(crate) fn fits_kernel(&self) -> bool {
+        let fits = |v: Option<u64>| v.map_or(true, |v| v <= u64::from(u32::MAX));
+        fits(self.gangs()) && fits(self.workers()) && fits(self.vector_length())
+    }
+
+    /// Whether the launch a kernel was made of is kept in the run's table.
+    pub(crate) fn kept(k: &Kernel) -> bool {
+        k.launch & launch_bits::KEPT != 0
+    }
+
+    /// The launch event a kernel was made of (see [`LaunchRequest::kernel`]).
+    fn of_kernel(k: &Kernel, construct: ConstructId) -> LaunchRequest {
+        let b = k.launch;
+        let has = |bit: u8| b & bit == 0;
+        let mut l = LaunchRequest::new(
+            construct,
+            has(launch_bits::NO_NAME).then_some(k.name),
+            has(launch_bits::NO_GANGS).then_some(u64::from(k.grid[0])),
+            match (b >> launch_bits::WORKERS_SHIFT) & 3 {
+                0 => None,
+                1 => Some(0),
+                2 => Some(1),
+                _ => Some(u64::from(k.block[1])),
+            },
+            has(launch_bits::NO_VECTOR).then_some(u64::from(k.block[0])),
+            k.start_ns,
+        );
+        if has(launch_bits::NO_END) {
+            l.set_end_ns(k.end_ns);
+        }
+        l
+    }
+}
+
+/// What a kernel made of a launch event keeps of the event's own numbers
+/// ([`Kernel::launch`]), so a run without CUPTI holds each launch once.
+mod launch_bits {
+    pub const NO_NAME: u8 = 1;
+    pub const NO_GANGS: u8 = 2;
+    pub const NO_VECTOR: u8 = 4;
+    /// Workers: 0 none, 1 zero, 2 one, 3 the block's second dimension.
+    pub const WORKERS_SHIFT: u8 = 3;
+    pub const NO_END: u8 = 32;
+    /// The launch is kept in the run's table (its numbers did not fit).
+    pub const KEPT: u8 = 64;
 }
 
 /// Where a kernel's numbers come from.
@@ -323,6 +386,9 @@ pub struct Kernel {
     pub device: u32,
     pub stream: u32,
     pub source: KernelSource,
+    /// For a kernel made of a launch event (no CUPTI), what the event
+    /// said that the kernel's numbers do not (`launch_bits`); 0 otherwise.
+    pub(crate) launch: u8,
 }
 
 impl Kernel {
@@ -540,8 +606,11 @@ pub struct Run {
     pub(crate) allocs: Vec<DeviceAlloc>,
     /// In start order.
     pub(crate) memsets: Vec<Memset>,
-    /// The runtime's launch events, by construct.
+    /// The runtime's launch events, by construct: all of them when CUPTI
+    /// recorded; without CUPTI (`launches_in_kernels`) each kernel is its
+    /// launch, and only those whose numbers a kernel cannot hold are here.
     pub(crate) launches: Vec<LaunchRequest>,
+    pub(crate) launches_in_kernels: bool,
     /// Kernel and variable names, indexed by [`NameId`].
     pub(crate) names: Vec<String>,
     /// Loaded modules (to map host addresses to symbols).
@@ -858,12 +927,30 @@ impl Run {
 
     /// The launch events the runtime reported for construct `c`, in the
     /// order they came.
-    pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = &LaunchRequest> + '_ {
-        self.related
+    pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = LaunchRequest> + '_ {
+        let mut kept = self
+            .related
             .launches
             .of(c)
             .iter()
-            .map(|&l| &self.launches[l as usize])
+            .map(move |&l| self.launches[l as usize].clone());
+        let kernels: &[KernelId] = if self.launches_in_kernels {
+            self.kernels_of(c)
+        } else {
+            &[]
+        };
+        let mut from_kernels = kernels.iter().map(|&k| self.kernel(k));
+        std::iter::from_fn(move || {
+            if !self.launches_in_kernels {
+                return kept.next();
+            }
+            let k = from_kernels.next()?;
+            if LaunchRequest::kept(k) {
+                kept.next()
+            } else {
+                Some(LaunchRequest::of_kernel(k, c))
+            }
+        })
     }
 
     /// A kernel or variable name.
@@ -1010,6 +1097,9 @@ impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
 /// The sink that keeps everything: the full [`Run`].
 pub(crate) struct RunSink {
+    /// The kernels are the launches (no CUPTI): keep only the launches
+    /// they cannot tell back.
+    launches_in_kernels: bool,
     constructs: Vec<Construct>,
     launches: Vec<LaunchRequest>,
     kernels: Vec<(Order, Kernel)>,
@@ -1020,8 +1110,9 @@ pub(crate) struct RunSink {
 }
 
 impl RunSink {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(header: &Header) -> Self {
         RunSink {
+            launches_in_kernels: !header.sources.cupti.is_active(),
             constructs: Vec::new(),
             launches: Vec::new(),
             kernels: Vec::new(),
@@ -1066,7 +1157,12 @@ impl Sink for RunSink {
         _open_at_end: bool,
     ) {
         place(&mut self.constructs, id.index(), c);
-        self.launches.extend_from_slice(launches);
+        if self.launches_in_kernels {
+            let kept = launches.iter().filter(|l| !l.fits_kernel()).cloned();
+            self.launches.extend(kept);
+        } else {
+            self.launches.extend_from_slice(launches);
+        }
     }
 
     fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
@@ -1119,6 +1215,7 @@ impl Sink for RunSink {
             allocs,
             memsets: in_order(self.memsets),
             launches,
+            launches_in_kernels: self.launches_in_kernels,
             names: info.names,
             modules: info.modules,
             hashes,
@@ -1158,6 +1255,7 @@ impl Run {
             allocs: Vec::new(),
             memsets: Vec::new(),
             launches: Vec::new(),
+            launches_in_kernels: false,
             names: Vec::new(),
             modules: Vec::new(),
             hashes: Vec::new(),
@@ -1228,7 +1326,8 @@ impl Run {
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
 pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
-    let mut run = crate::join::join_trace(trace, symbolizer, RunSink::new());
+    let sink = RunSink::new(&trace.header);
+    let mut run = crate::join::join_trace(trace, symbolizer, sink);
     run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
     run
 }
@@ -1239,7 +1338,8 @@ pub fn build_from_reader<R: std::io::Read>(
     reader: accprof_trace::Reader<R>,
     symbolizer: &mut Symbolizer,
 ) -> Run {
-    let mut run = crate::join::join_reader(reader, symbolizer, RunSink::new());
+    let sink = RunSink::new(reader.header());
+    let mut run = crate::join::join_reader(reader, symbolizer, sink);
     run.executable_binary = run.executable_module().and_then(|m| symbolizer.locate(m));
     run
 }
@@ -1406,6 +1506,61 @@ mod tests {
         assert_eq!(run.kernels_of(c).len(), 2);
         // Host times are no device time.
         assert_eq!((run.totals().kernels, run.totals().kernel_ns), (2, 0));
+    }
+
+    #[test]
+    fn without_cupti_each_launch_is_held_once_and_read_back_as_it_came() {
+        use AccEventKind::*;
+        let launch = |t, gangs, workers, vector_length| match ev(t, EnqueueLaunchStart, 1, 10) {
+            Record::Acc(mut e) => {
+                e.detail = AccDetail::Launch(accprof_trace::LaunchInfo {
+                    kernel_name: None,
+                    num_gangs: gangs,
+                    num_workers: workers,
+                    vector_length,
+                });
+                Record::Acc(e)
+            }
+            r => r,
+        };
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            launch(2, Some(4), None, Some(32)),
+            ev(3, EnqueueLaunchEnd, 1, 10),
+            launch(4, None, Some(1), None),
+            ev(5, EnqueueLaunchEnd, 1, 10),
+            launch(6, Some(1 << 40), Some(0), Some(128)),
+            ev(7, EnqueueLaunchEnd, 1, 10),
+            launch(8, Some(2), Some(8), Some(64)),
+            ev(9, ComputeConstructEnd, 1, 10),
+        ]);
+        let c = ConstructId::at(0);
+        let got: Vec<_> = run
+            .launches_of(c)
+            .map(|l| {
+                let name = l.kernel_name.map(|n| run.name(n).to_string());
+                (
+                    name,
+                    l.gangs(),
+                    l.workers(),
+                    l.vector_length(),
+                    l.start_ns,
+                    l.end_ns(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (None, Some(4), None, Some(32), 2, Some(3)),
+                (None, None, Some(1), None, 4, Some(5)),
+                (None, Some(1 << 40), Some(0), Some(128), 6, Some(7)),
+                (None, Some(2), Some(8), Some(64), 8, None),
+            ]
+        );
+        // Only the launch whose gangs a kernel cannot hold is kept apart.
+        assert_eq!(run.launches.len(), 1);
+        assert_eq!(run.kernels_of(c).len(), 4);
     }
 
     #[test]

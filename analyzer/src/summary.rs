@@ -1111,7 +1111,7 @@ pub fn summarize(run: &Run) -> Summary {
     let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
     // Innermost first, as the join hands them over.
     for (id, c) in run.constructs().rev() {
-        let launches: Vec<LaunchRequest> = run.launches_of(id).cloned().collect();
+        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
         s.construct(id, c.clone(), &launches, &at(id), open.contains(&id));
     }
     s.finish(run.info())

@@ -172,6 +172,7 @@ impl RunBuilder {
                 device: 0,
                 stream: 7,
                 source: KernelSource::Cupti,
+                launch: 0,
             });
         }
         self.t += ns + 1_000;
