@@ -183,6 +183,34 @@ impl std::hash::Hasher for IdHasher {
 /// A hash map keyed by integers, hashed with [`IdHasher`].
 pub(crate) type IdHashMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
+/// The regions of the constructs not yet final, in start order: as many
+/// as are in flight (a few per thread), so a scan from the latest beats
+/// hashing the region of every event.
+#[derive(Default)]
+struct OpenRegions(Vec<(u64, ConstructId)>);
+
+impl OpenRegions {
+    /// The latest-started construct of `region` that is not final.
+    #[inline]
+    fn get(&self, region: &u64) -> Option<&ConstructId> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(r, _)| r == region)
+            .map(|(_, c)| c)
+    }
+
+    fn insert(&mut self, region: u64, id: ConstructId) {
+        self.0.push((region, id));
+    }
+
+    fn remove(&mut self, id: ConstructId) {
+        if let Some(i) = self.0.iter().rposition(|&(_, c)| c == id) {
+            self.0.remove(i);
+        }
+    }
+}
+
 /// A map from ids handed out in sequence (call site ids) to small values:
 /// a vector indexed by id while the ids stay dense, a hash map for the
 /// ones far outside (a damaged or unusual trace costs speed, never
@@ -260,7 +288,6 @@ impl DeviceRecord {
 /// point at.
 struct Live {
     c: Construct,
-    region: u64,
     top: ConstructId,
     top_class: ConstructClass,
     launches: Vec<LaunchRequest>,
@@ -301,7 +328,7 @@ pub(crate) struct Join<S: Sink> {
     next_construct: u32,
     live: IdHashMap<ConstructId, Live>,
     /// Region id -> its construct, while the construct is open.
-    by_region: IdHashMap<u64, ConstructId>,
+    by_region: OpenRegions,
     /// Open constructs per thread, innermost last (few threads: a vector).
     open: Vec<(u32, Vec<ConstructId>)>,
     line_sites: LineSites,
@@ -350,7 +377,7 @@ impl<S: Sink> Join<S> {
             name_of_string: IdHashMap::default(),
             next_construct: 0,
             live: IdHashMap::default(),
-            by_region: IdHashMap::default(),
+            by_region: OpenRegions::default(),
             open: Vec::new(),
             line_sites: LineSites::default(),
             correlation: IdHashMap::default(),
@@ -774,7 +801,6 @@ impl<S: Sink> Join<S> {
             id,
             Live {
                 c,
-                region,
                 top,
                 top_class,
                 launches: Vec::new(),
@@ -797,12 +823,9 @@ impl<S: Sink> Join<S> {
             return;
         }
         l.fin = true;
-        let region = l.region;
         let waiting = std::mem::take(&mut l.waiting);
         let launches = std::mem::take(&mut l.launches);
-        if self.by_region.get(&region) == Some(&id) {
-            self.by_region.remove(&region);
-        }
+        self.by_region.remove(id);
         for (r, seq, construct) in waiting {
             let corr = r.correlation();
             let c = match r {

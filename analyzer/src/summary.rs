@@ -565,6 +565,14 @@ struct Family {
     last_transfers: Vec<(Order, CopyKind, u64, Option<NameId>)>,
 }
 
+fn family_mut(families: &mut [(ConstructId, Family)], top: ConstructId) -> Option<&mut Family> {
+    families
+        .iter_mut()
+        .rev()
+        .find(|(t, _)| *t == top)
+        .map(|(_, f)| f)
+}
+
 /// A construct open when the trace ended.
 struct OpenAtEnd {
     top: ConstructId,
@@ -584,7 +592,8 @@ pub struct SummarySink {
     host_construct_ns: u64,
     constructs: u64,
     cut: u64,
-    families: IdHashMap<ConstructId, Family>,
+    /// The outermost constructs open now (few: one or two a thread).
+    families: Vec<(ConstructId, Family)>,
     open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
 }
 
@@ -602,7 +611,7 @@ impl SummarySink {
             host_construct_ns: 0,
             constructs: 0,
             cut: 0,
-            families: IdHashMap::default(),
+            families: Vec::new(),
             open_at_end: IdHashMap::default(),
         }
     }
@@ -628,7 +637,7 @@ impl Sink for SummarySink {
 
     fn started(&mut self, id: ConstructId, c: &Construct) {
         if c.parent.is_none() {
-            self.families.insert(id, Family::default());
+            self.families.push((id, Family::default()));
         }
     }
 
@@ -640,7 +649,7 @@ impl Sink for SummarySink {
         at: &At,
         open_at_end: bool,
     ) {
-        if let Some(f) = self.families.get_mut(&at.top) {
+        if let Some(f) = family_mut(&mut self.families, at.top) {
             for (i, l) in launches.iter().enumerate() {
                 let key = (l.start_ns, id, i);
                 if f.last_launch.as_ref().map_or(true, |(k, _)| key >= *k) {
@@ -661,7 +670,9 @@ impl Sink for SummarySink {
                 },
             );
         } else if c.parent.is_none() {
-            self.families.remove(&id);
+            if let Some(i) = self.families.iter().position(|(t, _)| *t == id) {
+                self.families.swap_remove(i);
+            }
         }
         if c.cut {
             self.cut += 1;
@@ -709,7 +720,7 @@ impl Sink for SummarySink {
 
     fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
         if k.device_timed() {
-            if let Some(f) = at.and_then(|at| self.families.get_mut(&at.top)) {
+            if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
                 if f.last_kernel.map_or(true, |(o, ..)| order > o) {
                     f.last_kernel = Some((order, k.name, k.grid, k.block));
                 }
@@ -759,7 +770,7 @@ impl Sink for SummarySink {
         if !cp.is_host_device() {
             return;
         }
-        if let Some(f) = at.and_then(|at| self.families.get_mut(&at.top)) {
+        if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
             f.last_transfers
                 .push((order, cp.kind, cp.bytes, cp.variable));
             f.last_transfers.sort_by_key(|x| std::cmp::Reverse(x.0));
@@ -1020,7 +1031,11 @@ impl SummarySink {
                 .collect::<Vec<_>>()
                 .join("x")
         };
-        let family = self.families.get(&top);
+        let family = self
+            .families
+            .iter()
+            .find(|(t, _)| *t == top)
+            .map(|(_, f)| f);
         let kernel = match family.and_then(|f| f.last_kernel) {
             Some((_, n, grid, block)) => Some(format!(
                 "{} grid [{}] block [{}]",
