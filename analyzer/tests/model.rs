@@ -208,3 +208,26 @@ fn cupti_transfers_keep_their_device_stream_and_correlation() {
         "{checked} transfers, {queued} on queues"
     );
 }
+
+/// `accprof report` summarizes while reading, never building the model;
+/// `summarize` replays a built model through the same aggregation. On
+/// every recorded run (the device faults included: the construct in
+/// flight is found both ways) the two agree field for field.
+#[test]
+fn the_streamed_summary_is_the_summary_of_the_model() {
+    let opts = LoadOptions::only_in(Vec::new());
+    let mut in_flight = 0;
+    for path in fixture_paths() {
+        let name = path.display().to_string();
+        let streamed = accprof_analyzer::summarize_run_with(&path, &opts).expect("fixture reads");
+        let run = accprof_analyzer::load_run_with(&path, &opts).expect("fixture loads");
+        let built = accprof_analyzer::summary::summarize(&run);
+        assert_eq!(
+            format!("{streamed:#?}"),
+            format!("{built:#?}"),
+            "{name}: streamed and built summaries differ"
+        );
+        in_flight += built.runs.iter().filter(|r| r.in_flight.is_some()).count();
+    }
+    assert!(in_flight > 0, "no fixture died inside a construct");
+}
