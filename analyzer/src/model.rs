@@ -833,12 +833,48 @@ impl<I: Copy> ByConstruct<I> {
         ByConstruct { ids, owners }
     }
 
-    /// The handles owned by `c`.
+    /// The handles owned by `c`. The search starts where `c` would be if
+    /// the owners were spread evenly and gallops from there: constant
+    /// time on the usual tables (a kernel or two per compute construct),
+    /// logarithmic at worst.
     fn of(&self, c: ConstructId) -> &[I] {
-        let lo = self.owners.partition_point(|&o| o < c);
-        let hi = lo + self.owners[lo..].partition_point(|&o| o <= c);
-        &self.ids[lo..hi]
+        let v = &self.owners;
+        let n = v.len();
+        let Some(last) = v.last() else {
+            return &[];
+        };
+        let span = last.index() as u128 + 1;
+        let guess = ((c.index() as u128 * n as u128) / span).min(n as u128) as usize;
+        let lo = lower_bound(v, c, guess);
+        let len = v[lo..].iter().take_while(|&&o| o == c).count();
+        &self.ids[lo..lo + len]
     }
+}
+
+/// The first position in sorted `v` whose owner is not below `c`,
+/// galloping from `guess`.
+fn lower_bound(v: &[ConstructId], c: ConstructId, guess: usize) -> usize {
+    let n = v.len();
+    let g = guess.min(n);
+    let (mut lo, mut hi, mut step) = (g, g, 1);
+    if g < n && v[g] < c {
+        // The answer lies right of `g`.
+        lo = g + 1;
+        hi = lo;
+        while hi < n && v[hi] < c {
+            lo = hi + 1;
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+    } else {
+        // The answer is `g` or left of it.
+        while lo > 0 && v[lo - 1] >= c {
+            hi = lo - 1;
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+    }
+    lo + v[lo..hi].partition_point(|&o| o < c)
 }
 
 impl Run {
@@ -1668,6 +1704,23 @@ mod tests {
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    }
+
+    #[test]
+    fn the_galloping_search_finds_what_a_binary_search_finds() {
+        // Owners with gaps, runs and a skew, searched from every guess.
+        let owners: Vec<ConstructId> = [0usize, 0, 2, 3, 3, 3, 7, 8, 20, 21, 21, 40]
+            .iter()
+            .map(|&i| ConstructId::at(i))
+            .collect();
+        for c in 0..45 {
+            let c = ConstructId::at(c);
+            let want = owners.partition_point(|&o| o < c);
+            for guess in 0..=owners.len() + 2 {
+                assert_eq!(lower_bound(&owners, c, guess), want, "{c:?} from {guess}");
+            }
+        }
+        assert_eq!(lower_bound(&[], ConstructId::at(3), 0), 0);
     }
 
     /// The model's entries stay compact (a launch-storm trace holds about
