@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod findings;
+pub mod join;
 pub mod load;
 pub mod model;
 pub mod patch;
@@ -18,8 +19,8 @@ pub mod symbolize;
 pub mod testkit;
 pub mod units;
 
-pub use load::{load_run, load_run_with, LoadError, LoadOptions, Progress};
+pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
+    KernelId, Memset, MemsetId, NameId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };

@@ -112,12 +112,11 @@ pub fn open_input(path: &Path) -> Result<Box<dyn std::io::Read + Send>, accprof_
     Ok(Box::new(std::fs::File::open(path)?))
 }
 
-/// [`load_run`] with options. The trace is read as a stream: memory holds
-/// the model, never the whole trace. Its blocks are decoded on worker
-/// threads ([`accprof_trace::ParallelReader`]), a few blocks ahead of the
-/// model. A damaged block costs only itself: reading goes on at the next
-/// intact block, and [`Run::losses`] says what was skipped.
-pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> {
+/// Opens a trace for reading records: blocks decoded on worker threads
+/// ([`accprof_trace::ParallelReader`]), a few blocks ahead of the consumer,
+/// resynchronizing after a damaged block; `opts.progress` hears of every
+/// byte read.
+fn reader(path: &Path, opts: &LoadOptions) -> Result<accprof_trace::ParallelReader, LoadError> {
     let err = |source| LoadError {
         path: path.to_path_buf(),
         source,
@@ -130,12 +129,44 @@ pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> 
             progress: Arc::clone(progress),
         });
     }
-    let reader = accprof_trace::Reader::new(std::io::BufReader::with_capacity(READ_CHUNK, input))
-        .map_err(err)?
-        .with_resync(true)
-        .parallel();
+    Ok(
+        accprof_trace::Reader::new(std::io::BufReader::with_capacity(READ_CHUNK, input))
+            .map_err(err)?
+            .with_resync(true)
+            .parallel(),
+    )
+}
+
+fn symbolizer(opts: &LoadOptions) -> Symbolizer {
     let mut symbolizer = Symbolizer::with_search_dirs(opts.symbol_dirs.clone());
     symbolizer.recorded_paths = opts.recorded_paths;
+    symbolizer
+}
+
+/// Reads one trace file and summarizes it as it reads, without building
+/// its model: memory follows the distinct lines and launch shapes and what
+/// is in flight, not the number of events. The summary is the one
+/// [`crate::summary::summarize`] makes of the model.
+pub fn summarize_run_with(
+    path: &Path,
+    opts: &LoadOptions,
+) -> Result<crate::summary::Summary, LoadError> {
+    let reader = reader(path, opts)?;
+    let mut symbolizer = symbolizer(opts);
+    let mut summary = crate::summary::summarize_reader(reader, &mut symbolizer);
+    if let Some(facts) = summary.runs.first_mut() {
+        facts.notes.append(&mut symbolizer.notes);
+    }
+    Ok(summary)
+}
+
+/// [`load_run`] with options. The trace is read as a stream: memory holds
+/// the model, never the whole trace. A damaged block costs only itself:
+/// reading goes on at the next intact block, and [`Run::losses`] says what
+/// was skipped.
+pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> {
+    let reader = reader(path, opts)?;
+    let mut symbolizer = symbolizer(opts);
     let mut run = model::build_from_reader(reader, &mut symbolizer);
     run.notes.append(&mut symbolizer.notes);
     Ok(run)

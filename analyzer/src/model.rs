@@ -1,36 +1,19 @@
 //! The joined model of one process's run: OpenACC constructs with their
 //! source sites, and the kernels and copies the device did for each.
 //!
-//! Joining rules:
-//! - Constructs come from acc_prof start/end pairs (same region id). A
-//!   construct opened while another is open on the same thread is nested in
-//!   it (GCC opens enter/exit data inside every compute construct for its
-//!   implicit copies); nested constructs take their parent's source site.
-//! - A start whose end never comes (the program toggled the end callback
-//!   off, or died) must not swallow what follows: constructs of one class
-//!   never nest in each other, so a start of the class of an open construct
-//!   on the same thread closes that construct and everything opened inside
-//!   it, all marked `cut`. An end closes whatever is still open inside its
-//!   construct the same way.
-//! - A CUPTI kernel or memcpy belongs to the construct whose region the
-//!   driver call with the same correlation id was made in.
-//! - Without CUPTI, kernels and copies come from acc_prof's enqueue events
-//!   (host times only, marked as such; GCC reports only the small argument
-//!   block as copies).
-//! - A call of an OpenACC API routine (`acc_copyin`, ...) that the
-//!   collector interposed is a construct of class [`ConstructClass::ApiCall`]
-//!   at the application's call site; the copies of its region and the
-//!   constructs the runtime reports inside it are its own.
+//! The model is filled by the join ([`crate::join`]): this module holds
+//! the entities, the run's tables and the views' accessors.
 
 use std::collections::HashMap;
 
 use accprof_trace::{
-    AccDetail, AccEventKind, ApiCall, ApiPhase, BufferHash, CallSiteId, ConstructKind, CopyKind,
-    Device, DropSource, Header, Level, Loss, MemoryKind, ModuleId, Record, RegionId, StringId,
-    Trace,
+    BufferHash, ConstructKind, CopyKind, Device, DropSource, Header, Level, Loss, MemoryKind, Trace,
 };
 
-use crate::symbolize::{SymbolizedSite, Symbolizer};
+use crate::join::{At, Order, RunInfo, Sink};
+use crate::symbolize::Symbolizer;
+
+pub use crate::join::MAX_DEVICE_RECORD_NS;
 
 /// Declares an opaque handle to one entity of a [`Run`]: only the model
 /// makes them, views get them from the run's iterators and look the entity
@@ -39,22 +22,24 @@ use crate::symbolize::{SymbolizedSite, Symbolizer};
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
+        /// (Its position plus one: an `Option` of it takes four bytes.)
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub(crate) u32);
+        pub struct $name(std::num::NonZeroU32);
 
         impl $name {
             /// The handle of the entity at `index` in its table. A run holds
-            /// fewer than 2^32 entities of a kind (each takes tens of bytes).
+            /// fewer than 2^32 - 1 entities of a kind (each takes tens of
+            /// bytes).
             #[inline]
             pub(crate) fn at(index: usize) -> Self {
-                $name(index as u32)
+                $name(std::num::NonZeroU32::MIN.saturating_add(index as u32))
             }
 
             /// The entity's position in its table, for tables kept beside
             /// the model (one slot per entity).
             #[inline]
             pub(crate) fn index(self) -> usize {
-                self.0 as usize
+                self.0.get() as usize - 1
             }
         }
     };
@@ -79,6 +64,14 @@ handle!(
 handle!(
     /// A [`DeviceAlloc`] of a [`Run`] ([`Run::alloc`]).
     AllocId
+);
+handle!(
+    /// A [`Memset`] of a [`Run`] ([`Run::memset`]).
+    MemsetId
+);
+handle!(
+    /// A name of a [`Run`] (kernel, variable): [`Run::name`].
+    NameId
 );
 
 /// A place in the source, as precise as the run allowed.
@@ -108,7 +101,7 @@ impl Site {
 
 /// An OpenACC API routine (its name is [`Run::routine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ApiRoutine(pub(crate) u32);
+pub struct ApiRoutine(pub(crate) u16);
 
 /// What kind of OpenACC construct this was, as the summary groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,9 +119,11 @@ pub enum ConstructClass {
     ApiCall(ApiRoutine),
 }
 
+/// An OpenACC construct: its start and end events as one entry. What a
+/// trace may leave out is packed (read through the methods), so a
+/// construct takes 48 bytes.
 #[derive(Debug, Clone)]
 pub struct Construct {
-    pub region: RegionId,
     pub class: ConstructClass,
     /// The construct as the runtime named it (parallel, kernels, data, ...);
     /// for the exit of a structured `data` or `host_data` region, its
@@ -136,17 +131,19 @@ pub struct Construct {
     pub kind: Option<ConstructKind>,
     pub implicit: bool,
     pub site: SiteId,
+    /// The site views report it at ([`Run::line_site`]).
+    pub(crate) line_site: SiteId,
     pub thread: u32,
     pub start_ns: u64,
-    /// None when the end event never came (the program died inside).
-    pub end_ns: Option<u64>,
+    /// [`Construct::end_ns`]; `u64::MAX` for none.
+    end_ns: u64,
     pub parent: Option<ConstructId>,
-    pub async_queue: Option<i32>,
-    /// `acc_device_t` as the runtime numbered it.
-    pub device_type: Option<u32>,
-    pub device: Option<u32>,
-    /// Launches the runtime reported (acc_prof enqueue_launch).
-    pub launches: Vec<LaunchRequest>,
+    /// [`Construct::async_queue`]; `i32::MIN` for none.
+    async_queue: i32,
+    /// [`Construct::device`]; `u32::MAX` for none.
+    device: u32,
+    /// [`Construct::device_type`]; `u8::MAX` for none.
+    device_type: u8,
     /// No end event came: a later start closed it (callbacks toggled off
     /// with `acc_prof_unregister(..., acc_toggle)`), or it was still open
     /// when the trace ended (the program died inside it). `end_ns` is None.
@@ -154,20 +151,211 @@ pub struct Construct {
 }
 
 impl Construct {
+    /// A construct started at `start_ns`, not ended, on no known device
+    /// or queue.
+    pub(crate) fn new(
+        class: ConstructClass,
+        kind: Option<ConstructKind>,
+        site: SiteId,
+        thread: u32,
+        start_ns: u64,
+        parent: Option<ConstructId>,
+    ) -> Construct {
+        Construct {
+            class,
+            kind,
+            implicit: false,
+            site,
+            line_site: site,
+            thread,
+            start_ns,
+            end_ns: u64::MAX,
+            parent,
+            async_queue: i32::MIN,
+            device: u32::MAX,
+            device_type: u8::MAX,
+            cut: false,
+        }
+    }
+
     pub fn host_ns(&self) -> Option<u64> {
-        self.end_ns.map(|e| e.saturating_sub(self.start_ns))
+        self.end_ns().map(|e| e.saturating_sub(self.start_ns))
+    }
+
+    /// None when the end event never came (the program died inside).
+    pub fn end_ns(&self) -> Option<u64> {
+        (self.end_ns != u64::MAX).then_some(self.end_ns)
+    }
+
+    pub fn async_queue(&self) -> Option<i32> {
+        (self.async_queue != i32::MIN).then_some(self.async_queue)
+    }
+
+    /// `acc_device_t` as the runtime numbered it (values past 254, which
+    /// no runtime uses, read as 254).
+    pub fn device_type(&self) -> Option<u32> {
+        (self.device_type != u8::MAX).then_some(u32::from(self.device_type))
+    }
+
+    pub fn device(&self) -> Option<u32> {
+        (self.device != u32::MAX).then_some(self.device)
+    }
+
+    pub(crate) fn set_end_ns(&mut self, t: Option<u64>) {
+        self.end_ns = t.unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn set_async_queue(&mut self, q: Option<i32>) {
+        self.async_queue = q.unwrap_or(i32::MIN);
+    }
+
+    pub(crate) fn set_device(&mut self, device_type: Option<u32>, device: Option<u32>) {
+        self.device_type = device_type.map_or(u8::MAX, |t| t.min(254) as u8);
+        self.device = device.unwrap_or(u32::MAX);
     }
 }
 
-/// One enqueue_launch as the runtime reported it.
+/// One enqueue_launch as the runtime reported it ([`Run::launches_of`]).
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
-    pub kernel_name: Option<String>,
-    pub gangs: Option<u64>,
-    pub workers: Option<u64>,
-    pub vector_length: Option<u64>,
+    pub construct: ConstructId,
+    pub kernel_name: Option<NameId>,
+    /// [`LaunchRequest::gangs`], [`LaunchRequest::workers`],
+    /// [`LaunchRequest::vector_length`], [`LaunchRequest::end_ns`];
+    /// `u64::MAX` for none.
+    dims: [u64; 3],
     pub start_ns: u64,
-    pub end_ns: Option<u64>,
+    end_ns: u64,
+}
+
+/// `u64::MAX` stands for none in packed fields.
+fn unpack(v: u64) -> Option<u64> {
+    (v != u64::MAX).then_some(v)
+}
+
+impl LaunchRequest {
+    pub(crate) fn new(
+        construct: ConstructId,
+        kernel_name: Option<NameId>,
+        gangs: Option<u64>,
+        workers: Option<u64>,
+        vector_length: Option<u64>,
+        start_ns: u64,
+    ) -> LaunchRequest {
+        let pack = |v: Option<u64>| v.unwrap_or(u64::MAX);
+        LaunchRequest {
+            construct,
+            kernel_name,
+            dims: [pack(gangs), pack(workers), pack(vector_length)],
+            start_ns,
+            end_ns: u64::MAX,
+        }
+    }
+
+    pub fn gangs(&self) -> Option<u64> {
+        unpack(self.dims[0])
+    }
+
+    pub fn workers(&self) -> Option<u64> {
+        unpack(self.dims[1])
+    }
+
+    pub fn vector_length(&self) -> Option<u64> {
+        unpack(self.dims[2])
+    }
+
+    /// None while (or when) its end event did not come.
+    pub fn end_ns(&self) -> Option<u64> {
+        unpack(self.end_ns)
+    }
+
+    pub(crate) fn set_end_ns(&mut self, t: u64) {
+        self.end_ns = t;
+    }
+
+    /// The kernel a launch event tells of, for a run without CUPTI: host
+    /// times of the enqueue, gangs as the grid, vector length and workers
+    /// as the block (`unnamed` when the runtime gave no name).
+    pub(crate) fn kernel(&self, c: &Construct, unnamed: NameId) -> Kernel {
+        let workers = self.workers().filter(|&w| w > 1).unwrap_or(1);
+        let none = |v: Option<u64>, bit: u8| if v.is_none() { bit } else { 0 };
+        let mut launch = none(self.kernel_name.map(|_| 0), launch_bits::NO_NAME)
+            | none(self.gangs(), launch_bits::NO_GANGS)
+            | none(self.vector_length(), launch_bits::NO_VECTOR)
+            | none(self.end_ns(), launch_bits::NO_END)
+            | match self.workers() {
+                None => 0,
+                Some(0) => 1 << launch_bits::WORKERS_SHIFT,
+                Some(1) => 2 << launch_bits::WORKERS_SHIFT,
+                Some(_) => 3 << launch_bits::WORKERS_SHIFT,
+            };
+        if !self.fits_kernel() {
+            launch |= launch_bits::KEPT;
+        }
+        Kernel {
+            launch,
+            construct: Some(self.construct),
+            name: self.kernel_name.unwrap_or(unnamed),
+            grid: [self.gangs().unwrap_or(0) as u32, 1, 1],
+            block: [self.vector_length().unwrap_or(0) as u32, workers as u32, 1],
+            registers: 0,
+            shared_bytes: 0,
+            local_bytes_per_thread: 0,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns().unwrap_or(self.start_ns),
+            device: c.device().unwrap_or(0),
+            stream: 0,
+            source: KernelSource::AccProf,
+        }
+    }
+
+    /// Whether the kernel made of this launch can tell it back: no
+    /// number past 32 bits (else the run keeps the launch itself).
+    pub(crate) fn fits_kernel(&self) -> bool {
+        let fits = |v: Option<u64>| v.map_or(true, |v| v <= u64::from(u32::MAX));
+        fits(self.gangs()) && fits(self.workers()) && fits(self.vector_length())
+    }
+
+    /// Whether the launch a kernel was made of is kept in the run's table.
+    pub(crate) fn kept(k: &Kernel) -> bool {
+        k.launch & launch_bits::KEPT != 0
+    }
+
+    /// The launch event a kernel was made of (see [`LaunchRequest::kernel`]).
+    fn of_kernel(k: &Kernel, construct: ConstructId) -> LaunchRequest {
+        let b = k.launch;
+        let has = |bit: u8| b & bit == 0;
+        let mut l = LaunchRequest::new(
+            construct,
+            has(launch_bits::NO_NAME).then_some(k.name),
+            has(launch_bits::NO_GANGS).then_some(u64::from(k.grid[0])),
+            match (b >> launch_bits::WORKERS_SHIFT) & 3 {
+                0 => None,
+                1 => Some(0),
+                2 => Some(1),
+                _ => Some(u64::from(k.block[1])),
+            },
+            has(launch_bits::NO_VECTOR).then_some(u64::from(k.block[0])),
+            k.start_ns,
+        );
+        if has(launch_bits::NO_END) {
+            l.set_end_ns(k.end_ns);
+        }
+        l
+    }
+}
+
+/// What a kernel made of a launch event keeps of the event's own numbers
+/// ([`Kernel::launch`]), so a run without CUPTI holds each launch once.
+mod launch_bits {
+    pub const NO_NAME: u8 = 1;
+    pub const NO_GANGS: u8 = 2;
+    pub const NO_VECTOR: u8 = 4;
+    /// Workers: 0 none, 1 zero, 2 one, 3 the block's second dimension.
+    pub const WORKERS_SHIFT: u8 = 3;
+    pub const NO_END: u8 = 32;
+    /// The launch is kept in the run's table (its numbers did not fit).
+    pub const KEPT: u8 = 64;
 }
 
 /// Where a kernel's numbers come from.
@@ -186,7 +374,8 @@ pub enum KernelSource {
 #[derive(Debug, Clone)]
 pub struct Kernel {
     pub construct: Option<ConstructId>,
-    pub name: String,
+    /// [`Run::name`] reads it.
+    pub name: NameId,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub registers: u32,
@@ -197,6 +386,9 @@ pub struct Kernel {
     pub device: u32,
     pub stream: u32,
     pub source: KernelSource,
+    /// For a kernel made of a launch event (no CUPTI), what the event
+    /// said that the kernel's numbers do not (`launch_bits`); 0 otherwise.
+    pub(crate) launch: u8,
 }
 
 impl Kernel {
@@ -221,7 +413,8 @@ pub enum TransferSource {
     AccProf,
 }
 
-/// One host<->device transfer.
+/// One host<->device transfer. What a trace may leave out is packed (read
+/// through the methods).
 #[derive(Debug, Clone)]
 pub struct Transfer {
     pub construct: Option<ConstructId>,
@@ -232,13 +425,88 @@ pub struct Transfer {
     pub src: MemoryKind,
     pub dst: MemoryKind,
     pub source: TransferSource,
-    pub variable: Option<String>,
-    pub host_ptr: Option<u64>,
-    /// Content hash of the host buffer, when one was taken.
-    pub hash: Option<u64>,
+    /// [`Run::name`] reads it.
+    pub variable: Option<NameId>,
+    /// [`Transfer::host_ptr`]; `u64::MAX` for none.
+    host_ptr: u64,
+    /// [`Transfer::hash`], when `hashed`.
+    hash: u64,
+    hashed: bool,
+    /// [`Transfer::device`], [`Transfer::stream`],
+    /// [`Transfer::correlation`]; `u32::MAX` for none.
+    device: u32,
+    stream: u32,
+    correlation: u32,
 }
 
 impl Transfer {
+    /// A transfer with no host pointer, hash, device or stream known.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        construct: Option<ConstructId>,
+        kind: CopyKind,
+        bytes: u64,
+        start_ns: u64,
+        end_ns: u64,
+        src: MemoryKind,
+        dst: MemoryKind,
+        source: TransferSource,
+    ) -> Transfer {
+        Transfer {
+            construct,
+            kind,
+            bytes,
+            start_ns,
+            end_ns,
+            src,
+            dst,
+            source,
+            variable: None,
+            host_ptr: u64::MAX,
+            hash: 0,
+            hashed: false,
+            device: u32::MAX,
+            stream: u32::MAX,
+            correlation: u32::MAX,
+        }
+    }
+
+    pub fn host_ptr(&self) -> Option<u64> {
+        (self.host_ptr != u64::MAX).then_some(self.host_ptr)
+    }
+
+    /// Content hash of the host buffer, when one was taken.
+    pub fn hash(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
+    }
+
+    /// Device, stream and correlation id of a CUPTI memcpy (None for the
+    /// runtime's transfer events).
+    pub fn device(&self) -> Option<u32> {
+        (self.device != u32::MAX).then_some(self.device)
+    }
+
+    pub fn stream(&self) -> Option<u32> {
+        (self.stream != u32::MAX).then_some(self.stream)
+    }
+
+    pub fn correlation(&self) -> Option<u32> {
+        (self.correlation != u32::MAX).then_some(self.correlation)
+    }
+
+    pub(crate) fn set_host_ptr(&mut self, p: Option<u64>) {
+        self.host_ptr = p.unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn set_hash(&mut self, h: Option<u64>) {
+        self.hash = h.unwrap_or(0);
+        self.hashed = h.is_some();
+    }
+
+    pub(crate) fn set_device(&mut self, device: u32, stream: u32, correlation: u32) {
+        (self.device, self.stream, self.correlation) = (device, stream, correlation);
+    }
+
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
@@ -256,11 +524,65 @@ impl Transfer {
 pub struct DeviceAlloc {
     pub construct: Option<ConstructId>,
     pub bytes: u64,
-    pub device_ptr: Option<u64>,
-    pub variable: Option<String>,
+    /// [`DeviceAlloc::device_ptr`]; `u64::MAX` for none.
+    device_ptr: u64,
+    /// [`Run::name`] reads it.
+    pub variable: Option<NameId>,
     pub alloc_ns: u64,
+    /// [`DeviceAlloc::free_ns`]; `u64::MAX` for none.
+    free_ns: u64,
+}
+
+impl DeviceAlloc {
+    pub(crate) fn new(
+        construct: Option<ConstructId>,
+        bytes: u64,
+        device_ptr: Option<u64>,
+        variable: Option<NameId>,
+        alloc_ns: u64,
+    ) -> DeviceAlloc {
+        DeviceAlloc {
+            construct,
+            bytes,
+            device_ptr: device_ptr.unwrap_or(u64::MAX),
+            variable,
+            alloc_ns,
+            free_ns: u64::MAX,
+        }
+    }
+
+    pub fn device_ptr(&self) -> Option<u64> {
+        (self.device_ptr != u64::MAX).then_some(self.device_ptr)
+    }
+
     /// None when no free with the same device pointer came.
-    pub free_ns: Option<u64>,
+    pub fn free_ns(&self) -> Option<u64> {
+        (self.free_ns != u64::MAX).then_some(self.free_ns)
+    }
+
+    pub(crate) fn set_free_ns(&mut self, t: Option<u64>) {
+        self.free_ns = t.unwrap_or(u64::MAX);
+    }
+}
+
+/// A memset CUPTI recorded.
+#[derive(Debug, Clone)]
+pub struct Memset {
+    pub construct: Option<ConstructId>,
+    pub bytes: u64,
+    pub value: u32,
+    pub memory: MemoryKind,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+impl Memset {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
 }
 
 /// One process's run, joined.
@@ -282,6 +604,15 @@ pub struct Run {
     pub(crate) transfers: Vec<Transfer>,
     /// Device allocations, in allocation order.
     pub(crate) allocs: Vec<DeviceAlloc>,
+    /// In start order.
+    pub(crate) memsets: Vec<Memset>,
+    /// The runtime's launch events, by construct: all of them when CUPTI
+    /// recorded; without CUPTI (`launches_in_kernels`) each kernel is its
+    /// launch, and only those whose numbers a kernel cannot hold are here.
+    pub(crate) launches: Vec<LaunchRequest>,
+    pub(crate) launches_in_kernels: bool,
+    /// Kernel and variable names, indexed by [`NameId`].
+    pub(crate) names: Vec<String>,
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
@@ -310,9 +641,10 @@ pub struct Run {
     /// Names of the executable's data objects (globals, statics) at the host
     /// addresses the transfers moved, from its symbol table: what the
     /// findings call a buffer the runtime did not name.
-    pub data_names: HashMap<u64, String>,
-    /// Each construct's own kernels, transfers and allocations (the other
-    /// way round from their `construct` fields), made by [`Run::derive`].
+    pub data_names: std::collections::BTreeMap<u64, String>,
+    /// Each construct's own kernels, transfers, allocations, memsets and
+    /// launches (the other way round from their `construct` fields), made
+    /// by [`Run::derive`].
     pub(crate) related: Related,
     /// Summed once the tables are complete ([`Run::totals`]).
     pub(crate) totals: Totals,
@@ -336,20 +668,27 @@ pub struct Totals {
 }
 
 impl Totals {
+    #[cfg(any(test, feature = "testkit"))]
     fn of(kernels: &[Kernel], transfers: &[Transfer]) -> Totals {
         let mut t = Totals::default();
-        for k in kernels {
-            if k.device_timed() {
-                t.kernel_ns = t.kernel_ns.saturating_add(k.device_ns());
-            }
-            t.kernels += 1;
-        }
-        for x in transfers.iter().filter(|x| x.is_host_device()) {
-            t.transfer_ns = t.transfer_ns.saturating_add(x.duration_ns());
-            t.transfers += 1;
-            t.transfer_bytes = t.transfer_bytes.saturating_add(x.bytes);
-        }
+        kernels.iter().for_each(|k| t.add_kernel(k));
+        transfers.iter().for_each(|x| t.add_transfer(x));
         t
+    }
+
+    pub(crate) fn add_kernel(&mut self, k: &Kernel) {
+        if k.device_timed() {
+            self.kernel_ns = self.kernel_ns.saturating_add(k.device_ns());
+        }
+        self.kernels += 1;
+    }
+
+    pub(crate) fn add_transfer(&mut self, x: &Transfer) {
+        if x.is_host_device() {
+            self.transfer_ns = self.transfer_ns.saturating_add(x.duration_ns());
+            self.transfers += 1;
+            self.transfer_bytes = self.transfer_bytes.saturating_add(x.bytes);
+        }
     }
 }
 
@@ -358,87 +697,188 @@ pub const ACC_DEVICE_HOST: u32 = 2;
 
 /// Where the constructs ran and which runtime ran them.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Placement {
+pub struct Placement {
     /// Some construct ran on the host (OpenACC host fallback).
     some_on_host: bool,
     /// There were constructs and every one ran on the host.
     all_on_host: bool,
     /// The OpenACC runtime is GCC's libgomp.
     libgomp: bool,
+    /// Constructs were seen.
+    any: bool,
 }
 
 impl Placement {
-    fn of(header: &Header, constructs: &[Construct]) -> Placement {
-        let on_host = |c: &Construct| c.device_type == Some(ACC_DEVICE_HOST);
+    pub(crate) fn new(header: &Header) -> Placement {
         Placement {
-            some_on_host: constructs.iter().any(on_host),
-            all_on_host: !constructs.is_empty() && constructs.iter().all(on_host),
             libgomp: header.runtime.contains("libgomp"),
+            ..Placement::default()
+        }
+    }
+
+    pub(crate) fn add(&mut self, c: &Construct) {
+        let on_host = c.device_type() == Some(ACC_DEVICE_HOST);
+        self.some_on_host |= on_host;
+        self.all_on_host = on_host && (self.all_on_host || !self.any);
+        self.any = true;
+    }
+
+    /// Some construct ran on the host.
+    pub(crate) fn some_on_host(&self) -> bool {
+        self.some_on_host
+    }
+
+    /// The OpenACC runtime is GCC's libgomp.
+    pub(crate) fn libgomp(&self) -> bool {
+        self.libgomp
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    fn of(header: &Header, constructs: &[Construct]) -> Placement {
+        let mut p = Placement::new(header);
+        constructs.iter().for_each(|c| p.add(c));
+        p
+    }
+}
+
+/// Each construct's [`Run::line_site`], decided in start order: a
+/// nested construct (the implicit data part of a compute construct, what
+/// the runtime does inside an API routine) at its top-level construct's
+/// site; the exit of a structured `data` or `host_data` region at the
+/// site of its entry, with its entry's kind (GCC reports the region's end
+/// from the last or first line of its body, PGI at the pragma: the pragma
+/// line is the one users look for; libgomp names a `host_data` region's
+/// exit `data`); any other construct at its own site. Per thread, an exit
+/// closes the innermost open region.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LineSites {
+    /// Open structured regions per thread (line site and kind), innermost
+    /// last.
+    open: HashMap<u32, Vec<(SiteId, Option<ConstructKind>)>>,
+}
+
+impl LineSites {
+    /// The line site and kind of construct `c`, started now; `top_line`
+    /// is its top-level construct's line site when it is nested.
+    pub(crate) fn assign(
+        &mut self,
+        c: &Construct,
+        top_line: Option<SiteId>,
+    ) -> (SiteId, Option<ConstructKind>) {
+        if c.parent.is_some() {
+            return (top_line.unwrap_or(c.site), c.kind);
+        }
+        if !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData)) {
+            return (c.site, c.kind);
+        }
+        match c.class {
+            ConstructClass::EnterData => {
+                self.open
+                    .entry(c.thread)
+                    .or_default()
+                    .push((c.site, c.kind));
+                (c.site, c.kind)
+            }
+            ConstructClass::ExitData => match self.open.get_mut(&c.thread).and_then(|s| s.pop()) {
+                Some(entry) => entry,
+                None => (c.site, c.kind),
+            },
+            _ => (c.site, c.kind),
         }
     }
 }
 
-/// The kernels, transfers and allocations of every construct.
+/// The kernels, transfers, allocations, memsets and launches of every
+/// construct.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Related {
-    /// The site each construct is reported at ([`Run::line_site`]).
-    line_sites: Vec<SiteId>,
     kernels: ByConstruct<KernelId>,
     transfers: ByConstruct<TransferId>,
     allocs: ByConstruct<AllocId>,
+    memsets: ByConstruct<MemsetId>,
+    launches: ByConstruct<u32>,
 }
 
-/// Entities of one kind grouped by the construct they belong to: the
-/// handles of construct `c`'s are `ids[starts[c]..starts[c + 1]]`, in the
-/// run's order.
+/// Entities of one kind grouped by the construct they belong to: their
+/// handles ordered by construct, then as the run orders them, beside
+/// their owners; a construct's are found by binary search on the owners
+/// (eight bytes an entity, nothing per construct).
 #[derive(Debug, Clone)]
 struct ByConstruct<I> {
-    starts: Vec<usize>,
     ids: Vec<I>,
+    owners: Vec<ConstructId>,
 }
 
 impl<I> Default for ByConstruct<I> {
     fn default() -> Self {
         ByConstruct {
-            starts: Vec::new(),
             ids: Vec::new(),
+            owners: Vec::new(),
         }
     }
 }
 
 impl<I: Copy> ByConstruct<I> {
-    fn new<'a, T: 'a>(
-        constructs: usize,
-        entities: Entities<'a, I, T>,
+    fn new<T>(
+        entities: &[T],
+        id: fn(usize) -> I,
         owner: impl Fn(&T) -> Option<ConstructId>,
     ) -> Self {
-        let mut owned: Vec<(usize, I)> = entities
-            .filter_map(|(id, x)| owner(x).map(|c| (c.index(), id)))
-            .filter(|&(c, _)| c < constructs)
+        let mut owned: Vec<(ConstructId, u32)> = entities
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| owner(x).map(|c| (c, i as u32)))
             .collect();
-        // Stable: each construct's entities stay in the run's order.
-        owned.sort_by_key(|&(c, _)| c);
-        let mut starts = Vec::with_capacity(constructs + 1);
-        let mut at = 0;
-        for c in 0..constructs {
-            starts.push(at);
-            while owned.get(at).is_some_and(|&(o, _)| o == c) {
-                at += 1;
-            }
+        if !owned.windows(2).all(|w| w[0] <= w[1]) {
+            owned.sort_unstable();
         }
-        starts.push(at);
-        ByConstruct {
-            starts,
-            ids: owned.into_iter().map(|(_, id)| id).collect(),
-        }
+        let ids: Vec<I> = owned.iter().map(|&(_, i)| id(i as usize)).collect();
+        let owners: Vec<ConstructId> = owned.into_iter().map(|(c, _)| c).collect();
+        ByConstruct { ids, owners }
     }
 
+    /// The handles owned by `c`. The search starts where `c` would be if
+    /// the owners were spread evenly and gallops from there: constant
+    /// time on the usual tables (a kernel or two per compute construct),
+    /// logarithmic at worst.
     fn of(&self, c: ConstructId) -> &[I] {
-        match (self.starts.get(c.index()), self.starts.get(c.index() + 1)) {
-            (Some(&a), Some(&b)) => &self.ids[a..b],
-            _ => &[],
+        let v = &self.owners;
+        let n = v.len();
+        let Some(last) = v.last() else {
+            return &[];
+        };
+        let span = last.index() as u128 + 1;
+        let guess = ((c.index() as u128 * n as u128) / span).min(n as u128) as usize;
+        let lo = lower_bound(v, c, guess);
+        let len = v[lo..].iter().take_while(|&&o| o == c).count();
+        &self.ids[lo..lo + len]
+    }
+}
+
+/// The first position in sorted `v` whose owner is not below `c`,
+/// galloping from `guess`.
+fn lower_bound(v: &[ConstructId], c: ConstructId, guess: usize) -> usize {
+    let n = v.len();
+    let g = guess.min(n);
+    let (mut lo, mut hi, mut step) = (g, g, 1);
+    if g < n && v[g] < c {
+        // The answer lies right of `g`.
+        lo = g + 1;
+        hi = lo;
+        while hi < n && v[hi] < c {
+            lo = hi + 1;
+            hi = (hi + step).min(n);
+            step *= 2;
+        }
+    } else {
+        // The answer is `g` or left of it.
+        while lo > 0 && v[lo - 1] >= c {
+            hi = lo - 1;
+            lo = lo.saturating_sub(step);
+            step *= 2;
         }
     }
+    lo + v[lo..hi].partition_point(|&o| o < c)
 }
 
 impl Run {
@@ -468,6 +908,15 @@ impl Run {
 
     pub fn alloc(&self, id: AllocId) -> &DeviceAlloc {
         &self.allocs[id.index()]
+    }
+
+    pub fn memset(&self, id: MemsetId) -> &Memset {
+        &self.memsets[id.index()]
+    }
+
+    /// The memsets with their handles, in start order.
+    pub fn memsets(&self) -> Entities<'_, MemsetId, Memset> {
+        Entities::of(&self.memsets, MemsetId::at)
     }
 
     /// The source sites with their handles.
@@ -511,6 +960,44 @@ impl Run {
         self.related.allocs.of(c)
     }
 
+    /// The memsets of construct `c` itself, in start order.
+    pub fn memsets_of(&self, c: ConstructId) -> &[MemsetId] {
+        self.related.memsets.of(c)
+    }
+
+    /// The launch events the runtime reported for construct `c`, in the
+    /// order they came.
+    pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = LaunchRequest> + '_ {
+        let mut kept = self
+            .related
+            .launches
+            .of(c)
+            .iter()
+            .map(move |&l| self.launches[l as usize].clone());
+        let kernels: &[KernelId] = if self.launches_in_kernels {
+            self.kernels_of(c)
+        } else {
+            &[]
+        };
+        let mut from_kernels = kernels.iter().map(|&k| self.kernel(k));
+        std::iter::from_fn(move || {
+            if !self.launches_in_kernels {
+                return kept.next();
+            }
+            let k = from_kernels.next()?;
+            if LaunchRequest::kept(k) {
+                kept.next()
+            } else {
+                Some(LaunchRequest::of_kernel(k, c))
+            }
+        })
+    }
+
+    /// A kernel or variable name.
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id.index()).map_or("?", String::as_str)
+    }
+
     /// The source site every view reports construct `c` at: a nested
     /// construct (the implicit data part of a compute construct, what the
     /// runtime does inside an API routine) at its top-level construct's
@@ -519,72 +1006,42 @@ impl Run {
     /// first line of its body, PGI at the pragma: the pragma line is the
     /// one users look for); any other construct at its own site.
     pub fn line_site(&self, c: ConstructId) -> SiteId {
-        self.related
-            .line_sites
-            .get(c.index())
-            .copied()
-            .unwrap_or_else(|| self.construct(c).site)
-    }
-
-    /// The exits of structured `data` and `host_data` regions with their
-    /// entries: per thread, an exit closes the innermost open region.
-    fn structured_exits(&self) -> Vec<(ConstructId, ConstructId)> {
-        let mut pairs = Vec::new();
-        // Open regions per thread, innermost last.
-        let mut open: HashMap<u32, Vec<ConstructId>> = HashMap::new();
-        for (id, c) in self.constructs() {
-            if c.parent.is_some()
-                || !matches!(c.kind, Some(ConstructKind::Data | ConstructKind::HostData))
-            {
-                continue;
-            }
-            let stack = open.entry(c.thread).or_default();
-            match c.class {
-                ConstructClass::EnterData => stack.push(id),
-                ConstructClass::ExitData => {
-                    if let Some(entry) = stack.pop() {
-                        pairs.push((id, entry));
-                    }
-                }
-                _ => {}
-            }
-        }
-        pairs
-    }
-
-    /// Each construct's [`Run::line_site`], in construct order, given the
-    /// structured regions' exits and entries.
-    fn line_sites(&self, exits: &[(ConstructId, ConstructId)]) -> Vec<SiteId> {
-        let mut sites: Vec<SiteId> = self.constructs.iter().map(|c| c.site).collect();
-        for &(exit, entry) in exits {
-            sites[exit.index()] = sites[entry.index()];
-        }
-        for (id, c) in self.constructs() {
-            if c.parent.is_some() {
-                sites[id.index()] = sites[self.top_level(id).index()];
-            }
-        }
-        sites
+        self.construct(c).line_site
     }
 
     /// Derives, once the tables are complete, what the views read instead
-    /// of working it out each: the kernels, transfers and allocations of
-    /// each construct, each structured region's exit's kind and each
-    /// construct's reporting site, the totals, and where the constructs ran.
+    /// of working it out each: each construct's reporting site and each
+    /// structured region's exit's kind (for a run made by hand, in the
+    /// join's order), the kernels, transfers, allocations, memsets and
+    /// launches of each construct, the totals, and where the constructs
+    /// ran.
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn derive(&mut self) {
-        let exits = self.structured_exits();
-        for &(exit, entry) in &exits {
-            self.constructs[exit.index()].kind = self.constructs[entry.index()].kind;
+        let mut line_sites = LineSites::default();
+        for i in 0..self.constructs.len() {
+            let c = &self.constructs[i];
+            let top_line = c
+                .parent
+                .map(|_| self.line_site(self.top_level(ConstructId::at(i))));
+            let (line, kind) = line_sites.assign(c, top_line);
+            let c = &mut self.constructs[i];
+            c.line_site = line;
+            c.kind = kind;
         }
-        let n = self.constructs.len();
-        self.related = Related {
-            line_sites: self.line_sites(&exits),
-            kernels: ByConstruct::new(n, self.kernels(), |k| k.construct),
-            transfers: ByConstruct::new(n, self.transfers(), |t| t.construct),
-            allocs: ByConstruct::new(n, self.allocs(), |a| a.construct),
-        };
+        self.derive_indices();
         self.totals = Totals::of(&self.kernels, &self.transfers);
         self.placement = Placement::of(&self.header, &self.constructs);
+    }
+
+    /// The construct -> entity indices.
+    fn derive_indices(&mut self) {
+        self.related = Related {
+            kernels: ByConstruct::new(&self.kernels, KernelId::at, |k| k.construct),
+            transfers: ByConstruct::new(&self.transfers, TransferId::at, |t| t.construct),
+            allocs: ByConstruct::new(&self.allocs, AllocId::at, |a| a.construct),
+            memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
+            launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
+        };
     }
 
     /// The outermost construct containing `id` (itself when top-level).
@@ -678,62 +1135,241 @@ impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
 
 impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
-/// The kernels the runtime's launch events tell of (for a run without
-/// CUPTI), in the order of their constructs.
-pub(crate) fn launched_kernels(constructs: &[Construct]) -> impl Iterator<Item = Kernel> + '_ {
-    constructs.iter().enumerate().flat_map(|(id, c)| {
-        c.launches.iter().map(move |l| {
-            let workers = l.workers.filter(|&w| w > 1).unwrap_or(1);
-            Kernel {
-                construct: Some(ConstructId::at(id)),
-                name: l.kernel_name.clone().unwrap_or_else(|| "?".into()),
-                grid: [l.gangs.unwrap_or(0) as u32, 1, 1],
-                block: [l.vector_length.unwrap_or(0) as u32, workers as u32, 1],
-                registers: 0,
-                shared_bytes: 0,
-                local_bytes_per_thread: 0,
-                start_ns: l.start_ns,
-                end_ns: l.end_ns.unwrap_or(l.start_ns),
-                device: c.device.unwrap_or(0),
-                stream: 0,
-                source: KernelSource::AccProf,
+/// The sink that keeps everything: the full [`Run`].
+pub(crate) struct RunSink {
+    /// The kernels are the launches (no CUPTI): keep only the launches
+    /// they cannot tell back.
+    launches_in_kernels: bool,
+    constructs: Vec<Construct>,
+    launches: Vec<LaunchRequest>,
+    kernels: Vec<(Order, Kernel)>,
+    transfers: Vec<(Order, Transfer)>,
+    memsets: Vec<(Order, Memset)>,
+    allocs: Vec<DeviceAlloc>,
+    hashes: Vec<BufferHash>,
+}
+
+impl RunSink {
+    pub(crate) fn new(header: &Header) -> Self {
+        RunSink {
+            launches_in_kernels: !header.sources.cupti.is_active(),
+            constructs: Vec::new(),
+            launches: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            memsets: Vec::new(),
+            allocs: Vec::new(),
+            hashes: Vec::new(),
+        }
+    }
+}
+
+/// Puts `x` at `index`, growing the table with `x` as needed (the join
+/// hands every index below the last over once).
+fn place<T: Clone>(table: &mut Vec<T>, index: usize, x: T) {
+    if table.len() <= index {
+        table.resize(index + 1, x);
+    } else {
+        table[index] = x;
+    }
+}
+
+/// The entities in the run's order, their keys dropped, the table no
+/// larger than it holds.
+fn in_order<T>(mut v: Vec<(Order, T)>) -> Vec<T> {
+    if !v.windows(2).all(|w| w[0].0 <= w[1].0) {
+        v.sort_by_key(|(o, _)| *o);
+    }
+    let mut out: Vec<T> = v.into_iter().map(|(_, x)| x).collect();
+    out.shrink_to_fit();
+    out
+}
+
+impl Sink for RunSink {
+    type Output = Run;
+
+    fn construct(
+        &mut self,
+        id: ConstructId,
+        c: Construct,
+        launches: &[LaunchRequest],
+        _at: &At,
+        _open_at_end: bool,
+    ) {
+        place(&mut self.constructs, id.index(), c);
+        if self.launches_in_kernels {
+            let kept = launches.iter().filter(|l| !l.fits_kernel()).cloned();
+            self.launches.extend(kept);
+        } else {
+            self.launches.extend_from_slice(launches);
+        }
+    }
+
+    fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
+        self.kernels.push((order, k));
+    }
+
+    fn transfer(&mut self, t: Transfer, order: Order, _at: Option<&At>) {
+        self.transfers.push((order, t));
+    }
+
+    fn memset(&mut self, m: Memset, order: Order, _at: Option<&At>) {
+        self.memsets.push((order, m));
+    }
+
+    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
+        place(&mut self.allocs, id.index(), a);
+    }
+
+    fn hash(&mut self, h: &BufferHash) {
+        self.hashes.push(*h);
+    }
+
+    fn finish(self, info: RunInfo) -> Run {
+        // Every construct and allocation the join started came back.
+        let mut constructs = self.constructs;
+        constructs.truncate(info.constructs as usize);
+        constructs.shrink_to_fit();
+        let mut allocs = self.allocs;
+        allocs.truncate(info.allocs as usize);
+        allocs.shrink_to_fit();
+        let mut launches = self.launches;
+        if !launches
+            .windows(2)
+            .all(|w| w[0].construct <= w[1].construct)
+        {
+            launches.sort_by_key(|l| l.construct);
+        }
+        launches.shrink_to_fit();
+        let mut hashes = self.hashes;
+        hashes.shrink_to_fit();
+        let mut run = Run {
+            header: info.header,
+            version: info.version,
+            losses: info.losses,
+            devices: info.devices,
+            sites: info.sites,
+            constructs,
+            kernels: in_order(self.kernels),
+            transfers: in_order(self.transfers),
+            allocs,
+            memsets: in_order(self.memsets),
+            launches,
+            launches_in_kernels: self.launches_in_kernels,
+            names: info.names,
+            modules: info.modules,
+            hashes,
+            acc_events: info.acc_events,
+            dropped: info.dropped,
+            diagnostics: info.diagnostics,
+            notes: info.notes,
+            skipped_unknown: info.skipped_unknown,
+            span_ns: info.span_ns,
+            open_at_end: info.open_at_end,
+            ending: info.ending,
+            routines: info.routines,
+            executable_binary: None,
+            data_names: Default::default(),
+            related: Related::default(),
+            totals: info.totals,
+            placement: info.placement,
+        };
+        run.derive_indices();
+        run
+    }
+}
+
+impl Run {
+    /// A run with no entities (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn empty(header: Header) -> Run {
+        Run {
+            placement: Placement::new(&header),
+            header,
+            version: (1, 0),
+            losses: Vec::new(),
+            devices: Vec::new(),
+            sites: Vec::new(),
+            constructs: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            allocs: Vec::new(),
+            memsets: Vec::new(),
+            launches: Vec::new(),
+            launches_in_kernels: false,
+            names: Vec::new(),
+            modules: Vec::new(),
+            hashes: Vec::new(),
+            acc_events: 0,
+            dropped: Vec::new(),
+            diagnostics: Vec::new(),
+            notes: Vec::new(),
+            skipped_unknown: 0,
+            span_ns: (0, 0),
+            open_at_end: Vec::new(),
+            ending: None,
+            routines: Vec::new(),
+            executable_binary: None,
+            data_names: Default::default(),
+            related: Related::default(),
+            totals: Totals::default(),
+        }
+    }
+
+    /// What a sink gets besides the entities, read from the run.
+    pub(crate) fn info(&self) -> RunInfo {
+        RunInfo {
+            header: self.header.clone(),
+            version: self.version,
+            losses: self.losses.clone(),
+            devices: self.devices.clone(),
+            sites: self.sites.clone(),
+            names: self.names.clone(),
+            routines: self.routines.clone(),
+            modules: self.modules.clone(),
+            acc_events: self.acc_events,
+            dropped: self.dropped.clone(),
+            diagnostics: self.diagnostics.clone(),
+            notes: self.notes.clone(),
+            skipped_unknown: self.skipped_unknown,
+            span_ns: self.span_ns,
+            open_at_end: self.open_at_end.clone(),
+            ending: self.ending,
+            constructs: self.constructs.len() as u32,
+            allocs: self.allocs.len() as u32,
+            totals: self.totals,
+            placement: self.placement,
+        }
+    }
+
+    /// The handle of a name, added when new (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn intern_name(&mut self, text: &str) -> NameId {
+        match self.names.iter().position(|n| n == text) {
+            Some(i) => NameId::at(i),
+            None => {
+                self.names.push(text.to_string());
+                NameId::at(self.names.len() - 1)
             }
-        })
-    })
-}
+        }
+    }
 
-fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
-    use AccEventKind::*;
-    Some(match kind {
-        ComputeConstructStart => ConstructClass::Compute,
-        EnterDataStart => ConstructClass::EnterData,
-        ExitDataStart => ConstructClass::ExitData,
-        UpdateStart => ConstructClass::Update,
-        WaitStart => ConstructClass::Wait,
-        _ => return None,
-    })
-}
-
-fn is_end(kind: AccEventKind) -> bool {
-    use AccEventKind::*;
-    matches!(
-        kind,
-        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd
-    )
+    /// The kernels the runtime's launch events tell of, for a run made by
+    /// hand without CUPTI (the join hands them over itself).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn launched_kernels(&mut self) -> Vec<Kernel> {
+        let unnamed = self.intern_name("?");
+        self.launches
+            .iter()
+            .map(|l| l.kernel(self.construct(l.construct), unnamed))
+            .collect()
+    }
 }
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
 pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
-    let mut b = Builder::new(trace.header.sources.cupti.is_active());
-    for rec in &trace.records {
-        b.add(rec, symbolizer);
-    }
-    let mut run = b.finish(
-        trace.header,
-        trace.version,
-        trace.losses,
-        trace.skipped_unknown,
-    );
+    let sink = RunSink::new(&trace.header);
+    let mut run = crate::join::join_trace(trace, symbolizer, sink);
     read_binaries(&mut run, symbolizer);
     run
 }
@@ -746,734 +1382,31 @@ fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
         return;
     };
     let binary = symbolizer.locate(exe);
-    let moved = run.transfers.iter().filter_map(|t| t.host_ptr);
+    let moved = run.transfers.iter().filter_map(|t| t.host_ptr());
     let names = symbolizer.data_names(exe, moved);
     run.executable_binary = binary;
-    run.data_names = names;
+    run.data_names = names.into_iter().collect();
 }
 
 /// Builds the model while reading: records are looked at one by one and
 /// never held all at once, so memory follows the model, not the trace.
 pub fn build_from_reader(
-    mut reader: impl accprof_trace::RecordSource,
+    reader: impl accprof_trace::RecordSource,
     symbolizer: &mut Symbolizer,
 ) -> Run {
-    let mut b = Builder::new(reader.header().sources.cupti.is_active());
-    while let Some(rec) = reader.next_record() {
-        b.add(&rec, symbolizer);
-    }
-    let header = reader.header().clone();
-    let version = reader.version();
-    let losses = reader.losses().to_vec();
-    let skipped = reader.skipped_unknown();
-    let mut run = b.finish(header, version, losses, skipped);
+    let sink = RunSink::new(reader.header());
+    let mut run = crate::join::join_reader(reader, symbolizer, sink);
     read_binaries(&mut run, symbolizer);
     run
-}
-
-/// A map from ids handed out in sequence (region ids, CUPTI correlation
-/// ids, call site ids) to small values: a vector indexed by id while the
-/// ids stay dense, a hash map for the ones far outside (a damaged or
-/// unusual trace costs speed, never memory).
-struct IdMap<V> {
-    dense: Vec<Option<V>>,
-    sparse: HashMap<u64, V>,
-    len: usize,
-}
-
-impl<V: Copy> IdMap<V> {
-    fn new() -> Self {
-        IdMap {
-            dense: Vec::new(),
-            sparse: HashMap::new(),
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn insert(&mut self, id: u64, v: V) {
-        self.len += 1;
-        if let Some(slot) = self.dense.get_mut(id as usize) {
-            *slot = Some(v);
-            return;
-        }
-        // Grow only while the ids are about as many as the entries.
-        if id < 4096 || id < 4 * self.len as u64 {
-            let want = (id as usize + 1).max(self.dense.len() * 2);
-            self.dense.resize(want, None);
-            self.dense[id as usize] = Some(v);
-        } else {
-            self.sparse.insert(id, v);
-        }
-    }
-
-    #[inline]
-    fn get(&self, id: u64) -> Option<V> {
-        match self.dense.get(id as usize) {
-            Some(v) => *v,
-            None if self.sparse.is_empty() => None,
-            None => self.sparse.get(&id).copied(),
-        }
-    }
-}
-
-/// What a CUPTI correlation id tells: the region of the driver call, the
-/// host pointer of a copy and the hash of the host buffer.
-#[derive(Clone, Copy, Default)]
-struct Correlated {
-    region: u64,
-    host_ptr: Option<u64>,
-    hash: Option<u64>,
-}
-
-/// An acc_prof upload/download start waiting for its end.
-struct PendingCopy {
-    thread: u32,
-    start_kind: AccEventKind,
-    start_ns: u64,
-    bytes: u64,
-    var: Option<StringId>,
-    host_ptr: Option<u64>,
-}
-
-/// An acc_prof transfer (used only when CUPTI was not recording).
-struct AccCopy {
-    region: RegionId,
-    kind: CopyKind,
-    bytes: u64,
-    start_ns: u64,
-    end_ns: u64,
-    var: Option<StringId>,
-    host_ptr: Option<u64>,
-}
-
-struct Builder {
-    /// Whether CUPTI recorded: without it acc_prof's transfers are kept.
-    cupti: bool,
-    strings: HashMap<StringId, String>,
-    modules: HashMap<ModuleId, accprof_trace::Module>,
-    call_sites: HashMap<CallSiteId, accprof_trace::CallSite>,
-    site_index: HashMap<Site, SiteId>,
-    sites: Vec<Site>,
-    symbolized: IdMap<SiteId>,
-    constructs: Vec<Construct>,
-    by_region: IdMap<ConstructId>,
-    /// Open constructs per thread, innermost last (few threads: a vector).
-    open: Vec<(u32, Vec<ConstructId>)>,
-    /// CUPTI correlation id -> driver call facts.
-    correlation: IdMap<Correlated>,
-    kernels_raw: Vec<accprof_trace::KernelRecord>,
-    memcpys_raw: Vec<accprof_trace::MemcpyRecord>,
-    pending_copies: Vec<PendingCopy>,
-    acc_copies: Vec<AccCopy>,
-    allocs: Vec<DeviceAlloc>,
-    devices: Vec<Device>,
-    hashes: Vec<BufferHash>,
-    acc_events: u64,
-    dropped: HashMap<DropSource, u64>,
-    diagnostics: Vec<(Level, String)>,
-    span: Option<(u64, u64)>,
-    ending: Option<accprof_trace::EndRecord>,
-    routines: Vec<String>,
-    routine_ids: HashMap<StringId, ApiRoutine>,
-    /// Device records left out: end before start, or implausibly long.
-    rejected_kernels: u64,
-    rejected_copies: u64,
-    /// The dropped-record counts added up past u64::MAX.
-    dropped_overflow: bool,
-}
-
-/// The longest a single kernel or copy is believed to last; a record
-/// claiming more (or ending before it starts) is damaged or crafted, and
-/// its numbers would swamp every total.
-pub const MAX_DEVICE_RECORD_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
-
-fn plausible(start_ns: u64, end_ns: u64) -> bool {
-    end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
-}
-
-impl Builder {
-    fn new(cupti: bool) -> Self {
-        Builder {
-            cupti,
-            strings: HashMap::new(),
-            modules: HashMap::new(),
-            call_sites: HashMap::new(),
-            site_index: HashMap::new(),
-            sites: Vec::new(),
-            symbolized: IdMap::new(),
-            constructs: Vec::new(),
-            by_region: IdMap::new(),
-            open: Vec::new(),
-            correlation: IdMap::new(),
-            kernels_raw: Vec::new(),
-            memcpys_raw: Vec::new(),
-            pending_copies: Vec::new(),
-            acc_copies: Vec::new(),
-            allocs: Vec::new(),
-            devices: Vec::new(),
-            hashes: Vec::new(),
-            acc_events: 0,
-            dropped: HashMap::new(),
-            diagnostics: Vec::new(),
-            span: None,
-            ending: None,
-            routines: Vec::new(),
-            routine_ids: HashMap::new(),
-            rejected_kernels: 0,
-            rejected_copies: 0,
-            dropped_overflow: false,
-        }
-    }
-
-    #[inline]
-    fn see_time(&mut self, t: u64) {
-        if t == 0 {
-            return;
-        }
-        self.span = Some(match self.span {
-            None => (t, t),
-            Some((a, b)) => (a.min(t), b.max(t)),
-        });
-    }
-
-    fn string(&self, id: Option<StringId>) -> Option<String> {
-        id.and_then(|id| self.strings.get(&id).cloned())
-    }
-
-    /// The open-construct stack of `thread`.
-    #[inline]
-    fn stack(&mut self, thread: u32) -> &mut Vec<ConstructId> {
-        let i = match self.open.iter().position(|(t, _)| *t == thread) {
-            Some(i) => i,
-            None => {
-                self.open.push((thread, Vec::new()));
-                self.open.len() - 1
-            }
-        };
-        &mut self.open[i].1
-    }
-
-    fn intern_site(&mut self, site: Site) -> SiteId {
-        if let Some(id) = self.site_index.get(&site) {
-            return *id;
-        }
-        let id = SiteId::at(self.sites.len());
-        self.sites.push(site.clone());
-        self.site_index.insert(site, id);
-        id
-    }
-
-    fn site_for(
-        &mut self,
-        ev: &accprof_trace::AccEvent,
-        parent: Option<ConstructId>,
-        symbolizer: &mut Symbolizer,
-    ) -> SiteId {
-        if let Some(line) = ev.location.line {
-            let site = Site {
-                file: self
-                    .string(ev.location.file)
-                    .unwrap_or_else(|| "(unknown file)".into()),
-                function: self
-                    .string(ev.location.function)
-                    .unwrap_or_else(|| "?".into()),
-                line: Some(line),
-                address: None,
-            };
-            return self.intern_site(site);
-        }
-        if let Some(cs) = ev.call_site {
-            return self.call_site_site(cs, symbolizer);
-        }
-        if let Some(p) = parent {
-            return self.constructs[p.index()].site;
-        }
-        self.intern_site(Site::unknown())
-    }
-
-    /// The source site of an interned call site, symbolized once.
-    fn call_site_site(&mut self, cs: CallSiteId, symbolizer: &mut Symbolizer) -> SiteId {
-        if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
-            return id;
-        }
-        let site = match self.call_sites.get(&cs).copied() {
-            Some(c) => match self.modules.get(&c.module) {
-                Some(m) => match symbolizer.lookup(m, c.return_offset) {
-                    SymbolizedSite::Found {
-                        file,
-                        function,
-                        line,
-                    } => Site {
-                        file,
-                        function,
-                        line,
-                        address: Some((m.path.clone(), c.return_offset)),
-                    },
-                    SymbolizedSite::NoDebugInfo { function } => Site {
-                        file: m.path.clone(),
-                        function: function.unwrap_or_else(|| "?".into()),
-                        line: None,
-                        address: Some((m.path.clone(), c.return_offset)),
-                    },
-                },
-                None => Site::unknown(),
-            },
-            None => Site::unknown(),
-        };
-        let id = self.intern_site(site);
-        self.symbolized.insert(u64::from(cs.0), id);
-        id
-    }
-
-    fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
-        match rec {
-            Record::Acc(ev) => self.add_acc(ev, symbolizer),
-            Record::DriverCall(d) => {
-                let mut c = self
-                    .correlation
-                    .get(u64::from(d.correlation))
-                    .unwrap_or_default();
-                c.region = d.region.0;
-                c.host_ptr = d.host_ptr;
-                self.correlation.insert(u64::from(d.correlation), c);
-            }
-            Record::Hash(h) => {
-                let mut c = self
-                    .correlation
-                    .get(u64::from(h.correlation))
-                    .unwrap_or_default();
-                c.hash = Some(h.hash);
-                self.correlation.insert(u64::from(h.correlation), c);
-                self.hashes.push(*h);
-            }
-            Record::Kernel(k) => {
-                if !plausible(k.start_ns, k.end_ns) {
-                    self.rejected_kernels += 1;
-                    return;
-                }
-                self.see_time(k.start_ns);
-                self.see_time(k.end_ns);
-                self.kernels_raw.push(*k);
-            }
-            Record::Memcpy(m) => {
-                if !plausible(m.start_ns, m.end_ns) {
-                    self.rejected_copies += 1;
-                    return;
-                }
-                self.see_time(m.start_ns);
-                self.see_time(m.end_ns);
-                self.memcpys_raw.push(*m);
-            }
-            Record::String { id, text } => {
-                self.strings.insert(*id, text.clone());
-            }
-            Record::Module(m) => {
-                self.modules.insert(m.id, m.clone());
-            }
-            Record::CallSite(c) => {
-                self.call_sites.insert(c.id, *c);
-            }
-            Record::Device(d) => {
-                if !self.devices.iter().any(|x| x.id == d.id) {
-                    self.devices.push(d.clone());
-                }
-            }
-            Record::Memset(_) => {}
-            Record::Dropped { source, count } => {
-                let n = self.dropped.entry(*source).or_default();
-                match n.checked_add(*count) {
-                    Some(v) => *n = v,
-                    None => {
-                        *n = u64::MAX;
-                        self.dropped_overflow = true;
-                    }
-                }
-            }
-            Record::Diagnostic { level, message, .. } => {
-                self.diagnostics.push((*level, message.clone()));
-            }
-            Record::End(end) => {
-                self.see_time(end.time_ns);
-                self.ending = Some(*end);
-            }
-            Record::Api(a) => self.add_api(a, symbolizer),
-        }
-    }
-
-    /// An interposed API routine call: a top-level construct from its start
-    /// to its end, at its call site.
-    fn add_api(&mut self, a: &ApiCall, symbolizer: &mut Symbolizer) {
-        self.see_time(a.time_ns);
-        match a.phase {
-            ApiPhase::Start => {
-                let routine = self.routine_of(a.routine);
-                let site = match a.call_site {
-                    Some(cs) => self.call_site_site(cs, symbolizer),
-                    None => self.intern_site(Site::unknown()),
-                };
-                let id = ConstructId::at(self.constructs.len());
-                self.constructs.push(Construct {
-                    region: a.region,
-                    class: ConstructClass::ApiCall(routine),
-                    kind: Some(ConstructKind::RuntimeApi),
-                    implicit: false,
-                    site,
-                    thread: a.thread,
-                    start_ns: a.time_ns,
-                    end_ns: None,
-                    parent: None,
-                    async_queue: a.async_queue,
-                    device_type: None,
-                    device: None,
-                    launches: Vec::new(),
-                    cut: false,
-                });
-                self.by_region.insert(a.region.0, id);
-                self.stack(a.thread).push(id);
-            }
-            ApiPhase::End => {
-                let Some(id) = self.by_region.get(a.region.0) else {
-                    return;
-                };
-                if !matches!(
-                    self.constructs[id.index()].class,
-                    ConstructClass::ApiCall(_)
-                ) {
-                    return;
-                }
-                self.constructs[id.index()].end_ns = Some(a.time_ns);
-                // Whatever the runtime left open inside the call ends with it.
-                let stack = self.stack(a.thread);
-                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    stack.truncate(pos);
-                }
-            }
-        }
-    }
-
-    fn routine_of(&mut self, name: StringId) -> ApiRoutine {
-        if let Some(r) = self.routine_ids.get(&name) {
-            return *r;
-        }
-        let text = self.string(Some(name)).unwrap_or_else(|| "?".into());
-        let r = match self.routines.iter().position(|n| *n == text) {
-            Some(i) => ApiRoutine(i as u32),
-            None => {
-                self.routines.push(text);
-                ApiRoutine(self.routines.len() as u32 - 1)
-            }
-        };
-        self.routine_ids.insert(name, r);
-        r
-    }
-
-    fn add_acc(&mut self, ev: &accprof_trace::AccEvent, symbolizer: &mut Symbolizer) {
-        self.acc_events += 1;
-        self.see_time(ev.time_ns);
-        if let Some(class) = class_of(ev.kind) {
-            if let Some((_, stack)) = self.open.iter_mut().find(|(t, _)| *t == ev.thread) {
-                let constructs = &mut self.constructs;
-                if let Some(pos) = stack
-                    .iter()
-                    .position(|&c| constructs[c.index()].class == class)
-                {
-                    for c in stack.drain(pos..) {
-                        constructs[c.index()].cut = true;
-                    }
-                }
-            }
-            let parent = self.stack(ev.thread).last().copied();
-            let site = self.site_for(ev, parent, symbolizer);
-            let id = ConstructId::at(self.constructs.len());
-            self.constructs.push(Construct {
-                region: ev.region,
-                class,
-                kind: ev.construct,
-                implicit: ev.implicit,
-                site,
-                thread: ev.thread,
-                start_ns: ev.time_ns,
-                end_ns: None,
-                parent,
-                async_queue: ev.async_queue,
-                device_type: ev.device_type,
-                device: ev.device_number,
-                launches: Vec::new(),
-                cut: false,
-            });
-            self.by_region.insert(ev.region.0, id);
-            self.stack(ev.thread).push(id);
-            return;
-        }
-        if is_end(ev.kind) {
-            if let Some(id) = self.by_region.get(ev.region.0) {
-                self.constructs[id.index()].end_ns = Some(ev.time_ns);
-                self.constructs[id.index()].cut = false;
-                let stack = self.stack(ev.thread);
-                if let Some(pos) = stack.iter().rposition(|&c| c == id) {
-                    let inside: Vec<ConstructId> = stack.drain(pos..).skip(1).collect();
-                    for c in inside {
-                        self.constructs[c.index()].cut = true;
-                    }
-                }
-            }
-            return;
-        }
-        match (ev.kind, ev.detail) {
-            (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
-                if let Some(id) = self.by_region.get(ev.region.0) {
-                    let name = self.string(l.kernel_name);
-                    self.constructs[id.index()].launches.push(LaunchRequest {
-                        kernel_name: name,
-                        gangs: l.num_gangs,
-                        workers: l.num_workers,
-                        vector_length: l.vector_length,
-                        start_ns: ev.time_ns,
-                        end_ns: None,
-                    });
-                }
-            }
-            (AccEventKind::EnqueueLaunchEnd, _) => {
-                if let Some(id) = self.by_region.get(ev.region.0) {
-                    if let Some(l) = self.constructs[id.index()]
-                        .launches
-                        .iter_mut()
-                        .rev()
-                        .find(|l| l.end_ns.is_none())
-                    {
-                        l.end_ns = Some(ev.time_ns);
-                    }
-                }
-            }
-            (AccEventKind::Alloc, AccDetail::Data(d)) => {
-                // All ones is libgomp's "unknown" size.
-                let bytes = d.bytes.filter(|&b| b != u64::MAX).unwrap_or(0);
-                let construct = self.by_region.get(ev.region.0);
-                let variable = self.string(d.var_name);
-                self.allocs.push(DeviceAlloc {
-                    construct,
-                    bytes,
-                    device_ptr: d.device_ptr,
-                    variable,
-                    alloc_ns: ev.time_ns,
-                    free_ns: None,
-                });
-            }
-            (AccEventKind::Free, AccDetail::Data(d)) => {
-                if let Some(ptr) = d.device_ptr {
-                    if let Some(a) = self
-                        .allocs
-                        .iter_mut()
-                        .rev()
-                        .find(|a| a.device_ptr == Some(ptr) && a.free_ns.is_none())
-                    {
-                        a.free_ns = Some(ev.time_ns);
-                    }
-                }
-            }
-            // With CUPTI the device's memcpy records are the transfers.
-            _ if self.cupti => {}
-            (
-                AccEventKind::EnqueueUploadStart | AccEventKind::EnqueueDownloadStart,
-                AccDetail::Data(d),
-            ) => {
-                let pending = PendingCopy {
-                    thread: ev.thread,
-                    start_kind: ev.kind,
-                    start_ns: ev.time_ns,
-                    bytes: d.bytes.unwrap_or(0),
-                    var: d.var_name,
-                    host_ptr: d.host_ptr,
-                };
-                match self
-                    .pending_copies
-                    .iter_mut()
-                    .find(|p| p.thread == ev.thread && p.start_kind == ev.kind)
-                {
-                    Some(p) => *p = pending,
-                    None => self.pending_copies.push(pending),
-                }
-            }
-            (AccEventKind::EnqueueUploadEnd | AccEventKind::EnqueueDownloadEnd, _) => {
-                let (start_kind, kind) = if ev.kind == AccEventKind::EnqueueUploadEnd {
-                    (AccEventKind::EnqueueUploadStart, CopyKind::HostToDevice)
-                } else {
-                    (AccEventKind::EnqueueDownloadStart, CopyKind::DeviceToHost)
-                };
-                if let Some(i) = self
-                    .pending_copies
-                    .iter()
-                    .position(|p| p.thread == ev.thread && p.start_kind == start_kind)
-                {
-                    let p = self.pending_copies.swap_remove(i);
-                    self.acc_copies.push(AccCopy {
-                        region: ev.region,
-                        kind,
-                        bytes: p.bytes,
-                        start_ns: p.start_ns,
-                        end_ns: ev.time_ns,
-                        var: p.var,
-                        host_ptr: p.host_ptr,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn finish(
-        mut self,
-        header: Header,
-        version: (u16, u16),
-        losses: Vec<Loss>,
-        skipped_unknown: u64,
-    ) -> Run {
-        let construct_of = |b: &Builder, corr: u32| -> (Option<ConstructId>, Correlated) {
-            match b.correlation.get(u64::from(corr)) {
-                Some(c) => (b.by_region.get(c.region), c),
-                None => (None, Correlated::default()),
-            }
-        };
-        // Kernel names are few: one String per name, cloned per kernel.
-        let mut names: HashMap<StringId, String> = HashMap::new();
-        let mut kernels = Vec::with_capacity(self.kernels_raw.len());
-        for k in std::mem::take(&mut self.kernels_raw) {
-            let name = names
-                .entry(k.name)
-                .or_insert_with(|| {
-                    self.strings
-                        .get(&k.name)
-                        .cloned()
-                        .unwrap_or_else(|| "?".into())
-                })
-                .clone();
-            kernels.push(Kernel {
-                construct: construct_of(&self, k.correlation).0,
-                name,
-                grid: k.grid,
-                block: k.block,
-                registers: k.registers,
-                shared_bytes: k.static_shared_bytes + k.dynamic_shared_bytes,
-                local_bytes_per_thread: k.local_bytes_per_thread,
-                start_ns: k.start_ns,
-                end_ns: k.end_ns,
-                device: k.device,
-                stream: k.stream,
-                source: KernelSource::Cupti,
-            });
-        }
-        // Without CUPTI, the runtime's launch events are all we have.
-        if !self.cupti {
-            kernels.extend(launched_kernels(&self.constructs));
-        }
-        let mut transfers = Vec::with_capacity(self.memcpys_raw.len());
-        for m in std::mem::take(&mut self.memcpys_raw) {
-            let (construct, c) = construct_of(&self, m.correlation);
-            transfers.push(Transfer {
-                construct,
-                kind: m.kind,
-                bytes: m.bytes,
-                start_ns: m.start_ns,
-                end_ns: m.end_ns,
-                src: m.src,
-                dst: m.dst,
-                source: TransferSource::Cupti,
-                variable: None,
-                host_ptr: c.host_ptr,
-                hash: c.hash,
-            });
-        }
-        // Without CUPTI, acc_prof's transfer events are all we have.
-        if !self.cupti {
-            for c in std::mem::take(&mut self.acc_copies) {
-                transfers.push(Transfer {
-                    construct: self.by_region.get(c.region.0),
-                    kind: c.kind,
-                    bytes: c.bytes,
-                    start_ns: c.start_ns,
-                    end_ns: c.end_ns,
-                    src: MemoryKind::Unknown,
-                    dst: MemoryKind::Unknown,
-                    source: TransferSource::AccProf,
-                    variable: c.var.and_then(|v| self.strings.get(&v).cloned()),
-                    host_ptr: c.host_ptr,
-                    hash: None,
-                });
-            }
-        }
-        // CUPTI hands records over in start order per buffer: mostly sorted.
-        if !kernels.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            kernels.sort_by_key(|k| k.start_ns);
-        }
-        if !transfers.windows(2).all(|w| w[0].start_ns <= w[1].start_ns) {
-            transfers.sort_by_key(|c| c.start_ns);
-        }
-        let mut dropped: Vec<_> = self.dropped.into_iter().collect();
-        dropped.sort_by_key(|(s, _)| format!("{s:?}"));
-        let mut modules: Vec<_> = self.modules.values().cloned().collect();
-        modules.sort_by_key(|m| m.id);
-        let mut notes = Vec::new();
-        for (n, what) in [
-            (self.rejected_kernels, "kernel"),
-            (self.rejected_copies, "memcpy"),
-        ] {
-            if n > 0 {
-                notes.push(format!(
-                    "{n} CUPTI {what} record{} left out (end before start, or longer than 7 days: a damaged or crafted trace)",
-                    if n == 1 { "" } else { "s" },
-                ));
-            }
-        }
-        if self.dropped_overflow {
-            notes.push(
-                "the dropped-record counts add up past the largest number (a damaged or crafted trace): shown as 18,446,744,073,709,551,615"
-                    .to_string(),
-            );
-        }
-        let mut open_at_end = Vec::new();
-        for (_, stack) in std::mem::take(&mut self.open) {
-            for c in stack {
-                self.constructs[c.index()].cut = true;
-                open_at_end.push(c);
-            }
-        }
-        let mut run = Run {
-            header,
-            version,
-            losses,
-            devices: self.devices,
-            sites: self.sites,
-            constructs: self.constructs,
-            kernels,
-            transfers,
-            allocs: self.allocs,
-            modules,
-            hashes: self.hashes,
-            acc_events: self.acc_events,
-            dropped,
-            diagnostics: self.diagnostics,
-            notes,
-            skipped_unknown,
-            span_ns: self.span.unwrap_or((0, 0)),
-            open_at_end,
-            ending: self.ending,
-            routines: self.routines,
-            executable_binary: None,
-            data_names: HashMap::new(),
-            related: Related::default(),
-            totals: Totals::default(),
-            placement: Placement::default(),
-        };
-        run.derive();
-        run
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use accprof_trace::{Clock, HashMode, SourceLocation, SourceState, Sources};
+    use accprof_trace::{
+        AccDetail, AccEventKind, Clock, DropSource, HashMode, Record, RegionId, SourceLocation,
+        SourceState, Sources,
+    };
 
     fn header() -> Header {
         Header {
@@ -1613,7 +1546,7 @@ mod tests {
             launch(6, EnqueueLaunchStart, 1, 8),
             ev(7, ComputeConstructEnd, 1, 10),
         ]);
-        let c = ConstructId(0);
+        let c = ConstructId::at(0);
         let ks: Vec<_> = run
             .kernels()
             .map(|(_, k)| (k.construct, k.grid, k.block, k.start_ns, k.end_ns, k.source))
@@ -1629,6 +1562,61 @@ mod tests {
         assert_eq!(run.kernels_of(c).len(), 2);
         // Host times are no device time.
         assert_eq!((run.totals().kernels, run.totals().kernel_ns), (2, 0));
+    }
+
+    #[test]
+    fn without_cupti_each_launch_is_held_once_and_read_back_as_it_came() {
+        use AccEventKind::*;
+        let launch = |t, gangs, workers, vector_length| match ev(t, EnqueueLaunchStart, 1, 10) {
+            Record::Acc(mut e) => {
+                e.detail = AccDetail::Launch(accprof_trace::LaunchInfo {
+                    kernel_name: None,
+                    num_gangs: gangs,
+                    num_workers: workers,
+                    vector_length,
+                });
+                Record::Acc(e)
+            }
+            r => r,
+        };
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            launch(2, Some(4), None, Some(32)),
+            ev(3, EnqueueLaunchEnd, 1, 10),
+            launch(4, None, Some(1), None),
+            ev(5, EnqueueLaunchEnd, 1, 10),
+            launch(6, Some(1 << 40), Some(0), Some(128)),
+            ev(7, EnqueueLaunchEnd, 1, 10),
+            launch(8, Some(2), Some(8), Some(64)),
+            ev(9, ComputeConstructEnd, 1, 10),
+        ]);
+        let c = ConstructId::at(0);
+        let got: Vec<_> = run
+            .launches_of(c)
+            .map(|l| {
+                let name = l.kernel_name.map(|n| run.name(n).to_string());
+                (
+                    name,
+                    l.gangs(),
+                    l.workers(),
+                    l.vector_length(),
+                    l.start_ns,
+                    l.end_ns(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (None, Some(4), None, Some(32), 2, Some(3)),
+                (None, None, Some(1), None, 4, Some(5)),
+                (None, Some(1 << 40), Some(0), Some(128), 6, Some(7)),
+                (None, Some(2), Some(8), Some(64), 8, None),
+            ]
+        );
+        // Only the launch whose gangs a kernel cannot hold is kept apart.
+        assert_eq!(run.launches.len(), 1);
+        assert_eq!(run.kernels_of(c).len(), 4);
     }
 
     #[test]
@@ -1661,7 +1649,7 @@ mod tests {
             ]
         );
         assert!(run.open_at_end.is_empty());
-        assert_eq!(run.constructs[2].end_ns, None);
+        assert_eq!(run.constructs[2].end_ns(), None);
     }
 
     #[test]
@@ -1685,7 +1673,7 @@ mod tests {
             ]
         );
         // The update was running when the trace ended.
-        assert_eq!(run.open_at_end, [ConstructId(3)]);
+        assert_eq!(run.open_at_end, [ConstructId::at(3)]);
     }
 
     #[test]
@@ -1736,6 +1724,96 @@ mod tests {
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    }
+
+    #[test]
+    fn the_galloping_search_finds_what_a_binary_search_finds() {
+        // Owners with gaps, runs and a skew, searched from every guess.
+        let owners: Vec<ConstructId> = [0usize, 0, 2, 3, 3, 3, 7, 8, 20, 21, 21, 40]
+            .iter()
+            .map(|&i| ConstructId::at(i))
+            .collect();
+        for c in 0..45 {
+            let c = ConstructId::at(c);
+            let want = owners.partition_point(|&o| o < c);
+            for guess in 0..=owners.len() + 2 {
+                assert_eq!(lower_bound(&owners, c, guess), want, "{c:?} from {guess}");
+            }
+        }
+        assert_eq!(lower_bound(&[], ConstructId::at(3), 0), 0);
+    }
+
+    /// The model's entries stay compact (a launch-storm trace holds about
+    /// three constructs, a kernel, a launch, a transfer and an allocation
+    /// per 16 events).
+    #[test]
+    fn entries_stay_compact() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Option<ConstructId>>(), 4);
+        assert_eq!(size_of::<Option<NameId>>(), 4);
+        assert!(size_of::<Construct>() <= 48, "{}", size_of::<Construct>());
+        assert!(size_of::<Kernel>() <= 72, "{}", size_of::<Kernel>());
+        assert!(
+            size_of::<LaunchRequest>() <= 48,
+            "{}",
+            size_of::<LaunchRequest>()
+        );
+        assert!(size_of::<Transfer>() <= 72, "{}", size_of::<Transfer>());
+        assert!(
+            size_of::<DeviceAlloc>() <= 40,
+            "{}",
+            size_of::<DeviceAlloc>()
+        );
+    }
+
+    #[test]
+    fn memsets_join_their_driver_calls_in_whatever_order_they_come() {
+        use AccEventKind::*;
+        let call = |t, correlation| {
+            Record::DriverCall(accprof_trace::DriverCall {
+                time_ns: t,
+                thread: 1,
+                region: RegionId(1),
+                correlation,
+                api: accprof_trace::DriverApi::Memset,
+                host_ptr: None,
+                bytes: Some(64),
+            })
+        };
+        let memset = |start_ns, correlation| {
+            Record::Memset(accprof_trace::MemsetRecord {
+                start_ns,
+                end_ns: start_ns + 5,
+                bytes: 64,
+                value: 0,
+                memory: MemoryKind::Device,
+                device: 0,
+                context: 1,
+                stream: 13,
+                correlation,
+            })
+        };
+        let run = build_of(vec![
+            ev(1, ComputeConstructStart, 1, 10),
+            call(2, 5),
+            // Before its construct ends, and before its driver call.
+            memset(3, 5),
+            memset(4, 6),
+            call(5, 6),
+            ev(9, ComputeConstructEnd, 1, 10),
+            // No driver call names it.
+            memset(12, 7),
+        ]);
+        let c = ConstructId::at(0);
+        let ms: Vec<_> = run
+            .memsets()
+            .map(|(_, m)| (m.start_ns, m.construct, m.stream, m.correlation))
+            .collect();
+        assert_eq!(
+            ms,
+            [(3, Some(c), 13, 5), (4, Some(c), 13, 6), (12, None, 13, 7)]
+        );
+        assert_eq!(run.memsets_of(c), [MemsetId::at(0), MemsetId::at(1)]);
     }
 
     /// A `data` region on thread 1 around a `host_data` region whose exit

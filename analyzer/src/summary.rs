@@ -26,9 +26,10 @@ use accprof_trace::{
     Sources,
 };
 
+use crate::join::{At, IdHashMap, Order, RunInfo, Sink};
 use crate::model::{
-    ApiRoutine, ConstructClass, ConstructId, KernelSource, Run, TransferId, TransferSource,
-    ACC_DEVICE_HOST,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
+    Memset, NameId, Run, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
 };
 
 /// Count, total, min and max of a set of durations, in ns.
@@ -129,7 +130,8 @@ pub struct SizeCount {
     pub count: u64,
 }
 
-/// Distinct sizes kept per transfer line; the rest are only counted.
+/// Distinct sizes kept per transfer line (the largest); the rest are only
+/// counted.
 pub const MAX_SIZES: usize = 16;
 
 /// Transfers of one line in one direction.
@@ -151,13 +153,29 @@ pub struct TransferLine {
 }
 
 impl TransferLine {
+    /// Counts `count` transfers of `bytes`. The largest sizes are kept,
+    /// whatever order the transfers come in: a smaller one that was kept
+    /// goes to `other_sizes` when a larger one needs its place.
     fn add_size(&mut self, bytes: u64, count: u64) {
         if let Some(s) = self.sizes.iter_mut().find(|s| s.bytes == bytes) {
             s.count += count;
-        } else if self.sizes.len() < MAX_SIZES {
+            return;
+        }
+        if self.sizes.len() < MAX_SIZES {
             self.sizes.push(SizeCount { bytes, count });
-        } else {
-            self.other_sizes += count;
+            return;
+        }
+        let smallest = self
+            .sizes
+            .iter_mut()
+            .min_by_key(|s| s.bytes)
+            .filter(|s| s.bytes < bytes);
+        match smallest {
+            Some(s) => {
+                self.other_sizes += s.count;
+                *s = SizeCount { bytes, count };
+            }
+            None => self.other_sizes += count,
         }
     }
 
@@ -404,14 +422,17 @@ pub fn signal_name(n: i32) -> &'static str {
 }
 
 fn construct_label(
-    run: &Run,
+    routines: &[String],
     class: ConstructClass,
     kind: Option<ConstructKind>,
     nested: bool,
 ) -> String {
     let Some(reached) = reached_of(class, kind, nested) else {
         return match class {
-            ConstructClass::ApiCall(r) => format!("call of {}", run.routine(r)),
+            ConstructClass::ApiCall(r) => format!(
+                "call of {}",
+                routines.get(r.0 as usize).map_or("?", String::as_str)
+            ),
             _ => "construct".to_string(),
         };
     };
@@ -428,115 +449,7 @@ fn construct_label(
 /// latest-started of the outermost constructs still open at the end of the
 /// trace. None when the program ended normally or nothing was open.
 pub fn in_flight(run: &Run) -> Option<InFlight> {
-    let abnormal = match run.ending.map(|e| e.how) {
-        None => true,
-        Some(Ending::Signal(_) | Ending::RuntimeError(_) | Ending::QuickExit(_)) => true,
-        // An exit with a failure status while a construct is still open
-        // is the runtime's fatal-error path (libgomp's "cuStreamSynchronize
-        // error", "present clause" and the like exit from inside it).
-        Some(Ending::Exit(Some(status))) => status != 0,
-        Some(Ending::Exit(None) | Ending::Exec) => false,
-    };
-    if !abnormal {
-        return None;
-    }
-    let top: ConstructId = run
-        .open_at_end
-        .iter()
-        .map(|&c| run.top_level(c))
-        .max_by_key(|&c| (run.construct(c).start_ns, c))?;
-    let c = run.construct(top);
-    let site = run.site(run.line_site(top));
-    let inside = run
-        .open_at_end
-        .iter()
-        .rev()
-        .find(|&&o| o != top && run.top_level(o) == top)
-        .map(|&o| {
-            let x = run.construct(o);
-            let label = construct_label(run, x.class, x.kind, false);
-            if x.implicit {
-                format!("its implicit {label}")
-            } else {
-                label
-            }
-        });
-    // The constructs of the outermost one: itself and those nested in it.
-    let family: Vec<ConstructId> = run
-        .constructs()
-        .filter(|&(id, _)| run.top_level(id) == top)
-        .map(|(id, _)| id)
-        .collect();
-    // Handles order as the run does: the latest kernel is the largest.
-    let last_kernel = family
-        .iter()
-        .flat_map(|&c| run.kernels_of(c))
-        .filter(|&&k| run.kernel(k).device_timed())
-        .max();
-    let kernel = match last_kernel.map(|&k| run.kernel(k)) {
-        Some(k) => Some(format!(
-            "{} grid [{}] block [{}]",
-            k.name,
-            kernel_dims(k.grid)
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join("x"),
-            kernel_dims(k.block)
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join("x")
-        )),
-        None => family
-            .iter()
-            .flat_map(|&c| run.construct(c).launches.iter())
-            .max_by_key(|l| l.start_ns)
-            .map(|l| {
-                let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
-                format!(
-                    "{} with {} gangs, {} workers, vector length {}",
-                    l.kernel_name.as_deref().unwrap_or("(unnamed kernel)"),
-                    n(l.gangs),
-                    n(l.workers),
-                    n(l.vector_length)
-                )
-            }),
-    };
-    let mut family_transfers: Vec<TransferId> = family
-        .iter()
-        .flat_map(|&c| run.transfers_of(c))
-        .copied()
-        .collect();
-    family_transfers.sort_unstable();
-    let mut transfers: Vec<String> = family_transfers
-        .iter()
-        .rev()
-        .map(|&t| run.transfer(t))
-        .filter(|x| matches!(x.kind, CopyKind::HostToDevice | CopyKind::DeviceToHost))
-        .take(3)
-        .map(|x| {
-            let dir = if x.kind == CopyKind::HostToDevice {
-                "host->device"
-            } else {
-                "device->host"
-            };
-            match &x.variable {
-                Some(v) => format!("{dir} {} ({v})", crate::units::bytes(x.bytes)),
-                None => format!("{dir} {}", crate::units::bytes(x.bytes)),
-            }
-        })
-        .collect();
-    transfers.reverse();
-    Some(InFlight {
-        file: site.file.clone(),
-        function: site.function.clone(),
-        line: site.line,
-        what: construct_label(run, c.class, c.kind, false),
-        inside,
-        kernel,
-        transfers,
-    })
+    summarize(run).runs.pop().and_then(|f| f.in_flight)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -560,13 +473,13 @@ pub struct Summary {
     pub runs: Vec<RunFacts>,
 }
 
-fn device_label(run: &Run, device_type: Option<u32>) -> &'static str {
-    let gcc = run.runtime_is_libgomp();
+fn device_label(info: &RunInfo, device_type: Option<u32>) -> &'static str {
+    let gcc = info.placement.libgomp();
     match device_type {
         Some(ACC_DEVICE_HOST) => "HOST",
         Some(5) if gcc => "NVIDIA",
         Some(4) if !gcc => "NVIDIA",
-        _ if run.cupti_active() => "NVIDIA",
+        _ if info.header.sources.cupti.is_active() => "NVIDIA",
         _ => "DEVICE",
     }
 }
@@ -588,17 +501,49 @@ fn reached_of(class: ConstructClass, kind: Option<ConstructKind>, nested: bool) 
     })
 }
 
+/// Kernels of one line with one launch shape, while summarizing.
+struct KernelAcc {
+    /// The first of them in the run's order.
+    first: Order,
+    name: NameId,
+    grid: [u32; 3],
+    block: [u32; 3],
+    line: KernelLine,
+}
+
+/// Transfers of one line in one direction, while summarizing.
+struct TransferAcc {
+    line: TransferLine,
+    /// Variables with the first transfer of each, in the run's order.
+    variables: Vec<(Order, NameId)>,
+    /// The last transfer's order (it says whether they are device-timed).
+    last: Order,
+}
+
 /// Aggregates of one site while summarizing.
 #[derive(Default)]
 struct SiteAcc {
     used: bool,
     reached: [Stats; 6],
     api_calls: Vec<(ApiRoutine, Stats)>,
-    kernels: Vec<KernelLine>,
-    transfers: Vec<TransferLine>,
+    kernels: Vec<KernelAcc>,
+    transfers: Vec<TransferAcc>,
     host_ns: u64,
-    device_type: Option<u32>,
-    device_number: Option<u32>,
+    /// The first construct (by handle) with a device type: its type and
+    /// device number.
+    typed: Option<(ConstructId, u32, Option<u32>)>,
+    /// The last construct without one: its device number.
+    untyped: Option<(ConstructId, Option<u32>)>,
+}
+
+impl SiteAcc {
+    fn device(&self) -> (Option<u32>, Option<u32>) {
+        match (self.typed, self.untyped) {
+            (Some((_, t, n)), _) => (Some(t), n),
+            (None, Some((_, n))) => (None, n),
+            (None, None) => (None, None),
+        }
+    }
 }
 
 fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
@@ -609,30 +554,151 @@ fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
     v
 }
 
-/// Builds the summary of one run.
-pub fn summarize(run: &Run) -> Summary {
-    // One slot per site, and a last one for work no construct claims.
-    let unattributed = run.sites().len();
-    let mut acc: Vec<SiteAcc> = Vec::with_capacity(unattributed + 1);
-    acc.resize_with(unattributed + 1, SiteAcc::default);
-    let cupti = run.cupti_active();
-    let mut host_construct_ns = 0;
-    for (id, c) in run.constructs() {
-        let a = &mut acc[run.line_site(id).index()];
+/// What the summary keeps of an outermost construct while it is open, in
+/// case the program dies inside it: its last kernel, launch and transfers.
+#[derive(Default)]
+struct Family {
+    last_kernel: Option<(Order, NameId, [u32; 3], [u32; 3])>,
+    last_launch: Option<((u64, ConstructId, usize), LaunchRequest)>,
+    /// The last three host<->device transfers: order, direction, bytes,
+    /// variable.
+    last_transfers: Vec<(Order, CopyKind, u64, Option<NameId>)>,
+}
+
+fn family_mut(families: &mut [(ConstructId, Family)], top: ConstructId) -> Option<&mut Family> {
+    families
+        .iter_mut()
+        .rev()
+        .find(|(t, _)| *t == top)
+        .map(|(_, f)| f)
+}
+
+/// A construct open when the trace ended.
+struct OpenAtEnd {
+    top: ConstructId,
+    start_ns: u64,
+    line_site: SiteId,
+    class: ConstructClass,
+    kind: Option<ConstructKind>,
+    implicit: bool,
+}
+
+/// The summary as a sink of the join: it aggregates per line and launch
+/// shape as the entities come, so it holds what the distinct lines,
+/// shapes, sizes and variables need, never an entity per event.
+pub struct SummarySink {
+    acc: Vec<SiteAcc>,
+    unattributed: SiteAcc,
+    host_construct_ns: u64,
+    constructs: u64,
+    cut: u64,
+    /// The outermost constructs open now (few: one or two a thread).
+    families: Vec<(ConstructId, Family)>,
+    open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
+}
+
+impl Default for SummarySink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SummarySink {
+    pub fn new() -> Self {
+        SummarySink {
+            acc: Vec::new(),
+            unattributed: SiteAcc::default(),
+            host_construct_ns: 0,
+            constructs: 0,
+            cut: 0,
+            families: Vec::new(),
+            open_at_end: IdHashMap::default(),
+        }
+    }
+
+    fn slot(&mut self, at: Option<&At>) -> &mut SiteAcc {
+        let a = match at {
+            None => &mut self.unattributed,
+            Some(at) => {
+                let i = at.line_site.index();
+                if self.acc.len() <= i {
+                    self.acc.resize_with(i + 1, SiteAcc::default);
+                }
+                &mut self.acc[i]
+            }
+        };
         a.used = true;
-        if a.device_type.is_none() {
-            a.device_type = c.device_type;
-            a.device_number = c.device;
+        a
+    }
+}
+
+impl Sink for SummarySink {
+    type Output = Summary;
+
+    fn started(&mut self, id: ConstructId, c: &Construct) {
+        if c.parent.is_none() {
+            self.families.push((id, Family::default()));
+        }
+    }
+
+    fn construct(
+        &mut self,
+        id: ConstructId,
+        c: Construct,
+        launches: &[LaunchRequest],
+        at: &At,
+        open_at_end: bool,
+    ) {
+        if let Some(f) = family_mut(&mut self.families, at.top) {
+            for (i, l) in launches.iter().enumerate() {
+                let key = (l.start_ns, id, i);
+                if f.last_launch.as_ref().map_or(true, |(k, _)| key >= *k) {
+                    f.last_launch = Some((key, l.clone()));
+                }
+            }
+        }
+        if open_at_end {
+            self.open_at_end.insert(
+                id,
+                OpenAtEnd {
+                    top: at.top,
+                    start_ns: c.start_ns,
+                    line_site: at.line_site,
+                    class: c.class,
+                    kind: c.kind,
+                    implicit: c.implicit,
+                },
+            );
+        } else if c.parent.is_none() {
+            if let Some(i) = self.families.iter().position(|(t, _)| *t == id) {
+                self.families.swap_remove(i);
+            }
+        }
+        if c.cut {
+            self.cut += 1;
         }
         let host = c.host_ns().unwrap_or(0);
-        match reached_of(c.class, c.kind, c.parent.is_some()) {
+        let nested = c.parent.is_some();
+        if !nested {
+            self.constructs += 1;
+            self.host_construct_ns = self.host_construct_ns.saturating_add(host);
+        }
+        let a = self.slot(Some(at));
+        match c.device_type() {
+            Some(t) => {
+                if a.typed.map_or(true, |(first, _, _)| id < first) {
+                    a.typed = Some((id, t, c.device()));
+                }
+            }
+            None => {
+                if a.untyped.map_or(true, |(last, _)| id > last) {
+                    a.untyped = Some((id, c.device()));
+                }
+            }
+        }
+        match reached_of(c.class, c.kind, nested) {
             // What the runtime reports inside an API routine is the call's.
-            Some(_)
-                if c.parent.is_some()
-                    && matches!(
-                        run.construct(run.top_level(id)).class,
-                        ConstructClass::ApiCall(_)
-                    ) => {}
+            Some(_) if nested && matches!(at.top_class, ConstructClass::ApiCall(_)) => {}
             Some(r) => a.reached[r as usize].add(host),
             None => {
                 if let ConstructClass::ApiCall(routine) = c.class {
@@ -647,55 +713,94 @@ pub fn summarize(run: &Run) -> Summary {
                 }
             }
         }
-        if c.parent.is_none() {
+        if !nested {
             a.host_ns = a.host_ns.saturating_add(host);
-            host_construct_ns = u64::saturating_add(host_construct_ns, host);
         }
     }
-    for (_, k) in run.kernels() {
-        let slot = k
-            .construct
-            .map_or(unattributed, |c| run.line_site(c).index());
-        let a = &mut acc[slot];
-        a.used = true;
-        let entry = kernel_entry(
-            &mut a.kernels,
-            &k.name,
-            &kernel_dims(k.grid),
-            &kernel_dims(k.block),
-        );
+
+    fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
+        if k.device_timed() {
+            if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
+                if f.last_kernel.map_or(true, |(o, ..)| order > o) {
+                    f.last_kernel = Some((order, k.name, k.grid, k.block));
+                }
+            }
+        }
+        let a = self.slot(at);
+        let pos = a
+            .kernels
+            .iter()
+            .position(|e| e.grid == k.grid && e.block == k.block && e.name == k.name);
+        let e = match pos {
+            Some(i) => &mut a.kernels[i],
+            None => {
+                a.kernels.push(KernelAcc {
+                    first: order,
+                    name: k.name,
+                    grid: k.grid,
+                    block: k.block,
+                    line: KernelLine::default(),
+                });
+                let last = a.kernels.len() - 1;
+                &mut a.kernels[last]
+            }
+        };
+        e.first = e.first.min(order);
+        let entry = &mut e.line;
         entry.launches += 1;
         entry.registers = entry.registers.max(k.registers);
         entry.shared_bytes = entry.shared_bytes.max(k.shared_bytes);
         entry.local_bytes_per_thread = entry.local_bytes_per_thread.max(k.local_bytes_per_thread);
-        match (k.source, k.construct) {
-            (KernelSource::Cupti, c) => {
+        match (k.source, at) {
+            (KernelSource::Cupti, at) => {
                 entry.device.add(k.device_ns());
-                if let Some(h) = c.and_then(|c| run.construct(run.top_level(c)).host_ns()) {
+                if let Some(h) = at.and_then(|at| at.top_host_ns) {
                     entry.elapsed.add(h);
                 }
             }
             // A launch event: its compute construct's host time, no device time.
-            (KernelSource::AccProf, Some(c)) => {
-                entry.elapsed.add(run.construct(c).host_ns().unwrap_or(0));
+            (KernelSource::AccProf, Some(at)) => {
+                entry.elapsed.add(at.host_ns.unwrap_or(0));
             }
             (KernelSource::AccProf, None) => {}
         }
     }
-    for (_, cp) in run.transfers() {
+
+    fn transfer(&mut self, cp: Transfer, order: Order, at: Option<&At>) {
         if !cp.is_host_device() {
-            continue;
+            return;
         }
-        let slot = cp
-            .construct
-            .map_or(unattributed, |c| run.line_site(c).index());
-        let a = &mut acc[slot];
-        a.used = true;
-        let t = transfer_entry(&mut a.transfers, Some(cp.kind));
+        if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
+            f.last_transfers
+                .push((order, cp.kind, cp.bytes, cp.variable));
+            f.last_transfers.sort_by_key(|x| std::cmp::Reverse(x.0));
+            f.last_transfers.truncate(3);
+        }
+        let a = self.slot(at);
+        let dir = Some(cp.kind);
+        let i = match a.transfers.iter().position(|t| t.line.direction == dir) {
+            Some(i) => i,
+            None => {
+                a.transfers.push(TransferAcc {
+                    line: TransferLine {
+                        direction: dir,
+                        ..Default::default()
+                    },
+                    variables: Vec::new(),
+                    last: order,
+                });
+                a.transfers.len() - 1
+            }
+        };
+        let acc = &mut a.transfers[i];
+        let t = &mut acc.line;
         t.count += 1;
         t.bytes = t.bytes.saturating_add(cp.bytes);
         t.time.add(cp.duration_ns());
-        t.device_timed = cp.source == TransferSource::Cupti;
+        if order >= acc.last {
+            acc.last = order;
+            t.device_timed = cp.source == TransferSource::Cupti;
+        }
         t.add_size(cp.bytes, 1);
         let host_side = if cp.kind == CopyKind::HostToDevice {
             cp.src
@@ -707,138 +812,334 @@ pub fn summarize(run: &Run) -> Summary {
             MemoryKind::Pinned => t.pinned += 1,
             _ => {}
         }
-        if let Some(v) = &cp.variable {
-            if !t.variables.contains(v) {
-                t.variables.push(v.clone());
+        if let Some(v) = cp.variable {
+            match acc.variables.iter_mut().find(|(_, x)| *x == v) {
+                Some((first, _)) => *first = (*first).min(order),
+                None => acc.variables.push((order, v)),
             }
         }
     }
-    let totals = run.totals();
 
-    // Group the sites into files, functions and lines.
-    struct FuncAcc {
-        device_type: Option<u32>,
-        device_number: Option<u32>,
-        time_ns: u64,
-        lines: BTreeMap<(Option<u32>, Option<u64>), LineSummary>,
-    }
-    let mut funcs: BTreeMap<(String, String), FuncAcc> = BTreeMap::new();
-    // The slots in order: the sites, then the unattributed work.
-    let slots = run.sites().map(|(_, s)| Some(s)).chain([None]);
-    for (site, a) in slots.zip(acc) {
-        if !a.used {
-            continue;
+    fn memset(&mut self, _m: Memset, _order: Order, _at: Option<&At>) {}
+
+    fn finish(self, info: RunInfo) -> Summary {
+        let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
+        let in_flight = self.in_flight(&info);
+        // Group the sites into files, functions and lines.
+        struct FuncAcc {
+            device_type: Option<u32>,
+            device_number: Option<u32>,
+            time_ns: u64,
+            lines: BTreeMap<(Option<u32>, Option<u64>), LineSummary>,
         }
-        let (file, function, line, address) = if let Some(s) = site {
-            let address = match s.line {
-                None => s.address.as_ref().map(|(_, off)| off.saturating_sub(1)),
-                Some(_) => None,
+        let mut funcs: BTreeMap<(String, String), FuncAcc> = BTreeMap::new();
+        // The slots in order: the sites, then the unattributed work.
+        let mut acc = self.acc;
+        acc.resize_with(info.sites.len(), SiteAcc::default);
+        let slots = info.sites.iter().map(Some).chain([None]);
+        for (site, a) in slots.zip(acc.into_iter().chain([self.unattributed])) {
+            if !a.used {
+                continue;
+            }
+            let (file, function, line, address) = if let Some(s) = site {
+                let address = match s.line {
+                    None => s.address.as_ref().map(|(_, off)| off.saturating_sub(1)),
+                    Some(_) => None,
+                };
+                (s.file.clone(), s.function.clone(), s.line, address)
+            } else {
+                ("(unattributed)".to_string(), "?".to_string(), None, None)
             };
-            (s.file.clone(), s.function.clone(), s.line, address)
-        } else {
-            ("(unattributed)".to_string(), "?".to_string(), None, None)
-        };
-        let f = funcs.entry((file, function)).or_insert_with(|| FuncAcc {
-            device_type: None,
-            device_number: None,
-            time_ns: 0,
-            lines: BTreeMap::new(),
-        });
-        if f.device_type.is_none() {
-            f.device_type = a.device_type;
-            f.device_number = a.device_number;
-        }
-        f.time_ns = f.time_ns.saturating_add(a.host_ns);
-        let mut ls = LineSummary {
-            line,
-            address,
-            host_ns: a.host_ns,
-            kernels: a.kernels,
-            transfers: a.transfers,
-            ..Default::default()
-        };
-        for r in Reached::ALL {
-            let s = a.reached[r as usize];
-            if s.count > 0 {
-                ls.reached.insert(r, s);
+            let f = funcs.entry((file, function)).or_insert_with(|| FuncAcc {
+                device_type: None,
+                device_number: None,
+                time_ns: 0,
+                lines: BTreeMap::new(),
+            });
+            let (device_type, device_number) = a.device();
+            if f.device_type.is_none() {
+                f.device_type = device_type;
+                f.device_number = device_number;
+            }
+            f.time_ns = f.time_ns.saturating_add(a.host_ns);
+            let mut kernels = a.kernels;
+            kernels.sort_by_key(|k| k.first);
+            let transfers = a
+                .transfers
+                .into_iter()
+                .map(|mut t| {
+                    t.variables.sort_by_key(|(first, _)| *first);
+                    t.line.variables = t
+                        .variables
+                        .iter()
+                        .map(|&(_, v)| name(v).to_string())
+                        .collect();
+                    t.line
+                })
+                .collect();
+            let mut ls = LineSummary {
+                line,
+                address,
+                host_ns: a.host_ns,
+                kernels: kernels
+                    .into_iter()
+                    .map(|k| KernelLine {
+                        name: name(k.name).to_string(),
+                        grid: kernel_dims(k.grid),
+                        block: kernel_dims(k.block),
+                        ..k.line
+                    })
+                    .collect(),
+                transfers,
+                ..Default::default()
+            };
+            for r in Reached::ALL {
+                let s = a.reached[r as usize];
+                if s.count > 0 {
+                    ls.reached.insert(r, s);
+                }
+            }
+            for (routine, s) in &a.api_calls {
+                ls.api_calls
+                    .entry(
+                        info.routines
+                            .get(routine.0 as usize)
+                            .map_or("?", String::as_str)
+                            .to_string(),
+                    )
+                    .or_default()
+                    .merge(s);
+            }
+            match f.lines.entry((line, address)) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(ls);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(&ls),
             }
         }
-        for (routine, s) in &a.api_calls {
-            ls.api_calls
-                .entry(run.routine(*routine).to_string())
-                .or_default()
-                .merge(s);
-        }
-        match f.lines.entry((line, address)) {
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(ls);
-            }
-            std::collections::btree_map::Entry::Occupied(mut o) => o.get_mut().merge(&ls),
+        let functions = funcs
+            .into_iter()
+            .map(|((file, function), f)| {
+                let mut lines: Vec<LineSummary> = f.lines.into_values().collect();
+                for l in &mut lines {
+                    finish_line(l);
+                }
+                FunctionSummary {
+                    file,
+                    function,
+                    device_label: device_label(&info, f.device_type).to_string(),
+                    device_number: f.device_number.unwrap_or(0),
+                    time_ns: f.time_ns,
+                    lines,
+                }
+            })
+            .collect();
+        let totals = info.totals;
+        let wall_ns = info.span_ns.1.saturating_sub(info.span_ns.0);
+        let facts = RunFacts {
+            rank: info.header.rank,
+            pid: info.header.pid,
+            host: info.header.host.clone(),
+            command_line: info.header.command_line.clone(),
+            runtime: info.header.runtime.clone(),
+            sources: info.header.sources.clone(),
+            devices: info.devices.clone(),
+            dropped: info.dropped.clone(),
+            losses: info.losses.clone(),
+            notes: info.notes.clone(),
+            acc_events: info.acc_events,
+            wall_ns,
+            host_construct_ns: self.host_construct_ns,
+            kernel_ns: totals.kernel_ns,
+            transfer_ns: totals.transfer_ns,
+            version: info.version,
+            executable: info.header.executable.clone(),
+            start_unix_ns: info.header.start_unix_ns,
+            ending: info.ending,
+            cut_constructs: self.cut,
+            in_flight,
+            errors: info
+                .diagnostics
+                .iter()
+                .filter(|(level, _)| *level == accprof_trace::Level::Error)
+                .map(|(_, m)| m.clone())
+                .collect(),
+        };
+        Summary {
+            functions,
+            cupti: info.header.sources.cupti.is_active(),
+            wall_ns,
+            kernel_ns: totals.kernel_ns,
+            transfer_ns: totals.transfer_ns,
+            transfers: totals.transfers,
+            transfer_bytes: totals.transfer_bytes,
+            host_construct_ns: self.host_construct_ns,
+            constructs: self.constructs,
+            host_fallback: info.placement.some_on_host(),
+            runs: vec![facts],
         }
     }
-    let functions = funcs
-        .into_iter()
-        .map(|((file, function), f)| {
-            let mut lines: Vec<LineSummary> = f.lines.into_values().collect();
-            for l in &mut lines {
-                finish_line(l);
-            }
-            FunctionSummary {
-                file,
-                function,
-                device_label: device_label(run, f.device_type).to_string(),
-                device_number: f.device_number.unwrap_or(0),
-                time_ns: f.time_ns,
-                lines,
-            }
-        })
-        .collect();
-    let facts = RunFacts {
-        rank: run.header.rank,
-        pid: run.header.pid,
-        host: run.header.host.clone(),
-        command_line: run.header.command_line.clone(),
-        runtime: run.header.runtime.clone(),
-        sources: run.header.sources.clone(),
-        devices: run.devices.clone(),
-        dropped: run.dropped.clone(),
-        losses: run.losses.clone(),
-        notes: run.notes.clone(),
-        acc_events: run.acc_events,
-        wall_ns: run.wall_ns(),
-        host_construct_ns,
-        kernel_ns: totals.kernel_ns,
-        transfer_ns: totals.transfer_ns,
-        version: run.version,
-        executable: run.header.executable.clone(),
-        start_unix_ns: run.header.start_unix_ns,
-        ending: run.ending,
-        cut_constructs: run.constructs().map(|(_, x)| x).filter(|c| c.cut).count() as u64,
-        in_flight: in_flight(run),
-        errors: run
-            .diagnostics
+}
+
+impl SummarySink {
+    /// The construct that was running when the program ended abnormally:
+    /// the latest-started of the outermost constructs still open at the
+    /// end of the trace.
+    fn in_flight(&self, info: &RunInfo) -> Option<InFlight> {
+        let abnormal = match info.ending.map(|e| e.how) {
+            None => true,
+            Some(Ending::Signal(_) | Ending::RuntimeError(_) | Ending::QuickExit(_)) => true,
+            // An exit with a failure status while a construct is still
+            // open is the runtime's fatal-error path (libgomp's
+            // "cuStreamSynchronize error", "present clause" and the like
+            // exit from inside it).
+            Some(Ending::Exit(Some(status))) => status != 0,
+            Some(Ending::Exit(None) | Ending::Exec) => false,
+        };
+        if !abnormal {
+            return None;
+        }
+        let open = |id: &ConstructId| self.open_at_end.get(id);
+        let top: ConstructId = info
+            .open_at_end
             .iter()
-            .filter(|(level, _)| *level == accprof_trace::Level::Error)
-            .map(|(_, m)| m.clone())
-            .collect(),
-    };
-    Summary {
-        functions,
-        cupti,
-        wall_ns: run.wall_ns(),
-        kernel_ns: totals.kernel_ns,
-        transfer_ns: totals.transfer_ns,
-        transfers: totals.transfers,
-        transfer_bytes: totals.transfer_bytes,
-        host_construct_ns,
-        constructs: run
-            .constructs()
-            .map(|(_, x)| x)
-            .filter(|c| c.parent.is_none())
-            .count() as u64,
-        host_fallback: run.ran_on_host(),
-        runs: vec![facts],
+            .filter_map(|o| open(o).map(|x| x.top))
+            .filter_map(|t| open(&t).map(|x| (x.start_ns, t)))
+            .max()?
+            .1;
+        let c = open(&top)?;
+        let site = info.sites.get(c.line_site.index())?;
+        let inside = info
+            .open_at_end
+            .iter()
+            .rev()
+            .filter_map(|o| open(o).map(|x| (o, x)))
+            .find(|&(&o, x)| o != top && x.top == top)
+            .map(|(_, x)| {
+                let label = construct_label(&info.routines, x.class, x.kind, false);
+                if x.implicit {
+                    format!("its implicit {label}")
+                } else {
+                    label
+                }
+            });
+        let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
+        let dims = |d: [u32; 3]| {
+            kernel_dims(d)
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("x")
+        };
+        let family = self
+            .families
+            .iter()
+            .find(|(t, _)| *t == top)
+            .map(|(_, f)| f);
+        let kernel = match family.and_then(|f| f.last_kernel) {
+            Some((_, n, grid, block)) => Some(format!(
+                "{} grid [{}] block [{}]",
+                name(n),
+                dims(grid),
+                dims(block)
+            )),
+            None => family.and_then(|f| f.last_launch.as_ref()).map(|(_, l)| {
+                let n = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+                format!(
+                    "{} with {} gangs, {} workers, vector length {}",
+                    l.kernel_name.map_or("(unnamed kernel)", name),
+                    n(l.gangs()),
+                    n(l.workers()),
+                    n(l.vector_length())
+                )
+            }),
+        };
+        let transfers = family
+            .map(|f| {
+                f.last_transfers
+                    .iter()
+                    .rev()
+                    .map(|&(_, kind, bytes, variable)| {
+                        let dir = if kind == CopyKind::HostToDevice {
+                            "host->device"
+                        } else {
+                            "device->host"
+                        };
+                        match variable {
+                            Some(v) => {
+                                format!("{dir} {} ({})", crate::units::bytes(bytes), name(v))
+                            }
+                            None => format!("{dir} {}", crate::units::bytes(bytes)),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(InFlight {
+            file: site.file.clone(),
+            function: site.function.clone(),
+            line: site.line,
+            what: construct_label(&info.routines, c.class, c.kind, false),
+            inside,
+            kernel,
+            transfers,
+        })
     }
+}
+
+/// Builds the summary of one run: its entities go through the summary
+/// sink as the join would hand them over.
+pub fn summarize(run: &Run) -> Summary {
+    let mut s = SummarySink::new();
+    let at = |id: ConstructId| {
+        let c = run.construct(id);
+        let top = run.top_level(id);
+        let t = run.construct(top);
+        At {
+            construct: id,
+            line_site: run.line_site(id),
+            top,
+            top_class: t.class,
+            host_ns: c.host_ns(),
+            top_host_ns: t.host_ns(),
+        }
+    };
+    // Only the constructs open at the end can be in flight.
+    for &o in &run.open_at_end {
+        let top = run.top_level(o);
+        s.started(top, run.construct(top));
+    }
+    for (id, k) in run.kernels() {
+        s.kernel(
+            k.clone(),
+            (k.start_ns, id.index() as u64),
+            k.construct.map(at).as_ref(),
+        );
+    }
+    for (id, t) in run.transfers() {
+        s.transfer(
+            t.clone(),
+            (t.start_ns, id.index() as u64),
+            t.construct.map(at).as_ref(),
+        );
+    }
+    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
+    // Innermost first, as the join hands them over.
+    for (id, c) in run.constructs().rev() {
+        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
+        s.construct(id, c.clone(), &launches, &at(id), open.contains(&id));
+    }
+    s.finish(run.info())
+}
+
+/// Reads a trace and summarizes it without building the model: memory
+/// follows the distinct lines and launch shapes and what is in flight,
+/// not the number of events.
+pub fn summarize_reader(
+    reader: impl accprof_trace::RecordSource,
+    symbolizer: &mut crate::symbolize::Symbolizer,
+) -> Summary {
+    crate::join::join_reader(reader, symbolizer, SummarySink::new())
 }
 
 /// Orders a line's transfers by direction and their sizes largest first.
@@ -1079,14 +1380,21 @@ mod tests {
     }
 
     #[test]
-    fn sizes_are_counted_then_capped() {
-        let mut t = TransferLine::default();
-        for i in 0..(MAX_SIZES as u64 + 3) {
-            t.add_size(100 + i, 2);
+    fn sizes_are_counted_then_the_largest_kept_in_any_order() {
+        let sizes: Vec<u64> = (0..(MAX_SIZES as u64 + 3)).map(|i| 100 + i).collect();
+        for order in [sizes.clone(), sizes.iter().rev().copied().collect()] {
+            let mut t = TransferLine::default();
+            for &b in &order {
+                t.add_size(b, 2);
+            }
+            t.add_size(118, 1);
+            t.add_size(100, 1);
+            assert_eq!(t.count_of_size(118), 3);
+            assert_eq!(t.count_of_size(100), 0);
+            assert_eq!(t.sizes.len(), MAX_SIZES);
+            assert_eq!(t.sizes.iter().map(|s| s.bytes).min(), Some(103));
+            // 100, 101 and 102 twice each, and 100 once more.
+            assert_eq!(t.other_sizes, 7);
         }
-        t.add_size(100, 1);
-        assert_eq!(t.count_of_size(100), 3);
-        assert_eq!(t.sizes.len(), MAX_SIZES);
-        assert_eq!(t.other_sizes, 6);
     }
 }

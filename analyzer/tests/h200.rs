@@ -321,7 +321,7 @@ fn data_symbols_name_the_buffers_at_load() {
     assert_eq!(names, ["A", "Anew"]);
     for &p in run.data_names.keys() {
         assert!(
-            run.transfers().any(|(_, t)| t.host_ptr == Some(p)),
+            run.transfers().any(|(_, t)| t.host_ptr() == Some(p)),
             "{p:#x} is a moved buffer"
         );
     }

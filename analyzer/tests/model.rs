@@ -5,7 +5,7 @@
 //! entities once in the run's order, and the counts add up.
 
 use std::fmt::Debug;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use accprof_analyzer::testkit::fixtures;
 use accprof_analyzer::{ConstructId, Run};
@@ -111,4 +111,121 @@ fn every_joined_kernel_transfer_and_allocation_is_reachable_both_ways() {
     }
     // The recorded runs joined device work to their constructs.
     assert!(kernels > 0 && transfers > 0 && allocs > 0);
+}
+
+/// The CUPTI memcpy records (by correlation id) and memset records of a
+/// fixture, read straight from the trace.
+fn device_records(
+    path: &Path,
+) -> (
+    std::collections::HashMap<u32, accprof_trace::MemcpyRecord>,
+    Vec<accprof_trace::MemsetRecord>,
+) {
+    let file = std::fs::File::open(path).expect("fixture opens");
+    let mut reader =
+        accprof_trace::Reader::new(std::io::BufReader::new(file)).expect("fixture reads");
+    let (mut memcpys, mut memsets) = (std::collections::HashMap::new(), Vec::new());
+    while let Some(rec) = reader.next_record() {
+        match rec {
+            accprof_trace::Record::Memcpy(m) => {
+                memcpys.insert(m.correlation, m);
+            }
+            accprof_trace::Record::Memset(m) => memsets.push(m),
+            _ => {}
+        }
+    }
+    (memcpys, memsets)
+}
+
+fn fixture_paths() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = ["h200", "h100"]
+        .iter()
+        .flat_map(|gpu| std::fs::read_dir(fixtures::dir(gpu)).expect("fixture directory"))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "trace"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn cupti_transfers_keep_their_device_stream_and_correlation() {
+    let (mut checked, mut queued) = (0, 0);
+    for path in fixture_paths() {
+        let name = path.display().to_string();
+        let run = accprof_analyzer::load_run_with(
+            &path,
+            &accprof_analyzer::LoadOptions::only_in(Vec::new()),
+        )
+        .expect("fixture loads");
+        let (memcpys, _) = device_records(&path);
+        let cupti: Vec<_> = run
+            .transfers()
+            .filter(|(_, t)| t.source == accprof_analyzer::TransferSource::Cupti)
+            .collect();
+        assert_eq!(cupti.len(), memcpys.len(), "{name}: CUPTI transfers");
+        for (id, t) in cupti {
+            let corr = t
+                .correlation()
+                .expect("a CUPTI transfer has its correlation id");
+            let m = &memcpys[&corr];
+            assert_eq!(
+                (t.device(), t.stream(), t.bytes, t.start_ns),
+                (Some(m.device), Some(m.stream), m.bytes, m.start_ns),
+                "{name}: transfer {id:?}"
+            );
+            checked += 1;
+        }
+        // The transfers of an asynchronous construct go on the stream of
+        // its queue: one stream per (thread, queue), as the kernels of
+        // that queue run on it.
+        let (_, memsets) = device_records(&path);
+        assert_eq!(run.memsets().len(), memsets.len(), "{name}: memsets");
+        let mut streams: std::collections::HashMap<(u32, i32), u32> = Default::default();
+        for (c, x) in run.constructs() {
+            let Some(q) = x.async_queue().filter(|&q| q >= 0) else {
+                continue;
+            };
+            let own = run
+                .transfers_of(c)
+                .iter()
+                .map(|&t| run.transfer(t).stream());
+            let kernels = run
+                .kernels_of(c)
+                .iter()
+                .map(|&k| Some(run.kernel(k).stream));
+            for s in own.chain(kernels).flatten() {
+                let first = *streams.entry((x.thread, q)).or_insert(s);
+                assert_eq!(first, s, "{name}: queue {q} of construct {c:?}");
+                queued += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 0 && queued > 0,
+        "{checked} transfers, {queued} on queues"
+    );
+}
+
+/// `accprof report` summarizes while reading, never building the model;
+/// `summarize` replays a built model through the same aggregation. On
+/// every recorded run (the device faults included: the construct in
+/// flight is found both ways) the two agree field for field.
+#[test]
+fn the_streamed_summary_is_the_summary_of_the_model() {
+    let opts = accprof_analyzer::LoadOptions::only_in(Vec::new());
+    let mut in_flight = 0;
+    for path in fixture_paths() {
+        let name = path.display().to_string();
+        let streamed = accprof_analyzer::summarize_run_with(&path, &opts).expect("fixture reads");
+        let run = accprof_analyzer::load_run_with(&path, &opts).expect("fixture loads");
+        let built = accprof_analyzer::summary::summarize(&run);
+        assert_eq!(
+            format!("{streamed:#?}"),
+            format!("{built:#?}"),
+            "{name}: streamed and built summaries differ"
+        );
+        in_flight += built.runs.iter().filter(|r| r.in_flight.is_some()).count();
+    }
+    assert!(in_flight > 0, "no fixture died inside a construct");
 }

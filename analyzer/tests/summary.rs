@@ -231,8 +231,8 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
     let routines: Vec<(&str, Option<model::ConstructId>, bool)> = run
         .constructs()
         .map(|(_, c)| match c.class {
-            model::ConstructClass::ApiCall(r) => (run.routine(r), c.parent, c.end_ns.is_some()),
-            _ => ("nested", c.parent, c.end_ns.is_some()),
+            model::ConstructClass::ApiCall(r) => (run.routine(r), c.parent, c.end_ns().is_some()),
+            _ => ("nested", c.parent, c.end_ns().is_some()),
         })
         .collect();
     let first = Some(ids[0]);

@@ -219,7 +219,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         sort_by_time: args.sort == SortArg::Time,
     };
     let load = load_options(args);
-    // One run in memory at a time: each is summarized, then dropped. An
+    // Each trace is summarized as it is read, never held as a model. An
     // unreadable trace among several is named and left out; the others
     // are reported, and the exit code still says that one failed.
     let mut summaries = Vec::with_capacity(args.traces.len());
@@ -227,11 +227,11 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for path in &args.traces {
         let (load, bar) = progress::with_bar(path, &load);
-        let loaded = accprof_analyzer::load_run_with(path, &load);
+        let summarized = accprof_analyzer::summarize_run_with(path, &load);
         drop(bar);
-        match loaded {
-            Ok(run) => {
-                summaries.push(accprof_analyzer::summary::summarize(&run));
+        match summarized {
+            Ok(summary) => {
+                summaries.push(summary);
                 read.push(path);
             }
             Err(e) if args.traces.len() == 1 => return Err(e.into()),
@@ -324,8 +324,8 @@ fn report_at_exit(args: &ReportArgs) -> u8 {
     let Some(path) = args.traces.first() else {
         return 0;
     };
-    let run = match accprof_analyzer::load_run_with(path, &load_options(args)) {
-        Ok(run) => run,
+    let summary = match accprof_analyzer::summarize_run_with(path, &load_options(args)) {
+        Ok(summary) => summary,
         Err(e) => {
             let _ = write_stdout(format!("accprof: no summary: {e}\n").as_bytes());
             return 0;
@@ -333,14 +333,13 @@ fn report_at_exit(args: &ReportArgs) -> u8 {
     };
     // A process that never used OpenACC (a shell, a compiler the program
     // ran) gets no summary.
-    if run.acc_events == 0 {
+    if summary.runs.iter().all(|r| r.acc_events == 0) {
         return 0;
     }
     let opts = accprof_reports::text::TextOptions {
         extended: args.extended,
         sort_by_time: args.sort == SortArg::Time,
     };
-    let summary = accprof_analyzer::summary::summarize(&run);
     let text = accprof_reports::text::render_summary(&summary, &opts);
     let _ = write_stdout(&text);
     // The process is still running: no end record is expected yet.

@@ -57,7 +57,7 @@ fn api_calls(run: &Run, file: &Path) -> BTreeMap<(u32, String), u64> {
             site.file
         );
         assert!(c.parent.is_none(), "an API call is a top-level construct");
-        assert!(c.end_ns.is_some(), "{} has its end", run.routine(r));
+        assert!(c.end_ns().is_some(), "{} has its end", run.routine(r));
         let line = site
             .line
             .unwrap_or_else(|| panic!("no line for {}", run.routine(r)));

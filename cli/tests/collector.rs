@@ -115,7 +115,7 @@ fn nvhpc_style_fields_are_recorded() {
     let run = only_trace(dir.path());
     let sites = compute_sites(&run);
     assert_eq!(sites, vec![("solver.c".to_string(), Some(42)); 3]);
-    let (_, first) = run.constructs().next().expect("a construct");
+    let (first_id, first) = run.constructs().next().expect("a construct");
     let site = run.site(first.site);
     assert_eq!(site.function, "solve");
     // Without CUPTI the runtime's upload events are the copies; the
@@ -126,7 +126,7 @@ fn nvhpc_style_fields_are_recorded() {
         .filter(|c| c.kind == accprof_trace::CopyKind::HostToDevice)
         .collect();
     assert_eq!(uploads.len(), 3);
-    assert_eq!(uploads[0].variable.as_deref(), Some("a[0:1000]"));
+    assert_eq!(uploads[0].variable.map(|v| run.name(v)), Some("a[0:1000]"));
     assert_eq!(uploads[0].bytes, 8000);
     let downloads: Vec<_> = run
         .transfers()
@@ -137,10 +137,13 @@ fn nvhpc_style_fields_are_recorded() {
     assert!(downloads
         .iter()
         .all(|d| d.variable.is_none() && d.bytes == 0));
-    let launch = &first.launches[0];
-    assert_eq!(launch.kernel_name.as_deref(), Some("solve_42_gpu"));
+    let launch = run.launches_of(first_id).next().expect("a launch");
     assert_eq!(
-        (launch.gangs, launch.vector_length),
+        launch.kernel_name.map(|n| run.name(n)),
+        Some("solve_42_gpu")
+    );
+    assert_eq!(
+        (launch.gangs(), launch.vector_length()),
         (Some(7813), Some(128))
     );
 }
@@ -197,7 +200,7 @@ fn constructs_lie_inside_the_programs_own_clock_readings() {
             .constructs()
             .map(|(_, x)| x)
             .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
-            .map(|c| (c.start_ns, c.end_ns.expect("construct ended")))
+            .map(|c| (c.start_ns, c.end_ns().expect("construct ended")))
             .collect();
         computes.sort();
         assert_eq!(computes.len(), 8);

@@ -53,7 +53,7 @@ pub fn check(cx: &Context) -> Checked {
 fn disjoint(group: &[(AllocId, &DeviceAlloc)]) -> bool {
     group
         .windows(2)
-        .all(|w| w[0].1.free_ns.is_some_and(|f| f <= w[1].1.alloc_ns))
+        .all(|w| w[0].1.free_ns().is_some_and(|f| f <= w[1].1.alloc_ns))
 }
 
 #[cfg(test)]

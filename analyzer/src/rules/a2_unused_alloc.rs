@@ -29,7 +29,7 @@ pub fn check(cx: &Context) -> Checked {
     }
     let end = run.span_ns.1;
     let unused = run.allocs().filter(|(_, a)| {
-        a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns.unwrap_or(end))
+        a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns().unwrap_or(end))
     });
     let groups = group_by(unused.map(|(id, a)| {
         let site = a.construct.map(|c| run.line_site(c));
@@ -38,7 +38,7 @@ pub fn check(cx: &Context) -> Checked {
     for (site, group) in groups {
         let bytes: u64 = group.iter().map(|(_, a)| a.bytes).sum();
         let ids: Vec<_> = group.iter().map(|&(id, _)| id).collect();
-        let variable = group[0].1.variable.clone();
+        let variable = group[0].1.variable.map(|v| run.name(v).to_string());
         let mut f = alloc_finding(cx, "A2", site, variable, &ids, |place| {
             format!(
                 "device memory no kernel used: {} allocated at {place}",

@@ -28,7 +28,7 @@ pub fn check(cx: &Context) -> Checked {
     }
     let allocs_between = |t0: u64, t1: u64| {
         cx.run.allocs().any(|(_, a)| {
-            (t0 < a.alloc_ns && a.alloc_ns < t1) || a.free_ns.is_some_and(|f| t0 < f && f < t1)
+            (t0 < a.alloc_ns && a.alloc_ns < t1) || a.free_ns().is_some_and(|f| t0 < f && f < t1)
         })
     };
     let pairs = consecutive_pairs(cx, |a, b| {

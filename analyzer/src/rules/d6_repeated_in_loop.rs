@@ -53,7 +53,7 @@ pub fn check(cx: &Context) -> Checked {
         let k = match lp {
             Some(lp) => (s.file.clone(), lp.header_line),
             // No loop known: keyed by the site itself (line 0 never clashes).
-            None => (format!("{}#{}", s.file, g.site.0), 0),
+            None => (format!("{}#{}", s.file, g.site.index()), 0),
         };
         by_loop.entry(k).or_default().push(g);
     }
@@ -334,11 +334,12 @@ mod tests {
             b.gcc_compute(s1, &[a, anew], 30_000, 8448, &[a, anew]);
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
+        let (na, nanew) = (b.run.intern_name("A"), b.run.intern_name("Anew"));
         b.run.transfers.iter_mut().for_each(|c| {
-            c.variable = Some(if c.host_ptr == Some(a.ptr) {
-                "A".into()
+            c.variable = Some(if c.host_ptr() == Some(a.ptr) {
+                na
             } else {
-                "Anew".into()
+                nanew
             })
         });
         b.build()
@@ -428,13 +429,11 @@ mod tests {
         for _ in 0..10 {
             b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
         }
-        b.run.transfers.iter_mut().for_each(|c| {
-            c.variable = Some(if c.host_ptr == Some(a.ptr) {
-                "a".into()
-            } else {
-                "b".into()
-            })
-        });
+        let (na, nb) = (b.run.intern_name("a"), b.run.intern_name("b"));
+        b.run
+            .transfers
+            .iter_mut()
+            .for_each(|c| c.variable = Some(if c.host_ptr() == Some(a.ptr) { na } else { nb }));
         b.build()
     }
 

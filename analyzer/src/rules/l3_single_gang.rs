@@ -41,10 +41,11 @@ pub fn check(cx: &Context) -> Checked {
             .constructs()
             .filter(|(_, c)| c.class == ConstructClass::Compute)
         {
-            for l in &c.launches {
+            let launches = run.launches_of(id).count();
+            for l in run.launches_of(id) {
                 *all_launches.entry(Some(c.site)).or_default() += 1;
-                if l.gangs == Some(1) {
-                    let ns = c.host_ns().unwrap_or(0) / c.launches.len().max(1) as u64;
+                if l.gangs() == Some(1) {
+                    let ns = c.host_ns().unwrap_or(0) / launches.max(1) as u64;
                     single.push((Some(c.site), (ns, None, Some(id))));
                 }
             }
@@ -105,7 +106,7 @@ pub fn check(cx: &Context) -> Checked {
                     .field("block", Value::Text(format!("{:?}", k.block)));
                 f.evidence.say(format!(
                     "CUPTI: {} ran with grid {:?} and block {:?}, {} per launch on average ({:.0}% of the wall time).",
-                    k.name,
+                    run.name(k.name),
                     k.grid,
                     k.block,
                     units::duration_ns(cost / launches.max(1)),

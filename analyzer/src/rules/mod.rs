@@ -152,9 +152,9 @@ impl<'a> Context<'a> {
             xfers.push(Xfer {
                 transfer: id,
                 dir,
-                host_ptr: c.host_ptr,
+                host_ptr: c.host_ptr(),
                 bytes: c.bytes,
-                hash: c.hash,
+                hash: c.hash(),
                 start_ns: c.start_ns,
                 end_ns: c.end_ns,
                 construct: c.construct,

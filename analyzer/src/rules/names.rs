@@ -15,8 +15,8 @@ use crate::Run;
 pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
     let mut names = HashMap::new();
     for (_, c) in run.transfers() {
-        if let (Some(p), Some(v)) = (c.host_ptr, &c.variable) {
-            names.entry(p).or_insert_with(|| v.clone());
+        if let (Some(p), Some(v)) = (c.host_ptr(), c.variable) {
+            names.entry(p).or_insert_with(|| run.name(v).to_string());
         }
     }
     for (&p, name) in &run.data_names {

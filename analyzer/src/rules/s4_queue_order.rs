@@ -45,7 +45,7 @@ pub fn check(cx: &Context) -> Checked {
     let kernels = kernels_by_construct(run);
     let launched: Vec<bool> = run
         .constructs()
-        .map(|(id, c)| !c.launches.is_empty() || kernels.contains_key(&id))
+        .map(|(id, _)| run.launches_of(id).next().is_some() || kernels.contains_key(&id))
         .collect();
     if !run
         .constructs()
@@ -78,7 +78,7 @@ pub fn check(cx: &Context) -> Checked {
 fn queues(run: &Run) -> Vec<Option<i32>> {
     let mut inner: Vec<Option<i32>> = vec![None; run.constructs().len()];
     for (_, c) in run.constructs() {
-        if let (Some(p), Some(q)) = (c.parent, c.async_queue) {
+        if let (Some(p), Some(q)) = (c.parent, c.async_queue()) {
             if inner[p.index()].is_none() {
                 inner[p.index()] = Some(q);
             }
@@ -87,7 +87,7 @@ fn queues(run: &Run) -> Vec<Option<i32>> {
     run.constructs()
         .map(|(_, x)| x)
         .zip(inner)
-        .map(|(c, inner)| match c.async_queue {
+        .map(|(c, inner)| match c.async_queue() {
             Some(q) if q != SYNC => Some(q),
             own if c.class == ConstructClass::Compute => inner.or(own),
             own => own,
@@ -329,7 +329,7 @@ fn finding(
         // When what follows could start: the construct's first kernel, or
         // for a wait directive the host's return from it (one clock).
         let mine = match run.construct(r.construct).class {
-            ConstructClass::Wait => run.construct(r.construct).end_ns.map(|e| (e, e)),
+            ConstructClass::Wait => run.construct(r.construct).end_ns().map(|e| (e, e)),
             _ => device_span(run, kernels, r.construct),
         };
         let mut unordered = false;
@@ -734,9 +734,9 @@ mod tests {
     fn compute(b: &mut RunBuilder, line: u32, queue: i32) -> ConstructId {
         let s = b.site("a.c", line);
         let c = b.open(ConstructClass::Compute, s, None);
-        b.construct_mut(c).async_queue = Some(SYNC);
+        b.construct_mut(c).set_async_queue(Some(SYNC));
         let e = b.open(ConstructClass::EnterData, s, Some(c));
-        b.construct_mut(e).async_queue = Some(queue);
+        b.construct_mut(e).set_async_queue(Some(queue));
         b.close(e);
         b.kernel(c, 100, 10_000);
         b.close(c);
@@ -746,7 +746,7 @@ mod tests {
     fn wait(b: &mut RunBuilder, line: u32) {
         let s = b.site("a.c", line);
         let w = b.open(ConstructClass::Wait, s, None);
-        b.construct_mut(w).async_queue = Some(SYNC);
+        b.construct_mut(w).set_async_queue(Some(SYNC));
         b.close(w);
     }
 

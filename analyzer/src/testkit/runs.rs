@@ -2,9 +2,7 @@
 //! kernels and allocations put into a [`Run`] directly, on a clock that
 //! every helper advances, and one rule run on them.
 
-use accprof_trace::{
-    Clock, CopyKind, Device, HashMode, Header, MemoryKind, RegionId, SourceState, Sources,
-};
+use accprof_trace::{Clock, CopyKind, Device, HashMode, Header, MemoryKind, SourceState, Sources};
 
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
@@ -50,9 +48,6 @@ impl RunBuilder {
         };
         RunBuilder {
             run: Run {
-                header,
-                version: (1, 0),
-                losses: Vec::new(),
                 devices: vec![Device {
                     id: 0,
                     name: "Test GPU".into(),
@@ -60,27 +55,7 @@ impl RunBuilder {
                     compute_capability: (9, 0),
                     global_memory_bytes: 1 << 34,
                 }],
-                sites: Vec::new(),
-                constructs: Vec::new(),
-                kernels: Vec::new(),
-                transfers: Vec::new(),
-                allocs: Vec::new(),
-                modules: Vec::new(),
-                hashes: Vec::new(),
-                acc_events: 0,
-                dropped: Vec::new(),
-                diagnostics: Vec::new(),
-                notes: Vec::new(),
-                skipped_unknown: 0,
-                span_ns: (0, 0),
-                open_at_end: Vec::new(),
-                ending: None,
-                routines: Vec::new(),
-                executable_binary: None,
-                data_names: Default::default(),
-                related: Default::default(),
-                totals: Default::default(),
-                placement: Default::default(),
+                ..Run::empty(header)
             },
             t: 1_000,
             next_ptr: 0x10_0000,
@@ -121,7 +96,7 @@ impl RunBuilder {
                 self.run.routines.len() - 1
             }
         };
-        ApiRoutine(i as u32)
+        ApiRoutine(i as u16)
     }
 
     pub fn open(
@@ -131,29 +106,17 @@ impl RunBuilder {
         parent: Option<ConstructId>,
     ) -> ConstructId {
         let id = ConstructId::at(self.run.constructs.len());
-        self.run.constructs.push(Construct {
-            region: RegionId(u64::from(id.0) + 1),
-            class,
-            kind: None,
-            implicit: parent.is_some(),
-            site,
-            thread: 1,
-            start_ns: self.t,
-            end_ns: None,
-            parent,
-            async_queue: None,
-            device_type: None,
-            device: None,
-            launches: Vec::new(),
-            cut: false,
-        });
+        let mut c = Construct::new(class, None, site, 1, self.t, parent);
+        c.implicit = parent.is_some();
+        self.run.constructs.push(c);
         self.t += 1_000;
         id
     }
 
     pub fn close(&mut self, id: ConstructId) {
         self.t += 1_000;
-        self.construct_mut(id).end_ns = Some(self.t);
+        let t = self.t;
+        self.construct_mut(id).set_end_ns(Some(t));
         self.t += 1_000;
     }
 
@@ -162,19 +125,20 @@ impl RunBuilder {
             CopyKind::HostToDevice => (MemoryKind::Pageable, MemoryKind::Device),
             _ => (MemoryKind::Device, MemoryKind::Pageable),
         };
-        self.run.transfers.push(Transfer {
-            construct: Some(construct),
+        let mut t = Transfer::new(
+            Some(construct),
             kind,
-            bytes: b.bytes,
-            start_ns: self.t,
-            end_ns: self.t + ns,
+            b.bytes,
+            self.t,
+            self.t + ns,
             src,
             dst,
-            source: TransferSource::Cupti,
-            variable: None,
-            host_ptr: Some(b.ptr),
-            hash: (self.run.header.sources.hashing != HashMode::Off).then_some(b.hash),
-        });
+            TransferSource::Cupti,
+        );
+        t.set_host_ptr(Some(b.ptr));
+        t.set_hash((self.run.header.sources.hashing != HashMode::Off).then_some(b.hash));
+        t.set_device(0, 7, self.run.transfers.len() as u32);
+        self.run.transfers.push(t);
         self.t += ns + 1_000;
         TransferId::at(self.run.transfers.len() - 1)
     }
@@ -182,14 +146,17 @@ impl RunBuilder {
     /// A launch of `construct`, and its kernel when CUPTI records.
     pub fn kernel(&mut self, construct: ConstructId, grid: u32, ns: u64) -> Option<KernelId> {
         let t = self.t;
-        self.construct_mut(construct).launches.push(LaunchRequest {
-            kernel_name: Some("k".into()),
-            gangs: Some(grid as u64),
-            workers: Some(1),
-            vector_length: Some(32),
-            start_ns: t,
-            end_ns: Some(t + 500),
-        });
+        let name = self.run.intern_name("k");
+        let mut l = LaunchRequest::new(
+            construct,
+            Some(name),
+            Some(grid as u64),
+            Some(1),
+            Some(32),
+            t,
+        );
+        l.set_end_ns(t + 500);
+        self.run.launches.push(l);
         let id = self
             .run
             .cupti_active()
@@ -197,7 +164,7 @@ impl RunBuilder {
         if id.is_some() {
             self.run.kernels.push(Kernel {
                 construct: Some(construct),
-                name: "k".into(),
+                name,
                 grid: [grid, 1, 1],
                 block: [32, 1, 1],
                 registers: 32,
@@ -208,6 +175,7 @@ impl RunBuilder {
                 device: 0,
                 stream: 7,
                 source: KernelSource::Cupti,
+                launch: 0,
             });
         }
         self.t += ns + 1_000;
@@ -215,20 +183,20 @@ impl RunBuilder {
     }
 
     pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> AllocId {
-        self.run.allocs.push(DeviceAlloc {
-            construct: Some(construct),
+        self.run.allocs.push(DeviceAlloc::new(
+            Some(construct),
             bytes,
-            device_ptr: Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
-            variable: None,
-            alloc_ns: self.t,
-            free_ns: None,
-        });
+            Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
+            None,
+            self.t,
+        ));
         self.t += 100;
         AllocId::at(self.run.allocs.len() - 1)
     }
 
     pub fn free(&mut self, alloc: AllocId) {
-        self.alloc_mut(alloc).free_ns = Some(self.t);
+        let t = self.t;
+        self.alloc_mut(alloc).set_free_ns(Some(t));
         self.t += 100;
     }
 
@@ -283,7 +251,7 @@ impl RunBuilder {
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
         if !self.run.cupti_active() {
-            let launched: Vec<_> = crate::model::launched_kernels(&self.run.constructs).collect();
+            let launched = self.run.launched_kernels();
             self.run.kernels.extend(launched);
             self.run.kernels.sort_by_key(|k| k.start_ns);
         }
