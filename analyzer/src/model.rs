@@ -1806,7 +1806,17 @@ fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
         return;
     };
     let binary = symbolizer.locate(exe);
-    let moved = run.transfers().filter_map(|(_, t)| t.host_ptr());
+    // Each buffer once: the transfers' shapes hold their host pointers.
+    let mut moved: Vec<u64> = run
+        .tables
+        .transfer_shapes
+        .list
+        .iter()
+        .map(|s| s.host_ptr)
+        .filter(|&p| p != u64::MAX)
+        .collect();
+    moved.sort_unstable();
+    moved.dedup();
     let names = symbolizer.data_names(exe, moved);
     run.executable_binary = binary;
     run.data_names = names.into_iter().collect();

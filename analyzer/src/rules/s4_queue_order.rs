@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::join::IdHashMap;
 use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
@@ -137,8 +138,8 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 }
 
 /// When each queue first received work (any construct on it).
-fn first_work(run: &Run, queues: &Queues) -> HashMap<i32, u64> {
-    let mut first: HashMap<i32, u64> = HashMap::new();
+fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
+    let mut first: IdHashMap<i32, u64> = IdHashMap::default();
     for (id, c) in run.constructs() {
         if let Some(q) = queues.of(id) {
             let t = first.entry(q).or_insert(c.start_ns);
@@ -151,13 +152,13 @@ fn first_work(run: &Run, queues: &Queues) -> HashMap<i32, u64> {
 fn find_reaches(
     cx: &Context,
     queues: &Queues,
-    first_work: &HashMap<i32, u64>,
+    first_work: &IdHashMap<i32, u64>,
     launched: &dyn Fn(ConstructId) -> bool,
 ) -> Vec<Reach> {
     let run = cx.run;
     // What each site waits for, read once per site and kind of construct.
     type Waits = Option<Option<Vec<i32>>>;
-    let mut waits_at: HashMap<(SiteId, ConstructClass), Waits> = HashMap::new();
+    let mut waits_at: IdHashMap<(SiteId, ConstructClass), Waits> = IdHashMap::default();
     let mut top: Vec<ConstructId> = run
         .constructs()
         .filter(|(_, c)| c.parent.is_none())
@@ -494,7 +495,7 @@ fn finding(
 fn source_waits(
     cx: &Context,
     queues: &Queues,
-    first_work: &HashMap<i32, u64>,
+    first_work: &IdHashMap<i32, u64>,
     launched: &dyn Fn(ConstructId) -> bool,
 ) -> Vec<Finding> {
     let run = cx.run;
