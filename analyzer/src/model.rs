@@ -638,10 +638,12 @@ impl<S: Copy + Eq + std::hash::Hash> Shapes<S> {
     }
 }
 
-/// What a [`Construct`] shares with the other constructs of its kind on
-/// its thread, device and queue.
+/// What a [`Construct`] shares with the other times the same construct
+/// ran on its thread, device and queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ConstructShape {
+    site: SiteId,
+    line_site: SiteId,
     class: ConstructClass,
     kind: Option<ConstructKind>,
     implicit: bool,
@@ -652,14 +654,12 @@ pub(crate) struct ConstructShape {
     device: u32,
 }
 
-/// A [`Construct`] as the run keeps it: times, sites, parent and shape
-/// (32 bytes).
+/// A [`Construct`] as the run keeps it: times, parent and shape (24
+/// bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct ConstructRow {
     start_ns: u64,
     end_ns: u64,
-    site: SiteId,
-    line_site: SiteId,
     parent: Option<ConstructId>,
     shape: u32,
 }
@@ -752,6 +752,8 @@ pub(crate) struct Tables {
 impl Tables {
     fn construct_row(&mut self, c: &Construct) -> ConstructRow {
         let shape = self.construct_shapes.intern(ConstructShape {
+            site: c.site,
+            line_site: c.line_site,
             class: c.class,
             kind: c.kind,
             implicit: c.implicit,
@@ -764,8 +766,6 @@ impl Tables {
         ConstructRow {
             start_ns: c.start_ns,
             end_ns: c.end_ns,
-            site: c.site,
-            line_site: c.line_site,
             parent: c.parent,
             shape,
         }
@@ -777,8 +777,8 @@ impl Tables {
             class: s.class,
             kind: s.kind,
             implicit: s.implicit,
-            site: r.site,
-            line_site: r.line_site,
+            site: s.site,
+            line_site: s.line_site,
             thread: s.thread,
             start_ns: r.start_ns,
             end_ns: r.end_ns,
@@ -1347,7 +1347,10 @@ impl Run {
     /// first line of its body, PGI at the pragma: the pragma line is the
     /// one users look for); any other construct at its own site.
     pub fn line_site(&self, c: ConstructId) -> SiteId {
-        self.tables.constructs[c.index()].line_site
+        let t = &self.tables;
+        t.construct_shapes
+            .get(t.constructs[c.index()].shape)
+            .line_site
     }
 
     /// Derives, once the tables are complete, what the views read instead
@@ -2191,7 +2194,7 @@ mod tests {
         );
         // What the run keeps of each kernel, transfer and allocation
         // besides the shape it shares with others.
-        assert_eq!(size_of::<ConstructRow>(), 32);
+        assert_eq!(size_of::<ConstructRow>(), 24);
         assert_eq!(size_of::<KernelRow>(), 24);
         assert_eq!(size_of::<TransferRow>(), 40);
         assert_eq!(size_of::<AllocRow>(), 24);

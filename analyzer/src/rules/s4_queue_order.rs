@@ -230,6 +230,9 @@ fn find_reaches(
 /// nested ones').
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
+    if !run.kernels().any(|(_, k)| k.device_timed()) {
+        return m;
+    }
     for (id, _) in run.constructs() {
         let own: Vec<KernelId> = run
             .kernels_of(id)
