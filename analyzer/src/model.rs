@@ -121,7 +121,7 @@ pub enum ConstructClass {
 
 /// An OpenACC construct: its start and end events as one entry. What a
 /// trace may leave out is packed (read through the methods).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Construct {
     pub class: ConstructClass,
     /// The construct as the runtime named it (parallel, kernels, data, ...);
@@ -370,7 +370,7 @@ pub enum KernelSource {
 
 /// A kernel the device ran (CUPTI), or, when CUPTI did not record, one the
 /// runtime launched.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Kernel {
     pub construct: Option<ConstructId>,
     /// [`Run::name`] reads it.
@@ -414,7 +414,7 @@ pub enum TransferSource {
 
 /// One host<->device transfer. What a trace may leave out is packed (read
 /// through the methods).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Transfer {
     pub construct: Option<ConstructId>,
     pub kind: CopyKind,
@@ -519,7 +519,7 @@ impl Transfer {
 /// A device allocation the runtime reported (acc_prof alloc/free events).
 /// GCC allocates one block per group of mapped variables, so `bytes` may
 /// cover several variables.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DeviceAlloc {
     pub construct: Option<ConstructId>,
     pub bytes: u64,

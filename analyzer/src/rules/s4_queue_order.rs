@@ -528,7 +528,7 @@ fn source_waits(
             }
             let earlier: Vec<ConstructId> = run
                 .constructs()
-                .filter(|&(id, c)| {
+                .filter(|&(id, ref c)| {
                     let site = run.site(c.site);
                     c.parent.is_none()
                         && site.file == file
