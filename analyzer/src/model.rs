@@ -120,8 +120,7 @@ pub enum ConstructClass {
 }
 
 /// An OpenACC construct: its start and end events as one entry. What a
-/// trace may leave out is packed (read through the methods), so a
-/// construct takes 48 bytes.
+/// trace may leave out is packed (read through the methods).
 #[derive(Debug, Clone)]
 pub struct Construct {
     pub class: ConstructClass,
@@ -359,7 +358,7 @@ mod launch_bits {
 }
 
 /// Where a kernel's numbers come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelSource {
     /// CUPTI kernel record: device start/end, launch shape, resources.
     Cupti,
@@ -405,7 +404,7 @@ impl Kernel {
 }
 
 /// Where a transfer's numbers come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TransferSource {
     /// CUPTI memcpy record: device start/end.
     Cupti,
@@ -585,6 +584,331 @@ impl Memset {
     }
 }
 
+/// The numbers of an entity that a run repeats (a kernel's name, launch
+/// shape and stream; a transfer's buffer and direction; an allocation's
+/// size and device pointer), each kept once: an entity holds the index of
+/// its shape. The lookup from shape to index lives only while the run is
+/// built; the shapes used last are tried first (a launch storm repeats
+/// the few shapes of its constructs over and over).
+#[derive(Debug, Clone)]
+pub(crate) struct Shapes<S> {
+    list: Vec<S>,
+    index: crate::join::IdHashMap<S, u32>,
+    recent: [Option<(S, u32)>; 4],
+    next: usize,
+}
+
+impl<S> Default for Shapes<S> {
+    fn default() -> Self {
+        Shapes {
+            list: Vec::new(),
+            index: Default::default(),
+            recent: [None, None, None, None],
+            next: 0,
+        }
+    }
+}
+
+impl<S: Copy + Eq + std::hash::Hash> Shapes<S> {
+    /// The index of `shape`, added when new. A run holds fewer than 2^32
+    /// shapes (each is an entity's).
+    fn intern(&mut self, shape: S) -> u32 {
+        if let Some((_, i)) = self.recent.iter().flatten().find(|(s, _)| *s == shape) {
+            return *i;
+        }
+        let list = &mut self.list;
+        let i = *self.index.entry(shape).or_insert_with(|| {
+            list.push(shape);
+            (list.len() - 1) as u32
+        });
+        self.recent[self.next] = Some((shape, i));
+        self.next = (self.next + 1) % self.recent.len();
+        i
+    }
+
+    #[inline]
+    fn get(&self, i: u32) -> S {
+        self.list[i as usize]
+    }
+
+    /// Done adding: the lookup goes, the list takes no more than it holds.
+    fn seal(&mut self) {
+        self.index = Default::default();
+        self.list.shrink_to_fit();
+    }
+}
+
+/// What a [`Construct`] shares with the other times the same construct
+/// ran on its thread, device and queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ConstructShape {
+    site: SiteId,
+    line_site: SiteId,
+    class: ConstructClass,
+    kind: Option<ConstructKind>,
+    implicit: bool,
+    cut: bool,
+    device_type: u8,
+    thread: u32,
+    async_queue: i32,
+    device: u32,
+}
+
+/// A [`Construct`] as the run keeps it: times, parent and shape (24
+/// bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct ConstructRow {
+    start_ns: u64,
+    end_ns: u64,
+    parent: Option<ConstructId>,
+    shape: u32,
+}
+
+/// What a [`Kernel`] shares with the other launches of the same kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct KernelShape {
+    name: NameId,
+    grid: [u32; 3],
+    block: [u32; 3],
+    registers: u32,
+    shared_bytes: u32,
+    local_bytes_per_thread: u32,
+    device: u32,
+    stream: u32,
+    source: KernelSource,
+    launch: u8,
+}
+
+/// A [`Kernel`] as the run keeps it: times, construct and shape (24
+/// bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelRow {
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
+    pub(crate) construct: Option<ConstructId>,
+    shape: u32,
+}
+
+/// What a [`Transfer`] shares with the other transfers of the same buffer
+/// the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct TransferShape {
+    kind: CopyKind,
+    src: MemoryKind,
+    dst: MemoryKind,
+    source: TransferSource,
+    hashed: bool,
+    variable: Option<NameId>,
+    bytes: u64,
+    host_ptr: u64,
+    device: u32,
+    stream: u32,
+}
+
+/// A [`Transfer`] as the run keeps it (40 bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct TransferRow {
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
+    hash: u64,
+    pub(crate) construct: Option<ConstructId>,
+    correlation: u32,
+    shape: u32,
+}
+
+/// What a [`DeviceAlloc`] shares with the other allocations of the same
+/// block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct AllocShape {
+    bytes: u64,
+    device_ptr: u64,
+    variable: Option<NameId>,
+}
+
+/// A [`DeviceAlloc`] as the run keeps it (24 bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct AllocRow {
+    alloc_ns: u64,
+    free_ns: u64,
+    pub(crate) construct: Option<ConstructId>,
+    shape: u32,
+}
+
+/// The kernels, transfers and allocations of a run, each a row of its
+/// own numbers and the index of the shape it shares with others; read
+/// back whole through [`Run::kernel`], [`Run::transfer`], [`Run::alloc`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tables {
+    pub(crate) constructs: Vec<ConstructRow>,
+    pub(crate) kernels: Vec<KernelRow>,
+    pub(crate) transfers: Vec<TransferRow>,
+    pub(crate) allocs: Vec<AllocRow>,
+    construct_shapes: Shapes<ConstructShape>,
+    kernel_shapes: Shapes<KernelShape>,
+    transfer_shapes: Shapes<TransferShape>,
+    alloc_shapes: Shapes<AllocShape>,
+}
+
+impl Tables {
+    fn construct_row(&mut self, c: &Construct) -> ConstructRow {
+        let shape = self.construct_shapes.intern(ConstructShape {
+            site: c.site,
+            line_site: c.line_site,
+            class: c.class,
+            kind: c.kind,
+            implicit: c.implicit,
+            cut: c.cut,
+            device_type: c.device_type,
+            thread: c.thread,
+            async_queue: c.async_queue,
+            device: c.device,
+        });
+        ConstructRow {
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
+            parent: c.parent,
+            shape,
+        }
+    }
+
+    fn construct(&self, r: &ConstructRow) -> Construct {
+        let s = self.construct_shapes.get(r.shape);
+        Construct {
+            class: s.class,
+            kind: s.kind,
+            implicit: s.implicit,
+            site: s.site,
+            line_site: s.line_site,
+            thread: s.thread,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            parent: r.parent,
+            async_queue: s.async_queue,
+            device: s.device,
+            device_type: s.device_type,
+            cut: s.cut,
+        }
+    }
+
+    fn kernel_row(&mut self, k: &Kernel) -> KernelRow {
+        let shape = self.kernel_shapes.intern(KernelShape {
+            name: k.name,
+            grid: k.grid,
+            block: k.block,
+            registers: k.registers,
+            shared_bytes: k.shared_bytes,
+            local_bytes_per_thread: k.local_bytes_per_thread,
+            device: k.device,
+            stream: k.stream,
+            source: k.source,
+            launch: k.launch,
+        });
+        KernelRow {
+            start_ns: k.start_ns,
+            end_ns: k.end_ns,
+            construct: k.construct,
+            shape,
+        }
+    }
+
+    fn kernel(&self, r: &KernelRow) -> Kernel {
+        let s = self.kernel_shapes.get(r.shape);
+        Kernel {
+            construct: r.construct,
+            name: s.name,
+            grid: s.grid,
+            block: s.block,
+            registers: s.registers,
+            shared_bytes: s.shared_bytes,
+            local_bytes_per_thread: s.local_bytes_per_thread,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            device: s.device,
+            stream: s.stream,
+            source: s.source,
+            launch: s.launch,
+        }
+    }
+
+    fn transfer_row(&mut self, t: &Transfer) -> TransferRow {
+        let shape = self.transfer_shapes.intern(TransferShape {
+            kind: t.kind,
+            src: t.src,
+            dst: t.dst,
+            source: t.source,
+            hashed: t.hashed,
+            variable: t.variable,
+            bytes: t.bytes,
+            host_ptr: t.host_ptr,
+            device: t.device,
+            stream: t.stream,
+        });
+        TransferRow {
+            start_ns: t.start_ns,
+            end_ns: t.end_ns,
+            hash: t.hash,
+            construct: t.construct,
+            correlation: t.correlation,
+            shape,
+        }
+    }
+
+    fn transfer(&self, r: &TransferRow) -> Transfer {
+        let s = self.transfer_shapes.get(r.shape);
+        Transfer {
+            construct: r.construct,
+            kind: s.kind,
+            bytes: s.bytes,
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            src: s.src,
+            dst: s.dst,
+            source: s.source,
+            variable: s.variable,
+            host_ptr: s.host_ptr,
+            hash: r.hash,
+            hashed: s.hashed,
+            device: s.device,
+            stream: s.stream,
+            correlation: r.correlation,
+        }
+    }
+
+    fn alloc_row(&mut self, a: &DeviceAlloc) -> AllocRow {
+        let shape = self.alloc_shapes.intern(AllocShape {
+            bytes: a.bytes,
+            device_ptr: a.device_ptr,
+            variable: a.variable,
+        });
+        AllocRow {
+            alloc_ns: a.alloc_ns,
+            free_ns: a.free_ns,
+            construct: a.construct,
+            shape,
+        }
+    }
+
+    fn alloc(&self, r: &AllocRow) -> DeviceAlloc {
+        let s = self.alloc_shapes.get(r.shape);
+        DeviceAlloc {
+            construct: r.construct,
+            bytes: s.bytes,
+            device_ptr: s.device_ptr,
+            variable: s.variable,
+            alloc_ns: r.alloc_ns,
+            free_ns: r.free_ns,
+        }
+    }
+
+    /// Done adding shapes.
+    fn seal(&mut self) {
+        self.construct_shapes.seal();
+        self.kernel_shapes.seal();
+        self.transfer_shapes.seal();
+        self.alloc_shapes.seal();
+    }
+}
+
 /// One process's run, joined.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -595,15 +919,12 @@ pub struct Run {
     /// The entities, read through their handles ([`Run::sites`],
     /// [`Run::construct`], ...): their positions are the model's business.
     pub(crate) sites: Vec<Site>,
-    /// In start order.
-    pub(crate) constructs: Vec<Construct>,
-    /// In device start order (launch start order when CUPTI did not
-    /// record: see [`KernelSource`]).
-    pub(crate) kernels: Vec<Kernel>,
-    /// In start order.
-    pub(crate) transfers: Vec<Transfer>,
-    /// Device allocations, in allocation order.
-    pub(crate) allocs: Vec<DeviceAlloc>,
+    /// The constructs in start order (read back whole through
+    /// [`Run::construct`]).
+    /// The kernels in device start order (launch start order when CUPTI
+    /// did not record: see [`KernelSource`]), the transfers in start
+    /// order, the device allocations in allocation order.
+    pub(crate) tables: Tables,
     /// In start order.
     pub(crate) memsets: Vec<Memset>,
     /// The runtime's launch events, by construct: all of them when CUPTI
@@ -669,10 +990,10 @@ pub struct Totals {
 
 impl Totals {
     #[cfg(any(test, feature = "testkit"))]
-    fn of(kernels: &[Kernel], transfers: &[Transfer]) -> Totals {
+    fn of(run: &Run) -> Totals {
         let mut t = Totals::default();
-        kernels.iter().for_each(|k| t.add_kernel(k));
-        transfers.iter().for_each(|x| t.add_transfer(x));
+        run.kernels().for_each(|(_, k)| t.add_kernel(&k));
+        run.transfers().for_each(|(_, x)| t.add_transfer(&x));
         t
     }
 
@@ -734,9 +1055,9 @@ impl Placement {
     }
 
     #[cfg(any(test, feature = "testkit"))]
-    fn of(header: &Header, constructs: &[Construct]) -> Placement {
-        let mut p = Placement::new(header);
-        constructs.iter().for_each(|c| p.add(c));
+    fn of(run: &Run) -> Placement {
+        let mut p = Placement::new(&run.header);
+        run.constructs().for_each(|(_, c)| p.add(&c));
         p
     }
 }
@@ -894,20 +1215,20 @@ impl Run {
         &self.sites[id.index()]
     }
 
-    pub fn construct(&self, id: ConstructId) -> &Construct {
-        &self.constructs[id.index()]
+    pub fn construct(&self, id: ConstructId) -> Construct {
+        self.tables.construct(&self.tables.constructs[id.index()])
     }
 
-    pub fn kernel(&self, id: KernelId) -> &Kernel {
-        &self.kernels[id.index()]
+    pub fn kernel(&self, id: KernelId) -> Kernel {
+        self.tables.kernel(&self.tables.kernels[id.index()])
     }
 
-    pub fn transfer(&self, id: TransferId) -> &Transfer {
-        &self.transfers[id.index()]
+    pub fn transfer(&self, id: TransferId) -> Transfer {
+        self.tables.transfer(&self.tables.transfers[id.index()])
     }
 
-    pub fn alloc(&self, id: AllocId) -> &DeviceAlloc {
-        &self.allocs[id.index()]
+    pub fn alloc(&self, id: AllocId) -> DeviceAlloc {
+        self.tables.alloc(&self.tables.allocs[id.index()])
     }
 
     pub fn memset(&self, id: MemsetId) -> &Memset {
@@ -925,23 +1246,43 @@ impl Run {
     }
 
     /// The constructs with their handles, in start order.
-    pub fn constructs(&self) -> Entities<'_, ConstructId, Construct> {
-        Entities::of(&self.constructs, ConstructId::at)
+    pub fn constructs(&self) -> Rows<'_, ConstructId, ConstructRow, Construct> {
+        Rows::of(
+            &self.tables.constructs,
+            &self.tables,
+            ConstructId::at,
+            Tables::construct,
+        )
     }
 
     /// The kernels with their handles, in device start order.
-    pub fn kernels(&self) -> Entities<'_, KernelId, Kernel> {
-        Entities::of(&self.kernels, KernelId::at)
+    pub fn kernels(&self) -> Rows<'_, KernelId, KernelRow, Kernel> {
+        Rows::of(
+            &self.tables.kernels,
+            &self.tables,
+            KernelId::at,
+            Tables::kernel,
+        )
     }
 
     /// The transfers with their handles, in start order.
-    pub fn transfers(&self) -> Entities<'_, TransferId, Transfer> {
-        Entities::of(&self.transfers, TransferId::at)
+    pub fn transfers(&self) -> Rows<'_, TransferId, TransferRow, Transfer> {
+        Rows::of(
+            &self.tables.transfers,
+            &self.tables,
+            TransferId::at,
+            Tables::transfer,
+        )
     }
 
     /// The device allocations with their handles, in allocation order.
-    pub fn allocs(&self) -> Entities<'_, AllocId, DeviceAlloc> {
-        Entities::of(&self.allocs, AllocId::at)
+    pub fn allocs(&self) -> Rows<'_, AllocId, AllocRow, DeviceAlloc> {
+        Rows::of(
+            &self.tables.allocs,
+            &self.tables,
+            AllocId::at,
+            Tables::alloc,
+        )
     }
 
     /// The kernels of construct `c` itself (not of constructs nested in
@@ -985,10 +1326,10 @@ impl Run {
                 return kept.next();
             }
             let k = from_kernels.next()?;
-            if LaunchRequest::kept(k) {
+            if LaunchRequest::kept(&k) {
                 kept.next()
             } else {
-                Some(LaunchRequest::of_kernel(k, c))
+                Some(LaunchRequest::of_kernel(&k, c))
             }
         })
     }
@@ -1006,7 +1347,10 @@ impl Run {
     /// first line of its body, PGI at the pragma: the pragma line is the
     /// one users look for); any other construct at its own site.
     pub fn line_site(&self, c: ConstructId) -> SiteId {
-        self.construct(c).line_site
+        let t = &self.tables;
+        t.construct_shapes
+            .get(t.constructs[c.index()].shape)
+            .line_site
     }
 
     /// Derives, once the tables are complete, what the views read instead
@@ -1017,28 +1361,39 @@ impl Run {
     /// ran.
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn derive(&mut self) {
-        let mut line_sites = LineSites::default();
-        for i in 0..self.constructs.len() {
-            let c = &self.constructs[i];
-            let top_line = c
-                .parent
-                .map(|_| self.line_site(self.top_level(ConstructId::at(i))));
-            let (line, kind) = line_sites.assign(c, top_line);
-            let c = &mut self.constructs[i];
-            c.line_site = line;
-            c.kind = kind;
-        }
         self.derive_indices();
-        self.totals = Totals::of(&self.kernels, &self.transfers);
-        self.placement = Placement::of(&self.header, &self.constructs);
+        self.totals = Totals::of(self);
+        self.placement = Placement::of(self);
+    }
+
+    /// Sets the constructs of a run made by hand (in start order), with
+    /// each one's reporting site and each structured region's exit's kind
+    /// worked out as the join does.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_constructs(&mut self, constructs: &[Construct]) {
+        let mut cs = constructs.to_vec();
+        let mut line_sites = LineSites::default();
+        for i in 0..cs.len() {
+            let top_line = cs[i].parent.map(|_| {
+                let mut top = i;
+                while let Some(p) = cs[top].parent {
+                    top = p.index();
+                }
+                cs[top].line_site
+            });
+            let (line, kind) = line_sites.assign(&cs[i], top_line);
+            cs[i].line_site = line;
+            cs[i].kind = kind;
+        }
+        self.tables.constructs = cs.iter().map(|c| self.tables.construct_row(c)).collect();
     }
 
     /// The construct -> entity indices.
     fn derive_indices(&mut self) {
         self.related = Related {
-            kernels: ByConstruct::new(&self.kernels, KernelId::at, |k| k.construct),
-            transfers: ByConstruct::new(&self.transfers, TransferId::at, |t| t.construct),
-            allocs: ByConstruct::new(&self.allocs, AllocId::at, |a| a.construct),
+            kernels: ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct),
+            transfers: ByConstruct::new(&self.tables.transfers, TransferId::at, |t| t.construct),
+            allocs: ByConstruct::new(&self.tables.allocs, AllocId::at, |a| a.construct),
             memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
             launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
         };
@@ -1046,7 +1401,7 @@ impl Run {
 
     /// The outermost construct containing `id` (itself when top-level).
     pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
-        while let Some(p) = self.construct(id).parent {
+        while let Some(p) = self.tables.constructs[id.index()].parent {
             id = p;
         }
         id
@@ -1135,17 +1490,73 @@ impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
 
 impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
 
+/// The kernels, transfers or allocations of a [`Run`] with their
+/// handles, in the run's order, each read back whole from its row.
+#[derive(Clone)]
+pub struct Rows<'a, I, R, T> {
+    inner: std::iter::Enumerate<std::slice::Iter<'a, R>>,
+    tables: &'a Tables,
+    id: fn(usize) -> I,
+    read: fn(&Tables, &R) -> T,
+}
+
+impl<'a, I, R, T> Rows<'a, I, R, T> {
+    fn of(
+        rows: &'a [R],
+        tables: &'a Tables,
+        id: fn(usize) -> I,
+        read: fn(&Tables, &R) -> T,
+    ) -> Self {
+        Rows {
+            inner: rows.iter().enumerate(),
+            tables,
+            id,
+            read,
+        }
+    }
+
+    /// Whether no entities are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<I, R, T> Iterator for Rows<'_, I, R, T> {
+    type Item = (I, T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next()
+            .map(|(i, r)| ((self.id)(i), (self.read)(self.tables, r)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<I, R, T> DoubleEndedIterator for Rows<'_, I, R, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next_back()
+            .map(|(i, r)| ((self.id)(i), (self.read)(self.tables, r)))
+    }
+}
+
+impl<I, R, T> ExactSizeIterator for Rows<'_, I, R, T> {}
+
 /// The sink that keeps everything: the full [`Run`].
 pub(crate) struct RunSink {
     /// The kernels are the launches (no CUPTI): keep only the launches
     /// they cannot tell back.
     launches_in_kernels: bool,
-    constructs: Vec<Construct>,
     launches: Vec<LaunchRequest>,
-    kernels: Vec<(Order, Kernel)>,
-    transfers: Vec<(Order, Transfer)>,
+    kernels: Vec<(Order, KernelRow)>,
+    transfers: Vec<(Order, TransferRow)>,
     memsets: Vec<(Order, Memset)>,
-    allocs: Vec<DeviceAlloc>,
+    /// The shapes of the rows, and the allocations (by handle).
+    tables: Tables,
     hashes: Vec<BufferHash>,
 }
 
@@ -1153,12 +1564,11 @@ impl RunSink {
     pub(crate) fn new(header: &Header) -> Self {
         RunSink {
             launches_in_kernels: !header.sources.cupti.is_active(),
-            constructs: Vec::new(),
             launches: Vec::new(),
             kernels: Vec::new(),
             transfers: Vec::new(),
             memsets: Vec::new(),
-            allocs: Vec::new(),
+            tables: Tables::default(),
             hashes: Vec::new(),
         }
     }
@@ -1196,7 +1606,8 @@ impl Sink for RunSink {
         _at: &At,
         _open_at_end: bool,
     ) {
-        place(&mut self.constructs, id.index(), c);
+        let row = self.tables.construct_row(&c);
+        place(&mut self.tables.constructs, id.index(), row);
         if self.launches_in_kernels {
             let kept = launches.iter().filter(|l| !l.fits_kernel()).cloned();
             self.launches.extend(kept);
@@ -1206,11 +1617,13 @@ impl Sink for RunSink {
     }
 
     fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
-        self.kernels.push((order, k));
+        let row = self.tables.kernel_row(&k);
+        self.kernels.push((order, row));
     }
 
     fn transfer(&mut self, t: Transfer, order: Order, _at: Option<&At>) {
-        self.transfers.push((order, t));
+        let row = self.tables.transfer_row(&t);
+        self.transfers.push((order, row));
     }
 
     fn memset(&mut self, m: Memset, order: Order, _at: Option<&At>) {
@@ -1218,7 +1631,8 @@ impl Sink for RunSink {
     }
 
     fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
-        place(&mut self.allocs, id.index(), a);
+        let row = self.tables.alloc_row(&a);
+        place(&mut self.tables.allocs, id.index(), row);
     }
 
     fn hash(&mut self, h: &BufferHash) {
@@ -1227,12 +1641,14 @@ impl Sink for RunSink {
 
     fn finish(self, info: RunInfo) -> Run {
         // Every construct and allocation the join started came back.
-        let mut constructs = self.constructs;
-        constructs.truncate(info.constructs as usize);
-        constructs.shrink_to_fit();
-        let mut allocs = self.allocs;
-        allocs.truncate(info.allocs as usize);
-        allocs.shrink_to_fit();
+        let mut tables = self.tables;
+        tables.constructs.truncate(info.constructs as usize);
+        tables.constructs.shrink_to_fit();
+        tables.allocs.truncate(info.allocs as usize);
+        tables.allocs.shrink_to_fit();
+        tables.kernels = in_order(self.kernels);
+        tables.transfers = in_order(self.transfers);
+        tables.seal();
         let mut launches = self.launches;
         if !launches
             .windows(2)
@@ -1249,10 +1665,7 @@ impl Sink for RunSink {
             losses: info.losses,
             devices: info.devices,
             sites: info.sites,
-            constructs,
-            kernels: in_order(self.kernels),
-            transfers: in_order(self.transfers),
-            allocs,
+            tables,
             memsets: in_order(self.memsets),
             launches,
             launches_in_kernels: self.launches_in_kernels,
@@ -1290,10 +1703,7 @@ impl Run {
             losses: Vec::new(),
             devices: Vec::new(),
             sites: Vec::new(),
-            constructs: Vec::new(),
-            kernels: Vec::new(),
-            transfers: Vec::new(),
-            allocs: Vec::new(),
+            tables: Tables::default(),
             memsets: Vec::new(),
             launches: Vec::new(),
             launches_in_kernels: false,
@@ -1335,8 +1745,8 @@ impl Run {
             span_ns: self.span_ns,
             open_at_end: self.open_at_end.clone(),
             ending: self.ending,
-            constructs: self.constructs.len() as u32,
-            allocs: self.allocs.len() as u32,
+            constructs: self.tables.constructs.len() as u32,
+            allocs: self.tables.allocs.len() as u32,
             totals: self.totals,
             placement: self.placement,
         }
@@ -1354,6 +1764,23 @@ impl Run {
         }
     }
 
+    /// Sets the kernels, transfers and allocations of a run made by hand
+    /// (each table in the run's order).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_entities(
+        &mut self,
+        kernels: &[Kernel],
+        transfers: &[Transfer],
+        allocs: &[DeviceAlloc],
+    ) {
+        let mut t = std::mem::take(&mut self.tables);
+        t.kernels = kernels.iter().map(|k| t.kernel_row(k)).collect();
+        t.transfers = transfers.iter().map(|x| t.transfer_row(x)).collect();
+        t.allocs = allocs.iter().map(|a| t.alloc_row(a)).collect();
+        t.seal();
+        self.tables = t;
+    }
+
     /// The kernels the runtime's launch events tell of, for a run made by
     /// hand without CUPTI (the join hands them over itself).
     #[cfg(any(test, feature = "testkit"))]
@@ -1361,7 +1788,7 @@ impl Run {
         let unnamed = self.intern_name("?");
         self.launches
             .iter()
-            .map(|l| l.kernel(self.construct(l.construct), unnamed))
+            .map(|l| l.kernel(&self.construct(l.construct), unnamed))
             .collect()
     }
 }
@@ -1382,7 +1809,17 @@ fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
         return;
     };
     let binary = symbolizer.locate(exe);
-    let moved = run.transfers.iter().filter_map(|t| t.host_ptr());
+    // Each buffer once: the transfers' shapes hold their host pointers.
+    let mut moved: Vec<u64> = run
+        .tables
+        .transfer_shapes
+        .list
+        .iter()
+        .map(|s| s.host_ptr)
+        .filter(|&p| p != u64::MAX)
+        .collect();
+    moved.sort_unstable();
+    moved.dedup();
     let names = symbolizer.data_names(exe, moved);
     run.executable_binary = binary;
     run.data_names = names.into_iter().collect();
@@ -1461,9 +1898,8 @@ mod tests {
     }
 
     fn lines(run: &Run) -> Vec<(Option<u32>, bool, bool)> {
-        run.constructs
-            .iter()
-            .map(|c| (run.site(c.site).line, c.parent.is_some(), c.cut))
+        run.constructs()
+            .map(|(_, c)| (run.site(c.site).line, c.parent.is_some(), c.cut))
             .collect()
     }
 
@@ -1649,7 +2085,7 @@ mod tests {
             ]
         );
         assert!(run.open_at_end.is_empty());
-        assert_eq!(run.constructs[2].end_ns(), None);
+        assert_eq!(run.construct(ConstructId::at(2)).end_ns(), None);
     }
 
     #[test]
@@ -1720,7 +2156,7 @@ mod tests {
                 count: 1,
             },
         ]);
-        assert_eq!(run.transfers.len(), 1);
+        assert_eq!(run.transfers().len(), 1);
         assert_eq!(run.span_ns, (10, 20));
         assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
         assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
@@ -1751,19 +2187,17 @@ mod tests {
         use std::mem::size_of;
         assert_eq!(size_of::<Option<ConstructId>>(), 4);
         assert_eq!(size_of::<Option<NameId>>(), 4);
-        assert!(size_of::<Construct>() <= 48, "{}", size_of::<Construct>());
-        assert!(size_of::<Kernel>() <= 72, "{}", size_of::<Kernel>());
         assert!(
             size_of::<LaunchRequest>() <= 48,
             "{}",
             size_of::<LaunchRequest>()
         );
-        assert!(size_of::<Transfer>() <= 72, "{}", size_of::<Transfer>());
-        assert!(
-            size_of::<DeviceAlloc>() <= 40,
-            "{}",
-            size_of::<DeviceAlloc>()
-        );
+        // What the run keeps of each kernel, transfer and allocation
+        // besides the shape it shares with others.
+        assert_eq!(size_of::<ConstructRow>(), 24);
+        assert_eq!(size_of::<KernelRow>(), 24);
+        assert_eq!(size_of::<TransferRow>(), 40);
+        assert_eq!(size_of::<AllocRow>(), 24);
     }
 
     #[test]

@@ -1107,7 +1107,7 @@ pub fn summarize(run: &Run) -> Summary {
     // Only the constructs open at the end can be in flight.
     for &o in &run.open_at_end {
         let top = run.top_level(o);
-        s.started(top, run.construct(top));
+        s.started(top, &run.construct(top));
     }
     for (id, k) in run.kernels() {
         s.kernel(

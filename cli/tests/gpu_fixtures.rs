@@ -49,7 +49,7 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
         let c = k.construct.expect("kernel joined to its construct");
         assert_eq!(
             line_of(&run, c),
-            ("laplace_bad.c".into(), Some(k_line(&run, k)))
+            ("laplace_bad.c".into(), Some(k_line(&run, &k)))
         );
         assert!(k.end_ns > k.start_ns);
         assert!(k.grid.iter().all(|&g| g >= 1) && k.block[0] >= 32);

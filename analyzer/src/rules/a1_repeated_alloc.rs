@@ -50,7 +50,7 @@ pub fn check(cx: &Context) -> Checked {
     out
 }
 
-fn disjoint(group: &[(AllocId, &DeviceAlloc)]) -> bool {
+fn disjoint(group: &[(AllocId, DeviceAlloc)]) -> bool {
     group
         .windows(2)
         .all(|w| w[0].1.free_ns().is_some_and(|f| f <= w[1].1.alloc_ns))

@@ -335,7 +335,7 @@ mod tests {
             b.gcc_compute(s2, &[a, anew], 20_000_000, 1, &[a, anew]);
         }
         let (na, nanew) = (b.run.intern_name("A"), b.run.intern_name("Anew"));
-        b.run.transfers.iter_mut().for_each(|c| {
+        b.transfers.iter_mut().for_each(|c| {
             c.variable = Some(if c.host_ptr() == Some(a.ptr) {
                 na
             } else {
@@ -430,8 +430,7 @@ mod tests {
             b.gcc_compute(s, &[a, bb], 1_000, 10, &[a, bb]);
         }
         let (na, nb) = (b.run.intern_name("a"), b.run.intern_name("b"));
-        b.run
-            .transfers
+        b.transfers
             .iter_mut()
             .for_each(|c| c.variable = Some(if c.host_ptr() == Some(a.ptr) { na } else { nb }));
         b.build()

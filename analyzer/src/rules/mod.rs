@@ -125,9 +125,13 @@ pub struct Context<'a> {
     pub buffers: BTreeMap<(u64, u64), Vec<usize>>,
     /// Transfers below `min_bytes`, not examined.
     pub small_transfers: usize,
-    /// Kernel intervals sorted by start, with the running maximum of ends.
-    kernel_starts: Vec<u64>,
-    kernel_max_end: Vec<u64>,
+    /// Kernel intervals sorted by start, when the run's own table is not
+    /// (it is in start order as the join makes it: then it is read in
+    /// place).
+    kernel_order: Option<Vec<(u64, u64)>>,
+    /// The running maximum of the kernels' ends in start order, made when
+    /// first asked for.
+    kernel_max_end: std::cell::OnceCell<Vec<u64>>,
     /// Where kernel times come from, None when the run has none.
     pub kernel_source: Option<&'static str>,
     /// Host buffer names (pointer -> name).
@@ -169,8 +173,17 @@ impl<'a> Context<'a> {
                 buffers.entry((p, x.bytes)).or_default().push(i);
             }
         }
-        let mut intervals: Vec<(u64, u64)> =
-            run.kernels().map(|(_, k)| (k.start_ns, k.end_ns)).collect();
+        let sorted = run
+            .tables
+            .kernels
+            .windows(2)
+            .all(|w| w[0].start_ns <= w[1].start_ns);
+        let kernel_order = (!sorted).then(|| {
+            let mut v: Vec<(u64, u64)> =
+                run.kernels().map(|(_, k)| (k.start_ns, k.end_ns)).collect();
+            v.sort_unstable();
+            v
+        });
         // With CUPTI on, its kernel records are complete (drops are noted
         // separately): no record means no kernel. Without it, the runtime's
         // launch events say when a kernel was enqueued (not when it ran):
@@ -182,15 +195,6 @@ impl<'a> Context<'a> {
         } else {
             None
         };
-        intervals.sort_unstable();
-        let mut max_end = 0;
-        let kernel_max_end = intervals
-            .iter()
-            .map(|&(_, e)| {
-                max_end = max_end.max(e);
-                max_end
-            })
-            .collect();
         let mut names = names::recorded_names(run);
         names::infer_names(&mut names, run, sources, &xfers);
         Context {
@@ -200,8 +204,8 @@ impl<'a> Context<'a> {
             xfers,
             buffers,
             small_transfers: small,
-            kernel_starts: intervals.iter().map(|&(s, _)| s).collect(),
-            kernel_max_end,
+            kernel_order,
+            kernel_max_end: std::cell::OnceCell::new(),
             kernel_source,
             names,
         }
@@ -210,8 +214,32 @@ impl<'a> Context<'a> {
     /// True when some kernel ran (or was launched) in the open interval (t0, t1).
     pub fn kernel_between(&self, t0: u64, t1: u64) -> bool {
         // Kernels that start before t1; any of them ending after t0 overlaps.
-        let n = self.kernel_starts.partition_point(|&s| s < t1);
-        n > 0 && self.kernel_max_end[n - 1] > t0
+        let n = match &self.kernel_order {
+            Some(v) => v.partition_point(|&(s, _)| s < t1),
+            None => self.run.tables.kernels.partition_point(|k| k.start_ns < t1),
+        };
+        n > 0 && self.kernel_max_end()[n - 1] > t0
+    }
+
+    /// The running maximum of the kernels' ends, in start order.
+    fn kernel_max_end(&self) -> &[u64] {
+        self.kernel_max_end.get_or_init(|| {
+            let mut max_end = 0;
+            let mut running = |e: u64| {
+                max_end = e.max(max_end);
+                max_end
+            };
+            match &self.kernel_order {
+                Some(v) => v.iter().map(|&(_, e)| running(e)).collect(),
+                None => self
+                    .run
+                    .tables
+                    .kernels
+                    .iter()
+                    .map(|k| running(k.end_ns))
+                    .collect(),
+            }
+        })
     }
 
     /// True when the run can tell whether kernels ran.

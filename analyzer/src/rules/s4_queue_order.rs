@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::join::IdHashMap;
 use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
@@ -43,10 +44,8 @@ pub fn check(cx: &Context) -> Checked {
     let queues = queues(run);
     let first_work = first_work(run, &queues);
     let kernels = kernels_by_construct(run);
-    let launched: Vec<bool> = run
-        .constructs()
-        .map(|(id, _)| run.launches_of(id).next().is_some() || kernels.contains_key(&id))
-        .collect();
+    let launched =
+        |id: ConstructId| run.launches_of(id).next().is_some() || kernels.contains_key(&id);
     if !run
         .constructs()
         .any(|(_, c)| c.class == ConstructClass::Wait)
@@ -70,29 +69,45 @@ pub fn check(cx: &Context) -> Checked {
     out
 }
 
+/// The queue of every construct, by construct index (`i32::MIN`, which
+/// no construct's queue is, for none: four bytes a construct).
+struct Queues(Vec<i32>);
+
+impl Queues {
+    const NONE: i32 = i32::MIN;
+
+    fn of(&self, id: ConstructId) -> Option<i32> {
+        let q = self.0[id.index()];
+        (q != Self::NONE).then_some(q)
+    }
+}
+
 /// The queue of every construct. GCC's libgomp says `acc_async_sync` at the
 /// start of every compute construct (it reads the `async` clause later) and
 /// the real queue on the implicit data parts inside it, so a compute
 /// construct takes the queue of its first nested construct unless its own
 /// names one.
-fn queues(run: &Run) -> Vec<Option<i32>> {
-    let mut inner: Vec<Option<i32>> = vec![None; run.constructs().len()];
+fn queues(run: &Run) -> Queues {
+    // First the queue of each construct's first nested construct that
+    // has one, then each construct's own in its place.
+    let mut queues = vec![Queues::NONE; run.constructs().len()];
     for (_, c) in run.constructs() {
         if let (Some(p), Some(q)) = (c.parent, c.async_queue()) {
-            if inner[p.index()].is_none() {
-                inner[p.index()] = Some(q);
+            if queues[p.index()] == Queues::NONE {
+                queues[p.index()] = q;
             }
         }
     }
-    run.constructs()
-        .map(|(_, x)| x)
-        .zip(inner)
-        .map(|(c, inner)| match c.async_queue() {
+    for ((_, c), slot) in run.constructs().zip(queues.iter_mut()) {
+        let inner = (*slot != Queues::NONE).then_some(*slot);
+        let q = match c.async_queue() {
             Some(q) if q != SYNC => Some(q),
             own if c.class == ConstructClass::Compute => inner.or(own),
             own => own,
-        })
-        .collect()
+        };
+        *slot = q.unwrap_or(Queues::NONE);
+    }
+    Queues(queues)
 }
 
 /// The source directive of a construct, when it is of the construct's kind.
@@ -123,10 +138,10 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 }
 
 /// When each queue first received work (any construct on it).
-fn first_work(run: &Run, queues: &[Option<i32>]) -> HashMap<i32, u64> {
-    let mut first: HashMap<i32, u64> = HashMap::new();
-    for (c, q) in run.constructs().map(|(_, x)| x).zip(queues) {
-        if let Some(q) = *q {
+fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
+    let mut first: IdHashMap<i32, u64> = IdHashMap::default();
+    for (id, c) in run.constructs() {
+        if let Some(q) = queues.of(id) {
             let t = first.entry(q).or_insert(c.start_ns);
             *t = (*t).min(c.start_ns);
         }
@@ -136,23 +151,27 @@ fn first_work(run: &Run, queues: &[Option<i32>]) -> HashMap<i32, u64> {
 
 fn find_reaches(
     cx: &Context,
-    queues: &[Option<i32>],
-    first_work: &HashMap<i32, u64>,
-    launched: &[bool],
+    queues: &Queues,
+    first_work: &IdHashMap<i32, u64>,
+    launched: &dyn Fn(ConstructId) -> bool,
 ) -> Vec<Reach> {
     let run = cx.run;
     // What each site waits for, read once per site and kind of construct.
     type Waits = Option<Option<Vec<i32>>>;
-    let mut waits_at: HashMap<(SiteId, ConstructClass), Waits> = HashMap::new();
+    let mut waits_at: IdHashMap<(SiteId, ConstructClass), Waits> = IdHashMap::default();
     let mut top: Vec<ConstructId> = run
         .constructs()
         .filter(|(_, c)| c.parent.is_none())
         .map(|(id, _)| id)
         .collect();
-    top.sort_by_key(|&id| {
+    let key = |id: ConstructId| {
         let c = run.construct(id);
         (c.thread, c.start_ns, id)
-    });
+    };
+    // Constructs are in start order: on one thread, so are these.
+    if !top.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+        top.sort_by_cached_key(|&id| key(id));
+    }
     let mut out = Vec::new();
     let mut thread = None;
     // Constructs with kernels on a queue, not waited for yet, with the queue.
@@ -163,7 +182,7 @@ fn find_reaches(
             thread = Some(c.thread);
             pending.clear();
         }
-        let q = queues[id.index()];
+        let q = queues.of(id);
         let waits = waits_at
             .entry((c.site, c.class))
             .or_insert_with(|| directive_of(cx, id).and_then(|d| waits_for(&d)));
@@ -200,7 +219,7 @@ fn find_reaches(
         }
         match q {
             Some(SYNC) if c.class != ConstructClass::Wait => pending.clear(),
-            Some(q) if q != SYNC && launched[id.index()] => pending.push((id, q)),
+            Some(q) if q != SYNC && launched(id) => pending.push((id, q)),
             _ => {}
         }
     }
@@ -211,6 +230,9 @@ fn find_reaches(
 /// nested ones').
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
+    if !run.kernels().any(|(_, k)| k.device_timed()) {
+        return m;
+    }
     for (id, _) in run.constructs() {
         let own: Vec<KernelId> = run
             .kernels_of(id)
@@ -293,7 +315,7 @@ struct Observed {
 
 fn finding(
     cx: &Context,
-    queues: &[Option<i32>],
+    queues: &Queues,
     kernels: &HashMap<ConstructId, Vec<KernelId>>,
     site: SiteId,
     reaches: &[Reach],
@@ -325,7 +347,7 @@ fn finding(
     let mut unordered_reaches = 0u64;
     let mut inverted_reaches = 0u64;
     for r in reaches {
-        own_queues.extend(queues[r.construct.index()]);
+        own_queues.extend(queues.of(r.construct));
         // When what follows could start: the construct's first kernel, or
         // for a wait directive the host's return from it (one clock).
         let mine = match run.construct(r.construct).class {
@@ -337,7 +359,7 @@ fn finding(
         // One count per earlier site and reach, however many launches it had.
         let mut seen: BTreeMap<SiteId, (bool, bool, bool)> = BTreeMap::new();
         for &p in &r.pending {
-            earlier_queues.extend(queues[p.index()]);
+            earlier_queues.extend(queues.of(p));
             let e = seen.entry(run.construct(p).site).or_default();
             if let (Some((start, _)), Some((ps, pe))) = (mine, device_span(run, kernels, p)) {
                 e.0 = true;
@@ -407,7 +429,7 @@ fn finding(
             .iter()
             .flat_map(|r| r.pending.iter())
             .filter(|&&p| run.construct(p).site == s)
-            .filter_map(|p| queues[p.index()])
+            .filter_map(|&p| queues.of(p))
             .collect();
         let mut loc = cx.location("unordered kernel", Some(s), None);
         loc.role = format!("unordered kernel on {}", queue_list(&qs));
@@ -475,9 +497,9 @@ fn finding(
 /// ran is not known, so the finding is likely, not certain.
 fn source_waits(
     cx: &Context,
-    queues: &[Option<i32>],
-    first_work: &HashMap<i32, u64>,
-    launched: &[bool],
+    queues: &Queues,
+    first_work: &IdHashMap<i32, u64>,
+    launched: &dyn Fn(ConstructId) -> bool,
 ) -> Vec<Finding> {
     let run = cx.run;
     let mut out = Vec::new();
@@ -506,13 +528,13 @@ fn source_waits(
             }
             let earlier: Vec<ConstructId> = run
                 .constructs()
-                .filter(|&(id, c)| {
+                .filter(|&(id, ref c)| {
                     let site = run.site(c.site);
                     c.parent.is_none()
                         && site.file == file
                         && site.line.is_some_and(|l| a <= l && l < d.line)
-                        && queues[id.index()].is_some_and(|q| q != SYNC && !ws.contains(&q))
-                        && launched[id.index()]
+                        && queues.of(id).is_some_and(|q| q != SYNC && !ws.contains(&q))
+                        && launched(id)
                 })
                 .map(|(id, _)| id)
                 .collect();
@@ -527,7 +549,7 @@ fn source_waits(
 
 fn source_wait_finding(
     cx: &Context,
-    queues: &[Option<i32>],
+    queues: &Queues,
     src: &SourceFile,
     d: &Directive,
     empty: &BTreeSet<i32>,
@@ -537,7 +559,7 @@ fn source_wait_finding(
     let here = format!("line {}", d.line);
     let sites: BTreeSet<SiteId> = earlier.iter().map(|&c| run.construct(c).site).collect();
     let earlier_lines = lines_label(cx, sites.iter().copied());
-    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|c| queues[c.index()]).collect();
+    let earlier_queues: BTreeSet<i32> = earlier.iter().filter_map(|&c| queues.of(c)).collect();
     let wait_text = src.line(d.line).trim().to_string();
     let mut f = Finding::new(
         "S4",
@@ -559,7 +581,7 @@ fn source_wait_finding(
         let qs: BTreeSet<i32> = earlier
             .iter()
             .filter(|&&c| run.construct(c).site == s)
-            .filter_map(|c| queues[c.index()])
+            .filter_map(|&c| queues.of(c))
             .collect();
         let mut loc = cx.location("unordered kernel", Some(s), None);
         loc.role = format!("unordered kernel on {}", queue_list(&qs));
@@ -822,9 +844,9 @@ mod tests {
         wait(&mut b, 9);
         // The kernel ran long, past the wait.
         let end = b.t + 50_000;
-        let (kernel, _) = b.run.kernels().next().expect("a kernel");
+        let kernel = KernelId::at(0);
+        assert_eq!(b.kernels[kernel.index()].construct, Some(k));
         b.kernel_mut(kernel).end_ns = end;
-        assert_eq!(b.run.kernel(kernel).construct, Some(k));
         let c = check_src(b);
         assert_eq!(c.findings.len(), 1);
         let f = &c.findings[0];

@@ -58,10 +58,9 @@ impl SourceSet {
     fn drop_stale(&mut self, run: &Run) {
         use crate::model::ConstructClass;
         let mut stale: Vec<(String, String)> = Vec::new();
-        for c in run
-            .constructs
-            .iter()
-            .filter(|c| c.class == ConstructClass::Compute && c.parent.is_none())
+        for (_, c) in run
+            .constructs()
+            .filter(|(_, c)| c.class == ConstructClass::Compute && c.parent.is_none())
         {
             let site = run.site(c.site);
             let (Some(line), Some(src)) = (site.line, self.files.get(&site.file)) else {

@@ -17,6 +17,12 @@ pub struct RunBuilder {
     /// The clock: every helper that advances time moves it.
     pub t: u64,
     next_ptr: u64,
+    /// The kernels, transfers and allocations, put into the run by
+    /// [`RunBuilder::build`].
+    pub constructs: Vec<Construct>,
+    pub kernels: Vec<Kernel>,
+    pub transfers: Vec<Transfer>,
+    pub allocs: Vec<DeviceAlloc>,
 }
 
 /// A buffer as a compute construct maps it: host pointer, bytes, hash.
@@ -59,6 +65,10 @@ impl RunBuilder {
             },
             t: 1_000,
             next_ptr: 0x10_0000,
+            constructs: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            allocs: Vec::new(),
         }
     }
 
@@ -105,10 +115,10 @@ impl RunBuilder {
         site: SiteId,
         parent: Option<ConstructId>,
     ) -> ConstructId {
-        let id = ConstructId::at(self.run.constructs.len());
+        let id = ConstructId::at(self.constructs.len());
         let mut c = Construct::new(class, None, site, 1, self.t, parent);
         c.implicit = parent.is_some();
-        self.run.constructs.push(c);
+        self.constructs.push(c);
         self.t += 1_000;
         id
     }
@@ -137,10 +147,10 @@ impl RunBuilder {
         );
         t.set_host_ptr(Some(b.ptr));
         t.set_hash((self.run.header.sources.hashing != HashMode::Off).then_some(b.hash));
-        t.set_device(0, 7, self.run.transfers.len() as u32);
-        self.run.transfers.push(t);
+        t.set_device(0, 7, self.transfers.len() as u32);
+        self.transfers.push(t);
         self.t += ns + 1_000;
-        TransferId::at(self.run.transfers.len() - 1)
+        TransferId::at(self.transfers.len() - 1)
     }
 
     /// A launch of `construct`, and its kernel when CUPTI records.
@@ -160,9 +170,9 @@ impl RunBuilder {
         let id = self
             .run
             .cupti_active()
-            .then(|| KernelId::at(self.run.kernels.len()));
+            .then(|| KernelId::at(self.kernels.len()));
         if id.is_some() {
-            self.run.kernels.push(Kernel {
+            self.kernels.push(Kernel {
                 construct: Some(construct),
                 name,
                 grid: [grid, 1, 1],
@@ -183,15 +193,15 @@ impl RunBuilder {
     }
 
     pub fn alloc(&mut self, construct: ConstructId, bytes: u64) -> AllocId {
-        self.run.allocs.push(DeviceAlloc::new(
+        self.allocs.push(DeviceAlloc::new(
             Some(construct),
             bytes,
-            Some(0xd000_0000 + self.run.allocs.len() as u64 * 0x1000_0000),
+            Some(0xd000_0000 + self.allocs.len() as u64 * 0x1000_0000),
             None,
             self.t,
         ));
         self.t += 100;
-        AllocId::at(self.run.allocs.len() - 1)
+        AllocId::at(self.allocs.len() - 1)
     }
 
     pub fn free(&mut self, alloc: AllocId) {
@@ -233,28 +243,31 @@ impl RunBuilder {
     // Changes to what the helpers made, for cases they do not cover.
 
     pub fn construct_mut(&mut self, id: ConstructId) -> &mut Construct {
-        &mut self.run.constructs[id.index()]
+        &mut self.constructs[id.index()]
     }
 
     pub fn kernel_mut(&mut self, id: KernelId) -> &mut Kernel {
-        &mut self.run.kernels[id.index()]
+        &mut self.kernels[id.index()]
     }
 
     pub fn transfer_mut(&mut self, id: TransferId) -> &mut Transfer {
-        &mut self.run.transfers[id.index()]
+        &mut self.transfers[id.index()]
     }
 
     pub fn alloc_mut(&mut self, id: AllocId) -> &mut DeviceAlloc {
-        &mut self.run.allocs[id.index()]
+        &mut self.allocs[id.index()]
     }
 
     pub fn build(mut self) -> Run {
         self.run.span_ns = (0, self.t + 1_000);
+        self.run.set_constructs(&self.constructs);
         if !self.run.cupti_active() {
             let launched = self.run.launched_kernels();
-            self.run.kernels.extend(launched);
-            self.run.kernels.sort_by_key(|k| k.start_ns);
+            self.kernels.extend(launched);
+            self.kernels.sort_by_key(|k| k.start_ns);
         }
+        self.run
+            .set_entities(&self.kernels, &self.transfers, &self.allocs);
         self.run.derive();
         self.run
     }
