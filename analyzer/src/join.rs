@@ -1189,9 +1189,7 @@ pub fn join_reader<S: Sink>(
     sink: S,
 ) -> S::Output {
     let mut j = Join::new(reader.header(), sink);
-    while let Some(rec) = reader.next_record() {
-        j.add(&rec, symbolizer);
-    }
+    reader.for_each_record(|rec| j.add(rec, symbolizer));
     let header = reader.header().clone();
     let version = reader.version();
     let losses = reader.losses().to_vec();
