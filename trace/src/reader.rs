@@ -540,6 +540,21 @@ pub(crate) fn next_in_block_into(
     // this record on (skipping unknown kinds, ending at a malformed
     // record, as it does).
     *pos = at;
+    other_in_block(block, pos, state, block_offset, skipped, losses, slot)
+}
+
+/// [`next_in_block_into`] for a record that is not an acc_prof event: kept
+/// out of line so that the hot path stays small.
+#[inline(never)]
+fn other_in_block(
+    block: &[u8],
+    pos: &mut usize,
+    state: &mut DeltaState,
+    block_offset: u64,
+    skipped: &mut u64,
+    losses: &mut Vec<Loss>,
+    slot: &mut Record,
+) -> bool {
     match next_in_block(block, pos, state, block_offset, skipped, losses) {
         Some(r) => {
             *slot = r;
