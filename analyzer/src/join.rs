@@ -433,6 +433,8 @@ pub(crate) struct Join<S: Sink> {
     names: Vec<String>,
     name_index: HashMap<String, NameId>,
     name_of_string: IdHashMap<StringId, NameId>,
+    /// The name "?" (a kernel whose name is unknown), once interned.
+    unknown_name: Option<NameId>,
     next_construct: u32,
     live: LiveMap,
     /// Emptied launch lists, to be filled again.
@@ -485,6 +487,7 @@ impl<S: Sink> Join<S> {
             names: Vec::new(),
             name_index: HashMap::new(),
             name_of_string: IdHashMap::default(),
+            unknown_name: None,
             next_construct: 0,
             live: LiveMap::new(),
             spare_launches: Vec::new(),
@@ -537,6 +540,19 @@ impl<S: Sink> Join<S> {
         self.names.push(text.to_string());
         self.name_index.insert(text.to_string(), id);
         id
+    }
+
+    /// The name "?", interned the first time it is needed.
+    #[inline]
+    fn unknown_name(&mut self) -> NameId {
+        match self.unknown_name {
+            Some(n) => n,
+            None => {
+                let n = self.intern_name("?");
+                self.unknown_name = Some(n);
+                n
+            }
+        }
     }
 
     /// The name a string of the trace stands for; None while the string
@@ -831,7 +847,7 @@ impl<S: Sink> Join<S> {
             DeviceRecord::Kernel(k) => {
                 let name = self
                     .name(Some(k.name))
-                    .unwrap_or_else(|| self.intern_name("?"));
+                    .unwrap_or_else(|| self.unknown_name());
                 let kernel = Kernel {
                     construct,
                     name,
@@ -957,7 +973,7 @@ impl<S: Sink> Join<S> {
         // Without CUPTI, the runtime's launch events are the kernels.
         if !self.cupti {
             for (i, l) in launches.iter().enumerate() {
-                let k = l.kernel(&c, self.intern_name("?"));
+                let k = l.kernel(&c, self.unknown_name());
                 self.totals.add_kernel(&k);
                 let order = (
                     k.start_ns,

@@ -66,7 +66,9 @@ struct WorkerEnds {
 /// sequential reader does, and hands each intact block, with the losses
 /// found before it, to the decoding workers in turn (round robin). The
 /// consumer takes the decoded blocks from the workers in the same turn, so
-/// records come out in file order. Each queue is bounded (a few blocks), so
+/// records come out in file order. With a single worker (two cores: the
+/// other is the consumer's), that one thread reads and decodes, so that
+/// two busy threads do not take turns on one core. Each queue is bounded (a few blocks), so
 /// memory stays bounded whatever the trace's size; emptied buffers go back
 /// to be filled again.
 ///
@@ -135,6 +137,9 @@ impl<R: Read + Send + 'static> Reader<R> {
             },
             done: false,
         };
+        if workers == 1 {
+            return self.read_and_decode_on_one(reader);
+        }
         let (payload_back, payloads) = mpsc::channel::<Vec<u8>>();
         let mut ends = Vec::new();
         let mut job_txs = Vec::new();
@@ -186,6 +191,41 @@ impl<R: Read + Send + 'static> Reader<R> {
     }
 }
 
+impl<R: Read + Send + 'static> Reader<R> {
+    /// [`parallel_with`](Self::parallel_with) one worker: a single thread
+    /// both reads and decodes.
+    fn read_and_decode_on_one(self, mut reader: ParallelReader) -> ParallelReader {
+        let (res_tx, res_rx) = mpsc::sync_channel::<Decoded>(QUEUE);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<Record>>();
+        // As in `parallel_with`: the reader comes back from the slot when
+        // no thread starts.
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let io_slot = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("accprof-decode-0".into())
+            .spawn(move || {
+                let taken = io_slot.lock().ok().and_then(|mut s| s.take());
+                if let Some(r) = taken {
+                    read_and_decode(r, res_tx, empty_rx);
+                }
+            });
+        if spawned.is_err() {
+            if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
+                reader.feed = Feed::Inline(Box::new(r));
+                return reader;
+            }
+        }
+        reader.feed = Feed::Workers {
+            workers: vec![WorkerEnds {
+                results: res_rx,
+                empties: empty_tx,
+            }],
+            turn: 0,
+        };
+        reader
+    }
+}
+
 /// The I/O thread: loads and checks blocks with the sequential reader and
 /// deals them to the workers in turn, until the input ends or the consumer
 /// is gone.
@@ -222,6 +262,41 @@ fn read_blocks<R: Read>(
     }
 }
 
+/// Decodes a job's block into `records`, overwriting the records of an
+/// earlier block in place; gives back the payload, to be filled again.
+fn decode_job(job: Job, mut records: Vec<Record>) -> (Decoded, Vec<u8>) {
+    let mut len = 0;
+    let mut losses = job.losses;
+    let mut skipped_unknown = 0;
+    let mut pos = 0;
+    let mut state = DeltaState::default();
+    loop {
+        if len == records.len() {
+            records.push(SPARE);
+        }
+        if !next_in_block_into(
+            &job.payload,
+            &mut pos,
+            &mut state,
+            job.offset,
+            &mut skipped_unknown,
+            &mut losses,
+            &mut records[len],
+        ) {
+            break;
+        }
+        len += 1;
+    }
+    let decoded = Decoded {
+        records,
+        len,
+        losses,
+        skipped_unknown,
+        last: job.last,
+    };
+    (decoded, job.payload)
+}
+
 /// A decoding worker: decodes each job's block into records.
 fn decode_blocks(
     jobs: Receiver<Job>,
@@ -230,40 +305,48 @@ fn decode_blocks(
     payload_back: Sender<Vec<u8>>,
 ) {
     while let Ok(job) = jobs.recv() {
-        // The records of an earlier block are overwritten in place.
-        let mut records = empties.try_recv().unwrap_or_default();
-        let mut len = 0;
-        let mut losses = job.losses;
-        let mut skipped_unknown = 0;
-        let mut pos = 0;
-        let mut state = DeltaState::default();
-        loop {
-            if len == records.len() {
-                records.push(SPARE);
-            }
-            if !next_in_block_into(
-                &job.payload,
-                &mut pos,
-                &mut state,
-                job.offset,
-                &mut skipped_unknown,
-                &mut losses,
-                &mut records[len],
-            ) {
-                break;
-            }
-            len += 1;
-        }
+        let last = job.last;
+        let (decoded, payload) = decode_job(job, empties.try_recv().unwrap_or_default());
         // The I/O thread may be gone (at the end): then the buffer is freed.
-        let _ = payload_back.send(job.payload);
-        let decoded = Decoded {
-            records,
-            len,
+        let _ = payload_back.send(payload);
+        if results.send(decoded).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The one worker, when there is one: reads and checks the blocks as
+/// [`read_blocks`] does and decodes each itself, so no block is handed
+/// between threads before it is decoded (where the consumer takes one of
+/// two cores, a third busy thread only takes turns with them).
+fn read_and_decode<R: Read>(
+    mut reader: Reader<R>,
+    results: SyncSender<Decoded>,
+    empties: Receiver<Vec<Record>>,
+) {
+    let mut losses_sent = 0;
+    let mut spare = Vec::new();
+    loop {
+        reader.load_block();
+        let (payload, offset) = reader.take_block(std::mem::take(&mut spare));
+        let last = reader.is_done();
+        if payload.is_empty() && !last {
+            // A damaged block skipped, or an empty one: as in `read_blocks`.
+            spare = payload;
+            continue;
+        }
+        let all = reader.losses();
+        let losses = all[losses_sent..].to_vec();
+        losses_sent = all.len();
+        let job = Job {
+            payload,
+            offset,
             losses,
-            skipped_unknown,
-            last: job.last,
+            last,
         };
-        if results.send(decoded).is_err() || job.last {
+        let (decoded, payload) = decode_job(job, empties.try_recv().unwrap_or_default());
+        spare = payload;
+        if results.send(decoded).is_err() || last {
             return;
         }
     }
