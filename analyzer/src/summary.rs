@@ -560,10 +560,13 @@ fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
 struct Family {
     last_kernel: Option<(Order, NameId, [u32; 3], [u32; 3])>,
     last_launch: Option<((u64, ConstructId, usize), LaunchRequest)>,
-    /// The last three host<->device transfers: order, direction, bytes,
-    /// variable.
-    last_transfers: Vec<(Order, CopyKind, u64, Option<NameId>)>,
+    /// The last three host<->device transfers.
+    last_transfers: Vec<LastTransfer>,
 }
+
+/// A host<->device transfer a [`Family`] keeps: order, direction, bytes,
+/// variable.
+type LastTransfer = (Order, CopyKind, u64, Option<NameId>);
 
 fn family_mut(families: &mut [(ConstructId, Family)], top: ConstructId) -> Option<&mut Family> {
     families
@@ -595,7 +598,7 @@ pub struct SummarySink {
     /// The outermost constructs open now (few: one or two a thread).
     families: Vec<(ConstructId, Family)>,
     /// Emptied transfer lists of families gone, to be filled again.
-    spare_transfers: Vec<Vec<(Order, CopyKind, u64, Option<NameId>)>>,
+    spare_transfers: Vec<Vec<LastTransfer>>,
     open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
 }
 
