@@ -295,11 +295,6 @@ impl LiveMap {
         }
     }
 
-    #[inline]
-    fn contains_key(&self, id: &ConstructId) -> bool {
-        self.get(id).is_some()
-    }
-
     /// Adds the construct of the next id in sequence (any other id goes
     /// to the hash map).
     fn insert(&mut self, id: ConstructId, l: Live) {
@@ -340,17 +335,6 @@ impl LiveMap {
         while let Some(None) = self.window.front() {
             self.window.pop_front();
             self.base += 1;
-        }
-    }
-}
-
-impl std::ops::Index<&ConstructId> for LiveMap {
-    type Output = Live;
-
-    fn index(&self, id: &ConstructId) -> &Live {
-        match self.get(id) {
-            Some(l) => l,
-            None => panic!("construct {} is not live", id.index()),
         }
     }
 }
@@ -789,14 +773,13 @@ impl<S: Sink> Join<S> {
     fn join(&mut self, r: DeviceRecord, seq: u64) {
         let corr = r.correlation();
         let c = self.correlation.get(&corr).copied().unwrap_or_default();
-        let Some(construct) = c.construct.filter(|id| self.live.contains_key(id)) else {
+        let live = c
+            .construct
+            .and_then(|id| self.live.get(&id).map(|l| (id, l.top, l.fin)));
+        let Some((construct, top, fin)) = live else {
             self.correlation.remove(&corr);
             self.emit_device(r, seq, None, c);
             return;
-        };
-        let (top, fin) = {
-            let l = &self.live[&construct];
-            (l.top, l.fin)
         };
         match r {
             // A kernel waits for its outermost construct's host time.
@@ -1413,7 +1396,7 @@ mod tests {
         }
         assert!(!m.old.is_empty());
         for i in (0..n).filter(|&i| kept(i)) {
-            assert!(m.contains_key(&ConstructId::at(i)));
+            assert!(m.get(&ConstructId::at(i)).is_some());
             m.get_mut(&ConstructId::at(i)).expect("kept").refs += 1;
             m.remove(&ConstructId::at(i));
             assert!(m.get(&ConstructId::at(i)).is_none());
