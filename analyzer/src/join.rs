@@ -255,6 +255,98 @@ impl<V: Copy> IdMap<V> {
     }
 }
 
+/// The live constructs, by id. Ids are handed out in sequence and most
+/// constructs are let go soon after the ones started before them, so the
+/// latest ones sit in a window indexed by id (no hashing); one that stays
+/// live while many later ones come and go (open for long, or named by a
+/// correlation whose device record never comes) moves to a hash map, so
+/// the window never holds more than `WINDOW` slots.
+struct LiveMap {
+    /// Id of the window's first slot.
+    base: usize,
+    window: std::collections::VecDeque<Option<Live>>,
+    old: IdHashMap<ConstructId, Live>,
+}
+
+impl LiveMap {
+    const WINDOW: usize = 1024;
+
+    fn new() -> Self {
+        LiveMap {
+            base: 0,
+            window: std::collections::VecDeque::new(),
+            old: IdHashMap::default(),
+        }
+    }
+
+    #[inline]
+    fn get(&self, id: &ConstructId) -> Option<&Live> {
+        match id.index().checked_sub(self.base) {
+            Some(i) => self.window.get(i)?.as_ref(),
+            None => self.old.get(id),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, id: &ConstructId) -> Option<&mut Live> {
+        match id.index().checked_sub(self.base) {
+            Some(i) => self.window.get_mut(i)?.as_mut(),
+            None => self.old.get_mut(id),
+        }
+    }
+
+    /// Adds the construct of the next id in sequence (any other id goes
+    /// to the hash map).
+    fn insert(&mut self, id: ConstructId, l: Live) {
+        if self.window.is_empty() {
+            self.base = id.index();
+        }
+        if id.index() != self.base + self.window.len() {
+            self.old.insert(id, l);
+            return;
+        }
+        if self.window.len() == Self::WINDOW {
+            if let Some(Some(first)) = self.window.pop_front() {
+                self.old.insert(ConstructId::at(self.base), first);
+            }
+            self.base += 1;
+            self.trim();
+        }
+        self.window.push_back(Some(l));
+    }
+
+    fn remove(&mut self, id: &ConstructId) {
+        match id.index().checked_sub(self.base) {
+            Some(i) => {
+                if let Some(slot) = self.window.get_mut(i) {
+                    *slot = None;
+                    self.trim();
+                }
+            }
+            None => {
+                self.old.remove(id);
+            }
+        }
+    }
+
+    /// Drops the empty slots at the front.
+    #[inline]
+    fn trim(&mut self) {
+        while let Some(None) = self.window.front() {
+            self.window.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+/// The allocations not yet freed at one device pointer: the latest, and
+/// those before it (rarely any: a pointer is normally freed before it is
+/// handed out again).
+struct Unfreed {
+    latest: (AllocId, DeviceAlloc),
+    earlier: Vec<(AllocId, DeviceAlloc)>,
+}
+
 /// What a CUPTI correlation id tells: the construct of the driver call,
 /// the host pointer of a copy and the hash of the host buffer.
 #[derive(Clone, Copy, Default)]
@@ -325,8 +417,12 @@ pub(crate) struct Join<S: Sink> {
     names: Vec<String>,
     name_index: HashMap<String, NameId>,
     name_of_string: IdHashMap<StringId, NameId>,
+    /// The name "?" (a kernel whose name is unknown), once interned.
+    unknown_name: Option<NameId>,
     next_construct: u32,
-    live: IdHashMap<ConstructId, Live>,
+    live: LiveMap,
+    /// Emptied launch lists, to be filled again.
+    spare_launches: Vec<Vec<LaunchRequest>>,
     /// Region id -> its construct, while the construct is open.
     by_region: OpenRegions,
     /// Open constructs per thread, innermost last (few threads: a vector).
@@ -342,7 +438,7 @@ pub(crate) struct Join<S: Sink> {
     pending_copies: Vec<PendingCopy>,
     next_alloc: u32,
     /// Allocations not yet freed, by device pointer (latest last).
-    unfreed: IdHashMap<u64, Vec<(AllocId, DeviceAlloc)>>,
+    unfreed: IdHashMap<u64, Unfreed>,
     devices: Vec<Device>,
     acc_events: u64,
     dropped: HashMap<DropSource, u64>,
@@ -375,8 +471,10 @@ impl<S: Sink> Join<S> {
             names: Vec::new(),
             name_index: HashMap::new(),
             name_of_string: IdHashMap::default(),
+            unknown_name: None,
             next_construct: 0,
-            live: IdHashMap::default(),
+            live: LiveMap::new(),
+            spare_launches: Vec::new(),
             by_region: OpenRegions::default(),
             open: Vec::new(),
             line_sites: LineSites::default(),
@@ -426,6 +524,19 @@ impl<S: Sink> Join<S> {
         self.names.push(text.to_string());
         self.name_index.insert(text.to_string(), id);
         id
+    }
+
+    /// The name "?", interned the first time it is needed.
+    #[inline]
+    fn unknown_name(&mut self) -> NameId {
+        match self.unknown_name {
+            Some(n) => n,
+            None => {
+                let n = self.intern_name("?");
+                self.unknown_name = Some(n);
+                n
+            }
+        }
     }
 
     /// The name a string of the trace stands for; None while the string
@@ -662,14 +773,13 @@ impl<S: Sink> Join<S> {
     fn join(&mut self, r: DeviceRecord, seq: u64) {
         let corr = r.correlation();
         let c = self.correlation.get(&corr).copied().unwrap_or_default();
-        let Some(construct) = c.construct.filter(|id| self.live.contains_key(id)) else {
+        let live = c
+            .construct
+            .and_then(|id| self.live.get(&id).map(|l| (id, l.top, l.fin)));
+        let Some((construct, top, fin)) = live else {
             self.correlation.remove(&corr);
             self.emit_device(r, seq, None, c);
             return;
-        };
-        let (top, fin) = {
-            let l = &self.live[&construct];
-            (l.top, l.fin)
         };
         match r {
             // A kernel waits for its outermost construct's host time.
@@ -720,7 +830,7 @@ impl<S: Sink> Join<S> {
             DeviceRecord::Kernel(k) => {
                 let name = self
                     .name(Some(k.name))
-                    .unwrap_or_else(|| self.intern_name("?"));
+                    .unwrap_or_else(|| self.unknown_name());
                 let kernel = Kernel {
                     construct,
                     name,
@@ -803,7 +913,7 @@ impl<S: Sink> Join<S> {
                 c,
                 top,
                 top_class,
-                launches: Vec::new(),
+                launches: self.spare_launches.pop().unwrap_or_default(),
                 waiting: Vec::new(),
                 refs: 1,
                 fin: false,
@@ -846,7 +956,7 @@ impl<S: Sink> Join<S> {
         // Without CUPTI, the runtime's launch events are the kernels.
         if !self.cupti {
             for (i, l) in launches.iter().enumerate() {
-                let k = l.kernel(&c, self.intern_name("?"));
+                let k = l.kernel(&c, self.unknown_name());
                 self.totals.add_kernel(&k);
                 let order = (
                     k.start_ns,
@@ -857,6 +967,11 @@ impl<S: Sink> Join<S> {
         }
         self.sink.construct(id, c, &launches, &at, open_at_end);
         self.release(id);
+        if self.spare_launches.len() < 16 {
+            let mut launches = launches;
+            launches.clear();
+            self.spare_launches.push(launches);
+        }
     }
 
     /// Closes constructs taken off a thread's stack: cut, except the one
@@ -1017,21 +1132,35 @@ impl<S: Sink> Join<S> {
                 self.next_alloc = self.next_alloc.saturating_add(1);
                 let a = DeviceAlloc::new(construct, bytes, d.device_ptr, variable, ev.time_ns);
                 match d.device_ptr {
-                    Some(p) => self.unfreed.entry(p).or_default().push((id, a)),
+                    Some(p) => match self.unfreed.entry(p) {
+                        std::collections::hash_map::Entry::Occupied(mut e) => {
+                            let u = e.get_mut();
+                            let earlier = std::mem::replace(&mut u.latest, (id, a));
+                            u.earlier.push(earlier);
+                        }
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(Unfreed {
+                                latest: (id, a),
+                                earlier: Vec::new(),
+                            });
+                        }
+                    },
                     // Nothing can free it: final now.
                     None => self.sink.alloc(id, a),
                 }
             }
             (AccEventKind::Free, AccDetail::Data(d)) => {
                 if let Some(ptr) = d.device_ptr {
-                    if let Some(list) = self.unfreed.get_mut(&ptr) {
-                        if let Some((id, mut a)) = list.pop() {
-                            if list.is_empty() {
-                                self.unfreed.remove(&ptr);
-                            }
-                            a.set_free_ns(Some(ev.time_ns));
-                            self.sink.alloc(id, a);
-                        }
+                    let freed = match self.unfreed.get_mut(&ptr) {
+                        Some(u) => match u.earlier.pop() {
+                            Some(earlier) => Some(std::mem::replace(&mut u.latest, earlier)),
+                            None => self.unfreed.remove(&ptr).map(|u| u.latest),
+                        },
+                        None => None,
+                    };
+                    if let Some((id, mut a)) = freed {
+                        a.set_free_ns(Some(ev.time_ns));
+                        self.sink.alloc(id, a);
                     }
                 }
             }
@@ -1127,7 +1256,7 @@ impl<S: Sink> Join<S> {
         }
         let mut unfreed: Vec<(AllocId, DeviceAlloc)> = std::mem::take(&mut self.unfreed)
             .into_values()
-            .flatten()
+            .flat_map(|u| u.earlier.into_iter().chain([u.latest]))
             .collect();
         unfreed.sort_by_key(|&(id, _)| id);
         for (id, a) in unfreed {
@@ -1189,9 +1318,7 @@ pub fn join_reader<S: Sink>(
     sink: S,
 ) -> S::Output {
     let mut j = Join::new(reader.header(), sink);
-    while let Some(rec) = reader.next_record() {
-        j.add(&rec, symbolizer);
-    }
+    reader.for_each_record(|rec| j.add(rec, symbolizer));
     let header = reader.header().clone();
     let version = reader.version();
     let losses = reader.losses().to_vec();
@@ -1215,4 +1342,64 @@ pub fn join_trace<S: Sink>(
         trace.losses,
         trace.skipped_unknown,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(start_ns: u64) -> Live {
+        let c = Construct::new(
+            ConstructClass::Compute,
+            None,
+            SiteId::at(0),
+            1,
+            start_ns,
+            None,
+        );
+        Live {
+            c,
+            top: ConstructId::at(0),
+            top_class: ConstructClass::Compute,
+            launches: Vec::new(),
+            waiting: Vec::new(),
+            refs: 1,
+            fin: false,
+        }
+    }
+
+    /// Constructs kept live while many later ones come and go leave the
+    /// window for the hash map and are still found there; the window stays
+    /// within its size.
+    #[test]
+    fn live_map_keeps_long_lived_constructs_past_its_window() {
+        let mut m = LiveMap::new();
+        let n = 5 * LiveMap::WINDOW;
+        let kept = |i: usize| i % 700 == 3;
+        for i in 0..n {
+            m.insert(ConstructId::at(i), live(i as u64));
+            // Most are let go a few constructs later, pairs swapped.
+            if let Some(j) = i.checked_sub(5).map(|k| k ^ 1) {
+                if !kept(j) {
+                    m.remove(&ConstructId::at(j));
+                }
+            }
+            assert!(m.window.len() <= LiveMap::WINDOW);
+        }
+        for i in 0..n {
+            let got = m.get(&ConstructId::at(i)).map(|l| l.c.start_ns);
+            if kept(i) {
+                assert_eq!(got, Some(i as u64), "construct {i}");
+            } else if i + 6 < n {
+                assert_eq!(got, None, "construct {i}");
+            }
+        }
+        assert!(!m.old.is_empty());
+        for i in (0..n).filter(|&i| kept(i)) {
+            assert!(m.get(&ConstructId::at(i)).is_some());
+            m.get_mut(&ConstructId::at(i)).expect("kept").refs += 1;
+            m.remove(&ConstructId::at(i));
+            assert!(m.get(&ConstructId::at(i)).is_none());
+        }
+    }
 }

@@ -560,10 +560,13 @@ fn kernel_dims(d: [u32; 3]) -> Vec<u32> {
 struct Family {
     last_kernel: Option<(Order, NameId, [u32; 3], [u32; 3])>,
     last_launch: Option<((u64, ConstructId, usize), LaunchRequest)>,
-    /// The last three host<->device transfers: order, direction, bytes,
-    /// variable.
-    last_transfers: Vec<(Order, CopyKind, u64, Option<NameId>)>,
+    /// The last three host<->device transfers.
+    last_transfers: Vec<LastTransfer>,
 }
+
+/// A host<->device transfer a [`Family`] keeps: order, direction, bytes,
+/// variable.
+type LastTransfer = (Order, CopyKind, u64, Option<NameId>);
 
 fn family_mut(families: &mut [(ConstructId, Family)], top: ConstructId) -> Option<&mut Family> {
     families
@@ -594,6 +597,8 @@ pub struct SummarySink {
     cut: u64,
     /// The outermost constructs open now (few: one or two a thread).
     families: Vec<(ConstructId, Family)>,
+    /// Emptied transfer lists of families gone, to be filled again.
+    spare_transfers: Vec<Vec<LastTransfer>>,
     open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
 }
 
@@ -612,6 +617,7 @@ impl SummarySink {
             constructs: 0,
             cut: 0,
             families: Vec::new(),
+            spare_transfers: Vec::new(),
             open_at_end: IdHashMap::default(),
         }
     }
@@ -637,7 +643,11 @@ impl Sink for SummarySink {
 
     fn started(&mut self, id: ConstructId, c: &Construct) {
         if c.parent.is_none() {
-            self.families.push((id, Family::default()));
+            let family = Family {
+                last_transfers: self.spare_transfers.pop().unwrap_or_default(),
+                ..Family::default()
+            };
+            self.families.push((id, family));
         }
     }
 
@@ -671,7 +681,11 @@ impl Sink for SummarySink {
             );
         } else if c.parent.is_none() {
             if let Some(i) = self.families.iter().position(|(t, _)| *t == id) {
-                self.families.swap_remove(i);
+                let (_, mut f) = self.families.swap_remove(i);
+                if self.spare_transfers.len() < 16 {
+                    f.last_transfers.clear();
+                    self.spare_transfers.push(f.last_transfers);
+                }
             }
         }
         if c.cut {

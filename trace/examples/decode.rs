@@ -9,12 +9,12 @@ use std::time::Instant;
 
 fn count(mut src: impl RecordSource) -> (u64, u64, usize) {
     let (mut records, mut acc) = (0u64, 0u64);
-    while let Some(r) = src.next_record() {
+    src.for_each_record(|r| {
         records += 1;
         if let Record::Acc(_) = r {
             acc += 1;
         }
-    }
+    });
     (records, acc, src.losses().len())
 }
 

@@ -745,6 +745,30 @@ fn opt_u64(c: &mut Cursor<'_>, flags: u32, mask: u32) -> Option<u64> {
 
 #[inline(always)]
 pub(crate) fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> AccEvent {
+    let mut a = AccEvent {
+        time_ns: 0,
+        kind: AccEventKind::WaitEnd,
+        thread: 0,
+        region: RegionId(0),
+        device_type: None,
+        device_number: None,
+        async_queue: None,
+        construct: None,
+        implicit: false,
+        location: SourceLocation::default(),
+        call_site: None,
+        detail: AccDetail::None,
+    };
+    decode_acc_into(c, st, &mut a);
+    a
+}
+
+/// [`decode_acc`] into an event already in place: each field is stored
+/// where it stays, so a record decoded into a reused buffer is never built
+/// elsewhere and copied (copying a record just written, field by field,
+/// costs more than decoding it).
+#[inline(always)]
+pub(crate) fn decode_acc_into(c: &mut Cursor<'_>, st: &mut DeltaState, a: &mut AccEvent) {
     let kind = AccEventKind::from_raw(i64::from(c.u8()));
     let kind = known(c, kind, AccEventKind::WaitEnd, "acc event kind");
     let flags = c.varint_u32();
@@ -803,20 +827,18 @@ pub(crate) fn decode_acc(c: &mut Cursor<'_>, st: &mut DeltaState) -> AccEvent {
             AccDetail::None
         }
     };
-    AccEvent {
-        time_ns,
-        kind,
-        thread,
-        region,
-        device_type,
-        device_number,
-        async_queue,
-        construct,
-        implicit: flags & A_IMPLICIT != 0,
-        location,
-        call_site,
-        detail,
-    }
+    a.time_ns = time_ns;
+    a.kind = kind;
+    a.thread = thread;
+    a.region = region;
+    a.device_type = device_type;
+    a.device_number = device_number;
+    a.async_queue = async_queue;
+    a.construct = construct;
+    a.implicit = flags & A_IMPLICIT != 0;
+    a.location = location;
+    a.call_site = call_site;
+    a.detail = detail;
 }
 
 // ---- header -----------------------------------------------------------

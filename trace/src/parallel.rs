@@ -1,19 +1,25 @@
 //! Decoding blocks on worker threads: [`ParallelReader`].
 
-use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
 use crate::codec::DeltaState;
-use crate::reader::{next_in_block, Loss, Reader, RecordSource};
-use crate::record::{Header, Record};
+use crate::reader::{next_in_block_into, Loss, Reader, RecordSource};
+use crate::record::{DropSource, Header, Record};
 
 /// Jobs (and results) queued for each decoding worker, at most. With one
 /// job being decoded by each worker and one result being read, memory
 /// holds at most `workers * (2 * QUEUE + 1) + 1` blocks, each 64 KiB of
 /// payload and about 5,000 decoded records, whatever the trace's size.
 const QUEUE: usize = 2;
+
+/// What a slot of a record buffer holds when it holds no record: cheap to
+/// make and to drop.
+const SPARE: Record = Record::Dropped {
+    source: DropSource::Collector,
+    count: 0,
+};
 
 /// Most decoding workers, whatever the machine.
 const MAX_WORKERS: usize = 4;
@@ -32,7 +38,9 @@ struct Job {
 
 /// A decoded block, for the consumer.
 struct Decoded {
-    records: VecDeque<Record>,
+    /// The records are the first `len`; the rest are spare slots.
+    records: Vec<Record>,
+    len: usize,
     /// The job's losses, then those of records that could not be decoded.
     losses: Vec<Loss>,
     /// Records of unknown kinds in this block.
@@ -44,7 +52,7 @@ struct Decoded {
 struct WorkerEnds {
     results: Receiver<Decoded>,
     /// Emptied record buffers, back to the worker.
-    empties: Sender<VecDeque<Record>>,
+    empties: Sender<Vec<Record>>,
 }
 
 /// Reads a trace with the decoding of its blocks spread over worker
@@ -58,7 +66,9 @@ struct WorkerEnds {
 /// sequential reader does, and hands each intact block, with the losses
 /// found before it, to the decoding workers in turn (round robin). The
 /// consumer takes the decoded blocks from the workers in the same turn, so
-/// records come out in file order. Each queue is bounded (a few blocks), so
+/// records come out in file order. With a single worker (two cores: the
+/// other is the consumer's), that one thread reads and decodes, so that
+/// two busy threads do not take turns on one core. Each queue is bounded (a few blocks), so
 /// memory stays bounded whatever the trace's size; emptied buffers go back
 /// to be filled again.
 ///
@@ -78,7 +88,10 @@ struct WorkerEnds {
 pub struct ParallelReader {
     header: Header,
     version: (u16, u16),
-    current: VecDeque<Record>,
+    /// The block being handed out: records `next..len` are still to come.
+    current: Vec<Record>,
+    next: usize,
+    len: usize,
     losses: Vec<Loss>,
     skipped_unknown: u64,
     feed: Feed,
@@ -113,7 +126,9 @@ impl<R: Read + Send + 'static> Reader<R> {
         let mut reader = ParallelReader {
             header,
             version,
-            current: VecDeque::new(),
+            current: Vec::new(),
+            next: 0,
+            len: 0,
             losses: Vec::new(),
             skipped_unknown: 0,
             feed: Feed::Workers {
@@ -122,13 +137,16 @@ impl<R: Read + Send + 'static> Reader<R> {
             },
             done: false,
         };
+        if workers == 1 {
+            return self.read_and_decode_on_one(reader);
+        }
         let (payload_back, payloads) = mpsc::channel::<Vec<u8>>();
         let mut ends = Vec::new();
         let mut job_txs = Vec::new();
         for i in 0..workers {
             let (job_tx, job_rx) = mpsc::sync_channel::<Job>(QUEUE);
             let (res_tx, res_rx) = mpsc::sync_channel::<Decoded>(QUEUE);
-            let (empty_tx, empty_rx) = mpsc::channel::<VecDeque<Record>>();
+            let (empty_tx, empty_rx) = mpsc::channel::<Vec<Record>>();
             let back = payload_back.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("accprof-decode-{i}"))
@@ -173,6 +191,41 @@ impl<R: Read + Send + 'static> Reader<R> {
     }
 }
 
+impl<R: Read + Send + 'static> Reader<R> {
+    /// [`parallel_with`](Self::parallel_with) one worker: a single thread
+    /// both reads and decodes.
+    fn read_and_decode_on_one(self, mut reader: ParallelReader) -> ParallelReader {
+        let (res_tx, res_rx) = mpsc::sync_channel::<Decoded>(QUEUE);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<Record>>();
+        // As in `parallel_with`: the reader comes back from the slot when
+        // no thread starts.
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let io_slot = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("accprof-decode-0".into())
+            .spawn(move || {
+                let taken = io_slot.lock().ok().and_then(|mut s| s.take());
+                if let Some(r) = taken {
+                    read_and_decode(r, res_tx, empty_rx);
+                }
+            });
+        if spawned.is_err() {
+            if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
+                reader.feed = Feed::Inline(Box::new(r));
+                return reader;
+            }
+        }
+        reader.feed = Feed::Workers {
+            workers: vec![WorkerEnds {
+                results: res_rx,
+                empties: empty_tx,
+            }],
+            turn: 0,
+        };
+        reader
+    }
+}
+
 /// The I/O thread: loads and checks blocks with the sequential reader and
 /// deals them to the workers in turn, until the input ends or the consumer
 /// is gone.
@@ -209,39 +262,91 @@ fn read_blocks<R: Read>(
     }
 }
 
-/// A decoding worker: decodes each job's block into records.
-fn decode_blocks(
-    jobs: Receiver<Job>,
-    results: SyncSender<Decoded>,
-    empties: Receiver<VecDeque<Record>>,
-    payload_back: Sender<Vec<u8>>,
-) {
-    while let Ok(job) = jobs.recv() {
-        let mut records = empties.try_recv().unwrap_or_default();
-        records.clear();
-        let mut losses = job.losses;
-        let mut skipped_unknown = 0;
-        let mut pos = 0;
-        let mut state = DeltaState::default();
-        while let Some(r) = next_in_block(
+/// Decodes a job's block into `records`, overwriting the records of an
+/// earlier block in place; gives back the payload, to be filled again.
+fn decode_job(job: Job, mut records: Vec<Record>) -> (Decoded, Vec<u8>) {
+    let mut len = 0;
+    let mut losses = job.losses;
+    let mut skipped_unknown = 0;
+    let mut pos = 0;
+    let mut state = DeltaState::default();
+    loop {
+        if len == records.len() {
+            records.push(SPARE);
+        }
+        if !next_in_block_into(
             &job.payload,
             &mut pos,
             &mut state,
             job.offset,
             &mut skipped_unknown,
             &mut losses,
+            &mut records[len],
         ) {
-            records.push_back(r);
+            break;
         }
+        len += 1;
+    }
+    let decoded = Decoded {
+        records,
+        len,
+        losses,
+        skipped_unknown,
+        last: job.last,
+    };
+    (decoded, job.payload)
+}
+
+/// A decoding worker: decodes each job's block into records.
+fn decode_blocks(
+    jobs: Receiver<Job>,
+    results: SyncSender<Decoded>,
+    empties: Receiver<Vec<Record>>,
+    payload_back: Sender<Vec<u8>>,
+) {
+    while let Ok(job) = jobs.recv() {
+        let last = job.last;
+        let (decoded, payload) = decode_job(job, empties.try_recv().unwrap_or_default());
         // The I/O thread may be gone (at the end): then the buffer is freed.
-        let _ = payload_back.send(job.payload);
-        let decoded = Decoded {
-            records,
+        let _ = payload_back.send(payload);
+        if results.send(decoded).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The one worker, when there is one: reads and checks the blocks as
+/// [`read_blocks`] does and decodes each itself, so no block is handed
+/// between threads before it is decoded (where the consumer takes one of
+/// two cores, a third busy thread only takes turns with them).
+fn read_and_decode<R: Read>(
+    mut reader: Reader<R>,
+    results: SyncSender<Decoded>,
+    empties: Receiver<Vec<Record>>,
+) {
+    let mut losses_sent = 0;
+    let mut spare = Vec::new();
+    loop {
+        reader.load_block();
+        let (payload, offset) = reader.take_block(std::mem::take(&mut spare));
+        let last = reader.is_done();
+        if payload.is_empty() && !last {
+            // A damaged block skipped, or an empty one: as in `read_blocks`.
+            spare = payload;
+            continue;
+        }
+        let all = reader.losses();
+        let losses = all[losses_sent..].to_vec();
+        losses_sent = all.len();
+        let job = Job {
+            payload,
+            offset,
             losses,
-            skipped_unknown,
-            last: job.last,
+            last,
         };
-        if results.send(decoded).is_err() || job.last {
+        let (decoded, payload) = decode_job(job, empties.try_recv().unwrap_or_default());
+        spare = payload;
+        if results.send(decoded).is_err() || last {
             return;
         }
     }
@@ -283,11 +388,36 @@ impl ParallelReader {
         if let Feed::Inline(r) = &mut self.feed {
             return r.next_record();
         }
-        while self.current.is_empty() && !self.done {
+        while self.next == self.len && !self.done {
             self.next_block();
         }
-        // Taken straight into the return value.
-        self.current.pop_front()
+        let slot = self.current[..self.len].get_mut(self.next)?;
+        self.next += 1;
+        Some(std::mem::replace(slot, SPARE))
+    }
+
+    /// Calls `f` with each record still to come, in file order, up to
+    /// where [`next_record`](Self::next_record) would return `None`. The
+    /// records are lent where they were decoded, never copied: the way to
+    /// read a large trace.
+    #[inline]
+    pub fn for_each_record(&mut self, mut f: impl FnMut(&Record)) {
+        if let Feed::Inline(r) = &mut self.feed {
+            while let Some(rec) = r.next_record() {
+                f(&rec);
+            }
+            return;
+        }
+        loop {
+            for rec in &self.current[self.next..self.len] {
+                f(rec);
+            }
+            self.next = self.len;
+            if self.done {
+                return;
+            }
+            self.next_block();
+        }
     }
 
     #[inline(never)]
@@ -297,6 +427,7 @@ impl ParallelReader {
             return;
         };
         let empty = std::mem::take(&mut self.current);
+        (self.next, self.len) = (0, 0);
         if empty.capacity() > 0 {
             // Back to the worker that filled it; it may be gone (at the end).
             let prev = (*turn + workers.len() - 1) % workers.len();
@@ -305,6 +436,7 @@ impl ParallelReader {
         match workers[*turn].results.recv() {
             Ok(d) => {
                 self.current = d.records;
+                self.len = d.len;
                 self.losses.extend(d.losses);
                 self.skipped_unknown += d.skipped_unknown;
                 self.done = d.last;
@@ -341,6 +473,9 @@ impl RecordSource for ParallelReader {
     }
     fn next_record(&mut self) -> Option<Record> {
         ParallelReader::next_record(self)
+    }
+    fn for_each_record<F: FnMut(&Record)>(&mut self, f: F) {
+        ParallelReader::for_each_record(self, f)
     }
     fn losses(&self) -> &[Loss] {
         ParallelReader::losses(self)

@@ -375,6 +375,17 @@ pub trait RecordSource {
     fn losses(&self) -> &[Loss];
     /// Records of unknown kinds skipped.
     fn skipped_unknown(&self) -> u64;
+    /// Calls `f` with each record still to come, up to where
+    /// `next_record` returns `None`. A source that holds its records
+    /// decoded lends them rather than moving each out.
+    fn for_each_record<F: FnMut(&Record)>(&mut self, mut f: F)
+    where
+        Self: Sized,
+    {
+        while let Some(rec) = self.next_record() {
+            f(&rec);
+        }
+    }
 }
 
 impl<R: Read> RecordSource for Reader<R> {
@@ -474,6 +485,83 @@ pub(crate) fn next_in_block(
         }
     }
     None
+}
+
+/// [`next_in_block`] into `slot`, a record of a reused buffer: an acc_prof
+/// event (the bulk of every trace) is decoded right where it stays when
+/// the slot held one before. False where `next_in_block` returns `None`
+/// (then `slot` holds no record to use).
+#[inline]
+pub(crate) fn next_in_block_into(
+    block: &[u8],
+    pos: &mut usize,
+    state: &mut DeltaState,
+    block_offset: u64,
+    skipped: &mut u64,
+    losses: &mut Vec<Loss>,
+    slot: &mut Record,
+) -> bool {
+    if *pos >= block.len() {
+        return false;
+    }
+    let at = *pos;
+    let mut c = Cursor::new(&block[at..]);
+    let tag = c.u8();
+    let body = c.bytes();
+    *pos += c.pos();
+    if c.failed() {
+        malformed(
+            block,
+            pos,
+            block_offset,
+            at,
+            tag,
+            DecodeError::Short,
+            losses,
+        );
+        return false;
+    }
+    let b = &mut Cursor::new(body);
+    if tag == TAG_ACC {
+        if let Record::Acc(a) = slot {
+            codec::decode_acc_into(b, state, a);
+        } else {
+            *slot = Record::Acc(codec::decode_acc(b, state));
+        }
+        if !b.failed() {
+            return true;
+        }
+        if let Some(e) = b.finish(()).err() {
+            malformed(block, pos, block_offset, at, tag, e, losses);
+        }
+        return false;
+    }
+    // Everything else is rare enough to go the ordinary way, from
+    // this record on (skipping unknown kinds, ending at a malformed
+    // record, as it does).
+    *pos = at;
+    other_in_block(block, pos, state, block_offset, skipped, losses, slot)
+}
+
+/// [`next_in_block_into`] for a record that is not an acc_prof event: kept
+/// out of line so that the hot path stays small.
+#[inline(never)]
+fn other_in_block(
+    block: &[u8],
+    pos: &mut usize,
+    state: &mut DeltaState,
+    block_offset: u64,
+    skipped: &mut u64,
+    losses: &mut Vec<Loss>,
+    slot: &mut Record,
+) -> bool {
+    match next_in_block(block, pos, state, block_offset, skipped, losses) {
+        Some(r) => {
+            *slot = r;
+            true
+        }
+        None => false,
+    }
 }
 
 /// A record of an intact block could not be decoded: the rest of the block

@@ -55,6 +55,24 @@ fn drain(mut src: impl RecordSource) -> Read {
     }
 }
 
+/// [`drain`] through `for_each_record`, after taking the `first` records
+/// one by one.
+fn drain_lent(mut src: ParallelReader, first: usize) -> Read {
+    let mut records = Vec::new();
+    for _ in 0..first {
+        records.extend(src.next_record());
+    }
+    src.for_each_record(|r| records.push(r.clone()));
+    assert_eq!(src.next_record(), None, "nothing after for_each_record");
+    Read {
+        version: src.version(),
+        header: src.header().clone(),
+        records,
+        losses: src.losses().to_vec(),
+        skipped_unknown: src.skipped_unknown(),
+    }
+}
+
 /// Reads `bytes` sequentially and with 0 (on the calling thread), 1, 2
 /// and 3 workers, with and
 /// without resync, and checks that all agree. Returns the sequential
@@ -81,6 +99,15 @@ fn same_both_ways(what: &str, bytes: &[u8]) -> Option<Read> {
         }
         let par = drain(open().expect("opened once").parallel());
         assert_eq!(par, seq, "{what}, resync {resync}, default workers");
+        for workers in [0, 1, 2] {
+            for first in [0, 1, 7] {
+                let par = drain_lent(open().expect("opened once").parallel_with(workers), first);
+                assert_eq!(
+                    par, seq,
+                    "{what}, resync {resync}, {workers} workers, lent after {first}"
+                );
+            }
+        }
         if resync {
             with_resync = Some(seq);
         }
