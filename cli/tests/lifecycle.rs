@@ -206,6 +206,28 @@ fn exit_and_return_say_how_the_process_ended() {
     }
 }
 
+/// A second thread's `exit` while the first thread's exit handlers run
+/// (C leaves two at once undefined; with the trace written at exit the two
+/// collided on a GPU: heap corruption, SIGSEGV, traces without their end)
+/// waits for the first to end the process: the first status wins, every
+/// handler runs once, and the trace ends with that exit.
+#[test]
+fn a_second_exit_waits_for_the_first() {
+    let dir = tempdir();
+    let out = prepared(preloaded(
+        &program("two_exits"),
+        &dir.path().join("t-%p.trace"),
+    ))
+    .env(env::QUIET, "1")
+    .output()
+    .expect("runs");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "sum: 499500\nhandler done\n");
+    let run = only_trace(dir.path());
+    assert_eq!(computes(&run), 1);
+    assert_eq!(ending(&run), Some(Ending::Exit(Some(3))));
+}
+
 #[test]
 fn terminating_signals_flush_then_kill_as_before() {
     for (name, sig) in [

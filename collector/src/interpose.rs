@@ -91,8 +91,46 @@ fn not_found() -> c_int {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
-    let _ = std::panic::catch_unwind(|| crate::exit_called(status));
+    let _ = std::panic::catch_unwind(|| {
+        one_exit_at_a_time();
+        crate::exit_called(status)
+    });
     end_with(EXIT, status)
+}
+
+/// The thread that called `exit` first (its kernel thread id), 0 before.
+static EXITING: AtomicUsize = AtomicUsize::new(0);
+
+/// How long a second thread's `exit` waits for the first one to end the
+/// process before it goes on as it would without the collector.
+const SECOND_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `exit` from a second thread while another runs the exit handlers (an
+/// OpenACC runtime's fatal error reported at once by the thread that
+/// waited and by the driver's callback thread): both would run the
+/// remaining handlers and destructors at the same time, which C leaves
+/// undefined. Without the collector the first one is over in an instant;
+/// with it, writing the trace at exit widens that window enough for the
+/// two to collide (heap corruption, SIGSEGV). So the second caller waits
+/// for the first to end the process, at most [`SECOND_EXIT_WAIT`] (in case
+/// the first waits on it), and only then goes on.
+fn one_exit_at_a_time() {
+    // SAFETY: gettid has no arguments.
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as usize;
+    let first = match EXITING.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => return,
+        Err(t) if t == me => return,
+        Err(t) => t,
+    };
+    // SAFETY: plain system calls; signal 0 only checks that the thread
+    // exists in this process (it does not in a forked child, where the
+    // first caller's id was inherited).
+    let alive =
+        || unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), first as libc::pid_t, 0) == 0 };
+    let start = std::time::Instant::now();
+    while alive() && start.elapsed() < SECOND_EXIT_WAIT {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// # Safety
