@@ -431,25 +431,7 @@ pub(crate) fn next_in_block(
     losses: &mut Vec<Loss>,
 ) -> Option<Record> {
     while *pos < block.len() {
-        let at = *pos;
-        let mut c = Cursor::new(&block[at..]);
-        let tag = c.u8();
-        let body = c.bytes();
-        *pos += c.pos();
-        if c.failed() {
-            // The framing was checked when the block was loaded; this only
-            // keeps a bug from looping.
-            malformed(
-                block,
-                pos,
-                block_offset,
-                at,
-                tag,
-                DecodeError::Short,
-                losses,
-            );
-            return None;
-        }
+        let (at, tag, body) = frame(block, pos, block_offset, losses)?;
         // The frequent kinds are built right in the return value: going
         // through `decode_record`'s Result would copy each 168-byte record
         // once more.
@@ -504,23 +486,9 @@ pub(crate) fn next_in_block_into(
     if *pos >= block.len() {
         return false;
     }
-    let at = *pos;
-    let mut c = Cursor::new(&block[at..]);
-    let tag = c.u8();
-    let body = c.bytes();
-    *pos += c.pos();
-    if c.failed() {
-        malformed(
-            block,
-            pos,
-            block_offset,
-            at,
-            tag,
-            DecodeError::Short,
-            losses,
-        );
+    let Some((at, tag, body)) = frame(block, pos, block_offset, losses) else {
         return false;
-    }
+    };
     let b = &mut Cursor::new(body);
     if tag == TAG_ACC {
         if let Record::Acc(a) = slot {
@@ -562,6 +530,37 @@ fn other_in_block(
         }
         None => false,
     }
+}
+
+/// The frame of the record at `*pos` of `block` (its offset, tag and body),
+/// moving `*pos` past it; `None`, with the rest of the block lost, when it
+/// runs past the block (the framing was checked when the block was loaded:
+/// this only keeps a bug from looping).
+#[inline(always)]
+fn frame<'b>(
+    block: &'b [u8],
+    pos: &mut usize,
+    block_offset: u64,
+    losses: &mut Vec<Loss>,
+) -> Option<(usize, u8, &'b [u8])> {
+    let at = *pos;
+    let mut c = Cursor::new(&block[at..]);
+    let tag = c.u8();
+    let body = c.bytes();
+    *pos += c.pos();
+    if c.failed() {
+        malformed(
+            block,
+            pos,
+            block_offset,
+            at,
+            tag,
+            DecodeError::Short,
+            losses,
+        );
+        return None;
+    }
+    Some((at, tag, body))
 }
 
 /// A record of an intact block could not be decoded: the rest of the block
