@@ -165,23 +165,11 @@ impl<R: Read + Send + 'static> Reader<R> {
             reader.feed = Feed::Inline(Box::new(self));
             return reader;
         }
-        // Spawning moves the reader into the closure; it comes back from
-        // the slot when no thread starts.
-        let slot = Arc::new(Mutex::new(Some(self)));
-        let io_slot = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name("accprof-read".into())
-            .spawn(move || {
-                let taken = io_slot.lock().ok().and_then(|mut s| s.take());
-                if let Some(r) = taken {
-                    read_blocks(r, job_txs, payloads);
-                }
-            });
-        if spawned.is_err() {
-            if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
-                reader.feed = Feed::Inline(Box::new(r));
-                return reader;
-            }
+        if let Err(r) = spawn_with("accprof-read", self, move |r| {
+            read_blocks(r, job_txs, payloads)
+        }) {
+            reader.feed = Feed::Inline(r);
+            return reader;
         }
         reader.feed = Feed::Workers {
             workers: ends,
@@ -191,29 +179,43 @@ impl<R: Read + Send + 'static> Reader<R> {
     }
 }
 
+/// Runs `work` on `reader` in a new thread named `name`. Spawning moves
+/// the reader into the closure, so it waits in a slot the thread empties:
+/// when no thread starts, it comes back as the error.
+fn spawn_with<R: Read + Send + 'static>(
+    name: &str,
+    reader: Reader<R>,
+    work: impl FnOnce(Reader<R>) + Send + 'static,
+) -> Result<(), Box<Reader<R>>> {
+    let slot = Arc::new(Mutex::new(Some(reader)));
+    let io_slot = Arc::clone(&slot);
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let taken = io_slot.lock().ok().and_then(|mut s| s.take());
+            if let Some(r) = taken {
+                work(r);
+            }
+        });
+    if spawned.is_err() {
+        if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
+            return Err(Box::new(r));
+        }
+    }
+    Ok(())
+}
+
 impl<R: Read + Send + 'static> Reader<R> {
     /// [`parallel_with`](Self::parallel_with) one worker: a single thread
     /// both reads and decodes.
     fn read_and_decode_on_one(self, mut reader: ParallelReader) -> ParallelReader {
         let (res_tx, res_rx) = mpsc::sync_channel::<Decoded>(QUEUE);
         let (empty_tx, empty_rx) = mpsc::channel::<Vec<Record>>();
-        // As in `parallel_with`: the reader comes back from the slot when
-        // no thread starts.
-        let slot = Arc::new(Mutex::new(Some(self)));
-        let io_slot = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name("accprof-decode-0".into())
-            .spawn(move || {
-                let taken = io_slot.lock().ok().and_then(|mut s| s.take());
-                if let Some(r) = taken {
-                    read_and_decode(r, res_tx, empty_rx);
-                }
-            });
-        if spawned.is_err() {
-            if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
-                reader.feed = Feed::Inline(Box::new(r));
-                return reader;
-            }
+        if let Err(r) = spawn_with("accprof-decode-0", self, move |r| {
+            read_and_decode(r, res_tx, empty_rx)
+        }) {
+            reader.feed = Feed::Inline(r);
+            return reader;
         }
         reader.feed = Feed::Workers {
             workers: vec![WorkerEnds {
