@@ -21,6 +21,18 @@ pub struct Token {
     pub line: u32,
 }
 
+impl Token {
+    /// A token whose key is its text.
+    fn new(kind: Tok, text: String, line: u32) -> Token {
+        Token {
+            kind,
+            key: text.clone(),
+            text,
+            line,
+        }
+    }
+}
+
 pub(super) const C_KEYWORDS: &[&str] = &[
     "for",
     "while",
@@ -235,6 +247,38 @@ pub(super) fn strip_f_comment(l: &str, keep_directive: bool) -> String {
     split_f_comment(l).0
 }
 
+/// Past the word (letters, digits, `_`) starting at `i`.
+fn past_word(b: &[char], mut i: usize) -> usize {
+    while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
+        i += 1;
+    }
+    i
+}
+
+/// Past the string literal whose quote is at `i` (C's backslash escapes
+/// when `escapes`).
+fn past_string(b: &[char], mut i: usize, escapes: bool) -> usize {
+    let q = b[i];
+    i += 1;
+    while i < b.len() && b[i] != q {
+        if escapes && b[i] == '\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    i + 1
+}
+
+/// The longest of `ops` at `i`, else the character there.
+fn operator(b: &[char], i: usize, ops: &[&str]) -> String {
+    let longest = ops.iter().map(|o| o.len()).max().unwrap_or(1);
+    let rest: String = b[i..(i + longest).min(b.len())].iter().collect();
+    match ops.iter().find(|o| rest.starts_with(**o)) {
+        Some(o) => o.to_string(),
+        None => b[i].to_string(),
+    }
+}
+
 pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
     let mut out = Vec::new();
     let mut in_block_comment = false;
@@ -269,21 +313,8 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 continue;
             }
             if c == '"' || c == '\'' {
-                let q = c;
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    if b[i] == '\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i += 1;
-                out.push(Token {
-                    kind: Tok::Number,
-                    text: "\"\"".into(),
-                    key: "\"\"".into(),
-                    line,
-                });
+                i = past_string(&b, i, true);
+                out.push(Token::new(Tok::Number, "\"\"".into(), line));
                 continue;
             }
             if c.is_whitespace() {
@@ -292,27 +323,16 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
             }
             if c.is_alphabetic() || c == '_' {
                 let st = i;
-                while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
-                    i += 1;
-                }
+                i = past_word(&b, i);
                 // C++ qualified names: std::max
                 while i + 2 < b.len()
                     && b[i] == ':'
                     && b[i + 1] == ':'
                     && (b[i + 2].is_alphabetic() || b[i + 2] == '_')
                 {
-                    i += 2;
-                    while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
-                        i += 1;
-                    }
+                    i = past_word(&b, i + 2);
                 }
-                let text: String = b[st..i].iter().collect();
-                out.push(Token {
-                    kind: Tok::Ident,
-                    key: text.clone(),
-                    text,
-                    line,
-                });
+                out.push(Token::new(Tok::Ident, b[st..i].iter().collect(), line));
                 continue;
             }
             if c.is_ascii_digit() || (c == '.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
@@ -325,32 +345,16 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 {
                     i += 1;
                 }
-                let text: String = b[st..i].iter().collect();
-                out.push(Token {
-                    kind: Tok::Number,
-                    key: text.clone(),
-                    text,
-                    line,
-                });
+                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line));
                 continue;
             }
             const OPS: &[&str] = &[
                 "<<=", ">>=", "->", "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=",
                 "==", "!=", "<=", ">=", "&&", "||", "<<", ">>",
             ];
-            let rest: String = b[i..(i + 3).min(b.len())].iter().collect();
-            let op = OPS.iter().find(|o| rest.starts_with(**o));
-            let text = match op {
-                Some(o) => o.to_string(),
-                None => c.to_string(),
-            };
+            let text = operator(&b, i, OPS);
             i += text.chars().count();
-            out.push(Token {
-                kind: Tok::Punct,
-                key: text.clone(),
-                text,
-                line,
-            });
+            out.push(Token::new(Tok::Punct, text, line));
         }
     }
     out
@@ -366,18 +370,8 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
         while i < b.len() {
             let c = b[i];
             if c == '"' || c == '\'' {
-                let q = c;
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += 1;
-                }
-                i += 1;
-                out.push(Token {
-                    kind: Tok::Number,
-                    text: "''".into(),
-                    key: "''".into(),
-                    line,
-                });
+                i = past_string(&b, i, false);
+                out.push(Token::new(Tok::Number, "''".into(), line));
                 continue;
             }
             if c.is_whitespace() || c == '&' {
@@ -386,9 +380,7 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
             }
             if c.is_alphabetic() || c == '_' {
                 let st = i;
-                while i < b.len() && (b[i].is_alphanumeric() || b[i] == '_') {
-                    i += 1;
-                }
+                i = past_word(&b, i);
                 let text: String = b[st..i].iter().collect();
                 out.push(Token {
                     kind: Tok::Ident,
@@ -413,13 +405,7 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
                 {
                     i += 1;
                 }
-                let text: String = b[st..i].iter().collect();
-                out.push(Token {
-                    kind: Tok::Number,
-                    key: text.clone(),
-                    text,
-                    line,
-                });
+                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line));
                 continue;
             }
             // .gt. style operators
@@ -430,30 +416,16 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
                     j += 1;
                 }
                 if j < b.len() && b[j] == '.' && j > i + 1 {
-                    let text: String = b[st..=j].iter().collect::<String>().to_ascii_lowercase();
+                    let text = b[st..=j].iter().collect::<String>().to_ascii_lowercase();
                     i = j + 1;
-                    out.push(Token {
-                        kind: Tok::Punct,
-                        key: text.clone(),
-                        text,
-                        line,
-                    });
+                    out.push(Token::new(Tok::Punct, text, line));
                     continue;
                 }
             }
             const OPS: &[&str] = &["==", "/=", "<=", ">=", "=>", "::", "**", "//"];
-            let rest: String = b[i..(i + 2).min(b.len())].iter().collect();
-            let text = match OPS.iter().find(|o| rest.starts_with(**o)) {
-                Some(o) => o.to_string(),
-                None => c.to_string(),
-            };
+            let text = operator(&b, i, OPS);
             i += text.chars().count();
-            out.push(Token {
-                kind: Tok::Punct,
-                key: text.clone(),
-                text,
-                line,
-            });
+            out.push(Token::new(Tok::Punct, text, line));
         }
     }
     out
