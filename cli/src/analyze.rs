@@ -11,6 +11,7 @@ use accprof_analyzer::analysis::{self, Combined};
 use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::summary::Summary;
 use accprof_analyzer::Run;
 
 use crate::HashArg;
@@ -68,10 +69,9 @@ pub struct AnalyzeArgs {
 }
 
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let (run, sources, analysis) = load(args)?;
+    let (run, sources, analysis, summary) = load(args)?;
     let trace = args.trace.display().to_string();
     let combined = analysis::combined_patch(&analysis, &sources);
-    let summary = accprof_analyzer::summary::summarize(&run);
     let facts = &summary.runs[0];
     let warnings = accprof_reports::text::warnings(&summary, false);
     let mut out = Vec::new();
@@ -114,7 +114,9 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
+/// The run, its sources, its findings and its summary. The summary and
+/// the rules only read the run: they are worked out side by side.
+fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, Summary)> {
     let (opts, bar) = crate::progress::with_bar(&args.trace, &crate::symbol_options(&args.symbols));
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
@@ -126,8 +128,15 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis)> {
         min_bytes: args.min_bytes,
         ..Options::default()
     };
-    let analysis = analysis::analyze(&run, &sources, &opts);
-    Ok((run, sources, analysis))
+    let (analysis, summary) = std::thread::scope(|s| {
+        let summary = s.spawn(|| accprof_analyzer::summary::summarize(&run));
+        let analysis = analysis::analyze(&run, &sources, &opts);
+        match summary.join() {
+            Ok(summary) => (analysis, summary),
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    });
+    Ok((run, sources, analysis, summary))
 }
 
 fn parse_map(s: &str) -> Result<(PathBuf, PathBuf), String> {

@@ -131,7 +131,7 @@ pub struct Context<'a> {
     kernel_order: Option<Vec<(u64, u64)>>,
     /// The running maximum of the kernels' ends in start order, made when
     /// first asked for.
-    kernel_max_end: std::cell::OnceCell<Vec<u64>>,
+    kernel_max_end: std::sync::OnceLock<Vec<u64>>,
     /// Where kernel times come from, None when the run has none.
     pub kernel_source: Option<&'static str>,
     /// Host buffer names (pointer -> name).
@@ -205,7 +205,7 @@ impl<'a> Context<'a> {
             buffers,
             small_transfers: small,
             kernel_order,
-            kernel_max_end: std::cell::OnceCell::new(),
+            kernel_max_end: std::sync::OnceLock::new(),
             kernel_source,
             names,
         }
@@ -331,8 +331,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         s4_queue_order::check,
         l3_single_gang::check,
     ];
-    for rule in rules {
-        let mut c = rule(&cx);
+    for mut c in run_each(&rules, &cx) {
         for f in &mut c.findings {
             f.subjects.complete(run, &f.locations);
         }
@@ -366,6 +365,44 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         );
     }
     all
+}
+
+/// Each rule's result, in the order of `rules`. The rules only read the
+/// run and the context, so they share the machine's cores: on a large run
+/// they take as long as the longest few rather than all of them in turn.
+fn run_each(rules: &[fn(&Context) -> Checked], cx: &Context) -> Vec<Checked> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(rules.len());
+    if threads <= 1 {
+        return rules.iter().map(|rule| rule(cx)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(rule) = rules.get(i) else {
+                return done;
+            };
+            done.push((i, rule(cx)));
+        }
+    };
+    let mut results: Vec<(usize, Checked)> = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        let mut all = work();
+        for h in helpers {
+            match h.join() {
+                Ok(mut done) => all.append(&mut done),
+                // A rule that panics on another thread panics here, as
+                // it would have run on this one.
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+        all
+    });
+    results.sort_by_key(|&(i, _)| i);
+    results.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Groups items by key, keeping first-seen order of keys.
