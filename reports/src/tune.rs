@@ -1,0 +1,319 @@
+//! The results of `accprof tune`: the table (configuration, median,
+//! interval, speed-up, launched shape, registers), every sample as CSV and
+//! the whole result as JSON, and a plot of time against each parameter
+//! (SVG, plotters).
+
+use std::fmt::Write as _;
+
+use accprof_analyzer::units;
+use accprof_tuner::space::Param;
+use accprof_tuner::tune::{Outcome, Tuned};
+use plotters::prelude::*;
+
+fn ns(v: f64) -> String {
+    units::duration_ns(v.round().max(0.0) as u64)
+}
+
+/// The report of one sweep, as text.
+pub fn render(t: &Tuned) -> Vec<u8> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\ntune: {}:{}  {}",
+        t.source.display(),
+        t.line,
+        t.directive
+    );
+    if let Some(b) = &t.build {
+        let _ = writeln!(s, "  build: {b}");
+    }
+    let _ = writeln!(s, "  run:   {}", t.run);
+    let device = match t.sm_count {
+        Some(n) => format!("{} ({n} SMs)", t.device),
+        None => t.device.clone(),
+    };
+    let _ = writeln!(
+        s,
+        "  device: {device}; time: {} per launch of the construct; search: {}",
+        t.timing.label(),
+        t.search
+    );
+    for (p, how) in &t.how {
+        let _ = writeln!(s, "  {p}: {how}");
+    }
+    if let Some(why) = &t.budget_ended {
+        let _ = writeln!(s, "  the budget ended the sweep: {why}");
+    }
+    let _ = writeln!(s);
+    let width = t
+        .outcomes
+        .iter()
+        .map(|o| o.key.len())
+        .max()
+        .unwrap_or(7)
+        .max(13);
+    let _ = writeln!(
+        s,
+        "  {:<width$}  {:>10}  {:>23}  {:>8}  {:<24}  {:>4}  note",
+        "configuration", "median", "interval", "speed-up", "launched grid / block", "regs"
+    );
+    for o in &t.outcomes {
+        let _ = writeln!(s, "  {}", row(o, width));
+    }
+    let ties: Vec<&str> = t
+        .outcomes
+        .iter()
+        .filter(|o| o.tie)
+        .map(|o| o.key.as_str())
+        .collect();
+    if ties.len() > 1 {
+        let _ = writeln!(
+            s,
+            "\n  tied (intervals overlap the best one's): {}; recommended the one closest to the default",
+            ties.join(", ")
+        );
+    }
+    match t.recommended() {
+        Some(o) if o.key == "default" => {
+            let _ = writeln!(s, "\n  recommended: keep the default (nothing measured is faster beyond the intervals)");
+        }
+        Some(o) => {
+            let _ = writeln!(s, "\n  recommended: {}", o.key);
+        }
+        None => {
+            let _ = writeln!(s, "\n  no configuration could be measured");
+        }
+    }
+    if let Some(r) = &t.recheck {
+        let (d, w) = (r.default.map(|x| x.median), r.winner.map(|x| x.median));
+        let _ = writeln!(
+            s,
+            "  re-check ({} rounds, interleaved, fresh processes): default {}, recommended {}{}{}",
+            r.rounds,
+            d.map(ns).unwrap_or_else(|| "-".into()),
+            w.map(ns).unwrap_or_else(|| "-".into()),
+            r.speedup.map(|x| format!(", {x:.2}x")).unwrap_or_default(),
+            if r.confirmed {
+                ", confirmed (intervals apart)"
+            } else {
+                ", NOT confirmed (intervals overlap)"
+            }
+        );
+    }
+    if !t.patch_defines.is_empty() {
+        let d: Vec<String> = t
+            .patch_defines
+            .iter()
+            .map(|(k, v)| format!("-D{k}={v}"))
+            .collect();
+        let _ = writeln!(s, "  build with: {}", d.join(" "));
+    }
+    if !t.patch_env.is_empty() {
+        let e: Vec<String> = t
+            .patch_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(s, "  run with: {}", e.join(" "));
+    }
+    let c = &t.cost;
+    let _ = writeln!(
+        s,
+        "  cost: {} builds {}, {} runs {}, overhead {}, total {}{}",
+        c.builds,
+        units::duration_ns(c.build_ns),
+        c.runs,
+        units::duration_ns(c.run_ns),
+        units::duration_ns(c.overhead_ns()),
+        units::duration_ns(c.total_ns),
+        if c.cached > 0 {
+            format!(
+                "; {} samples from the cache {}",
+                c.cached,
+                t.cache.display()
+            )
+        } else {
+            String::new()
+        }
+    );
+    s.into_bytes()
+}
+
+fn row(o: &Outcome, width: usize) -> String {
+    let (median, interval) = match &o.stats {
+        Some(st) => (ns(st.median), format!("[{}, {}]", ns(st.lo), ns(st.hi))),
+        None => ("-".to_string(), "-".to_string()),
+    };
+    let speedup = o
+        .speedup
+        .map(|x| format!("{x:.2}x"))
+        .unwrap_or_else(|| "-".into());
+    let shape = o.shape.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+    let regs = o
+        .registers
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "-".into());
+    let mut note = Vec::new();
+    if o.recommended {
+        note.push("RECOMMENDED".to_string());
+    } else if o.tie {
+        note.push("tie".to_string());
+    }
+    if let Some(st) = &o.stats {
+        note.push(format!("n={}", st.n));
+    }
+    if o.cached > 0 {
+        note.push(format!("{} cached", o.cached));
+    }
+    if let Some(x) = &o.same_as {
+        note.push(format!("same launch as {x}"));
+    }
+    if let Some(x) = &o.pruned {
+        note.push(format!("pruned: {x}"));
+    }
+    if let Some(x) = &o.excluded {
+        note.push(format!("excluded: {x}"));
+    }
+    if let Some(x) = &o.failed {
+        note.push(format!("failed: {x}"));
+    }
+    format!(
+        "{:<width$}  {median:>10}  {interval:>23}  {speedup:>8}  {shape:<24}  {regs:>4}  {}",
+        o.key,
+        note.join("; ")
+    )
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Every sample, one row each.
+pub fn samples_csv(t: &Tuned) -> Vec<u8> {
+    let mut s = String::from(
+        "config,phase,timing,per_launch_ns,total_ns,launches,shape,registers,wall_ns,exit_code\n",
+    );
+    for x in &t.samples {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&x.config),
+            x.phase,
+            match x.timing {
+                accprof_tuner::measure::Timing::Device => "device",
+                accprof_tuner::measure::Timing::Host => "host",
+            },
+            x.per_launch_ns,
+            x.total_ns,
+            x.launches,
+            csv_field(&x.shape.map(|v| v.to_string()).unwrap_or_default()),
+            x.registers.map(|r| r.to_string()).unwrap_or_default(),
+            x.wall_ns,
+            x.code
+        );
+    }
+    s.into_bytes()
+}
+
+/// The whole result, samples included.
+pub fn json(t: &Tuned) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(t).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// Median per launch (with its interval) against the values of `param`,
+/// one point per measured configuration; SVG. None when no configuration
+/// with a numeric value of `param` was measured.
+pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
+    let mut points: Vec<(f64, f64, f64, f64)> = t
+        .outcomes
+        .iter()
+        .filter_map(|o| {
+            let st = o.stats?;
+            let x = o.config.number(param)? as f64;
+            Some((x.log2(), st.median / 1e3, st.lo / 1e3, st.hi / 1e3))
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let default = t
+        .default_outcome()
+        .and_then(|o| o.stats)
+        .map(|s| s.median / 1e3);
+    let x0 = points.first().map(|p| p.0).unwrap_or(0.0) - 0.5;
+    let x1 = points.last().map(|p| p.0).unwrap_or(0.0) + 0.5;
+    let ymax = points
+        .iter()
+        .map(|p| p.3)
+        .chain(default)
+        .fold(0.0f64, f64::max)
+        * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 440)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let caption = format!(
+            "{}:{} time per launch against {param}",
+            t.source
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            t.line
+        );
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, 0.0..ymax.max(1e-3))
+            .ok()?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("{param} (log2 scale)"))
+            .y_desc(match t.timing {
+                accprof_tuner::measure::Timing::Device => "kernel device time per launch (us)",
+                accprof_tuner::measure::Timing::Host => "host construct time per launch (us)",
+            })
+            .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
+            .draw()
+            .ok()?;
+        chart
+            .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), &BLUE))
+            .ok()?;
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], BLUE.stroke_width(2))),
+            )
+            .ok()?;
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| Circle::new((p.0, p.1), 4, BLUE.filled())),
+            )
+            .ok()?;
+        if let Some(d) = default {
+            chart
+                .draw_series(LineSeries::new(vec![(x0, d), (x1, d)], &RED))
+                .ok()?
+                .label("default")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .draw()
+                .ok()?;
+        }
+        root.present().ok()?;
+    }
+    Some(svg)
+}
