@@ -196,7 +196,7 @@ fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
     };
     let mut cmd = tune(dir.path());
     args(&mut cmd);
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -120,7 +120,6 @@ pub fn measure_site(run: &Run, file: &Path, line: u32) -> Option<SiteTime> {
     let constructs: Vec<_> = run
         .constructs()
         .filter(|(id, _)| site_matches(run.site(run.line_site(*id)), file, line))
-        .map(|(id, c)| (id, c))
         .collect();
     if constructs.is_empty() {
         return None;

@@ -349,14 +349,6 @@ pub struct Applied {
     pub env: Vec<(String, String)>,
 }
 
-impl Applied {
-    /// What decides the program that is built (configurations that agree
-    /// on it share one build).
-    pub fn build_key(&self) -> (Option<&str>, &[(String, String)]) {
-        (self.text.as_deref(), &self.defines)
-    }
-}
-
 /// The source `src` with configuration `c` applied to the directive at
 /// `line`. The directive keeps its number of lines, so every other line
 /// keeps its number (and the trace its attribution).

@@ -302,6 +302,10 @@ impl State {
     }
 }
 
+/// What decides the program a configuration builds into: the source text
+/// (None: the original) and the `-D` definitions.
+type BuildKey = (Option<String>, Vec<(String, String)>);
+
 struct Sweep<'p, 'r, R: Runner + ?Sized> {
     plan: &'p TunePlan<'p>,
     runner: &'r mut R,
@@ -310,10 +314,10 @@ struct Sweep<'p, 'r, R: Runner + ?Sized> {
     how: Vec<(Param, How)>,
     states: Vec<State>,
     /// Programs built: build key -> program.
-    built: HashMap<(Option<String>, Vec<(String, String)>), PathBuf>,
+    built: HashMap<BuildKey, PathBuf>,
     /// With a build command that has no `{out}`, the program is wherever
     /// the build puts it: the build key whose program is there now.
-    in_place: Option<(Option<String>, Vec<(String, String)>)>,
+    in_place: Option<BuildKey>,
     cost: Cost,
     start: Instant,
     all: Vec<Sample>,

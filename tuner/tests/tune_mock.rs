@@ -364,8 +364,7 @@ fn an_interrupted_sweep_restores_the_source_and_resumes_from_the_cache() {
             stop.store(true, Ordering::SeqCst);
         }
     })
-    .err()
-    .expect("interrupted");
+    .expect_err("interrupted");
     assert!(matches!(err, Error::Interrupted { .. }), "{err}");
     assert!(
         err.to_string().contains("the same command resumes"),
@@ -458,4 +457,47 @@ fn prebuilt_programs_are_listed_and_picked_per_configuration() {
         assert_eq!(text.contains("vector_length("), *k != "default", "{k}");
     }
     assert_eq!(Prebuilt::read(&pre_dir).expect("list"), pre);
+}
+
+#[test]
+fn a_macro_clause_is_set_with_defines_and_the_source_is_left_alone() {
+    let s = setup();
+    std::fs::write(
+        &s.source,
+        SOURCE.replace("present(a) // hot", "present(a) vector_length(VL) // hot"),
+    )
+    .expect("source");
+    let work = s.dir.path().join("work");
+    let sp = space(&["vector_length=64,128"]);
+    let d = s.dir.path();
+    let mut runner = MockRunner::new(vec![
+        program(d, "x\n", 32, &[100_000; 4]),
+        program(d, "x\n", 64, &[60_000; 4]),
+        program(d, "x\n", 128, &[80_000; 4]),
+    ]);
+    let mut p = plan(&s, &sp, &work);
+    p.build = Some("gcc {defines} -fopenacc {src} -o {out}");
+    p.recheck = 0;
+    let t = tune(&mut runner, &p, &mut |_| {}).expect("tunes");
+    let commands: Vec<&str> = runner.builds.iter().map(|b| b.command.as_str()).collect();
+    assert!(commands[0].starts_with("gcc  -fopenacc"), "{commands:?}");
+    assert!(
+        commands[1].starts_with("gcc -DVL=64 -fopenacc"),
+        "{commands:?}"
+    );
+    assert!(
+        commands[2].starts_with("gcc -DVL=128 -fopenacc"),
+        "{commands:?}"
+    );
+    assert!(runner
+        .builds
+        .iter()
+        .all(|b| b.text.contains("vector_length(VL)")));
+    assert!(
+        t.how[0].1.contains("macro VL passed as -DVL=N"),
+        "{:?}",
+        t.how
+    );
+    assert_eq!(t.patch, None);
+    assert_eq!(t.patch_defines, [("VL".to_string(), "64".to_string())]);
 }

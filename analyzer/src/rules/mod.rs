@@ -274,8 +274,10 @@ impl<'a> Context<'a> {
         self.launch_sites.get_or_init(|| {
             let run = self.run;
             let mut by_site: BTreeMap<SiteId, LaunchSite> = BTreeMap::new();
-            let mut shapes: HashMap<SiteId, HashMap<([u32; 3], [u32; 3]), u64>> = HashMap::new();
-            let mut dims: HashMap<SiteId, HashMap<(u64, u64, u64), u64>> = HashMap::new();
+            // How many launches got each shape, per site.
+            type Counts<K> = HashMap<SiteId, HashMap<K, u64>>;
+            let mut shapes: Counts<([u32; 3], [u32; 3])> = HashMap::new();
+            let mut dims: Counts<(u64, u64, u64)> = HashMap::new();
             for (id, c) in run
                 .constructs()
                 .filter(|(_, c)| c.class == ConstructClass::Compute)
