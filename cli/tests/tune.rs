@@ -315,3 +315,74 @@ fn bad_arguments_are_one_line_errors() {
         );
     }
 }
+
+/// Without a device the launch findings still read the source: L1 at the
+/// vector_length(48) loop, L2 at the 16 iterations under 128 lanes, both
+/// costed in host construct time; L4 needs launch dimensions, which the
+/// host fallback does not report.
+#[test]
+fn launch_shapes_in_host_fallback_gets_l1_and_l2_from_its_source() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let exe = dir.path().join("launch_shapes");
+    let built = Command::new("gcc")
+        .args(["-g", "-O1", "-fopenacc", "-foffload=disable"])
+        .arg(samples.join("launch_shapes.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lm")
+        .output()
+        .expect("gcc runs");
+    assert!(built.status.success(), "{}", stderr(&built));
+    let trace = dir.path().join("t.trace");
+    let ran = Command::new(accprof())
+        .args(["run", "--no-summary", "--lib"])
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(["64", "4"])
+        .output()
+        .expect("accprof runs");
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let out = Command::new(accprof())
+        .args(["analyze", "--json", "--source-dir"])
+        .arg(&samples)
+        .arg(&trace)
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let findings = json["findings"].as_array().cloned().unwrap_or_default();
+    let mut launch: Vec<(String, u64)> = findings
+        .iter()
+        .filter(|f| f["category"] == "launch")
+        .map(|f| {
+            (
+                f["id"].as_str().unwrap_or("").to_string(),
+                f["locations"][0]["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    launch.sort();
+    assert_eq!(
+        launch,
+        [("L1".to_string(), 82), ("L2".to_string(), 86)],
+        "{findings:?}"
+    );
+    for f in findings.iter().filter(|f| f["category"] == "launch") {
+        let fields = f["evidence"]["fields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            fields.iter().any(|x| x["name"] == "host_time"),
+            "{} is costed in host time: {fields:?}",
+            f["id"]
+        );
+        let tune = f["proposal"]["tune"].as_str().unwrap_or("");
+        assert!(tune.starts_with("accprof tune --at "), "{tune}");
+        assert!(tune.contains("--run '{out} 64 4'"), "{tune}");
+    }
+}
