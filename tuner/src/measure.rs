@@ -7,7 +7,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use accprof_analyzer::model::{Run, Site};
+use accprof_analyzer::model::Run;
+use accprof_analyzer::summary::{Reached, Summary};
 
 /// Where the time of a sample comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,19 +30,11 @@ impl Timing {
     }
 }
 
-/// The shape a launch got: CUPTI's grid and block, or without CUPTI the
-/// runtime's gangs, workers and vector length.
+/// The shape a launch got: CUPTI's grid and block (without CUPTI the
+/// shape is not known).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Shape {
-    Cuda {
-        grid: [u32; 3],
-        block: [u32; 3],
-    },
-    Runtime {
-        gangs: u64,
-        workers: u64,
-        vector: u64,
-    },
+    Cuda { grid: [u32; 3], block: [u32; 3] },
 }
 
 impl std::fmt::Display for Shape {
@@ -52,11 +45,6 @@ impl std::fmt::Display for Shape {
                 "{}x{}x{} / {}x{}x{}",
                 grid[0], grid[1], grid[2], block[0], block[1], block[2]
             ),
-            Shape::Runtime {
-                gangs,
-                workers,
-                vector,
-            } => write!(f, "{gangs} gangs, {workers} workers, vector {vector}"),
         }
     }
 }
@@ -101,68 +89,61 @@ pub fn device_of(run: &Run) -> DeviceInfo {
     }
 }
 
-/// The site is `file:line` (its file named by the same path, or ending in
-/// it, or with the same file name when the trace names it differently).
-pub fn site_matches(site: &Site, file: &Path, line: u32) -> bool {
-    if site.line != Some(line) {
-        return false;
-    }
-    let recorded = Path::new(&site.file);
+/// The file `recorded` (as the trace names it) is `file` (the same path,
+/// one ending in the other, or the same file name when the trace names it
+/// differently).
+pub fn file_matches(recorded: &str, file: &Path) -> bool {
+    let recorded = Path::new(recorded);
     recorded == file
         || recorded.ends_with(file)
         || file.ends_with(recorded)
         || (recorded.file_name().is_some() && recorded.file_name() == file.file_name())
 }
 
-/// The construct at `file:line` in `run`: its launches, their time and
-/// shape. None when the run never reached it.
-pub fn measure_site(run: &Run, file: &Path, line: u32) -> Option<SiteTime> {
-    let constructs: Vec<_> = run
-        .constructs()
-        .filter(|(id, _)| site_matches(run.site(run.line_site(*id)), file, line))
+/// The compute construct at `file:line` in a run, read from the
+/// analyzer's summary of it (the per-line numbers `accprof report`
+/// prints): its kernels' device time and launches, or without them the
+/// host time of the constructs reached, and the shape most launches got.
+/// None when the run never reached a compute construct there.
+pub fn measure_site(summary: &Summary, file: &Path, line: u32) -> Option<SiteTime> {
+    let lines: Vec<_> = summary
+        .functions
+        .iter()
+        .filter(|f| file_matches(&f.file, file))
+        .flat_map(|f| f.lines.iter())
+        .filter(|l| l.line == Some(line))
         .collect();
-    if constructs.is_empty() {
+    let constructs: u64 = lines
+        .iter()
+        .filter_map(|l| l.reached.get(&Reached::ComputeRegion))
+        .map(|s| s.count)
+        .sum();
+    if constructs == 0 {
         return None;
     }
-    let mut t = SiteTime::default();
-    let mut shapes: Vec<(Shape, u64)> = Vec::new();
-    let mut count = |s: Shape| match shapes.iter_mut().find(|(x, _)| *x == s) {
-        Some((_, n)) => *n += 1,
-        None => shapes.push((s, 1)),
+    let mut t = SiteTime {
+        constructs,
+        host_ns: lines.iter().map(|l| l.host_ns).sum(),
+        ..SiteTime::default()
     };
-    for (id, _) in &constructs {
-        for k in run.kernels_of(*id).iter().map(|&k| run.kernel(k)) {
-            if !k.device_timed() {
-                continue;
-            }
-            t.device_ns += k.device_ns();
-            t.kernels += 1;
-            t.registers.get_or_insert(k.registers);
-            count(Shape::Cuda {
-                grid: k.grid,
-                block: k.block,
+    let timed = lines
+        .iter()
+        .flat_map(|l| l.kernels.iter())
+        .filter(|k| k.device.count > 0);
+    let mut most = 0;
+    for k in timed {
+        t.device_ns += k.device.total_ns;
+        t.kernels += k.device.count;
+        if k.device.count > most {
+            most = k.device.count;
+            let dims = |v: &[u32]| [0, 1, 2].map(|i| v.get(i).copied().unwrap_or(1));
+            t.shape = Some(Shape::Cuda {
+                grid: dims(&k.grid),
+                block: dims(&k.block),
             });
+            t.registers = Some(k.registers);
         }
     }
-    if t.kernels == 0 {
-        for (id, c) in &constructs {
-            t.host_ns += c.host_ns().unwrap_or(0);
-            t.constructs += 1;
-            for l in run.launches_of(*id) {
-                if let (Some(g), Some(w), Some(v)) = (l.gangs(), l.workers(), l.vector_length()) {
-                    count(Shape::Runtime {
-                        gangs: g,
-                        workers: w,
-                        vector: v,
-                    });
-                }
-            }
-        }
-    } else {
-        t.constructs = constructs.len() as u64;
-    }
-    // The shape most launches got.
-    t.shape = shapes.iter().max_by_key(|(_, n)| *n).map(|(s, _)| *s);
     Some(t)
 }
 
@@ -187,5 +168,46 @@ impl SiteTime {
         } else {
             (Timing::Host, self.host_ns, self.constructs)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_construct_of_a_recorded_run_is_measured_from_its_summary() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/h200");
+        let opts = accprof_analyzer::LoadOptions::only_in(vec![dir.join("bin")]);
+        let run = accprof_analyzer::load_run_with(&dir.join("launch_storm.trace"), &opts)
+            .expect("fixture loads");
+        let summary = accprof_analyzer::summary::summarize(&run);
+        let file = Path::new("samples/launch_storm.c");
+        let t = measure_site(&summary, file, 87).expect("line 87 reached");
+        // The model's own kernels of the constructs at that line.
+        let (mut ns, mut n) = (0, 0);
+        for (id, _) in run.constructs() {
+            let site = run.site(run.line_site(id));
+            if site.line == Some(87) && file_matches(&site.file, file) {
+                for &k in run.kernels_of(id) {
+                    ns += run.kernel(k).device_ns();
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!((t.device_ns, t.kernels), (ns, n));
+        assert_eq!((t.kernels, t.constructs), (1000, 1000));
+        assert_eq!(t.time().0, Timing::Device);
+        assert_eq!(
+            t.shape,
+            Some(Shape::Cuda {
+                grid: [8448, 1, 1],
+                block: [32, 1, 1]
+            })
+        );
+        assert_eq!(t.registers, Some(22));
+        assert!(measure_site(&summary, file, 88).is_none());
+        assert!(measure_site(&summary, Path::new("other.c"), 87).is_none());
+        assert_eq!(device_of(&run).sm_count, Some(132));
     }
 }

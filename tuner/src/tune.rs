@@ -635,9 +635,6 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
                     (Param::VectorLength, Some(Shape::Cuda { block, .. })) => block[0] as f64,
                     (Param::NumWorkers, Some(Shape::Cuda { block, .. })) => block[1] as f64,
                     (Param::NumGangs, Some(Shape::Cuda { grid, .. })) => grid[0] as f64,
-                    (Param::VectorLength, Some(Shape::Runtime { vector, .. })) => vector as f64,
-                    (Param::NumWorkers, Some(Shape::Runtime { workers, .. })) => workers as f64,
-                    (Param::NumGangs, Some(Shape::Runtime { gangs, .. })) => gangs as f64,
                     _ => return 1.0,
                 };
                 if launched > 0.0 {
@@ -769,7 +766,8 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         let run = accprof_analyzer::load_run(&out.trace)?;
         let _ = std::fs::remove_file(&out.trace);
         let key = self.states[i].config.key();
-        let Some(t) = measure::measure_site(&run, self.plan.source, self.plan.line) else {
+        let summary = accprof_analyzer::summary::summarize(&run);
+        let Some(t) = measure::measure_site(&summary, self.plan.source, self.plan.line) else {
             return Ok(Err(format!(
                 "the run (exit code {}) never reached {}:{}",
                 out.code,
