@@ -154,10 +154,17 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         for (k, f) in &pre.variants {
             s.push_str(&format!("  {k:<40} {f}\n"));
         }
+        let mut again: Vec<String> = args
+            .space
+            .iter()
+            .map(|x| format!("--space {x}"))
+            .collect();
+        again.extend(args.variant.iter().map(|v| format!("--variant '{v}'")));
         s.push_str(&format!(
-            "run them with: accprof tune --at {}:{line} --prebuilt {} --run CMD ...\n",
+            "run them with: accprof tune --at {}:{line} --prebuilt {} {} --run '{{out}} ARGS'\n",
             source.display(),
-            dir.display()
+            dir.display(),
+            again.join(" ")
         ));
         crate::write_stdout(s.as_bytes())?;
         return Ok(0);

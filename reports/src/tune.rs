@@ -317,3 +317,162 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
     }
     Some(svg)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use accprof_tuner::measure::{Sample, Shape, Timing};
+    use accprof_tuner::space::Config;
+    use accprof_tuner::stats;
+    use accprof_tuner::tune::{Cost, Outcome, Recheck};
+
+    use super::*;
+
+    fn outcome(key: &str, vl: Option<&str>, xs: &[f64], block: u32) -> Outcome {
+        Outcome {
+            key: key.to_string(),
+            config: Config {
+                values: vl
+                    .map(|v| vec![(Param::VectorLength, v.to_string())])
+                    .unwrap_or_default(),
+            },
+            stats: stats::stats(xs),
+            shape: Some(Shape::Cuda {
+                grid: [8448, 1, 1],
+                block: [block, 1, 1],
+            }),
+            registers: Some(32),
+            speedup: None,
+            tie: false,
+            recommended: false,
+            same_as: None,
+            pruned: None,
+            excluded: None,
+            failed: None,
+            cached: 0,
+        }
+    }
+
+    fn tuned() -> Tuned {
+        let mut d = outcome("default", None, &[98e3, 100e3, 102e3], 32);
+        d.speedup = Some(1.0);
+        let mut a = outcome("vector_length=128", Some("128"), &[47e3, 48e3, 49e3], 128);
+        a.speedup = Some(100.0 / 48.0);
+        a.tie = true;
+        a.recommended = true;
+        let mut b = outcome(
+            "vector_length=1024",
+            Some("1024"),
+            &[97e3, 98e3, 99e3],
+            1024,
+        );
+        b.speedup = Some(100.0 / 98.0);
+        let mut c = outcome("vector_length=32", Some("32"), &[], 32);
+        c.same_as = Some("default".into());
+        let mut e = outcome("vector_length=48", Some("48"), &[], 32);
+        e.shape = None;
+        e.registers = None;
+        e.pruned = Some("vector_length 48 is not a multiple of the warp size 32".into());
+        Tuned {
+            source: PathBuf::from("heat2d_data.c"),
+            line: 129,
+            directive: "#pragma acc parallel loop collapse(2)".into(),
+            build: Some("gcc {src} -o {out}".into()),
+            run: "{out} 2048 2048 100 0".into(),
+            how: vec![(Param::VectorLength, "`vector_length(N)` patched".into())],
+            device: "NVIDIA H200".into(),
+            sm_count: Some(132),
+            timing: Timing::Device,
+            search: "exhaustive".into(),
+            budget_ended: None,
+            outcomes: vec![d, a, b, c, e],
+            recheck: Some(Recheck {
+                rounds: 3,
+                default: stats::stats(&[99e3, 100e3, 101e3]),
+                winner: stats::stats(&[47e3, 48e3, 49e3]),
+                speedup: Some(100.0 / 48.0),
+                confirmed: true,
+            }),
+            patch: Some("--- a\n+++ b\n".into()),
+            patch_defines: Vec::new(),
+            patch_env: Vec::new(),
+            samples: vec![Sample {
+                config: "vector_length=128".into(),
+                phase: "measure".into(),
+                timing: Timing::Device,
+                per_launch_ns: 48_000,
+                total_ns: 4_800_000,
+                launches: 100,
+                shape: Some(Shape::Cuda {
+                    grid: [8448, 1, 1],
+                    block: [128, 1, 1],
+                }),
+                registers: Some(32),
+                wall_ns: 900_000_000,
+                code: 0,
+                output: 7,
+            }],
+            cost: Cost {
+                builds: 4,
+                build_ns: 8_000_000_000,
+                runs: 20,
+                run_ns: 18_000_000_000,
+                total_ns: 27_000_000_000,
+                cached: 0,
+            },
+            cache: PathBuf::from("accprof-tune/cache.jsonl"),
+        }
+    }
+
+    #[test]
+    fn the_table_has_every_configuration_with_its_numbers() {
+        let text = String::from_utf8(render(&tuned())).expect("utf-8");
+        let row = |key: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(&format!("{key} ")))
+                .unwrap_or_else(|| panic!("no row {key}: {text}"))
+                .to_string()
+        };
+        let best = row("vector_length=128");
+        assert!(best.contains("48.0 us"), "{best}");
+        assert!(best.contains("[47.0 us, 49.0 us]"), "{best}");
+        assert!(
+            best.contains("2.08x") && best.contains("8448x1x1 / 128x1x1"),
+            "{best}"
+        );
+        assert!(best.contains("RECOMMENDED; n=3"), "{best}");
+        assert!(row("vector_length=32").contains("same launch as default"));
+        assert!(row("vector_length=48").contains("pruned: vector_length 48"));
+        assert!(
+            text.contains("device: NVIDIA H200 (132 SMs); time: kernel device time (CUPTI)"),
+            "{text}"
+        );
+        assert!(text.contains("recommended: vector_length=128"), "{text}");
+        assert!(
+            text.contains("2.08x, confirmed (intervals apart)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cost: 4 builds 8.00 s, 20 runs 18.0 s, overhead 1.00 s, total 27.0 s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn samples_json_and_the_plot() {
+        let t = tuned();
+        let csv = String::from_utf8(samples_csv(&t)).expect("utf-8");
+        assert_eq!(
+            csv.lines().nth(1),
+            Some("vector_length=128,measure,device,48000,4800000,100,8448x1x1 / 128x1x1,32,900000000,0")
+        );
+        let json: serde_json::Value = serde_json::from_slice(&json(&t)).expect("json");
+        assert_eq!(json["outcomes"][1]["stats"]["median"], 48000.0);
+        let svg = plot_svg(&t, Param::VectorLength).expect("plot");
+        assert!(svg.starts_with("<svg") && svg.contains("time per launch against vector_length"));
+        // Measured values only: 128 and 1024 (32 launched as the default).
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+        assert!(plot_svg(&t, Param::NumGangs).is_none());
+    }
+}
