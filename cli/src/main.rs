@@ -45,12 +45,12 @@ Examples:
 
 const TUNE_EXAMPLES: &str = "\
 Examples:
-  accprof tune --at heat.c:129 --build 'gcc -O2 -fopenacc {src} -o {out}' --run '{out} 2048 2048 100' \\
+  accprof tune --at heat.c:129 --build 'gcc -g -O2 -fopenacc {src} -o {out}' --run '{out} 2048 2048 100' \\
       --space vector_length=32..1024
   accprof tune --at heat.c:129 --build ... --run ... --space num_gangs=132,264,528   (GOMP_OPENACC_DIM, one build)
   accprof tune --at laplace.c:154 --build ... --run ... --variant 'parallel loop collapse(2) reduction(max:dt)'
   accprof tune --at heat.c:129 --build ... --space vector_length=32..1024 --prebuild pre/   (build here)
-  accprof tune --at heat.c:129 --prebuilt pre/ --run '{out} 2048 2048 100'                  (run there)";
+  accprof tune --at heat.c:129 --prebuilt pre/ --space vector_length=32..1024 --run '{out} 2048 2048 100'   (there)";
 
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:

@@ -51,8 +51,9 @@ pub struct TuneArgs {
     /// share of it.
     #[arg(long, value_name = "SHARE", default_value_t = 0.05)]
     pub spread: f64,
-    /// Warm-up runs per configuration (not counted).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Warm-up runs per configuration, not counted (at least 1: the first
+    /// run's output is checked and its launch shape recorded).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub warmup: u32,
     /// Stop repeating one configuration after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
@@ -154,11 +155,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         for (k, f) in &pre.variants {
             s.push_str(&format!("  {k:<40} {f}\n"));
         }
-        let mut again: Vec<String> = args
-            .space
-            .iter()
-            .map(|x| format!("--space {x}"))
-            .collect();
+        let mut again: Vec<String> = args.space.iter().map(|x| format!("--space {x}")).collect();
         again.extend(args.variant.iter().map(|v| format!("--variant '{v}'")));
         s.push_str(&format!(
             "run them with: accprof tune --at {}:{line} --prebuilt {} {} --run '{{out}} ARGS'\n",
