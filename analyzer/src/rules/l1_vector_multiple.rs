@@ -63,11 +63,11 @@ pub fn check(cx: &Context) -> Checked {
             f.evidence.field("vector_length_launched", Value::Count(v));
         }
         f.evidence.say(format!(
-            "A warp runs 32 lanes together: {asked} lanes fill {} warps with {} idle lanes; GCC replaces such a width by 32. The construct's {what} was {} over {} launches.",
+            "A warp runs 32 lanes together: {asked} lanes fill {} warps with {} idle lanes; GCC replaces such a width by 32. Its {} launches took {} ({what}).",
             asked.div_ceil(32),
             asked.div_ceil(32) * 32 - asked,
-            units::duration_ns(cost),
-            ls.launches()
+            ls.launches(),
+            units::duration_ns(cost)
         ));
         let up = asked.div_ceil(32) * 32;
         let down = (asked / 32 * 32).max(32);
