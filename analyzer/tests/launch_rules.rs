@@ -84,7 +84,7 @@ fn l1_a_vector_length_of_48_and_what_ran() {
     assert_eq!(f.cost_ns, Some(400_000), "the measured kernel time");
     assert_eq!(
         f.proposal.directive.as_deref(),
-        Some("#pragma acc parallel loop present(x) vector_length(64)")
+        Some("#pragma acc parallel loop vector_length(64) present(x)")
     );
     assert_eq!(f.proposal.edits.len(), 1);
     let tune = f.proposal.tune.as_deref().unwrap_or("");
@@ -115,7 +115,7 @@ fn l2_sixteen_iterations_under_128_lanes() {
     assert_eq!(f.cost_ns, Some(300_000));
     assert_eq!(
         f.proposal.directive.as_deref(),
-        Some("#pragma acc parallel loop gang present(x) vector_length(32)")
+        Some("#pragma acc parallel loop gang vector_length(32) present(x)")
     );
     assert!(f
         .proposal
@@ -205,4 +205,73 @@ fn l5_many_short_launches_with_much_host_time() {
         "{p}"
     );
     assert!(p.contains("give each launch more work"), "{p}");
+}
+
+/// samples/launch_shapes.c recorded on an H100 (4096 rows, 20 steps): L1
+/// and L4 at the vector_length(48) loop, which launched 32 lanes; L2 at the
+/// 16 iterations under 128 lanes; nothing else about launches.
+#[test]
+fn launch_shapes_recorded_on_an_h100() {
+    use accprof_analyzer::analysis;
+    use accprof_analyzer::findings::Category;
+    use accprof_analyzer::rules::Options;
+    use accprof_analyzer::testkit::fixtures;
+
+    let run = fixtures::load("h100", "launch_shapes");
+    let src = SourceSet::load(&run, &[fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    let mut found: Vec<(&str, Option<u32>)> = a
+        .findings
+        .iter()
+        .filter(|f| f.category == Category::Launch)
+        .map(|f| (f.id, f.locations[0].line))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [("L1", Some(82)), ("L2", Some(86)), ("L4", Some(82))],
+        "{:?}",
+        a.findings.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
+    let get = |id: &str| a.findings.iter().find(|f| f.id == id).expect("finding");
+    // Costs are the kernels' device time, from the model.
+    for id in ["L1", "L2", "L4"] {
+        let f = get(id);
+        let device: u64 = f
+            .subjects
+            .kernels
+            .iter()
+            .map(|&k| run.kernel(k).device_ns())
+            .sum();
+        assert_eq!(f.subjects.kernels.len(), 20, "{id}");
+        assert!(device > 0 && f.cost_ns == Some(device), "{id}");
+        let tune = f.proposal.tune.as_deref().unwrap_or("");
+        assert!(
+            tune.contains("launch_shapes.c:") && tune.contains("--run '{out} 4096 20'"),
+            "{tune}"
+        );
+    }
+    let l4 = get("L4");
+    assert_eq!(l4.evidence.count("vector_length_asked"), Some(48));
+    assert_eq!(l4.evidence.count("vector_length_launched"), Some(32));
+    let l1 = get("L1");
+    assert!(l1.title.ends_with("32 lanes were launched"), "{}", l1.title);
+    let l2 = get("L2");
+    assert_eq!(
+        l2.evidence.count("vector_lanes"),
+        Some(128),
+        "CUPTI's block"
+    );
+    assert_eq!(l2.evidence.count("vector_loop_trips"), Some(16));
+    // The two patches touch different directives and combine.
+    let combined = analysis::combined_patch(&a, &src);
+    let diff = combined.patched.map(|p| p.diff).unwrap_or_default();
+    assert!(
+        diff.contains("+#pragma acc parallel loop vector_length(64) present(x[0:n], c[0:n])"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+#pragma acc parallel loop gang vector_length(32) present(x[0:n], c[0:n])"),
+        "{diff}"
+    );
 }

@@ -177,6 +177,9 @@ fn row(o: &Outcome, width: usize) -> String {
     if let Some(x) = &o.failed {
         note.push(format!("failed: {x}"));
     }
+    if !o.measured && o.pruned.is_none() {
+        note.push("not run (the search or the budget left it out)".to_string());
+    }
     format!(
         "{:<width$}  {median:>10}  {interval:>23}  {speedup:>8}  {shape:<24}  {regs:>4}  {}",
         o.key,
@@ -351,6 +354,7 @@ mod tests {
             excluded: None,
             failed: None,
             cached: 0,
+            measured: true,
         }
     }
 
@@ -374,6 +378,10 @@ mod tests {
         e.shape = None;
         e.registers = None;
         e.pruned = Some("vector_length 48 is not a multiple of the warp size 32".into());
+        e.measured = false;
+        let mut f = outcome("vector_length=512", Some("512"), &[], 512);
+        f.stats = None;
+        f.measured = false;
         Tuned {
             source: PathBuf::from("heat2d_data.c"),
             line: 129,
@@ -386,7 +394,7 @@ mod tests {
             timing: Timing::Device,
             search: "exhaustive".into(),
             budget_ended: None,
-            outcomes: vec![d, a, b, c, e],
+            outcomes: vec![d, a, b, c, e, f],
             recheck: Some(Recheck {
                 rounds: 3,
                 default: stats::stats(&[99e3, 100e3, 101e3]),
@@ -444,6 +452,8 @@ mod tests {
         assert!(best.contains("RECOMMENDED; n=3"), "{best}");
         assert!(row("vector_length=32").contains("same launch as default"));
         assert!(row("vector_length=48").contains("pruned: vector_length 48"));
+        assert!(!row("vector_length=48").contains("not run"));
+        assert!(row("vector_length=512").contains("not run (the search or the budget left it out)"));
         assert!(
             text.contains("device: NVIDIA H200 (132 SMs); time: kernel device time (CUPTI)"),
             "{text}"

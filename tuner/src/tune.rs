@@ -166,6 +166,8 @@ pub struct Outcome {
     pub failed: Option<String>,
     /// How many of its samples came from the cache.
     pub cached: usize,
+    /// The sweep ran it (a search, or a budget, may leave some out).
+    pub measured: bool,
 }
 
 /// The interleaved re-check of the recommendation against the default.
@@ -1033,6 +1035,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
                     excluded: s.excluded.clone(),
                     failed: s.failed.clone(),
                     cached: s.cached,
+                    measured: s.measured_order.is_some(),
                 }
             })
             .collect();

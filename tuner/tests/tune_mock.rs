@@ -323,6 +323,8 @@ fn the_search_finds_the_best_in_fewer_runs_than_exhaustive() {
         all.cost.runs
     );
     assert!(!order.contains(&"vector_length=1024".to_string()));
+    assert!(!outcome(&found, "vector_length=1024").measured);
+    assert!(outcome(&all, "vector_length=1024").measured);
 }
 
 #[test]

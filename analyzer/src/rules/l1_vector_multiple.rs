@@ -79,13 +79,17 @@ pub fn check(cx: &Context) -> Checked {
                 "the narrower choice"
             }
         );
-        let mut clauses: Vec<String> = d
+        let clauses: Vec<String> = d
             .clauses
             .iter()
-            .filter(|c| c.name != "vector_length")
-            .map(|c| c.text())
+            .map(|c| {
+                if c.name == "vector_length" {
+                    format!("vector_length({up})")
+                } else {
+                    c.text()
+                }
+            })
             .collect();
-        clauses.push(format!("vector_length({up})"));
         let directive = d.render(&d.construct_name(), &clauses);
         f.proposal.directive = Some(directive.trim().to_string());
         let site = cx.run.site(ls.site);

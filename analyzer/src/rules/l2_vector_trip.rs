@@ -105,13 +105,17 @@ pub fn check(cx: &Context) -> Checked {
             "Match the vector to the loop: vector_length({fit}) (the smallest multiple of 32 that covers {trips} iterations), and spread the rest of the work over more gangs; or make the {trips}-iteration loop `seq` and put the vector on a longer loop."
         );
         if clause.is_some() {
-            let mut clauses: Vec<String> = d
+            let clauses: Vec<String> = d
                 .clauses
                 .iter()
-                .filter(|c| c.name != "vector_length")
-                .map(|c| c.text())
+                .map(|c| {
+                    if c.name == "vector_length" {
+                        format!("vector_length({fit})")
+                    } else {
+                        c.text()
+                    }
+                })
                 .collect();
-            clauses.push(format!("vector_length({fit})"));
             f.proposal.directive = Some(d.render(&d.construct_name(), &clauses).trim().to_string());
             let site = cx.run.site(ls.site);
             f.proposal.edits.push(Edit::Directive {
