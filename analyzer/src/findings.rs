@@ -24,7 +24,7 @@ pub enum Category {
     Memory,
     /// Host and device waiting on each other, and the order of queues (S2, S3, S4).
     Synchronization,
-    /// Launch shapes (L3).
+    /// Launch shapes and launch costs (L1-L5).
     Launch,
 }
 
@@ -193,6 +193,10 @@ pub struct Proposal {
     pub patch: Option<String>,
     /// Why there is no patch, when there is none.
     pub no_patch: Option<String>,
+    /// The `accprof tune` command line that measures the alternatives,
+    /// for findings about launch shapes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tune: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

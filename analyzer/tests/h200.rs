@@ -232,8 +232,20 @@ fn good_samples_get_no_data_movement_finding() {
             .map(|f| format!("{} {}", f.id, f.title))
             .collect();
         assert!(dm.is_empty(), "{name}: {dm:?}");
-        assert!(
-            a.findings.iter().all(|f| f.category != Category::Launch),
+        // Launch findings: none, but the launch storm's (L5).
+        let launch: Vec<&str> = a
+            .findings
+            .iter()
+            .filter(|f| f.category == Category::Launch)
+            .map(|f| f.id)
+            .collect();
+        let expected: &[&str] = if name == "launch_storm" {
+            &["L5", "L5"]
+        } else {
+            &[]
+        };
+        assert_eq!(
+            launch, expected,
             "{name}: parallel loops are not single-gang"
         );
     }
@@ -380,6 +392,7 @@ fn findings_point_at_their_entities() {
             let about = match f.id {
                 "A1" | "A2" => !s.allocs.is_empty(),
                 "L3" => !s.kernels.is_empty(),
+                "L1" | "L2" | "L4" | "L5" => !s.constructs.is_empty(),
                 "S2" | "S4" => !s.constructs.is_empty(),
                 "S3" => !s.kernels.is_empty() || !s.transfers.is_empty(),
                 _ => !s.transfers.is_empty(),
@@ -415,4 +428,70 @@ fn d6_points_at_the_transfers_of_its_loop() {
         .collect();
     assert_eq!(d6.subjects.transfers, want);
     assert_eq!(want.len(), 160);
+}
+
+/// L5 on the launch storm: both loops of 1000 launches each, their host
+/// time far above their kernels' device time, ranked by the host time
+/// beyond the kernels; the synchronous one is not told to go async, since
+/// the async loop of the same run costs more per launch.
+#[test]
+fn launch_storm_is_launch_bound() {
+    let (run, _, a) = analyze("launch_storm");
+    let l5 = with_id(&a, "L5");
+    let lines: Vec<Option<u32>> = l5.iter().map(|f| f.locations[0].line).collect();
+    assert_eq!(lines, [Some(95), Some(87)], "the async loop costs more");
+    let mut host_total = 0;
+    let mut device_total = 0;
+    for f in &l5 {
+        let ns = |name: &str| match f.evidence.get(name) {
+            Some(accprof_analyzer::findings::Value::Ns(v)) => *v,
+            other => panic!("{name}: {other:?}"),
+        };
+        let (host, device) = (ns("host_time"), ns("device_time"));
+        assert_eq!(f.evidence.count("launches"), Some(1000));
+        assert!(host > 5 * device, "{host} vs {device}");
+        assert_eq!(f.cost_ns, Some(host - device));
+        // The device time is the model's: the kernels of its constructs.
+        let kernels: u64 = f
+            .subjects
+            .kernels
+            .iter()
+            .map(|&k| run.kernel(k).device_ns())
+            .sum();
+        assert_eq!(kernels, device);
+        host_total += host;
+        device_total += device;
+        assert_eq!(
+            places(f)[1],
+            format!(
+                "host loop launch_storm.c:{}",
+                f.locations[0].line.unwrap_or(0) - 1
+            )
+        );
+        let tune = f.proposal.tune.as_deref().unwrap_or("");
+        assert!(
+            tune.contains(":")
+                && tune.contains("--run '{out} 1000'")
+                && tune.ends_with("--space num_gangs=132,264,528"),
+            "{tune}"
+        );
+    }
+    // 117 ms of host construct time around 12.4 ms of kernels.
+    assert_eq!(host_total / 1_000_000, 116, "{host_total}");
+    assert_eq!(device_total / 100_000, 123, "{device_total}");
+    let sync = l5[1];
+    assert!(
+        !sync.proposal.text.contains("async queue"),
+        "{}",
+        sync.proposal.text
+    );
+    assert!(sync
+        .evidence
+        .text
+        .iter()
+        .any(|t| t.starts_with("An async queue is no cure in this run")));
+    assert!(l5[0]
+        .proposal
+        .text
+        .starts_with("Give each launch more work"));
 }

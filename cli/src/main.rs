@@ -7,6 +7,7 @@ mod analyze;
 mod embedded;
 mod progress;
 mod run;
+mod tune;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,15 @@ Examples:
   accprof analyze --patch app.trace > fix.diff && git apply fix.diff
   accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace";
 
+const TUNE_EXAMPLES: &str = "\
+Examples:
+  accprof tune --at heat.c:129 --build 'gcc -g -O2 -fopenacc {src} -o {out}' --run '{out} 2048 2048 100' \\
+      --space vector_length=32..1024
+  accprof tune --at heat.c:129 --build ... --run ... --space num_gangs=132,264,528   (GOMP_OPENACC_DIM, one build)
+  accprof tune --at laplace.c:154 --build ... --run ... --variant 'parallel loop collapse(2) reduction(max:dt)'
+  accprof tune --at heat.c:129 --build ... --space vector_length=32..1024 --prebuild pre/   (build here)
+  accprof tune --at heat.c:129 --prebuilt pre/ --space vector_length=32..1024 --run '{out} 2048 2048 100'   (there)";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   accprof completions bash > ~/.local/share/bash-completion/completions/accprof
@@ -61,6 +71,11 @@ enum Command {
     /// launch shapes); --patch, --apply and --verify act on them.
     #[command(after_help = ANALYZE_EXAMPLES)]
     Analyze(analyze::AnalyzeArgs),
+    /// Sweep gang/worker/vector settings (or directive variants) over one
+    /// construct: patched, rebuilt, run under the collector and timed on the
+    /// device; a table, samples, plots and the winner's patch.
+    #[command(after_help = TUNE_EXAMPLES)]
+    Tune(tune::TuneArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -145,6 +160,7 @@ fn main() -> ExitCode {
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
+        Command::Tune(args) => tune::tune(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {

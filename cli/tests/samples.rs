@@ -23,6 +23,7 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     // Stops at the tolerance long before the iteration limit.
     ("laplace_good", &["16", "100000", "1e-3"]),
     ("launch_storm", &["2000", "64"]),
+    ("launch_shapes", &["256", "10"]),
     ("async", &["100000", "7", "3", "3"]),
     ("async", &["10", "4", "8", "2"]),
     ("threads", &["3", "20000", "20"]),
@@ -51,6 +52,7 @@ const SOURCES: &[&str] = &[
     "laplace_good.f90",
     "jacobi.f90",
     "launch_storm.c",
+    "launch_shapes.c",
     "async.c",
     "threads.c",
     "mpi_halo.c",

@@ -176,6 +176,9 @@ fn finding_text(
     } else if let Some(why) = &f.proposal.no_patch {
         wrap(s, why, "   no patch: ", "             ", width);
     }
+    if let Some(t) = &f.proposal.tune {
+        let _ = writeln!(s, "   measure: {t}");
+    }
 }
 
 /// A value in its unit.

@@ -7,4 +7,5 @@
 
 pub mod findings;
 pub mod text;
+pub mod tune;
 pub mod verify;

@@ -1,16 +1,22 @@
 //! accprof-tuner: programs built with the user's command and run under the
 //! collector, through the [`Runner`] trait, and what is decided from those
 //! runs: [`verify`] of a patch (original against patched: same output?
-//! how much faster?), and later sweeps of gang/worker/vector settings.
+//! how much faster?), and [`tune::tune`]: sweeps of gang/worker/vector settings over one
+//! construct.
 //!
 //! Programs are run through a trait so verify and the search are testable
 //! without a GPU ([`MockRunner`]). The numbers come from the analyzer's
 //! summary of each run's trace; this crate never recomputes them, and it
 //! renders nothing (the before/after table is in accprof-reports).
 
+pub mod cache;
 pub mod command;
 pub mod launch;
+pub mod measure;
 pub mod runner;
+pub mod space;
+pub mod stats;
+pub mod tune;
 pub mod verify;
 
 pub use runner::{BuildOutput, MockProgram, MockRunner, ProcessRunner, RunOutput, Runner};
@@ -61,6 +67,20 @@ pub enum Error {
     },
     #[error(transparent)]
     Load(#[from] accprof_analyzer::LoadError),
+    #[error(transparent)]
+    Space(#[from] space::SpaceError),
+    /// What `accprof tune` was pointed at cannot be tuned.
+    #[error("{0}")]
+    Tune(String),
+    /// Stopped by a signal; the source was restored and what was measured
+    /// stays in the cache.
+    #[error("interrupted: the source is restored; {samples} samples are in the cache {}: the same command resumes", cache.display())]
+    Interrupted { samples: usize, cache: PathBuf },
+}
+
+/// A stable hash of a text (cache keys, file names).
+pub fn text_hash(s: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(s.as_bytes())
 }
 
 /// How many lines of a failing command's stderr an error keeps.

@@ -46,9 +46,15 @@ pub trait Runner {
     fn build(&mut self, template: &str, src: &Path, out: &Path) -> Result<BuildOutput, Error>;
 
     /// Runs `command` (program and arguments) under the collector, with
-    /// its trace written to `trace` (a plain path, no % patterns), and
+    /// its trace written to `trace` (a plain path, no % patterns) and the
+    /// variables `env` set on top of this process's environment, and
     /// captures its output.
-    fn run(&mut self, command: &[String], trace: &Path) -> Result<RunOutput, Error>;
+    fn run(
+        &mut self,
+        command: &[String],
+        trace: &Path,
+        env: &[(String, String)],
+    ) -> Result<RunOutput, Error>;
 }
 
 /// Real processes: builds through `sh -c`, runs with the collector
@@ -92,7 +98,12 @@ impl Runner for ProcessRunner {
         })
     }
 
-    fn run(&mut self, command: &[String], trace: &Path) -> Result<RunOutput, Error> {
+    fn run(
+        &mut self,
+        command: &[String],
+        trace: &Path,
+        env: &[(String, String)],
+    ) -> Result<RunOutput, Error> {
         let Some(program) = command.first() else {
             return Err(Error::EmptyCommand {
                 template: String::new(),
@@ -113,6 +124,7 @@ impl Runner for ProcessRunner {
             manifest: manifest.path(),
         };
         let mut cmd = launch::collector_command(command, &launch);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let start = Instant::now();
         let child = cmd
             .stdout(Stdio::piped())
@@ -156,6 +168,12 @@ pub struct MockProgram {
     /// A recorded trace, copied to where the run is asked to write its
     /// trace; `None` leaves no trace.
     pub trace: Option<PathBuf>,
+    /// Traces for successive runs of this program, used in turn (the n-th
+    /// run gets `repeats[n % len]`); empty: every run gets `trace`.
+    pub repeats: Vec<PathBuf>,
+    /// Runs with the variable `NAME=VALUE` set get these traces in turn
+    /// instead (the first entry that matches).
+    pub env_repeats: Vec<(String, Vec<PathBuf>)>,
 }
 
 impl MockProgram {
@@ -188,6 +206,10 @@ pub struct MockRunner {
     pub programs: Vec<MockProgram>,
     pub builds: Vec<MockBuild>,
     pub runs: Vec<Vec<String>>,
+    /// The variables each run was given.
+    pub envs: Vec<Vec<(String, String)>>,
+    /// Runs so far per (build, env setting), to pick the next trace.
+    counters: std::collections::HashMap<(usize, Option<usize>), usize>,
 }
 
 impl MockRunner {
@@ -228,16 +250,39 @@ impl Runner for MockRunner {
         })
     }
 
-    fn run(&mut self, command: &[String], trace: &Path) -> Result<RunOutput, Error> {
-        self.runs.push(command.to_vec());
+    fn run(
+        &mut self,
+        command: &[String],
+        trace: &Path,
+        env: &[(String, String)],
+    ) -> Result<RunOutput, Error> {
         let program = command.first().map(PathBuf::from).unwrap_or_default();
+        // The latest build of that program plays the part.
         let n = self
             .builds
             .iter()
-            .position(|b| b.out == program)
+            .rposition(|b| b.out == program)
             .ok_or_else(|| Self::mock_error(format!("{} was never built", program.display())))?;
         let p = &self.programs[n];
-        if let Some(recorded) = &p.trace {
+        let setting = p.env_repeats.iter().position(|(var, _)| {
+            env.iter()
+                .any(|(k, v)| var.split_once('=') == Some((k.as_str(), v.as_str())))
+        });
+        let list = match setting {
+            Some(i) => &p.env_repeats[i].1,
+            None => &p.repeats,
+        };
+        let count = self.counters.entry((n, setting)).or_default();
+        let before = *count;
+        *count += 1;
+        self.runs.push(command.to_vec());
+        self.envs.push(env.to_vec());
+        let chosen = if list.is_empty() {
+            p.trace.clone()
+        } else {
+            Some(list[before % list.len()].clone())
+        };
+        if let Some(recorded) = &chosen {
             std::fs::copy(recorded, trace).map_err(|e| Error::Io {
                 what: format!("cannot copy {} to {}", recorded.display(), trace.display()),
                 source: e,
@@ -288,6 +333,7 @@ mod tests {
             .run(
                 &["/nonexistent/prog".to_string()],
                 &dir.path().join("t.trace"),
+                &[],
             )
             .err()
             .map(|e| e.to_string());

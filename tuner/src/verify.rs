@@ -207,7 +207,7 @@ pub fn verify<R: Runner + ?Sized>(
         let words = command::run_words(plan.run, &program)?;
         let trace = work.join(format!("{label}.trace"));
         let _ = std::fs::remove_file(&trace);
-        let out = runner.run(&words, &trace)?;
+        let out = runner.run(&words, &trace, &[])?;
         measure(label, out)
     };
     let before = build_and_run("before", plan.source)?;

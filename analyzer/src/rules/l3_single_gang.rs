@@ -10,6 +10,10 @@
 //! `collapse`), and the scalars the body writes: a max/min/sum/product
 //! reduction becomes `reduction(op:var)`; no reduction gives
 //! `gang vector`; any other scalar write means no patch.
+//!
+//! Beyond one gang: a kernel launched on more than one gang but fewer than
+//! the device has SMs (the trace's device record) leaves SMs idle for its
+//! whole run; it is reported with the SM count and the gang counts to try.
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Proposal, Value};
@@ -127,7 +131,76 @@ pub fn check(cx: &Context) -> Checked {
         f.proposal = proposal;
         out.findings.push(f);
     }
+    too_few_gangs(cx, sms, &mut out);
     out
+}
+
+/// Kernels on more than one gang but fewer than the device's SMs.
+fn too_few_gangs(cx: &Context, sms: Option<u32>, out: &mut Checked) {
+    let Some(sms) = sms else {
+        return;
+    };
+    for ls in cx.launch_sites() {
+        let Some((grid, block)) = ls.grid_block else {
+            continue;
+        };
+        let gangs: u64 = grid.iter().map(|&g| u64::from(g)).product();
+        if gangs <= 1 || gangs >= u64::from(sms) {
+            continue;
+        }
+        if cx.share(ls.device_ns) < cx.opts.min_share / 5.0 {
+            continue;
+        }
+        let here = cx.location("construct", Some(ls.site), None);
+        let launches = ls.kernels.len() as u64;
+        let mut f = Finding::new(
+            "L3",
+            Category::Launch,
+            format!(
+                "too few gangs at {}: {launches} launches on {gangs} gangs, on a device of {sms} SMs, took {}",
+                here.place(),
+                units::duration_ns(ls.device_ns)
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.cost_ns = Some(ls.device_ns);
+        // One gang runs on one SM: the others idle.
+        f.saving_ns = Some(ls.device_ns - ls.device_ns * gangs / u64::from(sms));
+        f.locations.push(here);
+        f.subjects.constructs = ls.constructs.clone();
+        f.subjects.kernels = ls.kernels.clone();
+        f.evidence
+            .field("gangs", Value::Count(gangs))
+            .field("sm_count", Value::Count(u64::from(sms)))
+            .field("launches_here", Value::Count(launches))
+            .field("device_time", Value::Ns(ls.device_ns))
+            .field("grid", Value::Text(format!("{grid:?}")))
+            .field("block", Value::Text(format!("{block:?}")));
+        f.evidence.say(format!(
+            "CUPTI: grid {grid:?}, block {block:?}: {gangs} gangs keep at most {gangs} of the device's {sms} SMs busy ({:.0}% idle); the saving assumes the work spreads over all of them.",
+            100.0 * (1.0 - gangs as f64 / f64::from(sms))
+        ));
+        let clause = cx.directive_at(ls.site).and_then(|(_, d)| {
+            d.clause("num_gangs")
+                .and_then(|c| c.args.clone())
+                .map(|a| (d.line, a))
+        });
+        f.proposal.text = match &clause {
+            Some((line, a)) => format!(
+                "`num_gangs({a})` at line {line} limits the launch: drop it (the runtime sizes the grid from the device) or give at least {sms}, a whole wave of the SMs."
+            ),
+            None => format!(
+                "Give the loop at least {sms} gangs (a whole wave of the SMs): a longer gang loop (`collapse`), or `num_gangs({sms})` when the runtime picks too few."
+            ),
+        };
+        f.proposal.no_patch =
+            Some("the gang count that is fastest is a measurement: tune it".to_string());
+        f.proposal.tune = cx.tune_command(
+            ls.site,
+            &format!("--space num_gangs={sms},{},{}", 2 * sms, 4 * sms),
+        );
+        out.findings.push(f);
+    }
 }
 
 /// The `parallel loop` rewrite of the construct at `site`, with the source

@@ -20,7 +20,11 @@ pub mod d3_copy_not_needed;
 pub mod d4_round_trip;
 pub mod d5_upload_up_to_date;
 pub mod d6_repeated_in_loop;
+pub mod l1_vector_multiple;
+pub mod l2_vector_trip;
 pub mod l3_single_gang;
+pub mod l4_launch_differs;
+pub mod l5_launch_bound;
 mod names;
 pub mod p1_partial_change;
 pub mod s1_pageable;
@@ -136,6 +140,59 @@ pub struct Context<'a> {
     pub kernel_source: Option<&'static str>,
     /// Host buffer names (pointer -> name).
     pub names: HashMap<u64, String>,
+    /// Compute constructs per site, made when first asked for.
+    launch_sites: std::cell::OnceCell<Vec<LaunchSite>>,
+}
+
+/// The compute constructs at one site and what their launches got: the
+/// device-timed kernels (CUPTI) or, without them, the runtime's launch
+/// requests.
+#[derive(Debug, Clone)]
+pub struct LaunchSite {
+    pub site: SiteId,
+    pub constructs: Vec<ConstructId>,
+    /// Device-timed kernels and their total device time.
+    pub kernels: Vec<crate::model::KernelId>,
+    pub device_ns: u64,
+    /// Host time of the constructs, start to end.
+    pub host_ns: u64,
+    /// The grid and block most kernels got (CUPTI).
+    pub grid_block: Option<([u32; 3], [u32; 3])>,
+    /// (gangs, workers, vector length) most launch requests got.
+    pub dims: Option<(u64, u64, u64)>,
+    /// Some construct ran on an async queue (as the runtime reported, or
+    /// as its directive's `async` clause says).
+    pub asynchronous: bool,
+}
+
+impl LaunchSite {
+    /// Kernels launched here: CUPTI's count, else the constructs reached.
+    pub fn launches(&self) -> u64 {
+        if self.kernels.is_empty() {
+            self.constructs.len() as u64
+        } else {
+            self.kernels.len() as u64
+        }
+    }
+
+    /// The vector length launched: CUPTI's block width, else the runtime's.
+    pub fn launched_vector(&self) -> Option<u64> {
+        match (self.grid_block, self.dims) {
+            (Some((_, b)), _) => Some(u64::from(b[0])),
+            (None, Some((_, _, v))) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The kernels' device time, or the constructs' host time without
+    /// CUPTI, and which of the two it is.
+    pub fn time(&self) -> (u64, &'static str) {
+        if self.kernels.is_empty() {
+            (self.host_ns, "host construct time")
+        } else {
+            (self.device_ns, "kernel device time")
+        }
+    }
 }
 
 impl<'a> Context<'a> {
@@ -208,7 +265,109 @@ impl<'a> Context<'a> {
             kernel_max_end: std::sync::OnceLock::new(),
             kernel_source,
             names,
+            launch_sites: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The compute constructs of the run by site, in site order.
+    pub fn launch_sites(&self) -> &[LaunchSite] {
+        self.launch_sites.get_or_init(|| {
+            let run = self.run;
+            let mut by_site: BTreeMap<SiteId, LaunchSite> = BTreeMap::new();
+            // How many launches got each shape, per site.
+            type Counts<K> = HashMap<SiteId, HashMap<K, u64>>;
+            let mut shapes: Counts<([u32; 3], [u32; 3])> = HashMap::new();
+            let mut dims: Counts<(u64, u64, u64)> = HashMap::new();
+            for (id, c) in run
+                .constructs()
+                .filter(|(_, c)| c.class == ConstructClass::Compute)
+            {
+                let site = run.line_site(id);
+                let e = by_site.entry(site).or_insert_with(|| LaunchSite {
+                    site,
+                    constructs: Vec::new(),
+                    kernels: Vec::new(),
+                    device_ns: 0,
+                    host_ns: 0,
+                    grid_block: None,
+                    dims: None,
+                    asynchronous: false,
+                });
+                e.constructs.push(id);
+                e.host_ns += c.host_ns().unwrap_or(0);
+                e.asynchronous |= c.async_queue().is_some_and(|q| q >= 0 || q == -1);
+                for &k in run.kernels_of(id) {
+                    let kernel = run.kernel(k);
+                    if kernel.device_timed() {
+                        e.kernels.push(k);
+                        e.device_ns += kernel.device_ns();
+                        *shapes
+                            .entry(site)
+                            .or_default()
+                            .entry((kernel.grid, kernel.block))
+                            .or_default() += 1;
+                    }
+                }
+                for l in run.launches_of(id) {
+                    if let (Some(g), Some(w), Some(v)) = (l.gangs(), l.workers(), l.vector_length())
+                    {
+                        *dims.entry(site).or_default().entry((g, w, v)).or_default() += 1;
+                    }
+                }
+            }
+            fn most<K: Copy + Ord>(m: Option<&HashMap<K, u64>>) -> Option<K> {
+                m?.iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(k, _)| *k)
+            }
+            by_site
+                .into_values()
+                .map(|mut e| {
+                    e.grid_block = most(shapes.get(&e.site));
+                    e.dims = most(dims.get(&e.site));
+                    // GCC's runtime does not report the queue: the source does.
+                    e.asynchronous |= self
+                        .directive_at(e.site)
+                        .is_some_and(|(_, d)| d.clause("async").is_some());
+                    e
+                })
+                .collect()
+        })
+    }
+
+    /// The directive at a site, when its source was read.
+    pub fn directive_at(
+        &self,
+        site: SiteId,
+    ) -> Option<(&crate::source::SourceFile, crate::source::Directive)> {
+        let s = self.run.site(site);
+        let src = self.sources.get(&s.file)?;
+        let d = src.directive_at(s.line?)?;
+        Some((src, d))
+    }
+
+    /// The `accprof tune` command line for the construct at `site`, with
+    /// the run's own arguments and `space` (`--space ...` or `--variant ...`).
+    pub fn tune_command(&self, site: SiteId, space: &str) -> Option<String> {
+        let s = self.run.site(site);
+        let line = s.line?;
+        let args: Vec<String> = self
+            .run
+            .header
+            .command_line
+            .iter()
+            .skip(1)
+            .map(|a| shell_word(a))
+            .collect();
+        let run = if args.is_empty() {
+            "{out}".to_string()
+        } else {
+            format!("{{out}} {}", args.join(" "))
+        };
+        Some(format!(
+            "accprof tune --at {}:{line} --build 'YOUR BUILD with {{src}} and {{out}}' --run '{run}' {space}",
+            s.file
+        ))
     }
 
     /// True when some kernel ran (or was launched) in the open interval (t0, t1).
@@ -307,6 +466,19 @@ impl<'a> Context<'a> {
     }
 }
 
+/// A word as a shell reads it inside single quotes (no quotes needed for
+/// plain words).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("\"{}\"", s.replace(['"', '\''], ""))
+    }
+}
+
 /// Runs every rule.
 pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     let cx = Context::new(run, sources, opts);
@@ -314,7 +486,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 15] = [
+    let rules: [fn(&Context) -> Checked; 19] = [
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,
         d2_duplicate_download::check,
@@ -330,6 +502,10 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         s3_idle_gaps::check,
         s4_queue_order::check,
         l3_single_gang::check,
+        l1_vector_multiple::check,
+        l2_vector_trip::check,
+        l4_launch_differs::check,
+        l5_launch_bound::check,
     ];
     for mut c in run_each(&rules, &cx) {
         for f in &mut c.findings {

@@ -102,6 +102,65 @@ impl SourceFile {
         }
     }
 
+    /// The trip count of a loop whose bounds are integer literals: C
+    /// `for (int j = 0; j < 16; j++)` (`<`, `<=`, `++`, `+= 1`), Fortran
+    /// `do j = 1, 16`. None for any other form.
+    pub fn literal_trip_count(&self, lp: &Loop) -> Option<u64> {
+        let t = &self.tokens;
+        // The header's tokens: C up to the body, Fortran its line.
+        let words: Vec<&str> = match self.lang {
+            Lang::C => t.get(lp.first_tok..lp.body_tok)?.iter().collect::<Vec<_>>(),
+            Lang::Fortran => t
+                .get(lp.first_tok..)?
+                .iter()
+                .take_while(|x| x.line == lp.header_line)
+                .collect(),
+        }
+        .into_iter()
+        .map(|x| x.key.as_str())
+        .collect();
+        let num = |s: &str| s.parse::<i64>().ok();
+        match self.lang {
+            Lang::C if lp.kind == "for" => {
+                // for ( [type] i = A ; i < B ; i ++ )
+                let semi = words.iter().position(|w| *w == ";")?;
+                let eq = words[..semi].iter().position(|w| *w == "=")?;
+                let var = *words.get(eq.checked_sub(1)?)?;
+                if semi != eq + 2 {
+                    return None;
+                }
+                let a = num(words[eq + 1])?;
+                let rest = &words[semi + 1..];
+                let semi2 = rest.iter().position(|w| *w == ";")?;
+                let cond = &rest[..semi2];
+                let b = match cond {
+                    [v, "<", b] if v == &var => num(b)?,
+                    [v, "<=", b] if v == &var => num(b)? + 1,
+                    [v, "<", "=", b] if v == &var => num(b)? + 1,
+                    _ => return None,
+                };
+                let inc: Vec<&str> = rest[semi2 + 1..]
+                    .iter()
+                    .copied()
+                    .filter(|w| *w != ")" && *w != "{")
+                    .collect();
+                let unit = matches!(
+                    inc.as_slice(),
+                    [v, "++"] | ["++", v] | [v, "+", "+"] | ["+", "+", v] if *v == var
+                ) || matches!(inc.as_slice(), [v, "+=", "1"] | [v, "+", "=", "1"] if *v == var);
+                (unit && b >= a).then(|| (b - a) as u64)
+            }
+            Lang::Fortran if lp.kind == "do" => match words.as_slice() {
+                ["do", _, "=", a, ",", b] => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    (b >= a).then(|| (b - a + 1) as u64)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Text of the loop header (first line), trimmed.
     pub fn header_text(&self, lp: &Loop) -> String {
         self.line(lp.header_line).trim().to_string()

@@ -194,3 +194,20 @@ fn fortran_reduction_and_arrays() {
         .iter()
         .any(|u| u.key == "anew" && u.write && !u.read));
 }
+
+#[test]
+fn literal_trip_counts() {
+    let text = "void f(int n) {\n  for (int j = 0; j < 16; j++) ;\n  for (j = 1; j <= 8; ++j) ;\n  for (int j = 0; j < n; j++) ;\n  for (int j = 0; j < 16; j += 2) ;\n  for (int j = 4; j < 16; j += 1) ;\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    let counts: Vec<Option<u64>> = (2..=6)
+        .map(|l| s.loop_at(l).and_then(|lp| s.literal_trip_count(lp)))
+        .collect();
+    assert_eq!(counts, [Some(16), Some(8), None, None, Some(12)]);
+    let text = "program p\n  integer :: j\n  do j = 1, 16\n  end do\n  do j = 1, n\n  end do\nend program p\n";
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
+    let counts: Vec<Option<u64>> = [3, 5]
+        .iter()
+        .map(|&l| s.loop_at(l).and_then(|lp| s.literal_trip_count(lp)))
+        .collect();
+    assert_eq!(counts, [Some(16), None]);
+}

@@ -1,0 +1,170 @@
+//! L5: launch-bound constructs. A construct whose kernels are short spends
+//! most of its host time on the launch itself (the runtime's bookkeeping,
+//! the launch, and for a synchronous construct the wait): thousands of
+//! such launches cost far more host time than device time.
+//!
+//! Evidence: the host time of the compute constructs at one site against
+//! their kernels' device time (CUPTI), the number of launches, and the
+//! share of the run's wall time. Proposals from the source and the run:
+//! an async queue with one wait (unless this run shows async launches
+//! costing more), fusing with neighbouring constructs in the same host
+//! loop, more work per launch.
+
+use super::{Checked, Context};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::units;
+
+/// Fewer launches than this at a site are not a storm.
+const MIN_LAUNCHES: u64 = 100;
+/// Host time must be at least this many times the device time.
+const MIN_RATIO: u64 = 3;
+/// Kernels shorter than this on average are "little work per launch".
+const SHORT_KERNEL_NS: u64 = 20_000;
+
+pub fn check(cx: &Context) -> Checked {
+    let mut out = Checked::default();
+    let sites = cx.launch_sites();
+    for ls in sites {
+        let launches = ls.kernels.len() as u64;
+        if launches < MIN_LAUNCHES || ls.host_ns < MIN_RATIO * ls.device_ns.max(1) {
+            continue;
+        }
+        if cx.share(ls.host_ns) < cx.opts.min_share {
+            continue;
+        }
+        let here = cx.location("construct", Some(ls.site), None);
+        let over = ls.host_ns - ls.device_ns;
+        let per_host = ls.host_ns / launches;
+        let per_device = ls.device_ns / launches;
+        let mut f = Finding::new(
+            "L5",
+            Category::Launch,
+            format!(
+                "launch-bound construct at {}: {launches} launches took {} of host time around {} of kernels ({} against {} per launch)",
+                here.place(),
+                units::duration_ns(ls.host_ns),
+                units::duration_ns(ls.device_ns),
+                units::duration_ns(per_host),
+                units::duration_ns(per_device)
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.cost_ns = Some(over);
+        f.locations.push(here.clone());
+        f.subjects.constructs = ls.constructs.clone();
+        f.subjects.kernels = ls.kernels.clone();
+        f.evidence
+            .field("launches", Value::Count(launches))
+            .field("host_time", Value::Ns(ls.host_ns))
+            .field("device_time", Value::Ns(ls.device_ns))
+            .field("host_per_launch", Value::Ns(per_host))
+            .field("device_per_launch", Value::Ns(per_device))
+            .field("share_of_wall", Value::Ratio(cx.share(ls.host_ns)));
+        f.evidence.say(format!(
+            "The constructs here spent {} on the host beyond their kernels' {} on the device ({:.0}% of the run's wall time): the launches, not the kernels, cost the time.",
+            units::duration_ns(over),
+            units::duration_ns(ls.device_ns),
+            100.0 * cx.share(ls.host_ns)
+        ));
+        let mut proposals = Vec::new();
+        let site = cx.run.site(ls.site);
+        let src = cx.sources.get(&site.file);
+        let host_loop = site
+            .line
+            .and_then(|l| src.and_then(|s| s.enclosing_loops(l).first().copied().cloned()));
+        if let Some(lp) = &host_loop {
+            let mut l = here.clone().source_line(lp.header_line);
+            l.role = "host loop".into();
+            f.locations.push(l);
+        }
+        // Neighbours: other compute sites of the same file in the same host loop.
+        let neighbours: Vec<u32> = match &host_loop {
+            Some(lp) => sites
+                .iter()
+                .filter(|o| o.site != ls.site)
+                .map(|o| cx.run.site(o.site))
+                .filter(|s| s.file == site.file)
+                .filter_map(|s| s.line)
+                .filter(|&l| lp.header_line < l && l <= lp.end_line)
+                .collect(),
+            None => Vec::new(),
+        };
+        if !neighbours.is_empty() {
+            let lines: Vec<String> = neighbours.iter().map(|l| l.to_string()).collect();
+            proposals.push(format!(
+                "fuse it with the compute construct{} at line {} in the same host loop, so that each iteration launches once",
+                if lines.len() == 1 { "" } else { "s" },
+                lines.join(", ")
+            ));
+        }
+        if per_device < SHORT_KERNEL_NS {
+            proposals.push(format!(
+                "give each launch more work: each kernel ran {} on the device; a larger trip count per launch (several {} in one construct, as an inner `seq` loop) divides the launch cost",
+                units::duration_ns(per_device),
+                match &host_loop {
+                    Some(lp) => format!("iterations of the host loop at line {}", lp.header_line),
+                    None => "calls".to_string(),
+                }
+            ));
+        }
+        if !ls.asynchronous {
+            // An async site of the same run that costs more per launch shows
+            // that this runtime's async launches are no cheaper.
+            let dearer = sites
+                .iter()
+                .filter(|o| o.asynchronous && o.kernels.len() as u64 >= MIN_LAUNCHES)
+                .find(|o| o.host_ns / o.kernels.len() as u64 > per_host);
+            match dearer {
+                Some(o) => {
+                    f.evidence.say(format!(
+                    "An async queue is no cure in this run: the async construct at {} cost {} of host time per launch, more than the {} here.",
+                    cx.location("construct", Some(o.site), None).place(),
+                    units::duration_ns(o.host_ns / o.kernels.len() as u64),
+                    units::duration_ns(per_host)
+                    ));
+                }
+                None => {
+                    proposals.insert(
+                        0,
+                        format!(
+                            "launch it on an async queue (`async(1)`) and wait once{} (`wait(1)`), so that the host does not wait for every kernel",
+                            match &host_loop {
+                                Some(lp) => format!(" after the host loop ending at line {}", lp.end_line),
+                                None => String::new(),
+                            }
+                        ),
+                    );
+                }
+            }
+        }
+        if proposals.is_empty() {
+            proposals.push("launch less often: fewer, larger kernels".to_string());
+        }
+        f.proposal.text = format!("{}.", capitalize(&proposals.join("; or ")));
+        f.proposal.no_patch = Some(
+            "fusing loops or batching work changes the program's structure: not a mechanical edit"
+                .to_string(),
+        );
+        let gangs = match cx
+            .run
+            .devices
+            .first()
+            .map(|d| d.sm_count)
+            .filter(|&n| n > 0)
+        {
+            Some(n) => format!("{n},{},{}", 2 * n, 4 * n),
+            None => "64,128,256".to_string(),
+        };
+        f.proposal.tune = cx.tune_command(ls.site, &format!("--space num_gangs={gangs}"));
+        out.findings.push(f);
+    }
+    out
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}

@@ -1,0 +1,277 @@
+//! The launch-shape rules (L1, L2, L4, L5 and L3's too-few-gangs case) on
+//! hand-built runs with their sources: what each finds, where, with which
+//! numbers, and what it leaves alone.
+
+use accprof_analyzer::findings::Value;
+use accprof_analyzer::model::{ConstructClass, Run, SiteId};
+use accprof_analyzer::rules::{
+    l1_vector_multiple, l2_vector_trip, l3_single_gang, l4_launch_differs, l5_launch_bound,
+};
+use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::testkit::runs::{run_rule_with, RunBuilder};
+use accprof_trace::HashMode;
+
+const SRC: &str = "\
+int main(void) {
+  int n = 4096, rows = 256;
+  double x[4096];
+#pragma acc parallel loop vector_length(48) present(x)
+  for (int i = 0; i < n; i++) x[i] = 1;
+#pragma acc parallel loop gang vector_length(128) present(x)
+  for (int r = 0; r < rows; r++) {
+#pragma acc loop vector
+    for (int j = 0; j < 16; j++) x[16 * r + j] = 2;
+  }
+#pragma acc parallel loop vector_length(64) num_gangs(8) present(x)
+  for (int i = 0; i < n; i++) x[i] = 3;
+#pragma acc parallel loop gang vector_length(32) present(x)
+  for (int r = 0; r < rows; r++) {
+#pragma acc loop vector
+    for (int j = 0; j < n; j++) x[j] = 4;
+  }
+  return 0;
+}
+";
+
+/// `count` launches at `site`, each `ns` on the device with this grid and
+/// block, and `host_extra` more host time around each.
+fn launches(
+    b: &mut RunBuilder,
+    site: SiteId,
+    count: usize,
+    ns: u64,
+    grid: u32,
+    block: [u32; 3],
+    host_extra: u64,
+) {
+    for _ in 0..count {
+        let c = b.open(ConstructClass::Compute, site, None);
+        if let Some(k) = b.kernel(c, grid, ns) {
+            b.kernel_mut(k).block = block;
+        }
+        b.t += host_extra;
+        b.close(c);
+    }
+}
+
+fn run() -> Run {
+    let mut b = RunBuilder::new(HashMode::Off);
+    let s4 = b.site("t.c", 4);
+    let s6 = b.site("t.c", 6);
+    let s11 = b.site("t.c", 11);
+    let s13 = b.site("t.c", 13);
+    launches(&mut b, s4, 10, 40_000, 8448, [32, 1, 1], 0);
+    launches(&mut b, s6, 10, 30_000, 256, [128, 1, 1], 0);
+    launches(&mut b, s11, 10, 900_000, 8, [64, 1, 1], 0);
+    launches(&mut b, s13, 10, 20_000, 256, [32, 1, 1], 0);
+    b.build()
+}
+
+fn sources() -> SourceSet {
+    SourceSet::with_text("t.c", SRC)
+}
+
+#[test]
+fn l1_a_vector_length_of_48_and_what_ran() {
+    let c = run_rule_with(&run(), &sources(), l1_vector_multiple::check);
+    assert_eq!(c.findings.len(), 1, "only line 4 asks for 48");
+    let f = &c.findings[0];
+    assert_eq!(f.locations[0].line, Some(4));
+    assert_eq!(
+        f.title,
+        "vector_length(48) at t.c:4 is not a multiple of 32: 32 lanes were launched"
+    );
+    assert_eq!(f.cost_ns, Some(400_000), "the measured kernel time");
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc parallel loop vector_length(64) present(x)")
+    );
+    assert_eq!(f.proposal.edits.len(), 1);
+    let tune = f.proposal.tune.as_deref().unwrap_or("");
+    assert!(
+        tune.starts_with("accprof tune --at t.c:4 --build "),
+        "{tune}"
+    );
+    assert!(
+        tune.ends_with("--space vector_length=32,64,128,256"),
+        "{tune}"
+    );
+}
+
+#[test]
+fn l2_sixteen_iterations_under_128_lanes() {
+    let c = run_rule_with(&run(), &sources(), l2_vector_trip::check);
+    let lines: Vec<Option<u32>> = c.findings.iter().map(|f| f.locations[0].line).collect();
+    assert_eq!(lines, [Some(6)], "line 13's vector loop runs n iterations");
+    let f = &c.findings[0];
+    assert_eq!(f.evidence.count("vector_lanes"), Some(128));
+    assert_eq!(f.evidence.count("vector_loop_trips"), Some(16));
+    assert_eq!(
+        f.evidence.get("idle_share"),
+        Some(&Value::Ratio(112.0 / 128.0))
+    );
+    assert_eq!(f.locations[1].role, "vector loop");
+    assert_eq!(f.locations[1].line, Some(9));
+    assert_eq!(f.cost_ns, Some(300_000));
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc parallel loop gang vector_length(32) present(x)")
+    );
+    assert!(f
+        .proposal
+        .tune
+        .as_deref()
+        .unwrap_or("")
+        .ends_with("--space vector_length=32..128"));
+}
+
+#[test]
+fn l4_the_launch_differs_from_the_clauses() {
+    let c = run_rule_with(&run(), &sources(), l4_launch_differs::check);
+    let lines: Vec<Option<u32>> = c.findings.iter().map(|f| f.locations[0].line).collect();
+    // Line 4: 48 asked, 32 launched. Line 11 got the 8 gangs and 64 lanes
+    // it asked for; lines 6 and 13 too.
+    assert_eq!(lines, [Some(4)]);
+    let f = &c.findings[0];
+    assert_eq!(f.evidence.count("vector_length_asked"), Some(48));
+    assert_eq!(f.evidence.count("vector_length_launched"), Some(32));
+    assert!(
+        f.title.ends_with("vector_length(48) launched as 32"),
+        "{}",
+        f.title
+    );
+    assert!(f.proposal.text.contains("replaced vector_length(48) by 32"));
+}
+
+#[test]
+fn l3_too_few_gangs_for_the_sms() {
+    let c = run_rule_with(&run(), &sources(), l3_single_gang::check);
+    let f: Vec<_> = c
+        .findings
+        .iter()
+        .filter(|f| f.title.starts_with("too few gangs"))
+        .collect();
+    assert_eq!(
+        f.len(),
+        1,
+        "{:?}",
+        c.findings.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
+    let f = f[0];
+    assert_eq!(f.locations[0].line, Some(11));
+    assert_eq!(f.evidence.count("gangs"), Some(8));
+    assert_eq!(f.evidence.count("sm_count"), Some(100));
+    assert_eq!(f.cost_ns, Some(9_000_000));
+    assert_eq!(f.saving_ns, Some(9_000_000 - 9_000_000 * 8 / 100));
+    assert!(f.proposal.text.contains("`num_gangs(8)` at line 11"));
+    assert!(f
+        .proposal
+        .tune
+        .as_deref()
+        .unwrap_or("")
+        .ends_with("--space num_gangs=100,200,400"));
+}
+
+#[test]
+fn l5_many_short_launches_with_much_host_time() {
+    let src = "int main(void) {\n  double x[64];\n  for (int it = 0; it < 500; it++) {\n#pragma acc parallel loop present(x)\n    for (int i = 0; i < 64; i++) x[i] += 1;\n#pragma acc parallel loop present(x)\n    for (int i = 0; i < 64; i++) x[i] *= 2;\n  }\n  return 0;\n}\n";
+    let mut b = RunBuilder::new(HashMode::Off);
+    let s4 = b.site("s.c", 4);
+    let s6 = b.site("s.c", 6);
+    launches(&mut b, s4, 500, 2_000, 8448, [32, 1, 1], 40_000);
+    // Few launches: not a storm.
+    launches(&mut b, s6, 20, 2_000, 8448, [32, 1, 1], 40_000);
+    let run = b.build();
+    let c = run_rule_with(
+        &run,
+        &SourceSet::with_text("s.c", src),
+        l5_launch_bound::check,
+    );
+    assert_eq!(c.findings.len(), 1);
+    let f = &c.findings[0];
+    assert_eq!(f.locations[0].line, Some(4));
+    assert_eq!(f.locations[1].role, "host loop");
+    assert_eq!(f.evidence.count("launches"), Some(500));
+    let (host, device) = match (f.evidence.get("host_time"), f.evidence.get("device_time")) {
+        (Some(Value::Ns(h)), Some(Value::Ns(d))) => (*h, *d),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(device, 500 * 2_000);
+    assert_eq!(f.cost_ns, Some(host - device));
+    let p = &f.proposal.text;
+    assert!(p.starts_with("Launch it on an async queue"), "{p}");
+    assert!(
+        p.contains("fuse it with the compute construct at line 6"),
+        "{p}"
+    );
+    assert!(p.contains("give each launch more work"), "{p}");
+}
+
+/// samples/launch_shapes.c recorded on an H100 (4096 rows, 20 steps): L1
+/// and L4 at the vector_length(48) loop, which launched 32 lanes; L2 at the
+/// 16 iterations under 128 lanes; nothing else about launches.
+#[test]
+fn launch_shapes_recorded_on_an_h100() {
+    use accprof_analyzer::analysis;
+    use accprof_analyzer::findings::Category;
+    use accprof_analyzer::rules::Options;
+    use accprof_analyzer::testkit::fixtures;
+
+    let run = fixtures::load("h100", "launch_shapes");
+    let src = SourceSet::load(&run, &[fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    let mut found: Vec<(&str, Option<u32>)> = a
+        .findings
+        .iter()
+        .filter(|f| f.category == Category::Launch)
+        .map(|f| (f.id, f.locations[0].line))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [("L1", Some(82)), ("L2", Some(86)), ("L4", Some(82))],
+        "{:?}",
+        a.findings.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
+    let get = |id: &str| a.findings.iter().find(|f| f.id == id).expect("finding");
+    // Costs are the kernels' device time, from the model.
+    for id in ["L1", "L2", "L4"] {
+        let f = get(id);
+        let device: u64 = f
+            .subjects
+            .kernels
+            .iter()
+            .map(|&k| run.kernel(k).device_ns())
+            .sum();
+        assert_eq!(f.subjects.kernels.len(), 20, "{id}");
+        assert!(device > 0 && f.cost_ns == Some(device), "{id}");
+        let tune = f.proposal.tune.as_deref().unwrap_or("");
+        assert!(
+            tune.contains("launch_shapes.c:") && tune.contains("--run '{out} 4096 20'"),
+            "{tune}"
+        );
+    }
+    let l4 = get("L4");
+    assert_eq!(l4.evidence.count("vector_length_asked"), Some(48));
+    assert_eq!(l4.evidence.count("vector_length_launched"), Some(32));
+    let l1 = get("L1");
+    assert!(l1.title.ends_with("32 lanes were launched"), "{}", l1.title);
+    let l2 = get("L2");
+    assert_eq!(
+        l2.evidence.count("vector_lanes"),
+        Some(128),
+        "CUPTI's block"
+    );
+    assert_eq!(l2.evidence.count("vector_loop_trips"), Some(16));
+    // The two patches touch different directives and combine.
+    let combined = analysis::combined_patch(&a, &src);
+    let diff = combined.patched.map(|p| p.diff).unwrap_or_default();
+    assert!(
+        diff.contains("+#pragma acc parallel loop vector_length(64) present(x[0:n], c[0:n])"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+#pragma acc parallel loop gang vector_length(32) present(x[0:n], c[0:n])"),
+        "{diff}"
+    );
+}

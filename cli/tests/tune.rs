@@ -1,0 +1,388 @@
+//! `accprof tune` on real programs in OpenACC host fallback (no GPU here):
+//! the sweep completes and says its times are host construct times, writes
+//! its files, runs prebuilt programs, and a SIGINT in the middle of a build
+//! leaves the source byte for byte as it was and the cache to resume from.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{accprof, collector_lib, stderr, stdout};
+
+const BUILD: &str = "gcc -g -O1 -fopenacc -foffload=disable {src} -o {out} -lm";
+
+/// A copy of samples/launch_shapes.c in a fresh directory (the tuner
+/// patches the source in place while it builds).
+fn sample(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/launch_shapes.c");
+    let bytes = std::fs::read(&from).expect("sample");
+    let to = dir.join("launch_shapes.c");
+    std::fs::write(&to, &bytes).expect("copy");
+    (to, bytes)
+}
+
+fn tune(dir: &Path) -> Command {
+    let mut c = Command::new(accprof());
+    c.arg("tune")
+        .arg("--lib")
+        .arg(collector_lib())
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn a_host_fallback_sweep_completes_on_host_construct_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    let out = tune(dir.path())
+        .args([
+            "--at",
+            "launch_shapes.c:86",
+            "--build",
+            BUILD,
+            "--run",
+            "{out} 64 4",
+        ])
+        .args([
+            "--space",
+            "vector_length=32,64",
+            "--repeats",
+            "2",
+            "--recheck",
+            "1",
+        ])
+        .args(["--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(&src).expect("source"),
+        original,
+        "source restored"
+    );
+    assert!(
+        text.contains("device: host; time: host construct time (no device time in these runs)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vector_length: `vector_length(N)` patched into the source"),
+        "{text}"
+    );
+    for row in ["default ", "vector_length=32 ", "vector_length=64 "] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(row)),
+            "{row}: {text}"
+        );
+    }
+    assert!(text.contains("cost: 3 builds"), "{text}");
+    // Every sample is in the CSV: 3 warm-ups, 3 x 2 measured, maybe a re-check.
+    let csv = std::fs::read_to_string(dir.path().join("t/samples.csv")).expect("csv");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert!(rows.len() >= 9, "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').nth(2) == Some("host")),
+        "{csv}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.contains(",measure,")).count(),
+        6,
+        "{csv}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("t/result.json")).expect("json"))
+            .expect("parses");
+    assert_eq!(json["timing"], "host");
+    assert_eq!(json["outcomes"].as_array().map(Vec::len), Some(3));
+    let svg = std::fs::read_to_string(dir.path().join("t/time-vs-vector_length.svg")).expect("svg");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("vector_length"),
+        "{svg:.200}"
+    );
+}
+
+#[test]
+fn prebuilt_programs_run_without_a_build() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    let pre = tune(dir.path())
+        .args(["--at", "launch_shapes.c:82", "--build", BUILD])
+        .args(["--space", "vector_length=32,64,96", "--prebuild", "pre"])
+        .output()
+        .expect("accprof runs");
+    assert!(pre.status.success(), "{}", stderr(&pre));
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(
+        stdout(&pre).starts_with("prebuilt 4 programs"),
+        "{}",
+        stdout(&pre)
+    );
+    let out = tune(dir.path())
+        .args([
+            "--at",
+            "launch_shapes.c:82",
+            "--prebuilt",
+            "pre",
+            "--run",
+            "{out} 64 2",
+        ])
+        .args([
+            "--space",
+            "vector_length=32,64,96",
+            "--repeats",
+            "1",
+            "--recheck",
+            "0",
+        ])
+        .args(["--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("vector_length: programs built ahead of time"),
+        "{text}"
+    );
+    assert!(text.contains("cost: 0 builds"), "{text}");
+    // A source that changed since the prebuild is refused.
+    std::fs::write(&src, [original.as_slice(), b"\n"].concat()).expect("edit");
+    let stale = tune(dir.path())
+        .args([
+            "--at",
+            "launch_shapes.c:82",
+            "--prebuilt",
+            "pre",
+            "--run",
+            "{out} 64 2",
+        ])
+        .args(["--space", "vector_length=32"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(stale.status.code(), Some(2));
+    assert!(
+        stderr(&stale).contains("built from another version"),
+        "{}",
+        stderr(&stale)
+    );
+}
+
+#[test]
+fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    // A slow build, so that the signal comes while the source is patched.
+    let build = format!("sleep 1; {BUILD}");
+    let args = |c: &mut Command| {
+        c.args([
+            "--at",
+            "launch_shapes.c:86",
+            "--build",
+            &build,
+            "--run",
+            "{out} 64 2",
+        ])
+        .args([
+            "--space",
+            "vector_length=32,64,256",
+            "--repeats",
+            "2",
+            "--recheck",
+            "0",
+        ])
+        .args(["--out", "t"]);
+    };
+    let mut cmd = tune(dir.path());
+    args(&mut cmd);
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("accprof starts");
+    // Wait for the second patched build (the default and the first
+    // configuration are measured by then).
+    let start = Instant::now();
+    let mut patched = 0;
+    let mut was_patched = false;
+    while patched < 2 {
+        assert!(start.elapsed() < Duration::from_secs(60), "never patched");
+        let now = std::fs::read(&src).expect("source") != original;
+        if now && !was_patched {
+            patched += 1;
+        }
+        was_patched = now;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) with the pid of the child this test started.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().expect("accprof ends");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted: the source is restored"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(&src).expect("source"),
+        original,
+        "byte-identical"
+    );
+    let cached = std::fs::read_to_string(dir.path().join("t/cache.jsonl")).expect("cache");
+    assert!(cached.lines().count() >= 4, "{cached}");
+
+    // The same command again reuses what was measured.
+    let mut cmd = tune(dir.path());
+    args(&mut cmd);
+    let out = cmd.output().expect("accprof runs");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("samples from the cache"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("vector_length=32") && l.contains("cached")),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+}
+
+#[test]
+fn bad_arguments_are_one_line_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    sample(dir.path());
+    for (args, says) in [
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:3",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+            ],
+            "no OpenACC directive at launch_shapes.c:3",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:79",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+            ],
+            "is not a compute construct",
+        ),
+        (
+            vec![
+                "--at",
+                "nope.c:3",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+            ],
+            "--at nope.c: no such file",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vl=64",
+            ],
+            "unknown parameter `vl`",
+        ),
+    ] {
+        let out = tune(dir.path()).args(&args).output().expect("accprof runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Without a device the launch findings still read the source: L1 at the
+/// vector_length(48) loop, L2 at the 16 iterations under 128 lanes, both
+/// costed in host construct time; L4 needs launch dimensions, which the
+/// host fallback does not report.
+#[test]
+fn launch_shapes_in_host_fallback_gets_l1_and_l2_from_its_source() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let exe = dir.path().join("launch_shapes");
+    let built = Command::new("gcc")
+        .args(["-g", "-O1", "-fopenacc", "-foffload=disable"])
+        .arg(samples.join("launch_shapes.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lm")
+        .output()
+        .expect("gcc runs");
+    assert!(built.status.success(), "{}", stderr(&built));
+    let trace = dir.path().join("t.trace");
+    let ran = Command::new(accprof())
+        .args(["run", "--no-summary", "--lib"])
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(["64", "4"])
+        .output()
+        .expect("accprof runs");
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let out = Command::new(accprof())
+        .args(["analyze", "--json", "--source-dir"])
+        .arg(&samples)
+        .arg(&trace)
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let findings = json["findings"].as_array().cloned().unwrap_or_default();
+    let mut launch: Vec<(String, u64)> = findings
+        .iter()
+        .filter(|f| f["category"] == "launch")
+        .map(|f| {
+            (
+                f["id"].as_str().unwrap_or("").to_string(),
+                f["locations"][0]["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    launch.sort();
+    assert_eq!(
+        launch,
+        [("L1".to_string(), 82), ("L2".to_string(), 86)],
+        "{findings:?}"
+    );
+    for f in findings.iter().filter(|f| f["category"] == "launch") {
+        let fields = f["evidence"]["fields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            fields.iter().any(|x| x["name"] == "host_time"),
+            "{} is costed in host time: {fields:?}",
+            f["id"]
+        );
+        let tune = f["proposal"]["tune"].as_str().unwrap_or("");
+        assert!(tune.starts_with("accprof tune --at "), "{tune}");
+        assert!(tune.contains("--run '{out} 64 4'"), "{tune}");
+    }
+}
