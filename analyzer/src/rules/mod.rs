@@ -141,7 +141,7 @@ pub struct Context<'a> {
     /// Host buffer names (pointer -> name).
     pub names: HashMap<u64, String>,
     /// Compute constructs per site, made when first asked for.
-    launch_sites: std::cell::OnceCell<Vec<LaunchSite>>,
+    launch_sites: std::sync::OnceLock<Vec<LaunchSite>>,
 }
 
 /// The compute constructs at one site and what their launches got: the
@@ -265,7 +265,7 @@ impl<'a> Context<'a> {
             kernel_max_end: std::sync::OnceLock::new(),
             kernel_source,
             names,
-            launch_sites: std::cell::OnceCell::new(),
+            launch_sites: std::sync::OnceLock::new(),
         }
     }
 
