@@ -5,6 +5,7 @@
 
 mod analyze;
 mod embedded;
+mod export;
 mod progress;
 mod run;
 
@@ -42,6 +43,12 @@ Examples:
   accprof analyze --patch app.trace > fix.diff && git apply fix.diff
   accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace";
 
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  accprof export app.trace --format csv --what kernels -o kernels.csv
+  accprof export app.trace --format json -o app.json      every table and the totals
+  accprof export r*.trace --format csv --what ranks         MPI ranks: per-rank rows and imbalance";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   accprof completions bash > ~/.local/share/bash-completion/completions/accprof
@@ -61,6 +68,10 @@ enum Command {
     /// launch shapes); --patch, --apply and --verify act on them.
     #[command(after_help = ANALYZE_EXAMPLES)]
     Analyze(analyze::AnalyzeArgs),
+    /// Tables as CSV or JSON (summary, constructs, kernels, transfers,
+    /// allocations, findings, ranks).
+    #[command(after_help = EXPORT_EXAMPLES)]
+    Export(export::ExportArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -124,6 +135,13 @@ pub struct ReportArgs {
     /// Add bytes, bandwidth, variables, memory kinds, kernel resources, time shares and sources.
     #[arg(long)]
     pub extended: bool,
+    /// Print the summary and per-rank tables as JSON (the layout of
+    /// `accprof export --format json`) instead of text.
+    #[arg(long, conflicts_with_all = ["csv", "extended"])]
+    pub json: bool,
+    /// Print the summary table as CSV (the `summary` table of `accprof export`).
+    #[arg(long, conflicts_with = "extended")]
+    pub csv: bool,
     /// Order of the lines within a function.
     #[arg(long, value_enum, default_value_t = SortArg::Line)]
     pub sort: SortArg,
@@ -145,6 +163,7 @@ fn main() -> ExitCode {
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
+        Command::Export(args) => export::export(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -244,7 +263,33 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         }
         anyhow::bail!("none of the {} traces could be read", args.traces.len());
     }
-    let text = if let [one] = summaries.as_slice() {
+    if args.json || args.csv {
+        let merged = accprof_analyzer::summary::merge(&summaries);
+        let input = accprof_reports::export::Input {
+            merged: &merged,
+            runs: &[],
+        };
+        let out = export::Output::new(None);
+        if args.json {
+            let names: Vec<String> = read.iter().map(|p| p.display().to_string()).collect();
+            let tables = [
+                accprof_reports::export::What::Summary,
+                accprof_reports::export::What::Ranks,
+            ];
+            out.write(|w| accprof_reports::export::write_json(&tables, &input, &names, w))?;
+        } else {
+            out.write(|w| {
+                accprof_reports::export::write_csv(
+                    accprof_reports::export::What::Summary,
+                    &input,
+                    w,
+                )
+            })?;
+        }
+    }
+    let text = if args.json || args.csv {
+        Vec::new()
+    } else if let [one] = summaries.as_slice() {
         accprof_reports::text::render_summary(one, &opts)
     } else {
         let merged = accprof_analyzer::summary::merge(&summaries);

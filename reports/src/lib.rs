@@ -5,6 +5,8 @@
 //! Every exporter takes a model and options and returns bytes; only the CLI
 //! opens files.
 
+pub mod export;
 pub mod findings;
+pub mod table;
 pub mod text;
 pub mod verify;
