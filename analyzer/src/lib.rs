@@ -5,6 +5,7 @@
 //! It reads traces; it never runs programs and never writes files.
 
 pub mod analysis;
+pub mod compare;
 pub mod findings;
 pub mod join;
 pub mod load;

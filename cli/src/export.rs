@@ -258,3 +258,49 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     }
     Ok(0)
 }
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    /// The trace of the first run (before the change).
+    pub before: PathBuf,
+    /// The trace of the second run (after the change).
+    pub after: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the rows and totals as CSV.
+    #[arg(long)]
+    pub csv: bool,
+    /// The output file ("-" or left out: standard output).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+pub fn diff(args: &DiffArgs) -> anyhow::Result<u8> {
+    let out = Output::new(args.output.as_deref());
+    check_writable(&out)?;
+    let loaded = load_all(
+        &[args.before.clone(), args.after.clone()],
+        &args.sources,
+        false,
+        false,
+    )?;
+    let c = accprof_analyzer::compare::compare(&loaded[0].summary, &loaded[1].summary);
+    let (b, a) = (
+        args.before.display().to_string(),
+        args.after.display().to_string(),
+    );
+    if args.csv {
+        out.write(|w| accprof_reports::diff::write_csv(&c, w))?;
+    } else {
+        let bytes = if args.json {
+            accprof_reports::diff::render_json(&c, &b, &a)
+        } else {
+            accprof_reports::diff::render_text(&c, &b, &a)
+        };
+        out.write(|w| w.write_all(&bytes))?;
+    }
+    Ok(0)
+}

@@ -49,6 +49,12 @@ Examples:
   accprof export app.trace --format json -o app.json      every table and the totals
   accprof export r*.trace --format csv --what ranks         MPI ranks: per-rank rows and imbalance";
 
+const DIFF_EXAMPLES: &str = "\
+Examples:
+  accprof diff before.trace after.trace
+  accprof diff --json before.trace after.trace > diff.json
+  accprof diff --csv -o diff.csv before.trace after.trace";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   accprof completions bash > ~/.local/share/bash-completion/completions/accprof
@@ -72,6 +78,10 @@ enum Command {
     /// allocations, findings, ranks).
     #[command(after_help = EXPORT_EXAMPLES)]
     Export(export::ExportArgs),
+    /// Compare two runs: per source line, kernel and transfer kind, counts,
+    /// times and bytes before and after, and the totals.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(export::DiffArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -164,6 +174,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
         Command::Export(args) => export::export(&args),
+        Command::Diff(args) => export::diff(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {

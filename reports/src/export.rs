@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::summary::{MergedSummary, Reached, Stats, Summary};
 use accprof_analyzer::{ConstructClass, KernelSource, Run, TransferSource};
-use accprof_trace::{CopyKind, MemoryKind};
+use accprof_trace::MemoryKind;
 
 use crate::table::{col, json_str, Cell, Column, CsvSink, Dtype, JsonRows, RowSink};
 
@@ -312,17 +312,7 @@ const RANKS: &[Column] = &[
 ];
 
 /// The name a transfer kind has in every export.
-pub fn copy_label(kind: Option<CopyKind>) -> &'static str {
-    match kind {
-        Some(CopyKind::HostToDevice) => "copyin",
-        Some(CopyKind::DeviceToHost) => "copyout",
-        Some(CopyKind::DeviceToDevice) => "device_to_device",
-        Some(CopyKind::HostToHost) => "host_to_host",
-        Some(CopyKind::PeerToPeer) => "peer_to_peer",
-        Some(CopyKind::Other) => "other",
-        None => "unknown",
-    }
-}
+pub use accprof_analyzer::compare::copy_kind_label as copy_label;
 
 fn memory_label(m: MemoryKind) -> &'static str {
     match m {

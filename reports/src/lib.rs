@@ -5,6 +5,7 @@
 //! Every exporter takes a model and options and returns bytes; only the CLI
 //! opens files.
 
+pub mod diff;
 pub mod export;
 pub mod findings;
 pub mod table;
