@@ -14,6 +14,7 @@ use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::summary::{MergedSummary, Summary};
 use accprof_analyzer::Run;
 use accprof_reports::export::{self, Input, RunInput, What};
+use accprof_reports::timeline;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub enum Format {
@@ -21,6 +22,12 @@ pub enum Format {
     Csv,
     /// The tables (all, or --what) and the totals as one JSON document.
     Json,
+    /// The timeline as Perfetto's protobuf trace (for ui.perfetto.dev; the
+    /// compact choice for large traces).
+    Perfetto,
+    /// The timeline as Chrome trace-event JSON (chrome://tracing,
+    /// ui.perfetto.dev; about 150 bytes per event).
+    Chrome,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -235,8 +242,17 @@ fn trace_names(loaded: &[Loaded]) -> Vec<String> {
 pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     let out = Output::new(args.output.as_deref());
     check_writable(&out)?;
+    if matches!(args.format, Format::Perfetto) && out.is_stdout() {
+        anyhow::bail!("--format perfetto writes a binary file: name it with -o FILE");
+    }
+    if args.what.is_some() && matches!(args.format, Format::Perfetto | Format::Chrome) {
+        anyhow::bail!(
+            "--what selects a table of --format csv or json; a timeline holds every event"
+        );
+    }
     let tables: Vec<What> = match (args.format, args.what) {
         (_, Some(w)) => vec![w.what()],
+        (Format::Perfetto | Format::Chrome, None) => vec![What::Kernels],
         (Format::Csv, None) => vec![What::Summary],
         (Format::Json, None) => What::ALL.to_vec(),
     };
@@ -255,6 +271,8 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
             let names = trace_names(&loaded);
             out.write(|w| export::write_json(&tables, &input, &names, w))?
         }
+        Format::Chrome => out.write(|w| timeline::write_chrome(&runs, w).map(|_| ()))?,
+        Format::Perfetto => out.write(|w| timeline::write_perfetto(&runs, w).map(|_| ()))?,
     }
     Ok(0)
 }

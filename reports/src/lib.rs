@@ -10,4 +10,5 @@ pub mod export;
 pub mod findings;
 pub mod table;
 pub mod text;
+pub mod timeline;
 pub mod verify;
