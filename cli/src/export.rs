@@ -14,6 +14,7 @@ use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::summary::{MergedSummary, Summary};
 use accprof_analyzer::Run;
 use accprof_reports::export::{self, Input, RunInput, What};
+use accprof_reports::plot::{self, Image, Plot};
 use accprof_reports::timeline;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -28,6 +29,22 @@ pub enum Format {
     /// The timeline as Chrome trace-event JSON (chrome://tracing,
     /// ui.perfetto.dev; about 150 bytes per event).
     Chrome,
+    /// A plot (--plot) as SVG.
+    Svg,
+    /// A plot (--plot) as PNG.
+    Png,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum PlotArg {
+    /// Time per source line: kernel, copyin, copyout and host time stacked.
+    Lines,
+    /// Busy time of each host thread, device stream and copy direction.
+    Timeline,
+    /// Host<->device transfers per size, with the bandwidth of each size.
+    Sizes,
+    /// Kernel, transfer and other host time per rank (several traces).
+    Ranks,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -83,6 +100,10 @@ pub struct ExportArgs {
     /// Which table (CSV: default summary; JSON: default all of them).
     #[arg(long, value_enum)]
     pub what: Option<WhatArg>,
+    /// Which plot --format svg or png draws [default: lines; ranks for
+    /// several traces].
+    #[arg(long, value_enum)]
+    pub plot: Option<PlotArg>,
     /// The output file ("-" or left out: standard output).
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -242,17 +263,37 @@ fn trace_names(loaded: &[Loaded]) -> Vec<String> {
 pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
     let out = Output::new(args.output.as_deref());
     check_writable(&out)?;
-    if matches!(args.format, Format::Perfetto) && out.is_stdout() {
-        anyhow::bail!("--format perfetto writes a binary file: name it with -o FILE");
-    }
-    if args.what.is_some() && matches!(args.format, Format::Perfetto | Format::Chrome) {
+    if matches!(args.format, Format::Perfetto | Format::Png) && out.is_stdout() {
         anyhow::bail!(
-            "--what selects a table of --format csv or json; a timeline holds every event"
+            "--format {} writes a binary file: name it with -o FILE",
+            if args.format == Format::Png {
+                "png"
+            } else {
+                "perfetto"
+            }
         );
     }
+    if args.what.is_some() && !matches!(args.format, Format::Csv | Format::Json) {
+        anyhow::bail!("--what selects a table of --format csv or json");
+    }
+    if args.plot.is_some() && !matches!(args.format, Format::Svg | Format::Png) {
+        anyhow::bail!("--plot goes with --format svg or png");
+    }
+    let plot_kind = match args.plot {
+        Some(PlotArg::Lines) => Plot::Lines,
+        Some(PlotArg::Timeline) => Plot::Timeline,
+        Some(PlotArg::Sizes) => Plot::Sizes,
+        Some(PlotArg::Ranks) => Plot::Ranks,
+        None if args.traces.len() > 1 => Plot::Ranks,
+        None => Plot::Lines,
+    };
     let tables: Vec<What> = match (args.format, args.what) {
         (_, Some(w)) => vec![w.what()],
         (Format::Perfetto | Format::Chrome, None) => vec![What::Kernels],
+        (Format::Svg | Format::Png, None) => match plot_kind {
+            Plot::Lines | Plot::Ranks => vec![What::Summary],
+            Plot::Timeline | Plot::Sizes => vec![What::Kernels],
+        },
         (Format::Csv, None) => vec![What::Summary],
         (Format::Json, None) => What::ALL.to_vec(),
     };
@@ -273,6 +314,15 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         }
         Format::Chrome => out.write(|w| timeline::write_chrome(&runs, w).map(|_| ()))?,
         Format::Perfetto => out.write(|w| timeline::write_perfetto(&runs, w).map(|_| ()))?,
+        Format::Svg | Format::Png => {
+            let image = if args.format == Format::Svg {
+                Image::Svg
+            } else {
+                Image::Png
+            };
+            let bytes = plot::render(&plot::data(plot_kind, &merged, &runs), image)?;
+            out.write(|w| w.write_all(&bytes))?
+        }
     }
     Ok(0)
 }

@@ -8,6 +8,7 @@
 pub mod diff;
 pub mod export;
 pub mod findings;
+pub mod plot;
 pub mod table;
 pub mod text;
 pub mod timeline;
