@@ -759,16 +759,20 @@ fn totals_json(s: &Summary) -> serde_json::Value {
     })
 }
 
-/// The columns of every table as Markdown, for the documentation (the
-/// README's table of columns is this text; a test keeps them equal).
+/// The columns of every table (and of `accprof diff --csv`) as Markdown,
+/// for the documentation: the README holds this text, and a test keeps
+/// the two equal.
 pub fn columns_markdown() -> String {
     let mut s = String::new();
-    for what in What::ALL {
+    let tables = What::ALL
+        .iter()
+        .map(|w| (w.name(), w.columns()))
+        .chain([("diff", crate::diff::DIFF_COLUMNS)]);
+    for (name, columns) in tables {
         s.push_str(&format!(
-            "#### `{}`\n\n| column | pandas dtype | meaning |\n| --- | --- | --- |\n",
-            what.name()
+            "`{name}`:\n\n| column | pandas dtype | meaning |\n| --- | --- | --- |\n"
         ));
-        for c in what.columns() {
+        for c in columns {
             s.push_str(&format!(
                 "| `{}` | {} | {} |\n",
                 c.name,
@@ -779,4 +783,20 @@ pub fn columns_markdown() -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's table of columns is the one the code writes.
+    #[test]
+    fn readme_documents_every_column() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("README.md");
+        let want = columns_markdown();
+        if !readme.contains(&want) {
+            panic!("README.md lacks the current table of export columns; put this in its place:\n\n{want}");
+        }
+    }
 }
