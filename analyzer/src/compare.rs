@@ -438,3 +438,120 @@ pub fn ratio(before: u64, after: u64) -> Option<f64> {
         (b, a) => Some(b as f64 / a as f64),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{FunctionSummary, Stats, TransferLine};
+    use accprof_trace::CopyKind;
+
+    fn line(n: u32, kind: Reached, host_ns: u64, copyin_ns: u64) -> LineSummary {
+        let mut l = LineSummary {
+            line: Some(n),
+            host_ns,
+            ..LineSummary::default()
+        };
+        let mut s = Stats::default();
+        s.add(host_ns);
+        l.reached.insert(kind, s);
+        if copyin_ns > 0 {
+            let mut t = Stats::default();
+            t.add(copyin_ns);
+            l.transfers.push(TransferLine {
+                direction: Some(CopyKind::HostToDevice),
+                count: 1,
+                bytes: 1024,
+                time: t,
+                device_timed: true,
+                ..TransferLine::default()
+            });
+        }
+        l
+    }
+
+    fn summary(file: &str, function: &str, lines: Vec<LineSummary>) -> Summary {
+        Summary {
+            functions: vec![FunctionSummary {
+                file: file.to_string(),
+                function: function.to_string(),
+                lines,
+                ..FunctionSummary::default()
+            }],
+            ..Summary::default()
+        }
+    }
+
+    fn row<'a>(c: &'a Comparison, before: Option<u32>, entry: &str) -> &'a Row {
+        c.rows
+            .iter()
+            .find(|r| r.before_line == before && r.entry.label() == entry)
+            .unwrap_or_else(|| panic!("no {entry} row of line {before:?}: {:#?}", c.rows))
+    }
+
+    /// A data region added above two compute regions moves them down: they
+    /// are matched in order, the unchanged line by its line, the data
+    /// region is new and a line the patch removed is gone.
+    #[test]
+    fn moved_lines_match_in_order_and_say_so() {
+        use Reached::{ComputeRegion as C, DataRegion as D, Update as U};
+        let before = summary(
+            "a.c",
+            "main",
+            vec![
+                line(10, C, 100, 50),
+                line(20, C, 300, 80),
+                line(30, U, 5, 0),
+                line(40, C, 7, 0),
+            ],
+        );
+        let after = summary(
+            "a.c",
+            "main",
+            vec![
+                line(9, D, 20, 60),
+                line(11, C, 10, 1),
+                line(21, C, 30, 1),
+                line(40, C, 7, 0),
+            ],
+        );
+        let c = compare(&before, &after);
+        let r = row(&c, Some(10), "host");
+        assert_eq!((r.after_line, r.matched), (Some(11), Matched::Order));
+        let r = row(&c, Some(20), "copyin");
+        assert_eq!((r.after_line, r.matched), (Some(21), Matched::Order));
+        assert_eq!(r.before.map(|a| a.time_ns), Some(80));
+        assert_eq!(r.after.map(|a| (a.time_ns, a.bytes)), Some((1, Some(1024))));
+        assert_eq!(row(&c, Some(40), "host").matched, Matched::Line);
+        assert_eq!(row(&c, Some(30), "host").matched, Matched::Gone);
+        let new = row(&c, None, "host");
+        assert_eq!((new.after_line, new.matched), (Some(9), Matched::New));
+        assert_eq!(new.construct, Reached::DataRegion.label());
+        // Largest change in time first: line 20's host time (300 -> 30).
+        assert_eq!(c.rows[0].before_line, Some(20));
+        assert_eq!(c.rows[0].entry, Entry::Host);
+    }
+
+    /// A patched copy under another name, with a program unit of another
+    /// name, is paired with the one that is left.
+    #[test]
+    fn a_renamed_file_and_function_are_paired_when_one_is_left() {
+        let before = summary(
+            "bad.f90",
+            "laplace_bad",
+            vec![line(65, Reached::ComputeRegion, 9, 9)],
+        );
+        let after = summary(
+            "good.f90",
+            "laplace_good",
+            vec![line(54, Reached::ComputeRegion, 1, 1)],
+        );
+        let c = compare(&before, &after);
+        let r = row(&c, Some(65), "copyin");
+        assert_eq!(r.after_line, Some(54));
+        assert_eq!(r.after_file.as_deref(), Some("good.f90"));
+        assert_eq!(r.matched, Matched::Order);
+        assert_eq!(ratio(9, 1), Some(9.0));
+        assert_eq!(ratio(0, 0), None);
+        assert_eq!(ratio(3, 0), Some(f64::INFINITY));
+    }
+}
