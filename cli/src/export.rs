@@ -24,10 +24,10 @@ pub enum Format {
     /// The tables (all, or --what) and the totals as one JSON document.
     Json,
     /// The timeline as Perfetto's protobuf trace (for ui.perfetto.dev; the
-    /// compact choice for large traces).
+    /// compact choice for large traces: about 50 bytes per trace event).
     Perfetto,
     /// The timeline as Chrome trace-event JSON (chrome://tracing,
-    /// ui.perfetto.dev; about 150 bytes per event).
+    /// ui.perfetto.dev; about 85 bytes per trace event).
     Chrome,
     /// A plot (--plot) as SVG.
     Svg,
