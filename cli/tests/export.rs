@@ -426,6 +426,42 @@ fn chrome_trace_holds_every_kernel_copy_and_construct_of_the_model() {
     assert_eq!(k["args"]["block"], "32x1x1");
 }
 
+/// Two ranks: two processes, each with its own kernels, in one time line.
+#[test]
+fn chrome_trace_of_two_ranks_has_a_process_each() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.json");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            &trace("laplace_good_c"),
+            "-f",
+            "chrome",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("parses");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let processes: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .collect();
+    assert_eq!(processes.len(), 2);
+    assert!(processes[0]["args"]["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("rank 0 laplace_bad")));
+    for (pid, name) in [(1, "laplace_bad_c"), (2, "laplace_good_c")] {
+        let kernels = events
+            .iter()
+            .filter(|e| e["cat"] == "kernel" && e["pid"] == pid)
+            .count();
+        assert_eq!(kernels, support::h200_fixture(name).kernels().len());
+    }
+}
+
 /// A protobuf field: varint, fixed64 or bytes.
 #[derive(Debug, Clone, Copy)]
 enum Val<'a> {
@@ -487,8 +523,9 @@ fn text<'a>(f: &[(u64, Val<'a>)], n: u64) -> Option<&'a str> {
 
 /// Perfetto's trace processor is not available offline (the PyPI package
 /// downloads its binary at run time), so the file is decoded back here:
-/// every slice begins and ends on a declared track, properly nested, and
-/// the slices are the model's kernels, copies and constructs.
+/// every slice begins and ends on a declared track, in time order,
+/// properly nested, and the slices are the model's kernels, copies and
+/// constructs.
 #[test]
 fn perfetto_trace_decodes_to_the_model_entities() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -567,9 +604,12 @@ fn perfetto_trace_decodes_to_the_model_entities() {
             .filter(|(_, t)| t.construct.is_some())
             .count();
     assert_eq!(flows_out.len(), caused);
-    // In time order, every end closes a slice open on its track, and the
-    // kernel slices last as long as the model's kernels.
-    events.sort_by_key(|e| (e.0, e.1));
+    // The file is in time order; every end closes a slice open on its
+    // track, and the kernel slices last as long as the model's kernels.
+    assert!(
+        events.windows(2).all(|w| w[0].0 <= w[1].0),
+        "packets out of time order"
+    );
     let mut open: HashMap<u64, Vec<(u64, String)>> = HashMap::new();
     let mut kernel_ns = 0;
     for (ts, _, track, begin, cat, _) in &events {

@@ -22,10 +22,15 @@
 //! is held besides the model is one event and, per track, the ends of the
 //! slices still open on it (the nesting depth).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::io::{self, Write};
 
-use accprof_analyzer::{ConstructClass, ConstructId, KernelSource};
+use accprof_analyzer::model::{ConstructRow, KernelRow, TransferRow};
+use accprof_analyzer::{
+    Construct, ConstructClass, ConstructId, Kernel, KernelId, KernelSource, Run, Transfer,
+    TransferId,
+};
 use accprof_trace::CopyKind;
 
 use crate::export::{copy_label, RunInput};
@@ -96,194 +101,317 @@ fn copy_lane(kind: CopyKind) -> (u64, &'static str) {
     }
 }
 
-/// Walks the runs and writes their timelines to `sink`.
+/// One rank's entities, each table in start order.
+struct Walk<'a> {
+    run: &'a Run,
+    rank: u32,
+    /// The rank's position among the inputs.
+    index: u64,
+    /// Its block of track ids.
+    base: u64,
+    /// Its start relative to the earliest rank's (wall clock).
+    offset: u64,
+    constructs: std::iter::Peekable<
+        accprof_analyzer::model::Rows<'a, ConstructId, ConstructRow, Construct>,
+    >,
+    kernels: std::iter::Peekable<accprof_analyzer::model::Rows<'a, KernelId, KernelRow, Kernel>>,
+    transfers:
+        std::iter::Peekable<accprof_analyzer::model::Rows<'a, TransferId, TransferRow, Transfer>>,
+}
+
+impl Walk<'_> {
+    /// A trace time on the export's time line.
+    fn at(&self, t: u64) -> u64 {
+        t.saturating_sub(self.run.span_ns.0)
+            .saturating_add(self.offset)
+    }
+
+    /// The start of the next entity of each table (on the export's time line).
+    fn next_starts(&mut self) -> [Option<u64>; 3] {
+        let c = self.constructs.peek().map(|(_, c)| c.start_ns);
+        let k = self.kernels.peek().map(|(_, k)| k.start_ns);
+        let t = self.transfers.peek().map(|(_, t)| t.start_ns);
+        [c, k, t].map(|x| x.map(|x| self.at(x)))
+    }
+}
+
+/// What `write` keeps between slices: declared tracks and scratch text.
+struct State {
+    tracks: HashSet<u64>,
+    flows: Vec<u64>,
+    place: String,
+    grid: String,
+    block: String,
+    counts: Counts,
+}
+
+impl State {
+    fn track(
+        &mut self,
+        sink: &mut dyn TimelineSink,
+        w: &Walk<'_>,
+        id: u64,
+        name: impl FnOnce() -> String,
+        sort: u32,
+    ) -> io::Result<u64> {
+        if self.tracks.insert(id) {
+            sink.track(&Track {
+                id,
+                process: w.base,
+                name: name(),
+                sort,
+            })?;
+        }
+        Ok(id)
+    }
+
+    /// "file:line" of a construct's reported line into `place`.
+    fn place_of(&mut self, run: &Run, c: Option<ConstructId>) {
+        use std::fmt::Write as _;
+        self.place.clear();
+        let Some(c) = c else { return };
+        let s = run.site(run.line_site(c));
+        match s.line {
+            Some(l) => {
+                let _ = write!(self.place, "{}:{l}", s.file);
+            }
+            None => self.place.push_str(&s.file),
+        }
+    }
+}
+
+/// Walks the runs and writes their timelines to `sink`, every slice in
+/// start order over all ranks and tables (constructs, kernels and
+/// transfers each come in start order from the model; they are merged as
+/// they are read).
 pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<Counts> {
-    let mut counts = Counts::default();
     // Align ranks on their wall-clock start (same host: same clock).
     let t0 = runs
         .iter()
         .map(|r| r.run.header.start_unix_ns)
         .min()
         .unwrap_or(0);
-    for (ri, r) in runs.iter().enumerate() {
+    let mut walks: Vec<Walk<'_>> = Vec::with_capacity(runs.len());
+    for (i, r) in runs.iter().enumerate() {
         let run = r.run;
-        let ri = ri as u64;
-        let base = (ri + 1) * RANK_BLOCK;
-        let offset = run.header.start_unix_ns.saturating_sub(t0);
-        let at = |t: u64| t.saturating_sub(run.span_ns.0).saturating_add(offset);
+        let index = i as u64;
+        let w = Walk {
+            run,
+            rank: r.rank,
+            index,
+            base: (index + 1) * RANK_BLOCK,
+            offset: run.header.start_unix_ns.saturating_sub(t0),
+            constructs: run.constructs().peekable(),
+            kernels: run.kernels().peekable(),
+            transfers: run.transfers().peekable(),
+        };
         let exe = std::path::Path::new(&run.header.executable)
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
         sink.process(
-            base,
+            w.base,
             run.header.pid,
-            &format!("rank {} {} (pid {})", r.rank, exe, run.header.pid),
+            &format!("rank {} {} (pid {})", w.rank, exe, run.header.pid),
         )?;
-        let mut tracks: HashMap<u64, ()> = HashMap::new();
-        let mut ensure =
-            |sink: &mut dyn TimelineSink, id: u64, name: &dyn Fn() -> String, sort: u32| {
-                if tracks.insert(id, ()).is_none() {
-                    sink.track(&Track {
-                        id,
-                        process: base,
-                        name: name(),
-                        sort,
-                    })?;
+        walks.push(w);
+    }
+    let mut st = State {
+        tracks: HashSet::new(),
+        flows: Vec::new(),
+        place: String::new(),
+        grid: String::new(),
+        block: String::new(),
+        counts: Counts::default(),
+    };
+    loop {
+        // The earliest next slice of all ranks and tables; on a tie the
+        // construct first (it encloses what it caused).
+        let mut best: Option<(u64, usize, usize)> = None;
+        for (wi, w) in walks.iter_mut().enumerate() {
+            for (table, start) in w.next_starts().into_iter().enumerate() {
+                if let Some(t) = start {
+                    match best {
+                        Some((bt, _, _)) if bt <= t => {}
+                        _ => best = Some((t, wi, table)),
+                    }
                 }
-                Ok::<u64, io::Error>(id)
-            };
-
-        let mut flows: Vec<u64> = Vec::new();
-        let mut place = String::new();
-        let line_of = |c: ConstructId, place: &mut String| {
-            use std::fmt::Write as _;
-            let s = run.site(run.line_site(c));
-            place.clear();
-            match s.line {
-                Some(l) => {
-                    let _ = write!(place, "{}:{l}", s.file);
+            }
+        }
+        let Some((_, wi, table)) = best else { break };
+        let w = &mut walks[wi];
+        match table {
+            0 => {
+                if let Some((id, c)) = w.constructs.next() {
+                    construct(sink, &mut st, w, id, &c)?;
                 }
-                None => place.push_str(&s.file),
             }
-        };
-
-        for (id, c) in run.constructs() {
-            let track = ensure(
-                sink,
-                base + 1 + u64::from(c.thread),
-                &|| format!("host thread {}", c.thread),
-                c.thread.min(999),
-            )?;
-            flows.clear();
-            flows.extend(
-                run.kernels_of(id)
-                    .iter()
-                    .map(|k| flow_id(ri, 1, k.number())),
-            );
-            flows.extend(
-                run.transfers_of(id)
-                    .iter()
-                    .map(|t| flow_id(ri, 2, t.number())),
-            );
-            counts.flows += flows.len() as u64;
-            line_of(id, &mut place);
-            let name = match c.class {
-                ConstructClass::ApiCall(routine) => run.routine(routine),
-                _ => c.kind.map_or("construct", |k| k.name()),
-            };
-            let s = run.site(c.site);
-            let end = c.end_ns().unwrap_or(run.span_ns.1).max(c.start_ns);
-            sink.slice(&Slice {
-                track,
-                name,
-                category: "construct",
-                start_ns: at(c.start_ns),
-                end_ns: at(end),
-                args: &[
-                    ("source", Arg::Str(&place)),
-                    ("function", Arg::Str(&s.function)),
-                    ("construct_id", Arg::Int(u64::from(id.number()))),
-                ],
-                flows_out: &flows,
-                flow_in: None,
-            })?;
-            counts.constructs += 1;
-        }
-
-        let mut grid = String::new();
-        let mut block = String::new();
-        for (id, k) in run.kernels() {
-            use std::fmt::Write as _;
-            let track = ensure(
-                sink,
-                base + (1 << 24) + (u64::from(k.device) << 16) + u64::from(k.stream & 0xffff),
-                &|| match k.source {
-                    KernelSource::Cupti => format!("GPU {} stream {} kernels", k.device, k.stream),
-                    KernelSource::AccProf => "kernel launches (host, no CUPTI)".to_string(),
-                },
-                1000 + k.device * 100,
-            )?;
-            grid.clear();
-            block.clear();
-            let _ = write!(grid, "{}x{}x{}", k.grid[0], k.grid[1], k.grid[2]);
-            let _ = write!(block, "{}x{}x{}", k.block[0], k.block[1], k.block[2]);
-            match k.construct {
-                Some(c) => line_of(c, &mut place),
-                None => place.clear(),
+            1 => {
+                if let Some((id, k)) = w.kernels.next() {
+                    kernel(sink, &mut st, w, id, &k)?;
+                }
             }
-            sink.slice(&Slice {
-                track,
-                name: run.name(k.name),
-                category: "kernel",
-                start_ns: at(k.start_ns),
-                end_ns: at(k.end_ns.max(k.start_ns)),
-                args: &[
-                    ("source", Arg::Str(&place)),
-                    ("grid", Arg::Str(&grid)),
-                    ("block", Arg::Str(&block)),
-                    ("registers", Arg::Int(u64::from(k.registers))),
-                    ("kernel_id", Arg::Int(u64::from(id.number()))),
-                    (
-                        "construct_id",
-                        Arg::Int(k.construct.map_or(0, |c| u64::from(c.number()))),
-                    ),
-                ],
-                flows_out: &[],
-                flow_in: k.construct.map(|_| flow_id(ri, 1, id.number())),
-            })?;
-            counts.kernels += 1;
-        }
-
-        for (id, t) in run.transfers() {
-            let (lane, lane_name) = copy_lane(t.kind);
-            let device = t.device().unwrap_or(0);
-            let stream = t.stream();
-            let track = ensure(
-                sink,
-                base + (2 << 24)
-                    + (lane << 20)
-                    + (u64::from(device) << 16)
-                    + stream.map_or(0xffff, |s| u64::from(s & 0xfffe)),
-                &|| match stream {
-                    Some(s) => format!("GPU {device} stream {s} {lane_name}"),
-                    None => format!("{lane_name} (host, no CUPTI)"),
-                },
-                2000 + device * 100 + lane as u32,
-            )?;
-            match t.construct {
-                Some(c) => line_of(c, &mut place),
-                None => place.clear(),
+            _ => {
+                if let Some((id, t)) = w.transfers.next() {
+                    transfer(sink, &mut st, w, id, &t)?;
+                }
             }
-            let name = copy_label(Some(t.kind));
-            sink.slice(&Slice {
-                track,
-                name: match t.variable {
-                    Some(v) => run.name(v),
-                    None => name,
-                },
-                category: name,
-                start_ns: at(t.start_ns),
-                end_ns: at(t.end_ns.max(t.start_ns)),
-                args: &[
-                    ("source", Arg::Str(&place)),
-                    ("kind", Arg::Str(name)),
-                    ("variable", Arg::Str(t.variable.map_or("", |v| run.name(v)))),
-                    ("bytes", Arg::Int(t.bytes)),
-                    ("transfer_id", Arg::Int(u64::from(id.number()))),
-                    (
-                        "construct_id",
-                        Arg::Int(t.construct.map_or(0, |c| u64::from(c.number()))),
-                    ),
-                ],
-                flows_out: &[],
-                flow_in: t.construct.map(|_| flow_id(ri, 2, id.number())),
-            })?;
-            counts.copies += 1;
         }
     }
     sink.finish()?;
-    Ok(counts)
+    Ok(st.counts)
+}
+
+fn construct(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    id: ConstructId,
+    c: &Construct,
+) -> io::Result<()> {
+    let run = w.run;
+    let track = st.track(
+        sink,
+        w,
+        w.base + 1 + u64::from(c.thread),
+        || format!("host thread {}", c.thread),
+        c.thread.min(999),
+    )?;
+    st.flows.clear();
+    st.flows.extend(
+        run.kernels_of(id)
+            .iter()
+            .map(|k| flow_id(w.index, 1, k.number())),
+    );
+    st.flows.extend(
+        run.transfers_of(id)
+            .iter()
+            .map(|t| flow_id(w.index, 2, t.number())),
+    );
+    st.counts.flows += st.flows.len() as u64;
+    st.place_of(run, Some(id));
+    let name = match c.class {
+        ConstructClass::ApiCall(routine) => run.routine(routine),
+        _ => c.kind.map_or("construct", |k| k.name()),
+    };
+    let s = run.site(c.site);
+    let end = c.end_ns().unwrap_or(run.span_ns.1).max(c.start_ns);
+    sink.slice(&Slice {
+        track,
+        name,
+        category: "construct",
+        start_ns: w.at(c.start_ns),
+        end_ns: w.at(end),
+        args: &[
+            ("source", Arg::Str(&st.place)),
+            ("function", Arg::Str(&s.function)),
+            ("construct_id", Arg::Int(u64::from(id.number()))),
+        ],
+        flows_out: &st.flows,
+        flow_in: None,
+    })?;
+    st.counts.constructs += 1;
+    Ok(())
+}
+
+fn kernel(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    id: KernelId,
+    k: &Kernel,
+) -> io::Result<()> {
+    use std::fmt::Write as _;
+    let run = w.run;
+    let track = st.track(
+        sink,
+        w,
+        w.base + (1 << 24) + (u64::from(k.device) << 16) + u64::from(k.stream & 0xffff),
+        || match k.source {
+            KernelSource::Cupti => format!("GPU {} stream {} kernels", k.device, k.stream),
+            KernelSource::AccProf => "kernel launches (host, no CUPTI)".to_string(),
+        },
+        1000 + k.device * 100,
+    )?;
+    st.grid.clear();
+    st.block.clear();
+    let _ = write!(st.grid, "{}x{}x{}", k.grid[0], k.grid[1], k.grid[2]);
+    let _ = write!(st.block, "{}x{}x{}", k.block[0], k.block[1], k.block[2]);
+    st.place_of(run, k.construct);
+    sink.slice(&Slice {
+        track,
+        name: run.name(k.name),
+        category: "kernel",
+        start_ns: w.at(k.start_ns),
+        end_ns: w.at(k.end_ns.max(k.start_ns)),
+        args: &[
+            ("source", Arg::Str(&st.place)),
+            ("grid", Arg::Str(&st.grid)),
+            ("block", Arg::Str(&st.block)),
+            ("registers", Arg::Int(u64::from(k.registers))),
+            ("kernel_id", Arg::Int(u64::from(id.number()))),
+            (
+                "construct_id",
+                Arg::Int(k.construct.map_or(0, |c| u64::from(c.number()))),
+            ),
+        ],
+        flows_out: &[],
+        flow_in: k.construct.map(|_| flow_id(w.index, 1, id.number())),
+    })?;
+    st.counts.kernels += 1;
+    Ok(())
+}
+
+fn transfer(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    id: TransferId,
+    t: &Transfer,
+) -> io::Result<()> {
+    let run = w.run;
+    let (lane, lane_name) = copy_lane(t.kind);
+    let device = t.device().unwrap_or(0);
+    let stream = t.stream();
+    let track = st.track(
+        sink,
+        w,
+        w.base
+            + (2 << 24)
+            + (lane << 20)
+            + (u64::from(device) << 16)
+            + stream.map_or(0xffff, |s| u64::from(s & 0xfffe)),
+        || match stream {
+            Some(s) => format!("GPU {device} stream {s} {lane_name}"),
+            None => format!("{lane_name} (host, no CUPTI)"),
+        },
+        2000 + device * 100 + lane as u32,
+    )?;
+    st.place_of(run, t.construct);
+    let kind = copy_label(Some(t.kind));
+    let variable = t.variable.map_or("", |v| run.name(v));
+    sink.slice(&Slice {
+        track,
+        name: if variable.is_empty() { kind } else { variable },
+        category: kind,
+        start_ns: w.at(t.start_ns),
+        end_ns: w.at(t.end_ns.max(t.start_ns)),
+        args: &[
+            ("source", Arg::Str(&st.place)),
+            ("kind", Arg::Str(kind)),
+            ("variable", Arg::Str(variable)),
+            ("bytes", Arg::Int(t.bytes)),
+            ("transfer_id", Arg::Int(u64::from(id.number()))),
+            (
+                "construct_id",
+                Arg::Int(t.construct.map_or(0, |c| u64::from(c.number()))),
+            ),
+        ],
+        flows_out: &[],
+        flow_in: t.construct.map(|_| flow_id(w.index, 2, id.number())),
+    })?;
+    st.counts.copies += 1;
+    Ok(())
 }
 
 // ------------------------------------------------------------ Chrome JSON
@@ -490,8 +618,10 @@ const MAX_LANES: u64 = 8;
 
 /// Perfetto's protobuf trace: a `Trace` is a sequence of `packet` fields,
 /// so each `TracePacket` is written as it comes. Slices become
-/// SLICE_BEGIN/SLICE_END pairs; on each track the ends still open are kept
-/// on a stack so that the pairs nest as Perfetto requires.
+/// SLICE_BEGIN/SLICE_END pairs, written in time order (slices come in
+/// start order; the ends still open wait in a heap until a later start);
+/// on each track the open ends form a stack, so the pairs nest as
+/// Perfetto requires.
 pub struct PerfettoSink<W: Write> {
     out: W,
     packet: Proto,
@@ -499,7 +629,11 @@ pub struct PerfettoSink<W: Write> {
     inner: Proto,
     /// Per (track, lane): ends of the open slices, innermost last.
     open: HashMap<u64, Vec<u64>>,
-    /// Tracks known, and their lanes declared beyond the first.
+    /// Every open slice's end, earliest first; of equal ends, the inner
+    /// slice (pushed later) first.
+    pending: BinaryHeap<Reverse<(u64, Reverse<u64>, u64)>>,
+    pushed: u64,
+    /// Tracks known.
     tracks: HashMap<u64, Track>,
 }
 
@@ -511,6 +645,8 @@ impl<W: Write> PerfettoSink<W> {
             msg: Proto::default(),
             inner: Proto::default(),
             open: HashMap::new(),
+            pending: BinaryHeap::new(),
+            pushed: 0,
             tracks: HashMap::new(),
         }
     }
@@ -549,14 +685,17 @@ impl<W: Write> PerfettoSink<W> {
         self.emit()
     }
 
-    /// Closes the slices of `lane_id` that ended by `t`.
-    fn close_until(&mut self, lane_id: u64, t: u64) -> io::Result<()> {
-        while let Some(&e) = self.open.get(&lane_id).and_then(|s| s.last()) {
-            if e > t {
+    /// Ends the slices that ended by `t`, in time order.
+    fn close_until(&mut self, t: u64) -> io::Result<()> {
+        while let Some(&Reverse((end, _, lane))) = self.pending.peek() {
+            if end > t {
                 break;
             }
-            self.open.get_mut(&lane_id).map(|s| s.pop());
-            self.end(lane_id, e)?;
+            self.pending.pop();
+            if let Some(stack) = self.open.get_mut(&lane) {
+                stack.pop();
+            }
+            self.end(lane, end)?;
         }
         Ok(())
     }
@@ -580,10 +719,10 @@ impl<W: Write> TimelineSink for PerfettoSink<W> {
     fn slice(&mut self, s: &Slice<'_>) -> io::Result<()> {
         // The first lane where the slice nests in what is open (or where
         // nothing is open once the finished slices are closed).
+        self.close_until(s.start_ns)?;
         let mut chosen = None;
         for lane in 0..MAX_LANES {
             let id = lane_uuid(s.track, lane);
-            self.close_until(id, s.start_ns)?;
             match self.open.get(&id).and_then(|v| v.last()) {
                 Some(&e) if e < s.end_ns => continue,
                 _ => {
@@ -641,15 +780,14 @@ impl<W: Write> TimelineSink for PerfettoSink<W> {
             });
         self.emit()?;
         self.open.entry(id).or_default().push(end_ns);
+        self.pushed += 1;
+        self.pending
+            .push(Reverse((end_ns, Reverse(self.pushed), id)));
         Ok(())
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        let mut lanes: Vec<u64> = self.open.keys().copied().collect();
-        lanes.sort_unstable();
-        for id in lanes {
-            self.close_until(id, u64::MAX)?;
-        }
+        self.close_until(u64::MAX)?;
         self.out.flush()
     }
 }
