@@ -46,28 +46,7 @@ done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$cache"
-trace=$cache/storm-$events.trace
-
-if [ -s "$trace" ]; then
-  echo "trace: $trace (cached, $(du -h "$trace" | cut -f1))"
-else
-  # About 13 bytes per event; ask for 15 to leave room.
-  need=$(( events * 15 / 1024 ))
-  avail=$(df -Pk "$cache" | awk 'NR == 2 { print $4 }')
-  if [ "$avail" -lt "$need" ]; then
-    echo "load.sh: $cache has $((avail / 1024)) MiB free, the trace needs about $((need / 1024)) MiB" >&2
-    exit 2
-  fi
-  echo "generating $events events ($constructs constructs) under the collector ..."
-  cc -O2 -shared -fPIC -DSTORM_RUNTIME "$root/bench/eventstorm.c" -o "$work/libaccstorm.so"
-  cc -O2 "$root/bench/eventstorm.c" -o "$work/eventstorm" -L"$work" -laccstorm -Wl,-rpath,"$work"
-  ACCPROF_QUIET=1 ACCPROF_OUTPUT="$work/storm.trace" LD_PRELOAD="$lib" "$work/eventstorm" "$constructs"
-  # Renamed only once complete, so an interrupted run leaves nothing to reuse.
-  mv "$work/storm.trace" "$trace.part"
-  mv "$trace.part" "$trace"
-  echo "trace: $trace ($(du -h "$trace" | cut -f1))"
-fi
+trace=$("$root/bench/storm-trace.sh" "$events" "$cache")
 
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -8,6 +8,8 @@ dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || need+=(gcc-12-offload-nvptx)
 command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
+# The test that loads the exported CSV files uses the first python3 with pandas.
+python3 -c 'import pandas' >/dev/null 2>&1 || /usr/bin/python3 -c 'import pandas' >/dev/null 2>&1 || need+=(python3-pandas)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo

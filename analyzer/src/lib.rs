@@ -5,6 +5,7 @@
 //! It reads traces; it never runs programs and never writes files.
 
 pub mod analysis;
+pub mod compare;
 pub mod findings;
 pub mod join;
 pub mod load;
@@ -22,5 +23,6 @@ pub mod units;
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, Memset, MemsetId, NameId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
+    KernelId, KernelSource, Memset, MemsetId, NameId, Run, Site, SiteId, Transfer, TransferId,
+    TransferSource,
 };

@@ -41,6 +41,14 @@ macro_rules! handle {
             pub(crate) fn index(self) -> usize {
                 self.0.get() as usize - 1
             }
+
+            /// The handle as a number (1, 2, ...), the same for the same
+            /// trace every time it is read: exports name entities by it so
+            /// that their tables join.
+            #[inline]
+            pub fn number(self) -> u32 {
+                self.0.get()
+            }
         }
     };
 }

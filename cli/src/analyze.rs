@@ -139,7 +139,7 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, Summary
     Ok((run, sources, analysis, summary))
 }
 
-fn parse_map(s: &str) -> Result<(PathBuf, PathBuf), String> {
+pub fn parse_map(s: &str) -> Result<(PathBuf, PathBuf), String> {
     match s.split_once('=') {
         Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((PathBuf::from(a), PathBuf::from(b))),
         _ => Err(format!("`{s}` is not FROM=TO")),

@@ -5,6 +5,7 @@
 
 mod analyze;
 mod embedded;
+mod export;
 mod progress;
 mod run;
 mod tune;
@@ -51,6 +52,17 @@ Examples:
   accprof tune --at laplace.c:154 --build ... --run ... --variant 'parallel loop collapse(2) reduction(max:dt)'
   accprof tune --at heat.c:129 --build ... --space vector_length=32..1024 --prebuild pre/   (build here)
   accprof tune --at heat.c:129 --prebuilt pre/ --space vector_length=32..1024 --run '{out} 2048 2048 100'   (there)";
+const EXPORT_EXAMPLES: &str = "\
+Examples:
+  accprof export app.trace --format csv --what kernels -o kernels.csv
+  accprof export app.trace --format json -o app.json      every table and the totals
+  accprof export r*.trace --format csv --what ranks         MPI ranks: per-rank rows and imbalance";
+
+const DIFF_EXAMPLES: &str = "\
+Examples:
+  accprof diff before.trace after.trace
+  accprof diff --json before.trace after.trace > diff.json
+  accprof diff --csv -o diff.csv before.trace after.trace";
 
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
@@ -76,6 +88,14 @@ enum Command {
     /// device; a table, samples, plots and the winner's patch.
     #[command(after_help = TUNE_EXAMPLES)]
     Tune(tune::TuneArgs),
+    /// Tables as CSV or JSON (summary, constructs, kernels, transfers,
+    /// allocations, findings, ranks).
+    #[command(after_help = EXPORT_EXAMPLES)]
+    Export(export::ExportArgs),
+    /// Compare two runs: per source line, kernel and transfer kind, counts,
+    /// times and bytes before and after, and the totals.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(export::DiffArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -139,6 +159,13 @@ pub struct ReportArgs {
     /// Add bytes, bandwidth, variables, memory kinds, kernel resources, time shares and sources.
     #[arg(long)]
     pub extended: bool,
+    /// Print the summary and per-rank tables as JSON (the layout of
+    /// `accprof export --format json`) instead of text.
+    #[arg(long, conflicts_with_all = ["csv", "extended"])]
+    pub json: bool,
+    /// Print the summary table as CSV (the `summary` table of `accprof export`).
+    #[arg(long, conflicts_with = "extended")]
+    pub csv: bool,
     /// Order of the lines within a function.
     #[arg(long, value_enum, default_value_t = SortArg::Line)]
     pub sort: SortArg,
@@ -161,6 +188,8 @@ fn main() -> ExitCode {
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
         Command::Tune(args) => tune::tune(&args),
+        Command::Export(args) => export::export(&args),
+        Command::Diff(args) => export::diff(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -260,7 +289,33 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         }
         anyhow::bail!("none of the {} traces could be read", args.traces.len());
     }
-    let text = if let [one] = summaries.as_slice() {
+    if args.json || args.csv {
+        let merged = accprof_analyzer::summary::merge(&summaries);
+        let input = accprof_reports::export::Input {
+            merged: &merged,
+            runs: &[],
+        };
+        let out = export::Output::new(None);
+        if args.json {
+            let names: Vec<String> = read.iter().map(|p| p.display().to_string()).collect();
+            let tables = [
+                accprof_reports::export::What::Summary,
+                accprof_reports::export::What::Ranks,
+            ];
+            out.write(|w| accprof_reports::export::write_json(&tables, &input, &names, w))?;
+        } else {
+            out.write(|w| {
+                accprof_reports::export::write_csv(
+                    accprof_reports::export::What::Summary,
+                    &input,
+                    w,
+                )
+            })?;
+        }
+    }
+    let text = if args.json || args.csv {
+        Vec::new()
+    } else if let [one] = summaries.as_slice() {
         accprof_reports::text::render_summary(one, &opts)
     } else {
         let merged = accprof_analyzer::summary::merge(&summaries);

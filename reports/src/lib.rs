@@ -5,7 +5,12 @@
 //! Every exporter takes a model and options and returns bytes; only the CLI
 //! opens files.
 
+pub mod diff;
+pub mod export;
 pub mod findings;
+pub mod plot;
+pub mod table;
 pub mod text;
 pub mod tune;
+pub mod timeline;
 pub mod verify;

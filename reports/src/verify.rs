@@ -1,26 +1,14 @@
 //! The before/after table of `accprof analyze --verify`: what was built
 //! and run, whether the outputs agree (and if not, where), and the device
-//! and wall times of both runs with their ratio.
+//! and wall times of both runs with their ratio, and per source line the
+//! comparison of `accprof diff` (the same wording and layout).
 
 use std::fmt::Write as _;
 
+use crate::diff::{ratio_text as ratio, render_lines, totals_row};
+
 use accprof_analyzer::units;
 use accprof_tuner::{Difference, NotMeasured, Verified};
-
-/// "3.0x less", "1.5x more", "-" (both zero), "all of it gone".
-fn ratio(before: u64, after: u64) -> String {
-    if after == 0 {
-        if before == 0 {
-            "-".to_string()
-        } else {
-            "all of it gone".to_string()
-        }
-    } else if before >= after {
-        format!("{:.1}x less", before as f64 / after as f64)
-    } else {
-        format!("{:.1}x more", after as f64 / before.max(1) as f64)
-    }
-}
 
 fn not_measured(n: &NotMeasured) -> String {
     let mut why = format!(
@@ -77,9 +65,7 @@ pub fn render(v: &Verified) -> Vec<u8> {
             }
         }
     }
-    let row = |s: &mut String, label: &str, x: &str, y: &str, note: &str| {
-        let _ = writeln!(s, "  {label:<28} {x:>12} {y:>12}   {note}");
-    };
+    let row = totals_row;
     row(&mut s, "", "before", "after", "ratio");
     match (&a.device, &b.device) {
         (Ok(x), Ok(y)) => {
@@ -134,6 +120,9 @@ pub fn render(v: &Verified) -> Vec<u8> {
         "  {:<28} {:>12} {:>12}",
         "OpenACC constructs reached", a.constructs, b.constructs
     );
+    if let (Some(x), Some(y)) = (&a.summary, &b.summary) {
+        render_lines(&mut s, &accprof_analyzer::compare::compare(x, y));
+    }
     if let Some(k) = &v.kept {
         let _ = writeln!(s, "  kept: {} (builds and traces)", k.display());
     }
@@ -154,6 +143,7 @@ mod tests {
             trace: PathBuf::from("/w/before.trace"),
             device,
             constructs: 20,
+            summary: None,
         }
     }
 

@@ -95,6 +95,8 @@ pub struct Measured {
     pub device: Result<DeviceTimes, NotMeasured>,
     /// Top-level OpenACC constructs reached.
     pub constructs: u64,
+    /// The summary of its trace, for the per-line comparison.
+    pub summary: Option<accprof_analyzer::summary::Summary>,
 }
 
 /// Device times of one run (CUPTI).
@@ -290,6 +292,7 @@ fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
         trace: out.trace,
         device,
         constructs: summary.constructs,
+        summary: Some(summary),
     })
 }
 

@@ -1,0 +1,896 @@
+//! `accprof export` and `accprof diff` on the H200 fixture traces: CSV and
+//! JSON goldens, the diff of the laplace samples before and after their
+//! fix, the Chrome and Perfetto timelines read back and counted against
+//! the model, the plots' structure, pandas reading every CSV with the
+//! documented dtypes, and the one-line errors.
+//!
+//! Goldens live in tests/golden/export; rewrite them with
+//! `ACCPROF_BLESS=1 cargo test -p accprof --test export`.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use accprof_reports::export::What;
+use accprof_trace::CopyKind;
+
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/export")
+        .join(name);
+    accprof_analyzer::testkit::golden::check(&path, got, "cargo test -p accprof --test export");
+}
+
+/// `accprof SUBCOMMAND ARGS...` run in the fixture folder (so trace names
+/// in the output are relative and the same on every machine), with the
+/// sources read from the repository's samples (the fixtures recorded them
+/// under /work/main/samples) so the findings read the same everywhere.
+fn on_fixtures(subcommand: &str, args: &[&str]) -> Output {
+    let mut cmd = support::accprof_on_fixtures(subcommand);
+    cmd.current_dir(support::h200_fixtures());
+    if subcommand != "report" {
+        let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+        cmd.arg("--source-map")
+            .arg(format!("/work/main/samples={}", samples.display()));
+    }
+    cmd.args(args);
+    cmd.output().expect("run accprof")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        support::stdout(o),
+        support::stderr(o)
+    );
+    support::stdout(o)
+}
+
+fn trace(name: &str) -> String {
+    format!("{name}.trace")
+}
+
+// ------------------------------------------------------------------- CSV
+
+const TABLES: [&str; 7] = [
+    "summary",
+    "constructs",
+    "kernels",
+    "transfers",
+    "allocations",
+    "findings",
+    "ranks",
+];
+
+#[test]
+fn csv_tables_of_laplace_bad_c_match_their_goldens() {
+    for what in TABLES {
+        let o = on_fixtures(
+            "export",
+            &[&trace("laplace_bad_c"), "--format", "csv", "--what", what],
+        );
+        golden(&format!("laplace_bad_c.{what}.csv"), &ok(&o));
+    }
+}
+
+/// The entity tables hold one row per entity of the model, and their ids
+/// join: every construct a kernel or transfer names is a construct row.
+#[test]
+fn csv_rows_are_the_model_entities_and_ids_join() {
+    let run = support::h200_fixture("laplace_bad_c");
+    let rows = |what: &str| -> Vec<HashMap<String, String>> {
+        let text = ok(&on_fixtures(
+            "export",
+            &[&trace("laplace_bad_c"), "-f", "csv", "--what", what],
+        ));
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let headers = r.headers().expect("header").clone();
+        r.records()
+            .map(|rec| {
+                let rec = rec.expect("record");
+                headers
+                    .iter()
+                    .zip(rec.iter())
+                    .map(|(h, v)| (h.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    };
+    let constructs = rows("constructs");
+    let kernels = rows("kernels");
+    let transfers = rows("transfers");
+    assert_eq!(constructs.len(), run.constructs().len());
+    assert_eq!(kernels.len(), run.kernels().len());
+    assert_eq!(transfers.len(), run.transfers().len());
+    assert_eq!(rows("allocations").len(), run.allocs().len());
+    let ids: HashSet<&str> = constructs
+        .iter()
+        .map(|r| r["construct_id"].as_str())
+        .collect();
+    for r in kernels.iter().chain(&transfers) {
+        assert!(ids.contains(r["construct_id"].as_str()), "{r:?}");
+    }
+    // The kernel time of the table is the model's.
+    let ns: u64 = kernels
+        .iter()
+        .map(|r| {
+            let (us, frac) = r["device_time_us"].split_once('.').expect("us.ns");
+            us.parse::<u64>().expect("us") * 1000 + frac.parse::<u64>().expect("ns")
+        })
+        .sum();
+    assert_eq!(ns, run.kernels().map(|(_, k)| k.device_ns()).sum::<u64>());
+    // Each kernel row names the line of its construct.
+    for r in &kernels {
+        let c = &constructs
+            .iter()
+            .find(|c| c["construct_id"] == r["construct_id"])
+            .expect("construct");
+        assert_eq!((&c["file"], &c["line"]), (&r["file"], &r["line"]));
+    }
+}
+
+// ------------------------------------------------------------------ JSON
+
+#[test]
+fn json_of_laplace_good_c_matches_its_golden_and_the_csv_tables() {
+    let text = ok(&on_fixtures(
+        "export",
+        &[&trace("laplace_good_c"), "--format", "json"],
+    ));
+    golden("laplace_good_c.json", &text);
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON parses");
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["traces"][0], "laplace_good_c.trace");
+    for what in TABLES {
+        let csv = ok(&on_fixtures(
+            "export",
+            &[&trace("laplace_good_c"), "-f", "csv", "--what", what],
+        ));
+        let rows = doc["tables"][what].as_array().expect("table");
+        assert_eq!(rows.len(), csv.lines().count() - 1, "{what}");
+        let columns: Vec<&str> = What::ALL
+            .iter()
+            .find(|w| w.name() == what)
+            .expect("table")
+            .columns()
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        for r in rows {
+            let keys: Vec<&str> = r
+                .as_object()
+                .expect("row object")
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let mut want = columns.clone();
+            want.sort_unstable();
+            let mut got = keys.clone();
+            got.sort_unstable();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+    let run = support::h200_fixture("laplace_good_c");
+    let t = run.totals();
+    assert_eq!(
+        doc["totals"]["transfer_time_us"].as_f64(),
+        Some(t.transfer_ns as f64 / 1000.0)
+    );
+}
+
+/// `report --json` and `report --csv` give the summary tables of `export`.
+#[test]
+fn report_json_and_csv_are_the_export_summary() {
+    let t = trace("laplace_bad_c");
+    let csv = ok(&on_fixtures("report", &["--csv", &t]));
+    let exported = ok(&on_fixtures(
+        "export",
+        &[&t, "-f", "csv", "--what", "summary"],
+    ));
+    assert_eq!(csv, exported);
+    let json = ok(&on_fixtures("report", &["--json", &t]));
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("parses");
+    let full: serde_json::Value =
+        serde_json::from_str(&ok(&on_fixtures("export", &[&t, "-f", "json"]))).expect("parses");
+    assert_eq!(doc["tables"]["summary"], full["tables"]["summary"]);
+    assert_eq!(doc["tables"]["ranks"], full["tables"]["ranks"]);
+    assert_eq!(doc["totals"], full["totals"]);
+    assert!(doc["tables"].get("kernels").is_none());
+}
+
+// ------------------------------------------------------------------- MPI
+
+/// Several traces: per-rank rows in every entity table, a ranks table
+/// with one row per trace and a total with its imbalance, and the
+/// imbalance of each line in the summary.
+#[test]
+fn several_traces_give_per_rank_rows_totals_and_imbalance() {
+    let traces = [trace("laplace_bad_c"), trace("laplace_good_c")];
+    let args = |extra: &[&'static str]| {
+        let mut v: Vec<&str> = traces.iter().map(String::as_str).collect();
+        v.extend_from_slice(extra);
+        v
+    };
+    let ranks = ok(&on_fixtures(
+        "export",
+        &args(&["-f", "csv", "--what", "ranks"]),
+    ));
+    golden("two_ranks.ranks.csv", &ranks);
+    let lines: Vec<&str> = ranks.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 + 1, "{ranks}");
+    assert!(lines[3].starts_with("total,"), "{ranks}");
+    let kernels = ok(&on_fixtures(
+        "export",
+        &args(&["-f", "csv", "--what", "kernels"]),
+    ));
+    let per_rank: Vec<usize> = ["0,", "1,"]
+        .iter()
+        .map(|r| kernels.lines().filter(|l| l.starts_with(r)).count())
+        .collect();
+    let bad = support::h200_fixture("laplace_bad_c").kernels().len();
+    let good = support::h200_fixture("laplace_good_c").kernels().len();
+    assert_eq!(per_rank, vec![bad, good]);
+    let summary = ok(&on_fixtures(
+        "export",
+        &args(&["-f", "csv", "--what", "summary"]),
+    ));
+    let mut r = csv::Reader::from_reader(summary.as_bytes());
+    let h = r.headers().expect("header").clone();
+    let imb = h.iter().position(|c| c == "imbalance").expect("column");
+    assert!(
+        r.records()
+            .any(|x| x.expect("row").get(imb).is_some_and(|v| !v.is_empty())),
+        "no line has an imbalance:\n{summary}"
+    );
+    let json = ok(&on_fixtures(
+        "export",
+        &args(&["-f", "json", "--what", "ranks"]),
+    ));
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("parses");
+    assert_eq!(doc["totals"]["ranks"], 2);
+    assert_eq!(doc["tables"]["ranks"].as_array().map(Vec::len), Some(3));
+}
+
+// ------------------------------------------------------------------ diff
+
+/// Transfer time of the rows of lines found in both runs (the compute
+/// regions), before and after.
+fn matched_transfer_times(doc: &serde_json::Value) -> (f64, f64) {
+    let mut sums = (0.0, 0.0);
+    for r in doc["rows"].as_array().expect("rows") {
+        let entry = r["entry"].as_str().expect("entry");
+        let matched = r["matched"].as_str().expect("matched");
+        if (entry == "copyin" || entry == "copyout") && (matched == "line" || matched == "order") {
+            sums.0 += r["before"]["time_us"].as_f64().unwrap_or(0.0);
+            sums.1 += r["after"]["time_us"].as_f64().unwrap_or(0.0);
+        }
+    }
+    sums
+}
+
+/// laplace_bad.c against laplace_good.c: the data region takes the array
+/// copies out of the loop, so the transfers at the two compute regions
+/// (matched in order: the patch moved them from lines 148 and 154 to 134
+/// and 142) take over 50 times less time; the single-gang kernel of line
+/// 154 became a parallel one.
+#[test]
+fn diff_of_laplace_c_before_and_after_its_fix() {
+    let (b, a) = (trace("laplace_bad_c"), trace("laplace_good_c"));
+    let text = ok(&on_fixtures("diff", &[&b, &a]));
+    golden("laplace_c.diff.txt", &text);
+    assert!(
+        text.contains("laplace_bad.c:154 -> laplace_good.c:142"),
+        "{text}"
+    );
+    assert!(text.contains("laplace_good.c:132"), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&on_fixtures("diff", &["--json", &b, &a]))).expect("parses");
+    golden(
+        "laplace_c.diff.json",
+        &serde_json::to_string_pretty(&doc).expect("json"),
+    );
+    let (before, after) = matched_transfer_times(&doc);
+    assert!(
+        before > 50.0 * after && after > 0.0,
+        "transfer time at the compute regions {before} us -> {after} us"
+    );
+    let totals = &doc["totals"];
+    let ratio = totals["ratio"]["transfer_time"].as_f64().expect("ratio");
+    let (tb, ta) = (
+        totals["before"]["transfer_time_us"]
+            .as_f64()
+            .expect("before"),
+        totals["after"]["transfer_time_us"].as_f64().expect("after"),
+    );
+    assert!(
+        (ratio - tb / ta).abs() < 1e-9 * ratio,
+        "{ratio} vs {tb}/{ta}"
+    );
+    assert!(ratio > 10.0, "total transfer time ratio {ratio}");
+    let bytes = |s: &str| totals[s]["transfer_bytes"].as_f64().expect("bytes");
+    assert!(bytes("before") > 50.0 * bytes("after"));
+    // How each row was matched is said; the new data region is new.
+    let rows = doc["rows"].as_array().expect("rows");
+    assert!(rows.iter().any(|r| r["matched"] == "new"
+        && r["after_line"] == 132
+        && r["construct"] == "data region"));
+    assert!(rows.iter().all(|r| r["matched"] != "gone"), "{text}");
+    let kernel154 = rows
+        .iter()
+        .find(|r| r["entry"] == "kernel" && r["before_line"] == 154)
+        .expect("kernel row of line 154");
+    assert_eq!(kernel154["after_line"], 142);
+    assert_eq!(kernel154["matched"], "order");
+    assert!(kernel154["time_ratio"].as_f64().expect("ratio") > 100.0);
+}
+
+/// The Fortran samples: the same fix. Their arrays are small (N = 256 at
+/// run time in an array sized for it), so the copies were already quick:
+/// the bytes moved drop over 50 times, the time less.
+#[test]
+fn diff_of_laplace_fortran_before_and_after_its_fix() {
+    let (b, a) = (trace("laplace_bad_f90"), trace("laplace_good_f90"));
+    let text = ok(&on_fixtures("diff", &[&b, &a]));
+    golden("laplace_f90.diff.txt", &text);
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&on_fixtures("diff", &["--json", &b, &a]))).expect("parses");
+    let totals = &doc["totals"];
+    let bytes = |s: &str| totals[s]["transfer_bytes"].as_f64().expect("bytes");
+    assert!(
+        bytes("before") > 50.0 * bytes("after"),
+        "{} -> {} bytes",
+        bytes("before"),
+        bytes("after")
+    );
+    let (before, after) = matched_transfer_times(&doc);
+    assert!(before > 5.0 * after, "{before} us -> {after} us");
+    // Program units differ in name (laplace_bad, laplace_good): the lines
+    // are still matched, in order, and none vanishes.
+    let rows = doc["rows"].as_array().expect("rows");
+    assert!(rows.iter().all(|r| r["matched"] != "gone"), "{text}");
+    assert!(rows
+        .iter()
+        .any(|r| r["entry"] == "kernel" && r["before_line"] == 65 && r["matched"] == "order"));
+}
+
+#[test]
+fn diff_csv_has_the_rows_and_the_totals() {
+    let (b, a) = (trace("laplace_bad_c"), trace("laplace_good_c"));
+    let csv = ok(&on_fixtures("diff", &["--csv", &b, &a]));
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&on_fixtures("diff", &["--json", &b, &a]))).expect("parses");
+    let rows = doc["rows"].as_array().expect("rows").len();
+    assert_eq!(csv.lines().count(), 1 + rows + 3, "{csv}");
+    for total in ["wall_time", "kernel_time", "transfer_time"] {
+        assert!(
+            csv.lines()
+                .any(|l| l.contains(&format!(",{total},,total,"))),
+            "{csv}"
+        );
+    }
+}
+
+// -------------------------------------------------------------- timelines
+
+#[test]
+fn chrome_trace_holds_every_kernel_copy_and_construct_of_the_model() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.json");
+    let run = support::h200_fixture("laplace_bad_c");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            "-f",
+            "chrome",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("Chrome JSON parses");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let count = |ph: &str, cat: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == ph && (cat.is_empty() || e["cat"] == cat))
+            .count()
+    };
+    let by_kind = |k: CopyKind| run.transfers().filter(|(_, t)| t.kind == k).count();
+    assert_eq!(count("X", "kernel"), run.kernels().len());
+    assert_eq!(count("X", "copyin"), by_kind(CopyKind::HostToDevice));
+    assert_eq!(count("X", "copyout"), by_kind(CopyKind::DeviceToHost));
+    assert_eq!(count("X", "construct"), run.constructs().len());
+    let caused = run.kernels().filter(|(_, k)| k.construct.is_some()).count()
+        + run
+            .transfers()
+            .filter(|(_, t)| t.construct.is_some())
+            .count();
+    assert_eq!(count("s", "flow"), caused);
+    assert_eq!(count("f", "flow"), caused);
+    // Args: source line and launch shape.
+    let k = events
+        .iter()
+        .find(|e| e["cat"] == "kernel" && e["args"]["grid"] == "1x1x1")
+        .expect("the single-gang kernel");
+    assert!(
+        k["args"]["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("laplace_bad.c:154")),
+        "{k}"
+    );
+    assert_eq!(k["args"]["block"], "32x1x1");
+}
+
+/// Two ranks: two processes, each with its own kernels, in one time line.
+#[test]
+fn chrome_trace_of_two_ranks_has_a_process_each() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.json");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            &trace("laplace_good_c"),
+            "-f",
+            "chrome",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("parses");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let processes: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .collect();
+    assert_eq!(processes.len(), 2);
+    assert!(processes[0]["args"]["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("rank 0 laplace_bad")));
+    for (pid, name) in [(1, "laplace_bad_c"), (2, "laplace_good_c")] {
+        let kernels = events
+            .iter()
+            .filter(|e| e["cat"] == "kernel" && e["pid"] == pid)
+            .count();
+        assert_eq!(kernels, support::h200_fixture(name).kernels().len());
+    }
+}
+
+/// A protobuf field: varint, fixed64 or bytes.
+#[derive(Debug, Clone, Copy)]
+enum Val<'a> {
+    Int(u64),
+    Bytes(&'a [u8]),
+}
+
+fn varint(b: &[u8], i: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = b[*i];
+        *i += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn fields(b: &[u8]) -> Vec<(u64, Val<'_>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let key = varint(b, &mut i);
+        let (field, wire) = (key >> 3, key & 7);
+        match wire {
+            0 => out.push((field, Val::Int(varint(b, &mut i)))),
+            1 => {
+                let v = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+                i += 8;
+                out.push((field, Val::Int(v)));
+            }
+            2 => {
+                let n = varint(b, &mut i) as usize;
+                out.push((field, Val::Bytes(&b[i..i + n])));
+                i += n;
+            }
+            w => panic!("wire type {w} at {i}"),
+        }
+    }
+    out
+}
+
+fn int(f: &[(u64, Val<'_>)], n: u64) -> Option<u64> {
+    f.iter().find_map(|(k, v)| match (k, v) {
+        (k, Val::Int(x)) if *k == n => Some(*x),
+        _ => None,
+    })
+}
+
+fn text<'a>(f: &[(u64, Val<'a>)], n: u64) -> Option<&'a str> {
+    f.iter().find_map(|(k, v)| match (k, v) {
+        (k, Val::Bytes(x)) if *k == n => std::str::from_utf8(x).ok(),
+        _ => None,
+    })
+}
+
+/// Perfetto's trace processor is not available offline (the PyPI package
+/// downloads its binary at run time), so the file is decoded back here:
+/// every slice begins and ends on a declared track, in time order,
+/// properly nested, and the slices are the model's kernels, copies and
+/// constructs.
+#[test]
+fn perfetto_trace_decodes_to_the_model_entities() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.pftrace");
+    let run = support::h200_fixture("laplace_bad_c");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            "-f",
+            "perfetto",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let bytes = std::fs::read(&out).expect("read");
+    let mut tracks: HashMap<u64, String> = HashMap::new();
+    // (timestamp, order, track, begin?, category, name)
+    let mut events: Vec<(u64, usize, u64, bool, String, String)> = Vec::new();
+    let (mut flows_out, mut flows_in) = (HashSet::new(), HashSet::new());
+    for (n, (field, v)) in fields(&bytes).into_iter().enumerate() {
+        assert_eq!(field, 1, "a Trace holds only packets");
+        let Val::Bytes(p) = v else { panic!("packet") };
+        let p = fields(p);
+        assert_eq!(int(&p, 10), Some(1), "sequence id");
+        for (f, v) in &p {
+            match (f, v) {
+                (60, Val::Bytes(d)) => {
+                    let d = fields(d);
+                    let uuid = int(&d, 1).expect("uuid");
+                    if let Some(parent) = int(&d, 5) {
+                        assert!(tracks.contains_key(&parent), "parent declared first");
+                    }
+                    tracks.insert(uuid, text(&d, 2).expect("name").to_string());
+                }
+                (11, Val::Bytes(e)) => {
+                    let e = fields(e);
+                    let track = int(&e, 11).expect("track");
+                    assert!(tracks.contains_key(&track), "track {track} declared");
+                    let ts = int(&p, 8).expect("timestamp");
+                    let begin = match int(&e, 9) {
+                        Some(1) => true,
+                        Some(2) => false,
+                        t => panic!("type {t:?}"),
+                    };
+                    for (k, v) in &e {
+                        match (k, v) {
+                            (47, Val::Int(id)) => assert!(flows_out.insert(*id)),
+                            (48, Val::Int(id)) => assert!(flows_in.insert(*id)),
+                            _ => {}
+                        }
+                    }
+                    events.push((
+                        ts,
+                        n,
+                        track,
+                        begin,
+                        text(&e, 22).unwrap_or("").to_string(),
+                        text(&e, 23).unwrap_or("").to_string(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    let begins = |cat: &str| events.iter().filter(|e| e.3 && e.4 == cat).count();
+    let by_kind = |k: CopyKind| run.transfers().filter(|(_, t)| t.kind == k).count();
+    assert_eq!(begins("kernel"), run.kernels().len());
+    assert_eq!(begins("copyin"), by_kind(CopyKind::HostToDevice));
+    assert_eq!(begins("copyout"), by_kind(CopyKind::DeviceToHost));
+    assert_eq!(begins("construct"), run.constructs().len());
+    assert_eq!(flows_out, flows_in);
+    let caused = run.kernels().filter(|(_, k)| k.construct.is_some()).count()
+        + run
+            .transfers()
+            .filter(|(_, t)| t.construct.is_some())
+            .count();
+    assert_eq!(flows_out.len(), caused);
+    // The file is in time order; every end closes a slice open on its
+    // track, and the kernel slices last as long as the model's kernels.
+    assert!(
+        events.windows(2).all(|w| w[0].0 <= w[1].0),
+        "packets out of time order"
+    );
+    let mut open: HashMap<u64, Vec<(u64, String)>> = HashMap::new();
+    let mut kernel_ns = 0;
+    for (ts, _, track, begin, cat, _) in &events {
+        let stack = open.entry(*track).or_default();
+        if *begin {
+            stack.push((*ts, cat.clone()));
+        } else {
+            let (start, cat) = stack.pop().expect("an end closes an open slice");
+            if cat == "kernel" {
+                kernel_ns += ts - start;
+            }
+        }
+    }
+    assert!(open.values().all(Vec::is_empty));
+    assert_eq!(
+        kernel_ns,
+        run.kernels().map(|(_, k)| k.device_ns()).sum::<u64>()
+    );
+    assert!(tracks
+        .values()
+        .any(|n| n.contains("stream") && n.contains("kernels")));
+    assert!(tracks.values().any(|n| n.contains("host->device")));
+}
+
+// ------------------------------------------------------------------ plots
+
+#[test]
+fn svg_plot_has_one_bar_segment_per_line_and_series() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("lines.svg");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            "-f",
+            "svg",
+            "--plot",
+            "lines",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let svg = std::fs::read_to_string(&out).expect("read");
+    let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
+    let fills = |colour: &str| {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(colour))
+            .count()
+    };
+    let summary = accprof_analyzer::summary::summarize(&support::h200_fixture("laplace_bad_c"));
+    let lines: Vec<_> = summary.functions.iter().flat_map(|f| &f.lines).collect();
+    let with_kernels = lines
+        .iter()
+        .filter(|l| l.kernels.iter().any(|k| k.device.total_ns > 0))
+        .count();
+    let with_copyin = lines
+        .iter()
+        .filter(|l| {
+            l.transfers
+                .iter()
+                .any(|t| t.direction == Some(CopyKind::HostToDevice) && t.time.total_ns > 0)
+        })
+        .count();
+    // One segment per line with that share, and one legend box.
+    assert_eq!(fills("#1F77B4"), with_kernels + 1, "{svg}");
+    assert_eq!(fills("#FF7F0E"), with_copyin + 1, "{svg}");
+    assert!(svg.contains("laplace_bad.c:154"), "{svg}");
+    let root = doc.root_element();
+    assert_eq!(root.attribute("width"), Some("1200"));
+}
+
+#[test]
+fn png_plots_are_png_files_of_the_expected_size() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for (plot, traces) in [
+        ("lines", vec!["laplace_bad_c"]),
+        ("timeline", vec!["laplace_bad_c"]),
+        ("sizes", vec!["laplace_bad_c"]),
+        (
+            "ranks",
+            vec!["laplace_bad_c", "laplace_good_c", "heat2d_naive"],
+        ),
+    ] {
+        let out = dir.path().join(format!("{plot}.png"));
+        let mut args: Vec<String> = traces.iter().map(|t| trace(t)).collect();
+        args.extend(
+            [
+                "-f",
+                "png",
+                "--plot",
+                plot,
+                "-o",
+                out.to_str().expect("utf-8"),
+            ]
+            .map(String::from),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&on_fixtures("export", &args));
+        let png = std::fs::read(&out).expect("read");
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{plot}");
+        assert_eq!(&png[12..16], b"IHDR");
+        let w = u32::from_be_bytes(png[16..20].try_into().expect("4"));
+        let h = u32::from_be_bytes(png[20..24].try_into().expect("4"));
+        assert_eq!(w, 1200, "{plot}");
+        if plot == "ranks" {
+            // One 28-pixel row per rank below a fixed frame.
+            assert_eq!(h, 140 + 28 * 3);
+        }
+        assert!(
+            h >= 150 && png.len() > 5_000,
+            "{plot}: {h} px, {} bytes",
+            png.len()
+        );
+    }
+}
+
+// ----------------------------------------------------------------- pandas
+
+/// The first python3 that has pandas: $ACCPROF_PYTHON, python3,
+/// /usr/bin/python3 (Debian's python3-pandas, which scripts/setup.sh
+/// installs).
+fn python_with_pandas() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("ACCPROF_PYTHON") {
+        candidates.push(p.into());
+    }
+    candidates.push("python3".into());
+    candidates.push("/usr/bin/python3".into());
+    candidates.into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import pandas"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// pandas reads every CSV table (and the diff's) with the documented
+/// dtypes and as many rows as the file holds.
+#[test]
+fn pandas_reads_every_csv_with_the_documented_dtypes() {
+    let Some(python) = python_with_pandas() else {
+        if std::env::var_os("ACCPROF_SKIP_PYTHON").is_some_and(|v| v == "1") {
+            eprintln!("skipped: no python3 with pandas (ACCPROF_SKIP_PYTHON=1)");
+            return;
+        }
+        panic!(
+            "no python3 with pandas: run scripts/setup.sh (Debian's python3-pandas), \
+             set ACCPROF_PYTHON, or set ACCPROF_SKIP_PYTHON=1 to skip this test"
+        );
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut files: Vec<(PathBuf, &'static [accprof_reports::table::Column], usize)> = Vec::new();
+    for what in What::ALL {
+        let text = ok(&on_fixtures(
+            "export",
+            &[
+                &trace("laplace_bad_c"),
+                &trace("laplace_good_c"),
+                "-f",
+                "csv",
+                "--what",
+                what.name(),
+            ],
+        ));
+        let path = dir.path().join(format!("{}.csv", what.name()));
+        std::fs::write(&path, &text).expect("write");
+        files.push((path, what.columns(), text.lines().count() - 1));
+    }
+    let diff = ok(&on_fixtures(
+        "diff",
+        &["--csv", &trace("laplace_bad_c"), &trace("laplace_good_c")],
+    ));
+    let path = dir.path().join("diff.csv");
+    std::fs::write(&path, &diff).expect("write");
+    files.push((
+        path,
+        accprof_reports::diff::DIFF_COLUMNS,
+        diff.lines().count() - 1,
+    ));
+    let mut script = String::from("import pandas as pd\n");
+    for (path, columns, rows) in &files {
+        let dtypes: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{:?}: {:?}", c.name, c.dtype.pandas()))
+            .collect();
+        script.push_str(&format!(
+            "d = {{{}}}\ndf = pd.read_csv({:?}, dtype=d)\n\
+             assert len(df) == {rows}, ({:?}, len(df))\n\
+             assert list(df.columns) == list(d), ({:?}, list(df.columns))\n\
+             got = {{c: str(t) for c, t in df.dtypes.items()}}\n\
+             want = {{c: ('string' if t == 'string' else t) for c, t in d.items()}}\n\
+             assert got == want, ({:?}, got)\n",
+            dtypes.join(", "),
+            path.to_str().expect("utf-8"),
+            path.display().to_string(),
+            path.display().to_string(),
+            path.display().to_string(),
+        ));
+    }
+    script.push_str("print('ok')\n");
+    let o = Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .expect("python");
+    assert!(
+        o.status.success() && support::stdout(&o).trim() == "ok",
+        "{}\n{}",
+        support::stderr(&o),
+        script
+    );
+}
+
+// ----------------------------------------------------------------- errors
+
+fn fails(o: &Output, names: &str) {
+    let err = support::stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("accprof: ") || err.starts_with("error: "),
+        "{err}"
+    );
+    assert!(err.contains(names), "{err} does not name {names}");
+}
+
+#[test]
+fn bad_input_output_and_flags_fail_with_one_line_naming_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let missing = dir.path().join("missing.trace");
+    let m = missing.to_str().expect("utf-8");
+    fails(&on_fixtures("export", &[m, "-f", "csv"]), "missing.trace");
+    fails(
+        &on_fixtures("diff", &[m, &trace("laplace_bad_c")]),
+        "missing.trace",
+    );
+    let corrupt = dir.path().join("corrupt.trace");
+    std::fs::write(&corrupt, b"this is not a trace at all").expect("write");
+    let c = corrupt.to_str().expect("utf-8");
+    fails(&on_fixtures("export", &[c, "-f", "json"]), "corrupt.trace");
+    fails(
+        &on_fixtures("diff", &[&trace("laplace_bad_c"), c]),
+        "corrupt.trace",
+    );
+    let unwritable = dir.path().join("no/such/dir/out.csv");
+    fails(
+        &on_fixtures(
+            "export",
+            &[
+                &trace("laplace_bad_c"),
+                "-f",
+                "csv",
+                "-o",
+                unwritable.to_str().expect("utf-8"),
+            ],
+        ),
+        "out.csv",
+    );
+    fails(
+        &on_fixtures(
+            "diff",
+            &[
+                &trace("laplace_bad_c"),
+                &trace("laplace_good_c"),
+                "-o",
+                dir.path().to_str().expect("utf-8"),
+            ],
+        ),
+        "directory",
+    );
+    fails(
+        &on_fixtures("export", &[&trace("laplace_bad_c"), "-f", "png"]),
+        "-o FILE",
+    );
+    fails(
+        &on_fixtures(
+            "export",
+            &[&trace("laplace_bad_c"), "-f", "chrome", "--what", "kernels"],
+        ),
+        "--what",
+    );
+    let o = on_fixtures("export", &[&trace("laplace_bad_c"), "-f", "xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(support::stderr(&o).contains("invalid value 'xml'"));
+}
