@@ -7,6 +7,7 @@ mod analyze;
 mod embedded;
 mod progress;
 mod run;
+mod tui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,15 @@ Examples:
   accprof analyze --patch app.trace > fix.diff && git apply fix.diff
   accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace";
 
+const TUI_EXAMPLES: &str = "\
+Examples:
+  accprof tui app.trace --source-dir src
+  accprof tui r*.trace                      MPI ranks: one group of lanes per rank
+  accprof run --tui -- ./app                the timeline when the program ends
+
+Keys: arrows pan and move between lanes, + - zoom, 0 fits all, Enter selects,
+f findings, l lines, / search, ? help, q quit.";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   accprof completions bash > ~/.local/share/bash-completion/completions/accprof
@@ -61,6 +71,10 @@ enum Command {
     /// launch shapes); --patch, --apply and --verify act on them.
     #[command(after_help = ANALYZE_EXAMPLES)]
     Analyze(analyze::AnalyzeArgs),
+    /// The interactive terminal timeline: lanes per host thread, device
+    /// queue and copy direction, device memory, findings on the events.
+    #[command(after_help = TUI_EXAMPLES)]
+    Tui(tui::TuiArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -94,6 +108,10 @@ pub struct RunArgs {
     /// Print the extended summary at exit.
     #[arg(long)]
     pub extended: bool,
+    /// Open the interactive timeline of the run's traces when the program
+    /// ends (needs a terminal).
+    #[arg(long)]
+    pub tui: bool,
     /// The collector library [default: $ACCPROF_LIB, else libaccprof.so next
     /// to this binary, else the copy built into it].
     #[arg(long, value_name = "FILE")]
@@ -145,6 +163,7 @@ fn main() -> ExitCode {
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
         Command::Report(args) => report(&args).map(|_| 0),
         Command::Analyze(args) => analyze::analyze(&args),
+        Command::Tui(args) => tui::tui(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {
