@@ -685,7 +685,7 @@ fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String 
     names.sort_unstable();
     names.dedup();
     if names.is_empty() {
-        "?".to_string()
+        "(unnamed)".to_string()
     } else {
         names.join("+")
     }

@@ -195,26 +195,26 @@ fn any_in(sorted: &[u32], lo: u32, hi: u32) -> bool {
     i < sorted.len() && sorted[i] < hi
 }
 
-/// Ticks at a round step, labelled with the time since the first trace began.
+/// Ticks at a round step. The first is labelled with the time since the
+/// first trace began, the others with their distance from it, so that
+/// ticks microseconds apart late in a long run still read apart.
 fn ruler(state: &State, palette: Palette, area: Rect, per_col: f64, buf: &mut Buffer) {
     let min_cols = 14.0;
     let step = nice_step(per_col * min_cols);
-    let first = (state.t0 / step).ceil() * step;
+    let first = (state.t0.max(0.0) / step).ceil() * step;
     let mut t = first;
     let mut last_end: i64 = -1;
     while t < state.t1() {
         let c = ((t - state.t0) / per_col).round() as i64;
-        if c >= 0 && c < area.width as i64 && c > last_end {
-            let text = format!("|{}", units::duration_ns(t.max(0.0) as u64));
-            let room = area.width as i64 - c;
-            buf.set_stringn(
-                area.x + c as u16,
-                area.y,
-                &text,
-                room as usize,
-                palette.dim(),
-            );
-            last_end = c + text.chars().count() as i64;
+        let text = if t == first {
+            format!("|{}", units::duration_ns(t as u64))
+        } else {
+            format!("|+{}", units::duration_ns((t - first) as u64))
+        };
+        let len = text.chars().count() as i64;
+        if c >= 0 && c + len <= area.width as i64 && c > last_end {
+            buf.set_string(area.x + c as u16, area.y, &text, palette.dim());
+            last_end = c + len;
         }
         t += step;
     }
