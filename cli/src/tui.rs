@@ -42,12 +42,13 @@ pub fn open(
     accprof_tui::check_terminal()?;
     let slow = started.elapsed().as_secs() >= 1 && std::io::stderr().is_terminal();
     if slow {
-        eprint!("accprof: analyzing and indexing the timeline ...");
+        eprint!("accprof: indexing the timeline ...");
     }
+    // The findings are worked out while the timeline is up.
     let session = accprof_tui::Session::new(runs, source_dirs);
     if slow {
         eprintln!(" done");
     }
-    accprof_tui::run(&session)?;
+    accprof_tui::run(std::sync::Arc::new(session))?;
     Ok(())
 }

@@ -1,9 +1,12 @@
 //! What the timeline shows, made once when the traces are opened: each
-//! run's model, sources, findings, summary by line and lanes, on one clock.
-//! Nothing here changes while the screen is up.
+//! run's model, sources and lanes on one clock ([`Session::new`], enough
+//! for the first frame), then its findings, summary by line and finding
+//! marks ([`Session::analyze`], on a thread of its own while the screen is
+//! up). Nothing else changes while the screen is up.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use accprof_analyzer::analysis;
 use accprof_analyzer::findings::Analysis;
@@ -27,6 +30,14 @@ pub struct LineRow {
     pub bytes: u64,
 }
 
+/// What the rules and the summary say of a run: made after the first frame.
+pub struct Derived {
+    pub analysis: Analysis,
+    pub lines: Vec<LineRow>,
+    /// Per lane, the positions of the events some finding names, sorted.
+    pub marks: Vec<Vec<u32>>,
+}
+
 /// One trace: a group of lanes.
 pub struct Group {
     pub path: PathBuf,
@@ -34,13 +45,11 @@ pub struct Group {
     pub label: String,
     pub run: Run,
     pub sources: SourceSet,
-    pub analysis: Analysis,
-    pub lines: Vec<LineRow>,
     pub lanes: RunLanes,
     /// Added to the run's times to put them on the common clock.
     pub shift: i128,
-    /// Per lane, the positions of the events some finding names, sorted.
-    pub marks: Vec<Vec<u32>>,
+    /// Set once by [`Group::analyze`].
+    derived: OnceLock<Derived>,
     /// Each site's line, as an index into `line_keys`.
     line_of_site: HashMap<SiteId, u32>,
     line_keys: Vec<(String, Option<u32>)>,
@@ -100,17 +109,42 @@ impl Session {
         Session { groups, span }
     }
 
-    /// Every group's findings, ranked by cost (largest first, unmeasured last).
+    /// Runs the rules and the summary of every group (where not done yet).
+    pub fn analyze(&self) {
+        for g in &self.groups {
+            g.analyze();
+        }
+    }
+
+    /// [`Session::new`] and [`Session::analyze`].
+    pub fn open(runs: Vec<(PathBuf, Run)>, source_dirs: &[PathBuf]) -> Session {
+        let s = Session::new(runs, source_dirs);
+        s.analyze();
+        s
+    }
+
+    /// Whether every group is analyzed.
+    pub fn analyzed(&self) -> bool {
+        self.groups.iter().all(|g| g.derived().is_some())
+    }
+
+    /// The findings of the analyzed groups, ranked by cost (largest first,
+    /// unmeasured last).
     pub fn ranked_findings(&self) -> Vec<FindingRef> {
         let mut all: Vec<FindingRef> = self
             .groups
             .iter()
             .enumerate()
-            .flat_map(|(g, gr)| {
-                (0..gr.analysis.findings.len()).map(move |i| FindingRef { group: g, index: i })
+            .filter_map(|(g, gr)| gr.derived().map(|d| (g, d)))
+            .flat_map(|(g, d)| {
+                (0..d.analysis.findings.len()).map(move |i| FindingRef { group: g, index: i })
             })
             .collect();
-        let cost = |f: &FindingRef| self.groups[f.group].analysis.findings[f.index].cost_ns;
+        let cost = |f: &FindingRef| {
+            self.groups[f.group]
+                .finding(f.index)
+                .and_then(|x| x.cost_ns)
+        };
         all.sort_by(|a, b| {
             cost(b)
                 .is_some()
@@ -132,8 +166,6 @@ impl Group {
         let sources = SourceSet::load_with(&run, source_dirs, &[], &|p: &Path| {
             std::fs::read_to_string(p)
         });
-        let analysis = analysis::analyze(&run, &sources, &Options::default());
-        let lines = line_rows(&run);
         let lanes = RunLanes::build(&run, shift);
         let name = path
             .file_name()
@@ -154,22 +186,40 @@ impl Group {
             });
             line_of_site.insert(id, n);
         }
-        let mut g = Group {
+        Group {
             path,
             label,
             run,
             sources,
-            analysis,
-            lines,
             lanes,
             shift,
-            marks: Vec::new(),
+            derived: OnceLock::new(),
             line_of_site,
             line_keys,
-        };
-        let mut marks = vec![Vec::new(); g.lanes.lanes.len()];
-        for f in &g.analysis.findings {
-            for (lane, pos) in g.positions_of(&f.subjects) {
+        }
+    }
+
+    /// The findings, the summary by line and the finding marks; None until
+    /// [`Group::analyze`] is done.
+    pub fn derived(&self) -> Option<&Derived> {
+        self.derived.get()
+    }
+
+    /// Finding `i`, once the group is analyzed.
+    pub fn finding(&self, i: usize) -> Option<&accprof_analyzer::findings::Finding> {
+        self.derived()?.analysis.findings.get(i)
+    }
+
+    /// Runs the rules and the summary (once: a second call does nothing).
+    pub fn analyze(&self) {
+        if self.derived.get().is_some() {
+            return;
+        }
+        let analysis = analysis::analyze(&self.run, &self.sources, &Options::default());
+        let lines = line_rows(&self.run);
+        let mut marks = vec![Vec::new(); self.lanes.lanes.len()];
+        for f in &analysis.findings {
+            for (lane, pos) in self.positions_of(&f.subjects) {
                 marks[lane].push(pos);
             }
         }
@@ -177,8 +227,11 @@ impl Group {
             m.sort_unstable();
             m.dedup();
         }
-        g.marks = marks;
-        g
+        let _ = self.derived.set(Derived {
+            analysis,
+            lines,
+            marks,
+        });
     }
 
     /// A time of the run on the common clock.

@@ -243,6 +243,12 @@ impl Lane {
                 })
                 .collect();
         }
+        match &mut self.ids {
+            Ids::Constructs(v) => v.shrink_to_fit(),
+            Ids::Kernels(v) => v.shrink_to_fit(),
+            Ids::Transfers(v) => v.shrink_to_fit(),
+            Ids::Memsets(v) => v.shrink_to_fit(),
+        }
         self.starts.shrink_to_fit();
         self.ends.shrink_to_fit();
         self.reach.shrink_to_fit();

@@ -120,6 +120,17 @@ pub struct State {
 }
 
 impl State {
+    /// Takes in the findings and the summary by line once the session's
+    /// analysis is done.
+    pub fn analyzed(&mut self, s: &Session) {
+        self.findings = s.ranked_findings();
+        self.finding_cursor = self
+            .finding_cursor
+            .min(self.findings.len().saturating_sub(1));
+        self.sort_lines(s);
+        self.line_cursor = self.line_cursor.min(self.lines.len().saturating_sub(1));
+    }
+
     pub fn new(s: &Session) -> State {
         let mut st = State {
             t0: 0.0,
@@ -481,7 +492,9 @@ impl State {
             return;
         };
         let g = &s.groups[f.group];
-        let finding = &g.analysis.findings[f.index];
+        let Some(finding) = g.finding(f.index) else {
+            return;
+        };
         let mut per_group = vec![Vec::new(); s.groups.len()];
         per_group[f.group] = g.positions_of(&finding.subjects);
         let label = format!("{} {}", finding.id, finding.title);
@@ -496,7 +509,9 @@ impl State {
             return;
         };
         let gr = &s.groups[g];
-        let row = &gr.lines[i];
+        let Some(row) = gr.derived().and_then(|d| d.lines.get(i)) else {
+            return;
+        };
         let Some(key) = gr.key_of_line(&row.file, row.line) else {
             return;
         };
@@ -545,10 +560,15 @@ impl State {
             .groups
             .iter()
             .enumerate()
-            .flat_map(|(g, gr)| (0..gr.lines.len()).map(move |i| (g, i)))
+            .flat_map(|(g, gr)| {
+                let n = gr.derived().map_or(0, |d| d.lines.len());
+                (0..n).map(move |i| (g, i))
+            })
             .collect();
         let key = |&(g, i): &(usize, usize)| {
-            let r = &s.groups[g].lines[i];
+            let Some(r) = s.groups[g].derived().and_then(|d| d.lines.get(i)) else {
+                return 0;
+            };
             match self.line_sort {
                 LineSort::Time => r.time_ns,
                 LineSort::Count => r.count,

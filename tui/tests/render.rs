@@ -26,7 +26,7 @@ fn h200(names: &[&str]) -> Session {
             (path, fixtures::load("h200", n))
         })
         .collect();
-    Session::new(runs, &[fixtures::samples()])
+    Session::open(runs, &[fixtures::samples()])
 }
 
 fn mpi() -> Session {
@@ -39,7 +39,7 @@ fn mpi() -> Session {
             (path, run)
         })
         .collect();
-    Session::new(runs, &[fixtures::samples()])
+    Session::open(runs, &[fixtures::samples()])
 }
 
 fn key(c: KeyCode) -> Event {
@@ -97,7 +97,7 @@ fn laplace_bad_shows_the_lanes_the_single_gang_kernel_and_its_findings() {
     let ids: Vec<&str> = st
         .findings
         .iter()
-        .map(|f| s.groups[f.group].analysis.findings[f.index].id)
+        .map(|f| s.groups[f.group].finding(f.index).expect("finding").id)
         .collect();
     assert_eq!(ids.first(), Some(&"L3"), "{ids:?}");
     assert!(ids.contains(&"D6"), "{ids:?}");
@@ -107,7 +107,7 @@ fn laplace_bad_shows_the_lanes_the_single_gang_kernel_and_its_findings() {
     // Choosing the L3 finding highlights its kernels and zooms to them.
     keys(&s, &mut st, &[KeyCode::Tab, KeyCode::Enter]);
     let h = st.highlight.as_ref().expect("highlight");
-    let f = &s.groups[0].analysis.findings[st.findings[0].index];
+    let f = s.groups[0].finding(st.findings[0].index).expect("finding");
     assert_eq!(h.count, f.subjects.kernels.len());
     assert!(h.count > 0);
     let dev = lane_of(&s, 0, |k| matches!(k, LaneKind::Stream { .. }));
@@ -163,7 +163,7 @@ fn laplace_good_has_its_own_picture() {
     let bytes: Vec<u64> = st
         .lines
         .iter()
-        .map(|&(g, i)| s.groups[g].lines[i].bytes)
+        .map(|&(g, i)| s.groups[g].derived().expect("analyzed").lines[i].bytes)
         .collect();
     assert!(bytes.windows(2).all(|w| w[0] >= w[1]), "{bytes:?}");
     check("laplace_good_c.lines", &screen(&s, &st, W, H));
@@ -339,6 +339,25 @@ fn zoom_pan_and_fit_keep_the_window_sane() {
 }
 
 #[test]
+fn the_first_frame_comes_before_the_findings_and_they_follow() {
+    let path = fixtures::dir("h200").join("laplace_bad_c.trace");
+    let run = fixtures::load("h200", "laplace_bad_c");
+    let s = Session::new(vec![(path, run)], &[fixtures::samples()]);
+    assert!(!s.analyzed());
+    let mut st = State::new(&s);
+    assert!(st.findings.is_empty());
+    let text = screen(&s, &st, W, H);
+    assert!(text.contains("findings (analyzing)"), "{text}");
+    assert!(text.contains("dev 0 queue"), "{text}");
+    s.analyze();
+    st.analyzed(&s);
+    assert!(!st.findings.is_empty());
+    assert!(!st.lines.is_empty());
+    let text = screen(&s, &st, W, H);
+    assert!(text.contains(" L3 "), "{text}");
+}
+
+#[test]
 fn a_small_terminal_says_so_and_help_lists_the_keys() {
     let s = h200(&["laplace_bad_c"]);
     let mut st = State::new(&s);
@@ -358,9 +377,10 @@ fn a_small_terminal_says_so_and_help_lists_the_keys() {
 fn every_finding_event_is_marked_and_the_present_table_names_the_arrays() {
     let s = h200(&["laplace_bad_c"]);
     let g = &s.groups[0];
-    for f in &g.analysis.findings {
+    let d = g.derived().expect("analyzed");
+    for f in &d.analysis.findings {
         for (lane, pos) in g.positions_of(&f.subjects) {
-            assert!(g.marks[lane].binary_search(&pos).is_ok(), "{}", f.id);
+            assert!(d.marks[lane].binary_search(&pos).is_ok(), "{}", f.id);
         }
     }
     let mut st = State::new(&s);

@@ -214,7 +214,10 @@ fn launch_text(l: &accprof_analyzer::model::LaunchRequest) -> String {
 /// "L3 #1" for each finding (rank in its run's list) that names the event.
 fn findings_of(g: &Group, item: Item) -> Vec<String> {
     let construct = g.construct_of(item);
-    g.analysis
+    let Some(d) = g.derived() else {
+        return vec!["(still analyzing)".to_string()];
+    };
+    d.analysis
         .findings
         .iter()
         .enumerate()

@@ -143,14 +143,15 @@ pub const KEYS: &[(&str, &str)] = &[
     ("0 / Home", "fit all"),
     ("z", "zoom to the selected event"),
     ("up down", "move between lanes"),
-    ("Enter", "select the event at the center / choose the entry"),
+    ("Enter", "select the event at the center; choose the entry"),
     (", .", "previous, next event in the lane"),
     ("n N", "next, previous event of the same kind"),
     ("s S", "next, previous event of the same source line"),
     ("k K", "next, previous launch of the same kernel"),
     ("] [", "next, previous highlighted event"),
     ("f", "findings panel (ranked by cost)"),
-    ("l", "summary by source line; o: sort by time, count, bytes"),
+    ("l", "summary by source line (o: by time, count, bytes)"),
+    ("p", "hide the panel"),
     ("Tab", "move between the timeline and the panel"),
     ("/", "search a kernel, variable or file:line"),
     ("c", "collapse or expand a trace's lanes"),
@@ -160,7 +161,7 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 fn help(area: Rect, palette: Palette, buf: &mut Buffer) {
-    let w = 64.min(area.width);
+    let w = 68.min(area.width);
     let h = (KEYS.len() as u16 + 4).min(area.height);
     let r = Rect::new(
         area.x + (area.width - w) / 2,

@@ -26,7 +26,11 @@ pub fn render_panel(
             state.line_cursor,
         ),
         _ => (
-            format!(" findings ({}) by cost ", state.findings.len()),
+            if session.analyzed() {
+                format!(" findings ({}) by cost ", state.findings.len())
+            } else {
+                " findings (analyzing) ".to_string()
+            },
             finding_items(session, state),
             state.finding_cursor,
         ),
@@ -43,6 +47,7 @@ pub fn render_panel(
     block.render(area, buf);
     if items.is_empty() {
         let text = match state.panel {
+            _ if !session.analyzed() => " analyzing ...",
             Some(Panel::Lines) => " no source lines",
             _ => " no findings",
         };
@@ -75,9 +80,9 @@ fn finding_items(session: &Session, state: &State) -> Vec<(String, String)> {
         .findings
         .iter()
         .enumerate()
-        .map(|(n, f)| {
+        .filter_map(|(n, f)| {
             let g = &session.groups[f.group];
-            let x = &g.analysis.findings[f.index];
+            let x = g.finding(f.index)?;
             let cost = x.cost_ns.map_or("-".to_string(), units::duration_ns);
             let first = format!("{:>2} {} {cost:>8} {}", n + 1, x.id, x.title);
             let place = x
@@ -99,7 +104,7 @@ fn finding_items(session: &Session, state: &State) -> Vec<(String, String)> {
             } else {
                 place
             };
-            (first, second)
+            Some((first, second))
         })
         .collect()
 }
@@ -109,9 +114,9 @@ fn line_items(session: &Session, state: &State) -> Vec<(String, String)> {
     state
         .lines
         .iter()
-        .map(|&(g, i)| {
+        .filter_map(|&(g, i)| {
             let gr = &session.groups[g];
-            let r = &gr.lines[i];
+            let r = gr.derived()?.lines.get(i)?;
             let place = match r.line {
                 Some(l) => format!("{}:{l}", short(&r.file)),
                 None => short(&r.file).to_string(),
@@ -126,7 +131,7 @@ fn line_items(session: &Session, state: &State) -> Vec<(String, String)> {
             if several {
                 second = format!("{second}  {}", gr.label);
             }
-            (first, second)
+            Some((first, second))
         })
         .collect()
 }

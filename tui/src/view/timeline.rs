@@ -37,11 +37,12 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
             Row::Group(g) => {
                 let gr = &session.groups[g];
                 let sign = if state.collapsed[g] { "▸" } else { "▾" };
+                let n = gr.lanes.lanes.len() + usize::from(!gr.lanes.memory.is_empty());
                 let text = format!(
-                    "{sign} {}  pid {}  {} lanes",
+                    "{sign} {}  pid {}  {n} lane{}",
                     gr.label,
                     gr.run.header.pid,
-                    gr.lanes.lanes.len() + usize::from(!gr.lanes.memory.is_empty())
+                    if n == 1 { "" } else { "s" }
                 );
                 let style = if on_cursor {
                     palette.cursor()
@@ -70,7 +71,7 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     palette,
                 );
                 lane.cells(state.t0, per_col, &mut cells);
-                let marks = &gr.marks[l];
+                let marks = gr.derived().map_or(&[][..], |d| d.marks[l].as_slice());
                 let lit_marks = state
                     .highlight
                     .as_ref()
@@ -134,7 +135,8 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 .as_ref()
                 .map(|h| h.marks[g][l].as_slice())
                 .unwrap_or(&[]);
-            if gr.marks[l].is_empty() && lit_marks.is_empty() {
+            let marks = gr.derived().map_or(&[][..], |d| d.marks[l].as_slice());
+            if marks.is_empty() && lit_marks.is_empty() {
                 continue;
             }
             lane.cells(state.t0, per_col, &mut cells);
@@ -143,7 +145,7 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     continue;
                 }
                 let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
-                marked[c] |= any_in(&gr.marks[l], lo, hi);
+                marked[c] |= any_in(marks, lo, hi);
                 lit[c] |= any_in(lit_marks, lo, hi);
             }
         }
