@@ -207,7 +207,8 @@ fn smoke_open_zoom_select_a_kernel_open_the_findings_jump_and_quit() {
         status.display()
     );
     let tmux = Tmux::start("smoke", &command);
-    let first = tmux.wait_for("findings (");
+    // The findings come once the analysis thread is done.
+    let first = tmux.wait_for(") by cost");
     for lane in ["thread", "dev 0 queue", "host->device", "device->host"] {
         assert!(first.contains(lane), "{lane}:\n{first}");
     }
@@ -263,7 +264,7 @@ fn run_tui_opens_the_timeline_when_the_program_ends() {
         status.display()
     );
     let tmux = Tmux::start("run", &command);
-    let screen = tmux.wait_for("findings (");
+    let screen = tmux.wait_for(") by cost");
     assert!(screen.contains("thread"), "{screen}");
     // The summary by line names the program's construct.
     tmux.keys(&["l"]);
