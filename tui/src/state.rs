@@ -497,7 +497,7 @@ impl State {
         };
         let mut per_group = vec![Vec::new(); s.groups.len()];
         per_group[f.group] = g.positions_of(&finding.subjects);
-        let label = format!("{} {}", finding.id, finding.title);
+        let label = format!("{} {}", finding.id, short_paths(&finding.title));
         self.set_highlight(s, label, per_group);
         self.zoom_to_highlight(s);
     }
@@ -512,11 +512,16 @@ impl State {
         let Some(row) = gr.derived().and_then(|d| d.lines.get(i)) else {
             return;
         };
-        let Some(key) = gr.key_of_line(&row.file, row.line) else {
-            return;
-        };
-        let mut per_group = vec![Vec::new(); s.groups.len()];
-        per_group[g] = events_where(s, g, |it| gr.line_of(it) == Some(key));
+        // The same line in every trace (each MPI rank runs the same code).
+        let per_group = s
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(g, other)| match other.key_of_line(&row.file, row.line) {
+                Some(key) => events_where(s, g, |it| other.line_of(it) == Some(key)),
+                None => Vec::new(),
+            })
+            .collect();
         let label = match row.line {
             Some(l) => format!("{}:{l}", short(&row.file)),
             None => short(&row.file).to_string(),
@@ -709,6 +714,14 @@ fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String 
     } else {
         names.join("+")
     }
+}
+
+/// `text` with every absolute path in it cut to its file name.
+pub fn short_paths(text: &str) -> String {
+    text.split(' ')
+        .map(|w| if w.starts_with('/') { short(w) } else { w })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A path's file name.

@@ -265,6 +265,18 @@ fn four_mpi_ranks_open_as_groups_on_one_clock() {
         .collect();
     let spread = firsts.iter().max().expect("max") - firsts.iter().min().expect("min");
     assert!(spread < s.span.1 - s.span.0, "{firsts:?}");
+    // A line chosen in the summary is lit in every rank.
+    keys(&s, &mut st, &[KeyCode::Char('l'), KeyCode::Enter]);
+    let h = st.highlight.as_ref().expect("highlight");
+    for (g, lanes) in h.marks.iter().enumerate() {
+        assert!(lanes.iter().any(|m| !m.is_empty()), "rank {g}");
+    }
+    keys(
+        &s,
+        &mut st,
+        &[KeyCode::Esc, KeyCode::Esc, KeyCode::Char('p')],
+    );
+    assert!(st.highlight.is_none());
     // Collapsing rank 0 leaves its header row only.
     keys(&s, &mut st, &[KeyCode::Char('c')]);
     assert!(st.collapsed[0]);

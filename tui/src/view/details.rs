@@ -20,10 +20,7 @@ pub fn render(session: &Session, state: &State, palette: Palette, area: Rect, bu
     let inner = block.inner(area);
     block.render(area, buf);
     let lines = match state.selected {
-        None => vec![
-            Line::from(" No event selected: Enter selects the event at the center of the lane,"),
-            Line::from(" a click selects one, f opens the findings. ? lists the keys."),
-        ],
+        None => overview(session, state, palette, inner.height as usize),
         Some(e) => {
             let g = &session.groups[e.group];
             let lane = &g.lanes.lanes[e.lane];
@@ -37,6 +34,54 @@ pub fn render(session: &Session, state: &State, palette: Palette, area: Rect, bu
         }
     };
     Paragraph::new(lines).render(inner, buf);
+}
+
+/// With nothing selected: where the time goes, by source line.
+fn overview(session: &Session, state: &State, palette: Palette, rows: usize) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(
+        " Nothing selected: Enter or a click selects an event; ? lists the keys.",
+    )];
+    if !session.analyzed() {
+        out.push(Line::from(
+            " (working out the findings and the time by line ...)",
+        ));
+        return out;
+    }
+    let mut by_time: Vec<(usize, usize)> = state.lines.clone();
+    let time = |&(g, i): &(usize, usize)| {
+        session.groups[g]
+            .derived()
+            .and_then(|d| d.lines.get(i))
+            .map_or(0, |r| r.time_ns)
+    };
+    by_time.sort_by_key(|x| std::cmp::Reverse(time(x)));
+    out.push(Line::styled(
+        " Where the time goes (device time by source line, else host time):",
+        palette.title(),
+    ));
+    let several = session.groups.len() > 1;
+    for &(g, i) in by_time.iter().take(rows.saturating_sub(2)) {
+        let gr = &session.groups[g];
+        let Some(r) = gr.derived().and_then(|d| d.lines.get(i)) else {
+            continue;
+        };
+        let place = match r.line {
+            Some(l) => format!("{}:{l}", short(&r.file)),
+            None => short(&r.file).to_string(),
+        };
+        let rank = if several {
+            format!("  {}", gr.label)
+        } else {
+            String::new()
+        };
+        out.push(Line::from(format!(
+            "  {:>9}  {place:<24} x{:<6} {:>10}{rank}",
+            units::duration_ns(r.time_ns),
+            r.count,
+            units::bytes(r.bytes)
+        )));
+    }
+    out
 }
 
 /// The lines describing `item`, `rows` at most.
@@ -67,7 +112,9 @@ fn describe(
                 units::duration_ns(start),
                 host,
                 con.thread,
+                // Negative queues are the synchronous and default ones.
                 con.async_queue()
+                    .filter(|&q| q >= 0)
                     .map_or(String::new(), |q| format!("  async {q}"))
             ));
             let k = run.kernels_of(c).len();

@@ -84,7 +84,12 @@ fn finding_items(session: &Session, state: &State) -> Vec<(String, String)> {
             let g = &session.groups[f.group];
             let x = g.finding(f.index)?;
             let cost = x.cost_ns.map_or("-".to_string(), units::duration_ns);
-            let first = format!("{:>2} {} {cost:>8} {}", n + 1, x.id, x.title);
+            let first = format!(
+                "{:>2} {} {cost:>8} {}",
+                n + 1,
+                x.id,
+                crate::state::short_paths(&x.title)
+            );
             let place = x
                 .locations
                 .first()
