@@ -117,6 +117,23 @@ impl Tmux {
         }
     }
 
+    fn resize(&self, w: u16, h: u16) {
+        let st = self
+            .cmd()
+            .args([
+                "resize-window",
+                "-t",
+                "t",
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .status()
+            .expect("tmux resize-window");
+        assert!(st.success());
+    }
+
     fn screen(&self) -> String {
         let out = self
             .cmd()
@@ -242,6 +259,12 @@ fn smoke_open_zoom_select_a_kernel_open_the_findings_jump_and_quit() {
     let next = tmux.screen();
     assert_ne!(at(&next), here, "{next}");
     assert!(next.contains("kernel "), "{next}");
+
+    // Too small a window says so; back to size, the timeline is back.
+    tmux.resize(60, 20);
+    tmux.wait_for("Terminal too small: 60x20");
+    tmux.resize(120, 40);
+    tmux.wait_for(") by cost");
 
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&status), "0");
