@@ -236,7 +236,7 @@ impl Group {
 
     /// A time of the run on the common clock.
     pub fn at(&self, t: u64) -> u64 {
-        (i128::from(t) + self.shift).clamp(0, i128::from(u64::MAX)) as u64
+        crate::lanes::on_clock(t, self.shift)
     }
 
     /// The lanes and positions of a finding's events: its kernels and

@@ -466,6 +466,11 @@ impl Counter {
     }
 }
 
+/// A run's time `t` on the common clock (`shift` added, kept in range).
+pub fn on_clock(t: u64, shift: i128) -> u64 {
+    (i128::from(t) + shift).clamp(0, i128::from(u64::MAX)) as u64
+}
+
 /// The most rows a host thread's nested constructs take.
 pub const MAX_DEPTH: u8 = 3;
 
@@ -479,10 +484,35 @@ pub struct RunLanes {
 
 impl RunLanes {
     pub fn build(run: &Run, shift: i128) -> RunLanes {
-        let at = |t: u64| -> u64 { (i128::from(t) + shift).clamp(0, i128::from(u64::MAX)) as u64 };
-        let mut lanes: Vec<Lane> = Vec::new();
+        // The host threads' lanes on one core, the device's on the other.
+        let (mut lanes, mut device) = std::thread::scope(|scope| {
+            let threads = scope.spawn(|| Self::thread_lanes(run, shift));
+            let device = Self::device_lanes(run, shift);
+            match threads.join() {
+                Ok(t) => (t, device),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        });
+        lanes.append(&mut device);
+        let at = |t: u64| on_clock(t, shift);
+        let mut steps: Vec<(u64, i64)> = Vec::with_capacity(run.allocs().len() * 2);
+        for (_, a) in run.allocs() {
+            let bytes = a.bytes.min(i64::MAX as u64) as i64;
+            steps.push((at(a.alloc_ns), bytes));
+            if let Some(f) = a.free_ns() {
+                steps.push((at(f), -bytes));
+            }
+        }
+        RunLanes {
+            lanes,
+            memory: Counter::build(steps),
+        }
+    }
 
-        // Host threads: constructs by depth.
+    /// Per host thread, the constructs by nesting depth.
+    fn thread_lanes(run: &Run, shift: i128) -> Vec<Lane> {
+        let at = |t: u64| on_clock(t, shift);
+        let mut lanes: Vec<Lane> = Vec::new();
         let mut depth: Vec<u8> = Vec::with_capacity(run.constructs().len());
         let mut threads: Vec<(u32, [Option<usize>; MAX_DEPTH as usize])> = Vec::new();
         let mut ids_of: Vec<ConstructId> = Vec::with_capacity(run.constructs().len());
@@ -539,6 +569,16 @@ impl RunLanes {
             _ => (u32::MAX, 0),
         });
 
+        for l in &mut lanes {
+            l.seal();
+        }
+        lanes
+    }
+
+    /// The device queues, the copies and the memsets.
+    fn device_lanes(run: &Run, shift: i128) -> Vec<Lane> {
+        let at = |t: u64| on_clock(t, shift);
+        let mut lanes: Vec<Lane> = Vec::new();
         // Device queues.
         let mut streams: Vec<Lane> = Vec::new();
         for (id, k) in run.kernels() {
@@ -614,22 +654,11 @@ impl RunLanes {
             }
             lanes.push(m);
         }
+
         for l in &mut lanes {
             l.seal();
         }
-
-        let mut steps: Vec<(u64, i64)> = Vec::with_capacity(run.allocs().len() * 2);
-        for (_, a) in run.allocs() {
-            let bytes = a.bytes.min(i64::MAX as u64) as i64;
-            steps.push((at(a.alloc_ns), bytes));
-            if let Some(f) = a.free_ns() {
-                steps.push((at(f), -bytes));
-            }
-        }
-        RunLanes {
-            lanes,
-            memory: Counter::build(steps),
-        }
+        lanes
     }
 
     pub fn heap_bytes(&self) -> usize {
