@@ -412,3 +412,96 @@ fn every_finding_event_is_marked_and_the_present_table_names_the_arrays() {
     };
     assert_eq!(tag, Tag::Kernel);
 }
+
+#[test]
+fn the_mouse_wheel_zooms_at_the_pointer_and_a_drag_pans() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    let area = Rect::new(0, 0, W, H);
+    let a = view::layout(area, &st).expect("layout");
+    let mouse = |kind, column, row| {
+        Event::Mouse(MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    // The instant under the pointer stays under it.
+    let col = a.lanes.x + a.lanes.width / 4;
+    let share = (f64::from(col - a.lanes.x) + 0.5) / f64::from(a.lanes.width);
+    let under = st.t0 + st.width_ns * share;
+    let w = st.width_ns;
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::ScrollUp, col, a.lanes.y),
+    );
+    assert!(st.width_ns < w);
+    assert!((st.t0 + st.width_ns * share - under).abs() < 1.0);
+    // A click on the device lane selects the kernel there; a drag pans.
+    let dev = st
+        .rows
+        .iter()
+        .position(|r| matches!(r, Row::Lane(0, l) if matches!(s.groups[0].lanes.lanes[*l].kind, LaneKind::Stream { .. })))
+        .expect("device row");
+    let row = a.lanes.y + dev as u16;
+    let mid = a.lanes.x + a.lanes.width / 2;
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Down(MouseButton::Left), mid, row),
+    );
+    let e = st.selected.expect("selected");
+    assert_eq!(s.groups[0].lanes.lanes[e.lane].tag(e.pos), Tag::Kernel);
+    let t0 = st.t0;
+    let per_col = st.width_ns / f64::from(a.lanes.width);
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Drag(MouseButton::Left), mid - 10, row),
+    );
+    assert!((st.t0 - (t0 + 10.0 * per_col)).abs() < 1.0);
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Up(MouseButton::Left), mid - 10, row),
+    );
+    assert!(st.drag.is_none());
+}
+
+#[test]
+fn without_color_the_kinds_keep_their_glyphs_and_no_color_is_set() {
+    let none = Palette { color: false };
+    let some = Palette { color: true };
+    for tag in [
+        Tag::Compute,
+        Tag::EnterData,
+        Tag::Update,
+        Tag::Kernel,
+        Tag::Upload,
+        Tag::Download,
+    ] {
+        assert_eq!(none.tag(tag).fg, None);
+        assert!(some.tag(tag).fg.is_some());
+    }
+    // The selection and the highlight still show, by reverse video.
+    let m = ratatui::style::Modifier::REVERSED;
+    assert!(none
+        .selected(none.tag(Tag::Kernel))
+        .add_modifier
+        .contains(m));
+    assert!(none
+        .highlighted(none.tag(Tag::Kernel))
+        .add_modifier
+        .contains(m));
+    assert_ne!(
+        accprof_tui::style::full_glyph(Tag::Compute),
+        accprof_tui::style::full_glyph(Tag::Update)
+    );
+}
