@@ -96,10 +96,15 @@ pub enum LaneKind {
 pub struct Lane {
     pub kind: LaneKind,
     pub label: String,
-    /// Start and end on the common clock (ns since the earliest trace's start).
+    /// Start on the common clock (ns since the earliest trace's start).
     starts: Vec<u64>,
+    /// The events' ends: while the lane is built, and after [`Lane::seal`]
+    /// only when some event lasts 2^32 ns (4.3 s) or more.
     ends: Vec<u64>,
-    /// The latest end among the events up to each position.
+    /// Otherwise their durations, in half the memory.
+    durations: Vec<u32>,
+    /// The latest end among the events up to each position; empty when
+    /// no event ends after a later one (then it is the end itself).
     reach: Vec<u64>,
     tags: Vec<Tag>,
     ids: Ids,
@@ -143,6 +148,7 @@ impl Lane {
             label,
             starts: Vec::new(),
             ends: Vec::new(),
+            durations: Vec::new(),
             reach: Vec::new(),
             tags: Vec::new(),
             ids,
@@ -163,7 +169,21 @@ impl Lane {
     }
 
     pub fn end(&self, pos: u32) -> u64 {
-        self.ends[pos as usize]
+        self.end_at(pos as usize)
+    }
+
+    fn end_at(&self, i: usize) -> u64 {
+        match self.durations.get(i) {
+            Some(&d) => self.starts[i] + u64::from(d),
+            None => self.ends[i],
+        }
+    }
+
+    fn reach_at(&self, i: usize) -> u64 {
+        match self.reach.get(i) {
+            Some(&r) => r,
+            None => self.end_at(i),
+        }
     }
 
     pub fn tag(&self, pos: u32) -> Tag {
@@ -201,11 +221,8 @@ impl Lane {
     }
 
     fn push(&mut self, start: u64, end: u64, tag: Tag) {
-        let end = end.max(start);
-        let reach = self.reach.last().map_or(end, |&r| r.max(end));
         self.starts.push(start);
-        self.ends.push(end);
-        self.reach.push(reach);
+        self.ends.push(end.max(start));
         self.tags.push(tag);
     }
 
@@ -233,15 +250,32 @@ impl Lane {
             }
             // The handles are no longer in order: `find` scans.
             self.reordered = true;
-            let mut r = 0;
-            self.reach = self
-                .ends
+        }
+        let mut r = 0;
+        let mut overlap = false;
+        let reach: Vec<u64> = self
+            .ends
+            .iter()
+            .map(|&e| {
+                overlap |= e < r;
+                r = r.max(e);
+                r
+            })
+            .collect();
+        self.reach = if overlap { reach } else { Vec::new() };
+        let long = self
+            .starts
+            .iter()
+            .zip(&self.ends)
+            .any(|(&s, &e)| e - s > u64::from(u32::MAX));
+        if !long {
+            self.durations = self
+                .starts
                 .iter()
-                .map(|&e| {
-                    r = r.max(e);
-                    r
-                })
+                .zip(&self.ends)
+                .map(|(&s, &e)| (e - s) as u32)
                 .collect();
+            self.ends = Vec::new();
         }
         match &mut self.ids {
             Ids::Constructs(v) => v.shrink_to_fit(),
@@ -251,7 +285,6 @@ impl Lane {
         }
         self.starts.shrink_to_fit();
         self.ends.shrink_to_fit();
-        self.reach.shrink_to_fit();
         self.tags.shrink_to_fit();
     }
 
@@ -273,10 +306,10 @@ impl Lane {
         while j > 0 && steps < 64 {
             j -= 1;
             steps += 1;
-            if self.ends[j] > t || self.starts[j] == t {
+            if self.end_at(j) > t || self.starts[j] == t {
                 return Some(j as u32);
             }
-            if self.reach[j] <= t {
+            if self.reach_at(j) <= t {
                 break;
             }
         }
@@ -295,7 +328,7 @@ impl Lane {
             let a = t0 + c as f64 * per_col;
             let b = a + per_col;
             let hi = lo + self.starts[lo..n].partition_point(|&s| (s as f64) < b);
-            let covered = lo > 0 && self.reach[lo - 1] as f64 > a;
+            let covered = lo > 0 && self.reach_at(lo - 1) as f64 > a;
             *cell = Cell {
                 count: (hi - lo) as u32,
                 covered,
@@ -306,9 +339,9 @@ impl Lane {
             if hi > lo || covered {
                 let from = if covered { a } else { self.starts[lo] as f64 };
                 let to = if hi > lo {
-                    self.reach[hi - 1] as f64
+                    self.reach_at(hi - 1) as f64
                 } else {
-                    self.reach[lo - 1] as f64
+                    self.reach_at(lo - 1) as f64
                 };
                 let (from, to) = (from.max(a), to.min(b).max(from.max(a)));
                 let share = if per_col > 0.0 {
@@ -344,7 +377,7 @@ impl Lane {
                 break;
             }
             j -= 1;
-            if self.ends[j] as f64 > t {
+            if self.end_at(j) as f64 > t {
                 return j;
             }
         }
@@ -362,7 +395,10 @@ impl Lane {
 
     /// The latest end of the lane's events.
     pub fn last_end(&self) -> u64 {
-        self.reach.last().copied().unwrap_or(0)
+        match self.starts.len() {
+            0 => 0,
+            n => self.reach_at(n - 1),
+        }
     }
 
     pub fn first_start(&self) -> u64 {
@@ -378,6 +414,7 @@ impl Lane {
             Ids::Memsets(v) => v.capacity() * 4,
         };
         (self.starts.capacity() + self.ends.capacity() + self.reach.capacity()) * 8
+            + self.durations.capacity() * 4
             + self.tags.capacity()
             + ids
     }
@@ -694,6 +731,22 @@ mod tests {
         assert_eq!(cells[3].side, Side::Left);
         assert_eq!(cells[4].first, u32::MAX);
         assert_eq!(cells[5].fill, 1);
+    }
+
+    #[test]
+    fn lanes_keep_what_they_need_and_read_the_same() {
+        // Short, non-overlapping events: durations only, no reach.
+        let l = lane(&[(0, 10), (20, 30)]);
+        assert!(l.reach.is_empty() && l.ends.is_empty());
+        assert_eq!((l.end(0), l.end(1), l.last_end()), (10, 30, 30));
+        // An event of 5 s: the ends are kept whole.
+        let long = 5_000_000_000;
+        let l = lane(&[(0, long), (10, 20)]);
+        assert!(l.durations.is_empty() && !l.reach.is_empty());
+        assert_eq!((l.end(0), l.end(1), l.last_end()), (long, 20, long));
+        let mut cells = [Cell::default(); 2];
+        l.cells(1e9, 1e9, &mut cells);
+        assert!(cells[0].covered && cells[1].covered);
     }
 
     #[test]
