@@ -423,9 +423,9 @@ impl Lane {
 /// Device memory in use over time: a step function of the allocations.
 #[derive(Debug, Clone, Default)]
 pub struct Counter {
-    times: Vec<u64>,
-    /// The bytes in use from each time on.
-    values: Vec<u64>,
+    /// Each time the bytes in use changed, and the bytes from then on (in
+    /// the memory the changes were gathered in: no second copy).
+    steps: Vec<(u64, u64)>,
     /// The largest value in each block of `BLOCK` steps.
     block_max: Vec<u64>,
     pub peak: u64,
@@ -434,50 +434,59 @@ pub struct Counter {
 const BLOCK: usize = 256;
 
 impl Counter {
-    fn build(mut steps: Vec<(u64, i64)>) -> Counter {
-        steps.sort_by_key(|s| s.0);
-        let mut c = Counter::default();
+    /// From the changes (time, bytes added or, negative, freed), in any order.
+    fn build(mut changes: Vec<(u64, i64)>) -> Counter {
+        changes.sort_unstable_by_key(|s| s.0);
         let mut now: i64 = 0;
-        for (t, d) in steps {
-            now = now.saturating_add(d).max(0);
-            if c.times.last() == Some(&t) {
-                if let Some(v) = c.values.last_mut() {
-                    *v = now as u64;
-                }
-            } else {
-                c.times.push(t);
-                c.values.push(now as u64);
-            }
-        }
-        c.block_max = c
-            .values
-            .chunks(BLOCK)
-            .map(|b| b.iter().copied().max().unwrap_or(0))
+        // The running total, in place; several changes at one time leave
+        // the last total.
+        let mut steps: Vec<(u64, u64)> = changes
+            .into_iter()
+            .map(|(t, d)| {
+                now = now.saturating_add(d).max(0);
+                (t, now as u64)
+            })
             .collect();
-        c.peak = c.block_max.iter().copied().max().unwrap_or(0);
-        c
+        steps.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 = later.1;
+            }
+            same
+        });
+        steps.shrink_to_fit();
+        let block_max: Vec<u64> = steps
+            .chunks(BLOCK)
+            .map(|b| b.iter().map(|s| s.1).max().unwrap_or(0))
+            .collect();
+        let peak = block_max.iter().copied().max().unwrap_or(0);
+        Counter {
+            steps,
+            block_max,
+            peak,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.times.is_empty()
+        self.steps.is_empty()
     }
 
     /// Bytes in use at `t`.
     pub fn at(&self, t: u64) -> u64 {
-        match self.times.partition_point(|&x| x <= t) {
+        match self.steps.partition_point(|&(x, _)| x <= t) {
             0 => 0,
-            i => self.values[i - 1],
+            i => self.steps[i - 1].1,
         }
     }
 
     /// The most bytes in use during each column of the window.
     pub fn columns(&self, t0: f64, per_col: f64, out: &mut [u64]) {
-        let n = self.times.len();
-        let mut lo = self.times.partition_point(|&s| (s as f64) < t0);
+        let n = self.steps.len();
+        let mut lo = self.steps.partition_point(|&(s, _)| (s as f64) < t0);
         for (c, v) in out.iter_mut().enumerate() {
             let b = t0 + (c + 1) as f64 * per_col;
-            let hi = lo + self.times[lo..n].partition_point(|&s| (s as f64) < b);
-            let before = if lo > 0 { self.values[lo - 1] } else { 0 };
+            let hi = lo + self.steps[lo..n].partition_point(|&(s, _)| (s as f64) < b);
+            let before = if lo > 0 { self.steps[lo - 1].1 } else { 0 };
             *v = before.max(self.max_in(lo, hi));
             lo = hi;
         }
@@ -491,7 +500,7 @@ impl Counter {
                 m = m.max(self.block_max[i / BLOCK]);
                 i += BLOCK;
             } else {
-                m = m.max(self.values[i]);
+                m = m.max(self.steps[i].1);
                 i += 1;
             }
         }
@@ -499,7 +508,7 @@ impl Counter {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        (self.times.capacity() + self.values.capacity() + self.block_max.capacity()) * 8
+        self.steps.capacity() * 16 + self.block_max.capacity() * 8
     }
 }
 
