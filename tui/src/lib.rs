@@ -23,7 +23,7 @@ pub use term::{check_terminal, run};
 /// Why the timeline could not be shown.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("accprof tui needs a terminal: standard input and output must be a TTY")]
+    #[error("the timeline needs a terminal: standard input and output must be a TTY")]
     NoTerminal,
     #[error("the terminal's input ended")]
     InputClosed,
