@@ -9,6 +9,7 @@ mod export;
 mod progress;
 mod run;
 mod tune;
+mod tui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +65,15 @@ Examples:
   accprof diff --json before.trace after.trace > diff.json
   accprof diff --csv -o diff.csv before.trace after.trace";
 
+const TUI_EXAMPLES: &str = "\
+Examples:
+  accprof tui app.trace --source-dir src
+  accprof tui r*.trace                      MPI ranks: one group of lanes per rank
+  accprof run --tui -- ./app                the timeline when the program ends
+
+Keys: arrows pan and move between lanes, + - zoom, 0 fits all, Enter selects,
+f findings, l lines, / search, ? help, q quit.";
+
 const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   accprof completions bash > ~/.local/share/bash-completion/completions/accprof
@@ -96,6 +106,10 @@ enum Command {
     /// times and bytes before and after, and the totals.
     #[command(after_help = DIFF_EXAMPLES)]
     Diff(export::DiffArgs),
+    /// The interactive terminal timeline: lanes per host thread, device
+    /// queue and copy direction, device memory, findings on the events.
+    #[command(after_help = TUI_EXAMPLES)]
+    Tui(tui::TuiArgs),
     /// Print a shell completion script.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
@@ -129,6 +143,10 @@ pub struct RunArgs {
     /// Print the extended summary at exit.
     #[arg(long)]
     pub extended: bool,
+    /// Open the interactive timeline of the run's traces when the program
+    /// ends (needs a terminal).
+    #[arg(long)]
+    pub tui: bool,
     /// The collector library [default: $ACCPROF_LIB, else libaccprof.so next
     /// to this binary, else the copy built into it].
     #[arg(long, value_name = "FILE")]
@@ -190,6 +208,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => tune::tune(&args),
         Command::Export(args) => export::export(&args),
         Command::Diff(args) => export::diff(&args),
+        Command::Tui(args) => tui::tui(&args),
         Command::Completions { shell } => completions(shell),
     };
     match result {

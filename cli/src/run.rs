@@ -275,6 +275,10 @@ fn shown(path: &Path) -> String {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
+    if args.tui {
+        // Said before the program runs, not after.
+        accprof_tui::check_terminal()?;
+    }
     let s = settings(args)?;
     let lib = find_collector(args.lib.as_deref())?;
     let base = std::env::current_dir().context("cannot read the current directory")?;
@@ -301,25 +305,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .wait()
         .with_context(|| format!("waiting for {program}"))?;
     let code = launch::exit_code(&status);
-    report_traces(program, &status, &manifest.entries(), args);
+    let with_openacc = report_traces(program, &status, &manifest.entries(), args);
+    if args.tui && !with_openacc.is_empty() {
+        crate::tui::open(&with_openacc, &[], &[])?;
+    }
     Ok(code)
 }
 
 /// Says what the run left: the summary of each trace with OpenACC events
-/// (unless --no-summary) and the name of every trace.
+/// (unless --no-summary) and the name of every trace; gives back the
+/// traces with OpenACC events.
 fn report_traces(
     program: &str,
     status: &std::process::ExitStatus,
     traces: &[(u32, PathBuf)],
     args: &RunArgs,
-) {
+) -> Vec<PathBuf> {
     if traces.is_empty() {
         let why = match std::os::unix::process::ExitStatusExt::signal(status) {
             Some(9) => "it was killed (SIGKILL) before a trace could be written".to_string(),
             _ => "it made no OpenACC calls that the collector saw (not an OpenACC program, a statically linked or setuid one, or one that clears LD_PRELOAD)".to_string(),
         };
         eprintln!("accprof: {program} left no trace: {why}");
-        return;
+        return Vec::new();
     }
     let looks: Vec<Look> = traces.iter().map(|(_, p)| look(p)).collect();
     if !looks.iter().any(|l| matches!(l, Look::OpenAcc)) {
@@ -341,10 +349,16 @@ fn report_traces(
                 clean.join(", ")
             );
         }
-        return;
+        return Vec::new();
     }
+    let with_openacc: Vec<PathBuf> = traces
+        .iter()
+        .zip(&looks)
+        .filter(|(_, l)| matches!(l, Look::OpenAcc))
+        .map(|((_, p), _)| p.clone())
+        .collect();
     let several = traces.len() > 1;
-    if !args.no_summary {
+    if !args.no_summary && !args.tui {
         for ((pid, path), l) in traces.iter().zip(&looks) {
             if !matches!(l, Look::OpenAcc) {
                 continue;
@@ -369,7 +383,7 @@ fn report_traces(
     }
     if !several {
         eprintln!("accprof: trace written to {}", shown(&traces[0].1));
-        return;
+        return with_openacc;
     }
     eprintln!(
         "accprof: {program} and the programs it ran wrote {} traces:",
@@ -378,4 +392,5 @@ fn report_traces(
     for ((pid, path), l) in traces.iter().zip(&looks) {
         eprintln!("accprof:   {} (pid {pid}, {})", shown(path), l.describe());
     }
+    with_openacc
 }

@@ -1,0 +1,298 @@
+//! `accprof tui` and `accprof run --tui`: the refusals that come before the
+//! screen is taken (no terminal, an unreadable trace), and smoke tests that
+//! drive the real binary in a tmux pane (send-keys, capture-pane).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn tui_on_fixtures() -> Command {
+    let mut cmd = accprof_on_fixtures("tui");
+    cmd.arg("--source-dir").arg(samples_src());
+    cmd
+}
+
+fn samples_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")
+}
+
+#[test]
+fn without_a_terminal_it_says_so_and_exits_2() {
+    let out = tui_on_fixtures()
+        .arg(h200_fixtures().join("laplace_bad_c.trace"))
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("needs a terminal"), "{err}");
+    // Nothing was drawn.
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn an_unreadable_trace_is_named_on_one_line_before_anything_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.trace");
+    std::fs::write(&junk, b"not a trace at all, just words").expect("write");
+    for bad in [dir.path().join("missing.trace"), junk] {
+        let out = tui_on_fixtures()
+            .arg(h200_fixtures().join("laplace_bad_c.trace"))
+            .arg(&bad)
+            .output()
+            .expect("accprof runs");
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&bad.display().to_string()), "{err}");
+        assert!(!err.contains("terminal"), "{err}");
+    }
+}
+
+#[test]
+fn run_tui_without_a_terminal_refuses_before_the_program_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("ran");
+    let out = Command::new(accprof())
+        .arg("run")
+        .arg("--tui")
+        .arg("--lib")
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(dir.path().join("t-%p.trace"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs a terminal"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!marker.exists());
+}
+
+/// A tmux server of this test's own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts `command` in a detached 120x40 pane.
+    fn start(name: &str, command: &str) -> Tmux {
+        let t = Tmux {
+            socket: format!("accprof-test-{name}-{}", std::process::id()),
+        };
+        let st = t
+            .cmd()
+            .args(["new-session", "-d", "-x", "120", "-y", "40", "-s", "t"])
+            .arg(command)
+            .status()
+            .expect("tmux runs");
+        assert!(st.success());
+        t
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let st = self
+                .cmd()
+                .args(["send-keys", "-t", "t", k])
+                .status()
+                .expect("tmux send-keys");
+            assert!(st.success());
+            // One key at a time, each drawn before the next comes.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn resize(&self, w: u16, h: u16) {
+        let st = self
+            .cmd()
+            .args([
+                "resize-window",
+                "-t",
+                "t",
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .status()
+            .expect("tmux resize-window");
+        assert!(st.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen once `want` is on it (within 20 s).
+    fn wait_for(&self, want: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(want) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{want:?} never showed:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // The server is gone already when the pane's command ended.
+        let _ = self
+            .cmd()
+            .arg("kill-server")
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The exit status the pane's shell wrote to `file`, once written.
+fn exit_status(file: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(file) {
+            if !s.is_empty() {
+                return s.trim().to_string();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the timeline did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn window(screen: &str) -> String {
+    screen
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split('│')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn smoke_open_zoom_select_a_kernel_open_the_findings_jump_and_quit() {
+    if !have_tmux() {
+        eprintln!("note: tmux not found (scripts/setup.sh installs it), skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = dir.path().join("status");
+    let command = format!(
+        "env ACCPROF_SYMBOLS_ONLY=1 {} tui {} --symbols {} --source-dir {}; echo $? > {}",
+        accprof().display(),
+        h200_fixtures().join("laplace_bad_c.trace").display(),
+        h200_fixtures().join("bin").display(),
+        samples_src().display(),
+        status.display()
+    );
+    let tmux = Tmux::start("smoke", &command);
+    // The findings come once the analysis thread is done.
+    let first = tmux.wait_for(") by cost");
+    for lane in ["thread", "dev 0 queue", "host->device", "device->host"] {
+        assert!(first.contains(lane), "{lane}:\n{first}");
+    }
+    assert!(first.contains(" L3 ") && first.contains(" D6 "), "{first}");
+
+    // Zoom in: the window is narrower.
+    let before = window(&first);
+    tmux.keys(&["+"]);
+    let zoomed = tmux.screen();
+    assert_ne!(window(&zoomed), before, "{zoomed}");
+
+    // Down to the device lane (thread, nested, queue) and select there.
+    tmux.keys(&["Down", "Down", "Enter"]);
+    let selected = tmux.wait_for("selected: kernel");
+    assert!(selected.contains("grid "), "{selected}");
+
+    // The findings: choose the first (L3); the timeline zooms to its kernels.
+    tmux.keys(&["f", "Enter"]);
+    let lit = tmux.wait_for("lit: L3");
+    assert!(lit.contains("◆"), "{lit}");
+    assert!(lit.contains("laplace_bad.c:154"), "{lit}");
+    // Jump to the next of the finding's events.
+    let at = |s: &str| {
+        s.lines()
+            .find(|l| l.contains(" start "))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let here = at(&lit);
+    tmux.keys(&["Tab", "]"]);
+    let next = tmux.screen();
+    assert_ne!(at(&next), here, "{next}");
+    assert!(next.contains("kernel "), "{next}");
+
+    // Too small a window says so; back to size, the timeline is back.
+    tmux.resize(60, 20);
+    tmux.wait_for("Terminal too small: 60x20");
+    tmux.resize(120, 40);
+    tmux.wait_for(") by cost");
+
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&status), "0");
+}
+
+#[test]
+fn run_tui_opens_the_timeline_when_the_program_ends() {
+    if !have_tmux() {
+        eprintln!("note: tmux not found (scripts/setup.sh installs it), skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = dir.path().join("status");
+    let command = format!(
+        "{} run --tui --lib {} --output {} -- {} 50; echo $? > {}",
+        accprof().display(),
+        collector_lib().display(),
+        dir.path().join("t-%p.trace").display(),
+        program("storm").display(),
+        status.display()
+    );
+    let tmux = Tmux::start("run", &command);
+    let screen = tmux.wait_for(") by cost");
+    assert!(screen.contains("thread"), "{screen}");
+    // The summary by line names the program's construct.
+    tmux.keys(&["l"]);
+    tmux.wait_for("storm.c:");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&status), "0");
+    assert_eq!(traces(dir.path()).len(), 1);
+}

@@ -1,0 +1,208 @@
+//! Rendering: reads the session and the state, draws into a buffer, never
+//! changes either. [`layout`] is shared with the input handling (the mouse
+//! needs to know where the lanes are).
+
+mod details;
+mod panels;
+mod timeline;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+
+use crate::data::Session;
+use crate::state::{Focus, State};
+use crate::style::Palette;
+
+/// The smallest terminal the timeline fits in.
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+/// Width of the lane names left of the lanes.
+pub const LABEL_WIDTH: u16 = 18;
+
+/// Where each part of the screen goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    /// The time ruler and the row of finding marks under it.
+    pub ruler: Rect,
+    pub marks: Rect,
+    /// Lane names and lanes.
+    pub labels: Rect,
+    pub lanes: Rect,
+    pub details: Rect,
+    /// The side panel (findings or lines) and the present table.
+    pub panel: Option<Rect>,
+    pub present: Option<Rect>,
+    pub status: Rect,
+}
+
+/// The layout of an `area`-sized screen for `state`; None when it is too small.
+pub fn layout(area: Rect, state: &State) -> Option<Areas> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    let status = Rect::new(area.x, area.y + area.height - 1, area.width, 1);
+    let body_h = area.height - 1;
+    let side_w = if state.panel.is_some() {
+        (area.width * 3 / 8).clamp(34, 48)
+    } else {
+        0
+    };
+    let left_w = area.width - side_w;
+    let details_h = (body_h / 4).clamp(8, 11);
+    let top_h = body_h - details_h;
+    let ruler = Rect::new(area.x + LABEL_WIDTH, area.y, left_w - LABEL_WIDTH, 1);
+    let marks = Rect::new(area.x + LABEL_WIDTH, area.y + 1, left_w - LABEL_WIDTH, 1);
+    let labels = Rect::new(area.x, area.y + 2, LABEL_WIDTH, top_h - 2);
+    let lanes = Rect::new(
+        area.x + LABEL_WIDTH,
+        area.y + 2,
+        left_w - LABEL_WIDTH,
+        top_h - 2,
+    );
+    let details = Rect::new(area.x, area.y + top_h, left_w, details_h);
+    let (panel, present) = if side_w > 0 {
+        let present_h = (body_h / 3).clamp(7, 12);
+        (
+            Some(Rect::new(
+                area.x + left_w,
+                area.y,
+                side_w,
+                body_h - present_h,
+            )),
+            Some(Rect::new(
+                area.x + left_w,
+                area.y + body_h - present_h,
+                side_w,
+                present_h,
+            )),
+        )
+    } else {
+        (None, None)
+    };
+    Some(Areas {
+        ruler,
+        marks,
+        labels,
+        lanes,
+        details,
+        panel,
+        present,
+        status,
+    })
+}
+
+/// The first row shown so that the cursor's row is in a view `height` rows tall.
+pub fn first_row(state: &State, height: usize) -> usize {
+    let h = height.max(1);
+    let mut first = state.scroll.min(state.rows.len().saturating_sub(1));
+    if state.cursor < first {
+        first = state.cursor;
+    } else if state.cursor >= first + h {
+        first = state.cursor + 1 - h;
+    }
+    first
+}
+
+/// Draws the whole screen.
+pub fn render(session: &Session, state: &State, palette: Palette, area: Rect, buf: &mut Buffer) {
+    let Some(a) = layout(area, state) else {
+        too_small(area, buf);
+        return;
+    };
+    timeline::render(session, state, palette, &a, buf);
+    details::render(session, state, palette, a.details, buf);
+    if let Some(p) = a.panel {
+        panels::render_panel(session, state, palette, p, buf);
+    }
+    if let Some(p) = a.present {
+        panels::render_present(session, state, palette, p, buf);
+    }
+    panels::render_status(session, state, palette, a.status, buf);
+    if state.help {
+        help(area, palette, buf);
+    }
+}
+
+fn too_small(area: Rect, buf: &mut Buffer) {
+    let text = format!(
+        "Terminal too small: {}x{}; the timeline needs at least {MIN_WIDTH}x{MIN_HEIGHT}. (q quits)",
+        area.width, area.height
+    );
+    Paragraph::new(text)
+        .wrap(Wrap { trim: true })
+        .render(area, buf);
+}
+
+/// The keys, as the help overlay lists them.
+pub const KEYS: &[(&str, &str)] = &[
+    ("left right", "pan (mouse: drag)"),
+    ("+ -", "zoom in, out (mouse: wheel)"),
+    ("0 / Home", "fit all"),
+    ("z", "zoom to the selected event"),
+    ("up down", "move between lanes"),
+    ("Enter", "select the event at the center; choose the entry"),
+    (", .", "previous, next event in the lane"),
+    ("n N", "next, previous event of the same kind"),
+    ("s S", "next, previous event of the same source line"),
+    ("k K", "next, previous launch of the same kernel"),
+    ("] [", "next, previous highlighted event"),
+    ("f", "findings panel (ranked by cost)"),
+    ("l", "summary by source line (o: by time, count, bytes)"),
+    ("p", "hide the panel"),
+    ("Tab", "move between the timeline and the panel"),
+    ("/", "search a kernel, variable or file:line"),
+    ("c", "collapse or expand a trace's lanes"),
+    ("Esc", "clear the highlight / close"),
+    ("?", "this help"),
+    ("q", "quit"),
+];
+
+fn help(area: Rect, palette: Palette, buf: &mut Buffer) {
+    let w = 68.min(area.width);
+    let h = (KEYS.len() as u16 + 4).min(area.height);
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    Clear.render(r, buf);
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, v)| Line::from(format!(" {k:<12} {v}")))
+        .collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from(" Press ? or Esc to close."));
+    Paragraph::new(lines)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" accprof tui: keys ")
+                .title_style(palette.title()),
+        )
+        .render(r, buf);
+}
+
+/// Whether the search prompt is open.
+pub fn searching(state: &State) -> bool {
+    state.focus == Focus::Search
+}
+
+/// The buffer's text, one line per row, trailing blanks removed (for tests
+/// and the benchmark).
+pub fn buffer_text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in area.y..area.y + area.height {
+        let mut line = String::new();
+        for x in area.x..area.x + area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

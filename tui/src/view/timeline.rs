@@ -1,0 +1,254 @@
+//! The ruler, the row of finding marks and the lanes. Every lane is drawn
+//! column by column from its aggregated cells ([`crate::lanes::Lane::cells`]):
+//! the cost follows the screen, not the number of events.
+
+use accprof_analyzer::units;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+
+use super::Areas;
+use crate::data::Session;
+use crate::lanes::{Cell, Side};
+use crate::state::{Focus, Row, State};
+use crate::style::{full_glyph, Palette, LEVELS};
+
+pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf: &mut Buffer) {
+    let width = a.lanes.width as usize;
+    let per_col = state.width_ns / width.max(1) as f64;
+    ruler(state, palette, a.ruler, per_col, buf);
+
+    let first = super::first_row(state, a.lanes.height as usize);
+    let mut cells = vec![Cell::default(); width];
+    let mut memory = vec![0u64; width];
+    // Which columns hold an event some finding names, or a highlighted one.
+    let mut marked = vec![false; width];
+    let mut lit = vec![false; width];
+    for (i, &row) in state
+        .rows
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(a.lanes.height as usize)
+    {
+        let y = a.lanes.y + (i - first) as u16;
+        let on_cursor = i == state.cursor && state.focus == Focus::Timeline;
+        match row {
+            Row::Group(g) => {
+                let gr = &session.groups[g];
+                let sign = if state.collapsed[g] { "▸" } else { "▾" };
+                let n = gr.lanes.lanes.len() + usize::from(!gr.lanes.memory.is_empty());
+                let text = format!(
+                    "{sign} {}  pid {}  {n} lane{}",
+                    gr.label,
+                    gr.run.header.pid,
+                    if n == 1 { "" } else { "s" }
+                );
+                let style = if on_cursor {
+                    palette.cursor()
+                } else {
+                    palette.group()
+                };
+                buf.set_stringn(
+                    a.labels.x,
+                    y,
+                    &text,
+                    (a.labels.width + a.lanes.width) as usize,
+                    style,
+                );
+            }
+            Row::Lane(g, l) => {
+                let gr = &session.groups[g];
+                let lane = &gr.lanes.lanes[l];
+                let sel = state.selected.filter(|e| e.group == g && e.lane == l);
+                label(
+                    buf,
+                    a.labels,
+                    y,
+                    &lane.label,
+                    on_cursor,
+                    sel.is_some(),
+                    palette,
+                );
+                lane.cells(state.t0, per_col, &mut cells);
+                let marks = gr.derived().map_or(&[][..], |d| d.marks[l].as_slice());
+                let lit_marks = state
+                    .highlight
+                    .as_ref()
+                    .map(|h| h.marks[g][l].as_slice())
+                    .unwrap_or(&[]);
+                for (c, cell) in cells.iter().enumerate() {
+                    if cell.first == u32::MAX {
+                        continue;
+                    }
+                    let x = a.lanes.x + c as u16;
+                    let tag = lane.tag(cell.first);
+                    let glyph = if cell.fill >= 5 {
+                        full_glyph(tag)
+                    } else {
+                        match cell.side {
+                            Side::Left => "▌",
+                            Side::Right => "▐",
+                            Side::Both => full_glyph(tag),
+                        }
+                    };
+                    let mut style = palette.tag(tag);
+                    let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
+                    if any_in(marks, lo, hi) {
+                        style = palette.marked(style);
+                        marked[c] = true;
+                    }
+                    if any_in(lit_marks, lo, hi) {
+                        style = palette.highlighted(style);
+                        lit[c] = true;
+                    }
+                    if sel.is_some_and(|e| e.pos >= lo && e.pos < hi) {
+                        style = palette.selected(style);
+                    }
+                    buf.set_string(x, y, glyph, style);
+                }
+            }
+            Row::Memory(g) => {
+                let gr = &session.groups[g];
+                label(buf, a.labels, y, "device memory", on_cursor, false, palette);
+                gr.lanes.memory.columns(state.t0, per_col, &mut memory);
+                let peak = gr.lanes.memory.peak.max(1);
+                for (c, &v) in memory.iter().enumerate() {
+                    let level = ((v as f64 / peak as f64) * 8.0).ceil() as usize;
+                    let level = if v > 0 { level.clamp(1, 8) } else { 0 };
+                    if level > 0 {
+                        buf.set_string(a.lanes.x + c as u16, y, LEVELS[level], palette.memory());
+                    }
+                }
+            }
+        }
+    }
+    // The marks row sums up the lanes that are off screen too: it is made
+    // of every lane, not only those drawn.
+    for (g, gr) in session.groups.iter().enumerate() {
+        if state.collapsed[g] {
+            continue;
+        }
+        for (l, lane) in gr.lanes.lanes.iter().enumerate() {
+            let lit_marks = state
+                .highlight
+                .as_ref()
+                .map(|h| h.marks[g][l].as_slice())
+                .unwrap_or(&[]);
+            let marks = gr.derived().map_or(&[][..], |d| d.marks[l].as_slice());
+            if marks.is_empty() && lit_marks.is_empty() {
+                continue;
+            }
+            lane.cells(state.t0, per_col, &mut cells);
+            for (c, cell) in cells.iter().enumerate() {
+                if cell.first == u32::MAX {
+                    continue;
+                }
+                let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
+                marked[c] |= any_in(marks, lo, hi);
+                lit[c] |= any_in(lit_marks, lo, hi);
+            }
+        }
+    }
+    for c in 0..width {
+        let x = a.marks.x + c as u16;
+        if lit[c] {
+            buf.set_string(x, a.marks.y, "◆", palette.highlight_glyph());
+        } else if marked[c] {
+            buf.set_string(x, a.marks.y, "▾", palette.mark_glyph());
+        }
+    }
+    let note = "findings ▾";
+    if a.marks.width as usize > note.len() + 2 {
+        buf.set_string(
+            a.marks.x.saturating_sub(note.chars().count() as u16 + 1),
+            a.marks.y,
+            note,
+            palette.dim(),
+        );
+    }
+}
+
+fn label(
+    buf: &mut Buffer,
+    area: Rect,
+    y: u16,
+    text: &str,
+    cursor: bool,
+    selected: bool,
+    palette: Palette,
+) {
+    let mut style = Style::default();
+    if selected {
+        style = palette.title();
+    }
+    if cursor {
+        style = palette.cursor();
+    }
+    let w = area.width as usize - 1;
+    let lead = if selected { "▶" } else { " " };
+    let text = format!("{lead}{text:<w$}", w = w - 1);
+    buf.set_stringn(area.x, y, &text, w, style);
+}
+
+/// Whether a sorted list holds a value in `lo..hi`.
+fn any_in(sorted: &[u32], lo: u32, hi: u32) -> bool {
+    let i = sorted.partition_point(|&p| p < lo);
+    i < sorted.len() && sorted[i] < hi
+}
+
+/// Ticks at a round step. The first is labelled with the time since the
+/// first trace began, the others with their distance from it, so that
+/// ticks microseconds apart late in a long run still read apart.
+fn ruler(state: &State, palette: Palette, area: Rect, per_col: f64, buf: &mut Buffer) {
+    let min_cols = 14.0;
+    let step = nice_step(per_col * min_cols);
+    let first = (state.t0.max(0.0) / step).ceil() * step;
+    let mut t = first;
+    let mut last_end: i64 = -1;
+    while t < state.t1() {
+        let c = ((t - state.t0) / per_col).round() as i64;
+        let text = if t == first {
+            format!("|{}", units::duration_ns(t as u64))
+        } else {
+            format!("|+{}", units::duration_ns((t - first) as u64))
+        };
+        let len = text.chars().count() as i64;
+        if c >= 0 && c + len <= area.width as i64 && c > last_end {
+            buf.set_string(area.x + c as u16, area.y, &text, palette.dim());
+            last_end = c + len;
+        }
+        t += step;
+    }
+}
+
+/// The smallest of 1, 2, 5 times a power of ten at least `min` (ns).
+fn nice_step(min: f64) -> f64 {
+    let min = min.max(1.0);
+    let p = 10f64.powf(min.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if p * m >= min {
+            return p * m;
+        }
+    }
+    p * 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ruler_steps_are_round() {
+        assert_eq!(nice_step(13.0), 20.0);
+        assert_eq!(nice_step(4_100.0), 5_000.0);
+        assert_eq!(nice_step(100.0), 100.0);
+    }
+
+    #[test]
+    fn a_range_holds_a_mark_only_inside() {
+        assert!(any_in(&[3, 9], 2, 4));
+        assert!(!any_in(&[3, 9], 4, 9));
+        assert!(any_in(&[3, 9], 9, 10));
+    }
+}

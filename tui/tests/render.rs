@@ -1,0 +1,507 @@
+//! The timeline of the recorded fixtures, drawn on ratatui's TestBackend at
+//! 120x40 and compared with golden text files (ACCPROF_BLESS=1 rewrites
+//! them), and what the keys do to the state on real traces.
+
+use std::path::{Path, PathBuf};
+
+use accprof_analyzer::testkit::{fixtures, golden};
+use accprof_tui::lanes::{Item, LaneKind, Tag};
+use accprof_tui::state::{Focus, Panel, Row, State};
+use accprof_tui::style::Palette;
+use accprof_tui::update::{update, Control};
+use accprof_tui::{view, Session};
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
+use ratatui::Terminal;
+
+const W: u16 = 120;
+const H: u16 = 40;
+
+fn h200(names: &[&str]) -> Session {
+    let runs = names
+        .iter()
+        .map(|n| {
+            let path = fixtures::dir("h200").join(format!("{n}.trace"));
+            (path, fixtures::load("h200", n))
+        })
+        .collect();
+    Session::open(runs, &[fixtures::samples()])
+}
+
+fn mpi() -> Session {
+    let dir = fixtures::dir("mpi_host");
+    let opts = accprof_analyzer::LoadOptions::only_in(vec![dir.join("bin")]);
+    let runs = (0..4)
+        .map(|r| {
+            let path = dir.join(format!("rank{r}.trace"));
+            let run = accprof_analyzer::load_run_with(&path, &opts).expect("rank trace");
+            (path, run)
+        })
+        .collect();
+    Session::open(runs, &[fixtures::samples()])
+}
+
+fn key(c: KeyCode) -> Event {
+    Event::Key(KeyEvent::new(c, KeyModifiers::NONE))
+}
+
+fn keys(s: &Session, st: &mut State, list: &[KeyCode]) {
+    let area = Rect::new(0, 0, W, H);
+    for &k in list {
+        assert_eq!(update(s, st, area, &key(k)), Control::Continue);
+    }
+}
+
+/// The screen as text, drawn through a ratatui Terminal on a TestBackend.
+fn screen(s: &Session, st: &State, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    term.draw(|f| {
+        let area = f.area();
+        view::render(s, st, Palette { color: true }, area, f.buffer_mut());
+    })
+    .expect("draw");
+    view::buffer_text(term.backend().buffer())
+}
+
+fn check(name: &str, got: &str) {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.txt"));
+    golden::check(&path, got, "cargo test -p accprof-tui --test render");
+}
+
+fn lane_of(s: &Session, g: usize, kind: impl Fn(LaneKind) -> bool) -> usize {
+    s.groups[g]
+        .lanes
+        .lanes
+        .iter()
+        .position(|l| kind(l.kind))
+        .expect("lane")
+}
+
+#[test]
+fn laplace_bad_shows_the_lanes_the_single_gang_kernel_and_its_findings() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    let text = screen(&s, &st, W, H);
+    for lane in [
+        "thread",
+        "dev 0 queue",
+        "host->device",
+        "device->host",
+        "device memory",
+    ] {
+        assert!(text.contains(lane), "{lane}:\n{text}");
+    }
+    let ids: Vec<&str> = st
+        .findings
+        .iter()
+        .map(|f| s.groups[f.group].finding(f.index).expect("finding").id)
+        .collect();
+    assert_eq!(ids.first(), Some(&"L3"), "{ids:?}");
+    assert!(ids.contains(&"D6"), "{ids:?}");
+    assert!(text.contains(" L3 ") && text.contains(" D6 "), "{text}");
+    check("laplace_bad_c", &text);
+
+    // Choosing the L3 finding highlights its kernels and zooms to them.
+    keys(&s, &mut st, &[KeyCode::Tab, KeyCode::Enter]);
+    let h = st.highlight.as_ref().expect("highlight");
+    let f = s.groups[0].finding(st.findings[0].index).expect("finding");
+    assert_eq!(h.count, f.subjects.kernels.len());
+    assert!(h.count > 0);
+    let dev = lane_of(&s, 0, |k| matches!(k, LaneKind::Stream { .. }));
+    let lane = &s.groups[0].lanes.lanes[dev];
+    let (first, last) = (h.marks[0][dev][0], *h.marks[0][dev].last().expect("marks"));
+    assert!(st.t0 <= lane.start(first) as f64 && lane.end(last) as f64 <= st.t1());
+    let e = st.selected.expect("selected");
+    assert_eq!((e.lane, e.pos), (dev, first));
+    let text = screen(&s, &st, W, H);
+    assert!(
+        text.contains("kernel ") && text.contains("laplace_bad.c:154"),
+        "{text}"
+    );
+    assert!(
+        text.contains("> 154 |") || text.contains(">  154 |"),
+        "{text}"
+    );
+    check("laplace_bad_c.l3", &text);
+}
+
+#[test]
+fn laplace_bad_single_gang_kernel_dominates_the_device_lane() {
+    let s = h200(&["laplace_bad_c"]);
+    let g = &s.groups[0];
+    let dev = lane_of(&s, 0, |k| matches!(k, LaneKind::Stream { .. }));
+    let lane = &g.lanes.lanes[dev];
+    // Device time of the kernels at line 154 against all kernels.
+    let mut at_154 = 0u64;
+    let mut all = 0u64;
+    for p in 0..lane.len() as u32 {
+        let d = lane.end(p) - lane.start(p);
+        all += d;
+        let key = g.line_of(lane.item(p)).and_then(|k| g.line_key(k).cloned());
+        if key.is_some_and(|(_, l)| l == Some(154)) {
+            at_154 += d;
+        }
+    }
+    assert!(at_154 * 10 > all * 9, "{at_154} of {all}");
+}
+
+#[test]
+fn laplace_good_has_its_own_picture() {
+    let s = h200(&["laplace_good_c"]);
+    let mut st = State::new(&s);
+    check("laplace_good_c", &screen(&s, &st, W, H));
+    // The summary by line, by bytes.
+    keys(
+        &s,
+        &mut st,
+        &[KeyCode::Char('l'), KeyCode::Char('o'), KeyCode::Char('o')],
+    );
+    assert_eq!(st.panel, Some(Panel::Lines));
+    let bytes: Vec<u64> = st
+        .lines
+        .iter()
+        .map(|&(g, i)| s.groups[g].derived().expect("analyzed").lines[i].bytes)
+        .collect();
+    assert!(bytes.windows(2).all(|w| w[0] >= w[1]), "{bytes:?}");
+    check("laplace_good_c.lines", &screen(&s, &st, W, H));
+}
+
+#[test]
+fn heat2d_with_a_data_region() {
+    let s = h200(&["heat2d_data"]);
+    let mut st = State::new(&s);
+    check("heat2d_data", &screen(&s, &st, W, H));
+    // Down to the device queue, select the kernel in the middle and
+    // step to the next launch of the same kernel.
+    let dev = lane_of(&s, 0, |k| matches!(k, LaneKind::Stream { .. }));
+    let row = st
+        .rows
+        .iter()
+        .position(|&r| r == Row::Lane(0, dev))
+        .expect("row");
+    for _ in 0..row {
+        keys(&s, &mut st, &[KeyCode::Down]);
+    }
+    keys(&s, &mut st, &[KeyCode::Enter]);
+    let e = st.selected.expect("selected");
+    let lane = &s.groups[0].lanes.lanes[dev];
+    let Item::Kernel(k) = lane.item(e.pos) else {
+        panic!("not a kernel")
+    };
+    keys(&s, &mut st, &[KeyCode::Char('k')]);
+    let next = st.selected.expect("selected");
+    assert!(lane.start(next.pos) > lane.start(e.pos));
+    let Item::Kernel(k2) = s.groups[0].lanes.lanes[next.lane].item(next.pos) else {
+        panic!("not a kernel")
+    };
+    let run = &s.groups[0].run;
+    assert_eq!(run.kernel(k).name, run.kernel(k2).name);
+    // No launch of that kernel in between.
+    for p in e.pos + 1..next.pos {
+        if let Item::Kernel(o) = lane.item(p) {
+            assert_ne!(run.kernel(o).name, run.kernel(k).name);
+        }
+    }
+    keys(&s, &mut st, &[KeyCode::Char('z')]);
+    check("heat2d_data.kernel", &screen(&s, &st, W, H));
+}
+
+#[test]
+fn launch_storm_jumps_by_kind_and_by_line() {
+    let s = h200(&["launch_storm"]);
+    let mut st = State::new(&s);
+    check("launch_storm", &screen(&s, &st, W, H));
+    keys(&s, &mut st, &[KeyCode::Enter]);
+    let e = st.selected.expect("selected");
+    let g = &s.groups[0];
+    let lane = &g.lanes.lanes[e.lane];
+    let tag = lane.tag(e.pos);
+    keys(&s, &mut st, &[KeyCode::Char('n')]);
+    let n = st.selected.expect("selected");
+    assert_eq!(n.lane, e.lane);
+    assert!(n.pos > e.pos);
+    assert_eq!(lane.tag(n.pos), tag);
+    assert!((e.pos + 1..n.pos).all(|p| lane.tag(p) != tag));
+    keys(&s, &mut st, &[KeyCode::Char('N')]);
+    assert_eq!(st.selected, Some(e));
+
+    let line = g.line_of(lane.item(e.pos)).expect("line");
+    keys(&s, &mut st, &[KeyCode::Char('s')]);
+    let l = st.selected.expect("selected");
+    let here = lane.start(e.pos);
+    let there = g.lanes.lanes[l.lane].start(l.pos);
+    assert!(there >= here && l != e);
+    assert_eq!(g.line_of(g.lanes.lanes[l.lane].item(l.pos)), Some(line));
+    // Nothing of the same line starts strictly between the two.
+    for lane in &g.lanes.lanes {
+        for p in 0..lane.len() as u32 {
+            let t = lane.start(p);
+            if t > here && t < there {
+                assert_ne!(g.line_of(lane.item(p)), Some(line));
+            }
+        }
+    }
+}
+
+#[test]
+fn four_mpi_ranks_open_as_groups_on_one_clock() {
+    let s = mpi();
+    assert_eq!(s.groups.len(), 4);
+    let mut st = State::new(&s);
+    let text = screen(&s, &st, W, H);
+    for r in 0..4 {
+        assert!(text.contains(&format!("rank {r}  rank{r}.trace")), "{text}");
+    }
+    check("mpi_halo_4_ranks", &text);
+    // The ranks ran side by side: their first constructs lie within the
+    // run of any one of them, not seconds apart as their clocks' bases are.
+    let firsts: Vec<u64> = s
+        .groups
+        .iter()
+        .map(|g| g.lanes.lanes[0].first_start())
+        .collect();
+    let spread = firsts.iter().max().expect("max") - firsts.iter().min().expect("min");
+    assert!(spread < s.span.1 - s.span.0, "{firsts:?}");
+    // A line chosen in the summary is lit in every rank.
+    keys(&s, &mut st, &[KeyCode::Char('l'), KeyCode::Enter]);
+    let h = st.highlight.as_ref().expect("highlight");
+    for (g, lanes) in h.marks.iter().enumerate() {
+        assert!(lanes.iter().any(|m| !m.is_empty()), "rank {g}");
+    }
+    keys(
+        &s,
+        &mut st,
+        &[KeyCode::Esc, KeyCode::Esc, KeyCode::Char('p')],
+    );
+    assert!(st.highlight.is_none());
+    // Collapsing rank 0 leaves its header row only.
+    keys(&s, &mut st, &[KeyCode::Char('c')]);
+    assert!(st.collapsed[0]);
+    assert!(!st.rows.iter().any(|r| matches!(r, Row::Lane(0, _))));
+    check("mpi_halo_4_ranks.collapsed", &screen(&s, &st, W, H));
+}
+
+#[test]
+fn search_highlights_a_line_and_a_variable() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    keys(&s, &mut st, &[KeyCode::Char('/')]);
+    assert_eq!(st.focus, Focus::Search);
+    for c in "laplace_bad.c:154".chars() {
+        keys(&s, &mut st, &[KeyCode::Char(c)]);
+    }
+    keys(&s, &mut st, &[KeyCode::Enter]);
+    let h = st.highlight.as_ref().expect("highlight");
+    let g = &s.groups[0];
+    let mut want = 0;
+    for lane in &g.lanes.lanes {
+        for p in 0..lane.len() as u32 {
+            let l = g.line_of(lane.item(p)).and_then(|k| g.line_key(k).cloned());
+            if l.is_some_and(|(f, l)| f.ends_with("laplace_bad.c") && l == Some(154)) {
+                want += 1;
+            }
+        }
+    }
+    assert!(want > 0);
+    assert_eq!(h.count, want);
+
+    keys(
+        &s,
+        &mut st,
+        &[KeyCode::Char('/'), KeyCode::Char('A'), KeyCode::Enter],
+    );
+    let h = st.highlight.as_ref().expect("highlight");
+    assert!(h.count > 0);
+    for (l, marks) in h.marks[0].iter().enumerate() {
+        for &p in marks {
+            let item = g.lanes.lanes[l].item(p);
+            assert!(g.name_of(item).is_some_and(|n| n.contains('A')));
+        }
+    }
+    // ] walks the highlighted events in time.
+    let before = st.selected.expect("selected");
+    keys(&s, &mut st, &[KeyCode::Char(']')]);
+    let after = st.selected.expect("selected");
+    let t = |e: accprof_tui::state::Ev| g.lanes.lanes[e.lane].start(e.pos);
+    assert!(t(after) >= t(before) && after != before);
+}
+
+#[test]
+fn zoom_pan_and_fit_keep_the_window_sane() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    let (t0, w) = (st.t0, st.width_ns);
+    keys(&s, &mut st, &[KeyCode::Char('+'), KeyCode::Char('+')]);
+    assert!((st.width_ns - w / 4.0).abs() < 1.0);
+    let mid = st.t0 + st.width_ns / 2.0;
+    assert!((mid - (t0 + w / 2.0)).abs() < 1.0);
+    keys(&s, &mut st, &[KeyCode::Right]);
+    assert!((st.t0 + st.width_ns / 2.0 - mid - st.width_ns / 8.0).abs() < 1.0);
+    keys(&s, &mut st, &[KeyCode::Char('0')]);
+    assert_eq!((st.t0, st.width_ns), (t0, w));
+    // Zoomed far in, the screen still draws and the ruler has units.
+    for _ in 0..40 {
+        keys(&s, &mut st, &[KeyCode::Char('+')]);
+    }
+    let text = screen(&s, &st, W, H);
+    assert!(text.contains(" ns") || text.contains(" us"), "{text}");
+}
+
+#[test]
+fn the_first_frame_comes_before_the_findings_and_they_follow() {
+    let path = fixtures::dir("h200").join("laplace_bad_c.trace");
+    let run = fixtures::load("h200", "laplace_bad_c");
+    let s = Session::new(vec![(path, run)], &[fixtures::samples()]);
+    assert!(!s.analyzed());
+    let mut st = State::new(&s);
+    assert!(st.findings.is_empty());
+    let text = screen(&s, &st, W, H);
+    assert!(text.contains("findings (analyzing)"), "{text}");
+    assert!(text.contains("dev 0 queue"), "{text}");
+    s.analyze();
+    st.analyzed(&s);
+    assert!(!st.findings.is_empty());
+    assert!(!st.lines.is_empty());
+    let text = screen(&s, &st, W, H);
+    assert!(text.contains(" L3 "), "{text}");
+}
+
+#[test]
+fn a_small_terminal_says_so_and_help_lists_the_keys() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    let text = screen(&s, &st, 60, 20);
+    assert!(text.contains("Terminal too small: 60x20"), "{text}");
+    keys(&s, &mut st, &[KeyCode::Char('?')]);
+    let text = screen(&s, &st, W, H);
+    for (k, _) in view::KEYS {
+        assert!(text.contains(k), "{k}:\n{text}");
+    }
+    check("help", &text);
+    keys(&s, &mut st, &[KeyCode::Esc]);
+    assert!(!st.help);
+}
+
+#[test]
+fn every_finding_event_is_marked_and_the_present_table_names_the_arrays() {
+    let s = h200(&["laplace_bad_c"]);
+    let g = &s.groups[0];
+    let d = g.derived().expect("analyzed");
+    for f in &d.analysis.findings {
+        for (lane, pos) in g.positions_of(&f.subjects) {
+            assert!(d.marks[lane].binary_search(&pos).is_ok(), "{}", f.id);
+        }
+    }
+    let mut st = State::new(&s);
+    keys(&s, &mut st, &[KeyCode::Tab, KeyCode::Enter]);
+    let p = st.present.as_ref().expect("present");
+    assert!(p.bytes > 0);
+    assert!(
+        p.rows
+            .iter()
+            .any(|r| r.name.contains('A') && r.place.ends_with(":154")),
+        "{:?}",
+        p.rows
+    );
+    let tag = {
+        let e = st.selected.expect("selected");
+        g.lanes.lanes[e.lane].tag(e.pos)
+    };
+    assert_eq!(tag, Tag::Kernel);
+}
+
+#[test]
+fn the_mouse_wheel_zooms_at_the_pointer_and_a_drag_pans() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    let area = Rect::new(0, 0, W, H);
+    let a = view::layout(area, &st).expect("layout");
+    let mouse = |kind, column, row| {
+        Event::Mouse(MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    // The instant under the pointer stays under it.
+    let col = a.lanes.x + a.lanes.width / 4;
+    let share = (f64::from(col - a.lanes.x) + 0.5) / f64::from(a.lanes.width);
+    let under = st.t0 + st.width_ns * share;
+    let w = st.width_ns;
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::ScrollUp, col, a.lanes.y),
+    );
+    assert!(st.width_ns < w);
+    assert!((st.t0 + st.width_ns * share - under).abs() < 1.0);
+    // A click on the device lane selects the kernel there; a drag pans.
+    let dev = st
+        .rows
+        .iter()
+        .position(|r| matches!(r, Row::Lane(0, l) if matches!(s.groups[0].lanes.lanes[*l].kind, LaneKind::Stream { .. })))
+        .expect("device row");
+    let row = a.lanes.y + dev as u16;
+    let mid = a.lanes.x + a.lanes.width / 2;
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Down(MouseButton::Left), mid, row),
+    );
+    let e = st.selected.expect("selected");
+    assert_eq!(s.groups[0].lanes.lanes[e.lane].tag(e.pos), Tag::Kernel);
+    let t0 = st.t0;
+    let per_col = st.width_ns / f64::from(a.lanes.width);
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Drag(MouseButton::Left), mid - 10, row),
+    );
+    assert!((st.t0 - (t0 + 10.0 * per_col)).abs() < 1.0);
+    update(
+        &s,
+        &mut st,
+        area,
+        &mouse(MouseEventKind::Up(MouseButton::Left), mid - 10, row),
+    );
+    assert!(st.drag.is_none());
+}
+
+#[test]
+fn without_color_the_kinds_keep_their_glyphs_and_no_color_is_set() {
+    let none = Palette { color: false };
+    let some = Palette { color: true };
+    for tag in [
+        Tag::Compute,
+        Tag::EnterData,
+        Tag::Update,
+        Tag::Kernel,
+        Tag::Upload,
+        Tag::Download,
+    ] {
+        assert_eq!(none.tag(tag).fg, None);
+        assert!(some.tag(tag).fg.is_some());
+    }
+    // The selection and the highlight still show, by reverse video.
+    let m = ratatui::style::Modifier::REVERSED;
+    assert!(none
+        .selected(none.tag(Tag::Kernel))
+        .add_modifier
+        .contains(m));
+    assert!(none
+        .highlighted(none.tag(Tag::Kernel))
+        .add_modifier
+        .contains(m));
+    assert_ne!(
+        accprof_tui::style::full_glyph(Tag::Compute),
+        accprof_tui::style::full_glyph(Tag::Update)
+    );
+}
