@@ -8,8 +8,8 @@ mod embedded;
 mod export;
 mod progress;
 mod run;
-mod tune;
 mod tui;
+mod tune;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -11,6 +11,6 @@ pub mod findings;
 pub mod plot;
 pub mod table;
 pub mod text;
-pub mod tune;
 pub mod timeline;
+pub mod tune;
 pub mod verify;
