@@ -55,7 +55,9 @@ pub const COPYIN: RGBColor = RGBColor(255, 127, 14);
 pub const COPYOUT: RGBColor = RGBColor(44, 160, 44);
 pub const HOST: RGBColor = RGBColor(150, 150, 150);
 
-fn font() -> &'static str {
+/// The built-in font's family, registered on first use: every plot's
+/// text uses it, so no system font is needed.
+pub(crate) fn font() -> &'static str {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // The font is part of the binary; it parses (a test draws text).

@@ -271,7 +271,7 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
             t.line
         );
         let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
+            .caption(caption, (crate::plot::font(), 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -279,6 +279,7 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
             .ok()?;
         chart
             .configure_mesh()
+            .label_style((crate::plot::font(), 13))
             .x_desc(format!("{param} (log2 scale)"))
             .y_desc(match t.timing {
                 accprof_tuner::measure::Timing::Device => "kernel device time per launch (us)",
@@ -312,6 +313,7 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
             chart
                 .configure_series_labels()
+                .label_font((crate::plot::font(), 13))
                 .border_style(BLACK)
                 .draw()
                 .ok()?;
