@@ -357,6 +357,40 @@ fn diff_of_laplace_fortran_before_and_after_its_fix() {
         .any(|r| r["entry"] == "kernel" && r["before_line"] == 65 && r["matched"] == "order"));
 }
 
+/// At 1024 points a copy's time is its bandwidth: the fixes of laplace,
+/// in C and in Fortran, cut the transfer time more than 50-fold (the
+/// H200 fixtures are too small for that: their copies are latency).
+#[test]
+fn diff_of_laplace_at_1024_points_cuts_transfer_time_more_than_50x() {
+    let dir = accprof_analyzer::testkit::fixtures::dir("h100");
+    for lang in ["c", "f90"] {
+        let (b, a) = (
+            dir.join(format!("laplace_bad_{lang}_1024.trace")),
+            dir.join(format!("laplace_good_{lang}_1024.trace")),
+        );
+        let out = Command::new(support::accprof())
+            .arg("diff")
+            .arg("--json")
+            .arg("--symbols")
+            .arg(dir.join("bin"))
+            .env("ACCPROF_SYMBOLS_ONLY", "1")
+            .arg(&b)
+            .arg(&a)
+            .output()
+            .expect("run accprof");
+        let doc: serde_json::Value = serde_json::from_str(&ok(&out)).expect("parses");
+        let time = |s: &str| doc["totals"][s]["transfer_time_us"].as_f64().expect("time");
+        assert!(
+            time("before") > 50.0 * time("after"),
+            "{lang}: {} us -> {} us",
+            time("before"),
+            time("after")
+        );
+        let rows = doc["rows"].as_array().expect("rows");
+        assert!(rows.iter().all(|r| r["matched"] != "gone"), "{lang}: {doc}");
+    }
+}
+
 #[test]
 fn diff_csv_has_the_rows_and_the_totals() {
     let (b, a) = (trace("laplace_bad_c"), trace("laplace_good_c"));
