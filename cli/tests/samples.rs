@@ -28,6 +28,11 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("threads", &["3", "20000", "20"]),
     ("default_async", &["1000", "3", "2"]),
     ("small_kernels", &["8", "20"]),
+    ("caller_loop", &["64", "48", "10"]),
+    ("caller_files", &["64", "48", "10"]),
+    ("partial_region", &["64", "48", "20"]),
+    ("partial_region", &["64", "48", "7"]),
+    ("cond_update", &["64", "48", "20", "4"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -36,6 +41,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("laplace_good_f90", &["128", "50"]),
     ("laplace_good_f90", &["16", "100000", "1e-3"]),
     ("jacobi_f90", &["128", "50"]),
+    ("caller_loop_f90", &["64", "48", "10"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -57,6 +63,12 @@ const SOURCES: &[&str] = &[
     "default_async.c",
     "small_kernels.c",
     "device_fault.c",
+    "caller_loop.c",
+    "caller_loop.f90",
+    "caller_files.c",
+    "caller_files_step.c",
+    "partial_region.c",
+    "cond_update.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
