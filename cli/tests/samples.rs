@@ -60,6 +60,7 @@ const SOURCES: &[&str] = &[
     "async.c",
     "threads.c",
     "mpi_halo.c",
+    "mpi_halo_whole.c",
     "default_async.c",
     "small_kernels.c",
     "device_fault.c",
@@ -203,13 +204,15 @@ fn build_and_run_all(offload: &str) {
     }
 
     if !have("mpicc") {
-        eprintln!("note: mpicc not found, mpi_halo skipped");
+        eprintln!("note: mpicc not found, the MPI samples skipped");
         return;
     }
-    let bin = dir.join("mpi_halo");
-    assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+    for name in ["mpi_halo", "mpi_halo_whole"] {
+        let bin = dir.join(name);
+        assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+    }
     if !have("mpirun") {
-        eprintln!("note: mpirun not found, mpi_halo built but not run");
+        eprintln!("note: mpirun not found, the MPI samples built but not run");
         return;
     }
     let open_mpi = Command::new("mpirun")
@@ -217,7 +220,13 @@ fn build_and_run_all(offload: &str) {
         .output()
         .map(|o| text(&o).contains("Open MPI"))
         .unwrap_or(false);
-    for np in ["2", "4"] {
+    for (name, np) in [
+        ("mpi_halo", "2"),
+        ("mpi_halo", "4"),
+        ("mpi_halo_whole", "2"),
+        ("mpi_halo_whole", "4"),
+    ] {
+        let bin = dir.join(name);
         let mut cmd = Command::new("mpirun");
         // Open MPI refuses to run as root and to put more ranks than cores
         // on a node unless told to (CI runs as root on 2 cores).
@@ -228,7 +237,7 @@ fn build_and_run_all(offload: &str) {
         }
         cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS);
         check_run(
-            &format!("mpirun -np {np} mpi_halo {}", MPI_ARGS.join(" ")),
+            &format!("mpirun -np {np} {name} {}", MPI_ARGS.join(" ")),
             &mut cmd,
         );
     }
