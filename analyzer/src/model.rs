@@ -919,6 +919,8 @@ pub struct Run {
     /// The entities, read through their handles ([`Run::sites`],
     /// [`Run::construct`], ...): their positions are the model's business.
     pub(crate) sites: Vec<Site>,
+    /// The source frames above a site, innermost first ([`Run::callers`]).
+    pub(crate) callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
     /// The constructs in start order (read back whole through
     /// [`Run::construct`]).
     /// The kernels in device start order (launch start order when CUPTI
@@ -1238,6 +1240,21 @@ impl Run {
     /// The memsets with their handles, in start order.
     pub fn memsets(&self) -> Entities<'_, MemsetId, Memset> {
         Entities::of(&self.memsets, MemsetId::at)
+    }
+
+    /// The source frames above a site, innermost first: the function that
+    /// called the site's function (where the call is written), then its
+    /// caller, ... (functions inlined into others count as frames of their
+    /// own). Empty when the trace recorded no callers (the runtime named
+    /// the line itself, or the trace is older than format 1.2).
+    pub fn callers(&self, site: SiteId) -> &[Site] {
+        self.callers.get(&site).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Records the frames above a site (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_callers(&mut self, site: SiteId, callers: Vec<Site>) {
+        self.callers.insert(site, callers);
     }
 
     /// The source sites with their handles.
@@ -1665,6 +1682,7 @@ impl Sink for RunSink {
             losses: info.losses,
             devices: info.devices,
             sites: info.sites,
+            callers: info.callers,
             tables,
             memsets: in_order(self.memsets),
             launches,
@@ -1703,6 +1721,7 @@ impl Run {
             losses: Vec::new(),
             devices: Vec::new(),
             sites: Vec::new(),
+            callers: Default::default(),
             tables: Tables::default(),
             memsets: Vec::new(),
             launches: Vec::new(),
@@ -1734,6 +1753,7 @@ impl Run {
             losses: self.losses.clone(),
             devices: self.devices.clone(),
             sites: self.sites.clone(),
+            callers: self.callers.clone(),
             names: self.names.clone(),
             routines: self.routines.clone(),
             modules: self.modules.clone(),

@@ -119,6 +119,26 @@ pub struct CallSite {
     pub return_offset: u64,
 }
 
+/// One frame of a call chain: a return address in a loaded object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub module: ModuleId,
+    /// Relative to the module's load bias, as in [`CallSite`].
+    pub return_offset: u64,
+}
+
+/// The callers above a call site, as the first call through the site found
+/// them on the stack (since format 1.2): the return address into the
+/// function that called the site's function first, then into its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallChain {
+    pub site: CallSiteId,
+    pub callers: Vec<Frame>,
+}
+
+/// Callers a [`CallChain`] holds at most.
+pub const MAX_CALLERS: usize = 8;
+
 /// The OpenACC 2.6+ profiling events (`acc_event_t`), numbered as the
 /// specification numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -490,6 +510,10 @@ pub struct BufferHash {
     pub bytes: u64,
     pub mode: HashMode,
     pub hash: u64,
+    /// How long the collector took to hash the buffer, in ns (since format
+    /// 1.2; None in older traces): time the program did not spend itself.
+    /// At most `u64::MAX - 1`.
+    pub hash_ns: Option<u64>,
 }
 
 /// A source of records that can drop some.
@@ -591,4 +615,6 @@ pub enum Record {
     End(EndRecord),
     /// Since format 1.1.
     Api(ApiCall),
+    /// Since format 1.2.
+    CallChain(CallChain),
 }

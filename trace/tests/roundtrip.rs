@@ -246,9 +246,24 @@ fn edge_records() -> Vec<Record> {
                 bytes: 0,
                 mode,
                 hash: u64::MAX,
+                hash_ns: [None, Some(u64::MAX - 1), Some(0)][v.len() % 3],
             }));
         }
     }
+    v.push(Record::CallChain(CallChain {
+        site: CallSiteId(u32::MAX),
+        callers: vec![
+            Frame {
+                module: ModuleId(u32::MAX),
+                return_offset: u64::MAX,
+            };
+            MAX_CALLERS
+        ],
+    }));
+    v.push(Record::CallChain(CallChain {
+        site: CallSiteId(0),
+        callers: Vec::new(),
+    }));
     for source in [
         DropSource::AccProf,
         DropSource::Cupti,

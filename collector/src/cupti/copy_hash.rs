@@ -27,16 +27,18 @@ pub(super) unsafe fn push_hash(
     if host_ptr == 0 || len == 0 {
         return;
     }
+    let started = crate::clock::stamp();
     // SAFETY: readable for `len` bytes (caller).
     let Some(hash) =
         (unsafe { crate::hash::hash_buffer(host_ptr as usize as *const u8, len, mode) })
     else {
         return;
     };
+    let done = crate::clock::stamp();
     crate::sink::push_in(
         th,
         Record::Hash(BufferHash {
-            time_ns: crate::clock::stamp(),
+            time_ns: done,
             region: crate::region::current_in(th),
             correlation,
             direction,
@@ -44,6 +46,8 @@ pub(super) unsafe fn push_hash(
             bytes,
             mode,
             hash,
+            // The collector's time, not the program's.
+            hash_ns: Some(done.saturating_sub(started)),
         }),
     );
 }
