@@ -52,6 +52,9 @@ pub struct RegionPlan {
     pub notes: Vec<String>,
     /// False when the source does not allow a safe mechanical edit.
     pub patchable: bool,
+    /// For a region in a caller: the constructs in the called functions
+    /// that get `present`, as "`name` (file:line)".
+    pub callees: Vec<String>,
 }
 
 /// The innermost host loop around the construct at `line`.
