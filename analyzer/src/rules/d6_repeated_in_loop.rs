@@ -328,29 +328,35 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
 }
 
 fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {
-    let lang_data = &p.directive;
-    let mut text = format!(
-        "Keep {} on the device for the whole loop: put `{}` before the `{}` loop at line {}",
-        p.arrays
-            .iter()
-            .map(|a| a.name.as_str())
-            .collect::<Vec<_>>()
-            .join(" and "),
-        lang_data,
-        p.loop_text.split(['(', ' ']).next().unwrap_or("loop"),
-        p.loop_line,
-    );
-    text.push_str(
-        if p.file.ends_with(".c")
-            || p.file.ends_with(".cpp")
-            || p.file.ends_with(".cc")
-            || p.file.ends_with(".h")
-        {
-            " (it applies to the loop statement)."
-        } else {
-            " and `!$acc end data` after its `end do`."
-        },
-    );
+    let names = p
+        .arrays
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let c_like = p.file.ends_with(".c")
+        || p.file.ends_with(".cpp")
+        || p.file.ends_with(".cc")
+        || p.file.ends_with(".h");
+    let mut text = match p.extends {
+        Some(line) => format!(
+            "Keep {names} on the device for the whole loop too: add `{}` to the `data` region at line {line}, which already holds the others (`{}`), rather than a second region around the loop at line {}.",
+            p.added.join(" "),
+            p.directive,
+            p.loop_line,
+        ),
+        None => format!(
+            "Keep {names} on the device for the whole loop: put `{}` before the `{}` loop at line {}{}",
+            p.directive,
+            p.loop_text.split(['(', ' ']).next().unwrap_or("loop"),
+            p.loop_line,
+            if c_like {
+                " (it applies to the loop statement)."
+            } else {
+                " and `!$acc end data` after its `end do`."
+            }
+        ),
+    };
     for a in &p.arrays {
         text.push_str(&format!(" {}({}): {}.", a.clause, a.item, a.reason));
     }
