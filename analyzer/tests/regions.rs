@@ -107,3 +107,58 @@ fn an_existing_region_gets_the_missing_copyin() {
             .all(|e| !matches!(e, accprof_analyzer::patch::Edit::InsertBefore { .. })));
     }
 }
+
+/// cond_update: `update device(src[0:n])` on every step; the host rewrote
+/// src (new hash) on steps 0, 4, 8, ...
+fn cond_update(steps: u64, every: u64) -> Run {
+    use accprof_analyzer::ConstructClass;
+    let mut b = RunBuilder::new(HashMode::Full);
+    let update = b.site("cond_update.c", 118);
+    let compute = b.site("cond_update.c", 119);
+    let mut src = b.buf(8 << 20, 1);
+    for step in 0..steps {
+        if step % every == 0 {
+            src.hash = 100 + step;
+        }
+        let c = b.open(ConstructClass::Update, update, None);
+        b.copy(c, accprof_trace::CopyKind::HostToDevice, src, 600_000);
+        b.close(c);
+        b.gcc_compute(compute, &[], 400_000, 4096, &[]);
+    }
+    b.build()
+}
+
+#[test]
+fn an_update_repeated_with_the_same_bytes_gets_the_writes_condition() {
+    let run = cond_update(20, 4);
+    let (src, a) = analyze(&run);
+    let d1 = with_id(&a, "D1");
+    assert_eq!(d1.len(), 1, "{:#?}", a.findings);
+    let f = d1[0];
+    // Named from the clause text, not "a buffer of 8.00 MiB".
+    assert_eq!(
+        f.title,
+        "duplicate upload: src sent again unchanged at cond_update.c:118"
+    );
+    assert_eq!(f.evidence.count("duplicates"), Some(15));
+    assert_eq!(f.evidence.count("uploads_at_update"), Some(20));
+    assert!(
+        f.proposal
+            .text
+            .starts_with("15 of the 20 updates were redundant."),
+        "{}",
+        f.proposal.text
+    );
+    assert!(
+        f.proposal
+            .text
+            .contains("only when `step % every == 0` (the `if` at line 113, writes at line 116)"),
+        "{}",
+        f.proposal.text
+    );
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc update device(src[0:n]) if(step % every == 0)")
+    );
+    golden("cond_update.patch", &patch_text(&a, &src));
+}

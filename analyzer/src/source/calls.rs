@@ -314,3 +314,153 @@ mod tests {
         );
     }
 }
+
+/// An `if` that guards a line: its condition as written and the lines of
+/// the `if` and of the end of the code it guards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    pub line: u32,
+    pub end_line: u32,
+    pub condition: String,
+}
+
+impl SourceFile {
+    /// The innermost `if` (without an `else` branch) whose guarded code
+    /// holds line `n`, looking only at `if`s that start in lines `a..=b`.
+    pub fn guard_of(&self, n: u32, a: u32, b: u32) -> Option<Guard> {
+        let t = &self.tokens;
+        let lo = t.partition_point(|x| x.line < a);
+        let hi = t.partition_point(|x| x.line <= b);
+        let mut best: Option<Guard> = None;
+        for k in lo..hi {
+            if t[k].key != "if" || t.get(k + 1).map(|x| x.text.as_str()) != Some("(") {
+                continue;
+            }
+            let Some(close) = matching(t, k + 1) else {
+                continue;
+            };
+            let body_end = match self.lang {
+                Lang::C => {
+                    let Some(end) = super::loops::c_statement_end(t, close + 1) else {
+                        continue;
+                    };
+                    // `if` ... `else`: the else branch is not guarded alike.
+                    if super::loops::c_statement_end(t, k) != Some(end) {
+                        continue;
+                    }
+                    t.get(end.checked_sub(1)?).map(|x| x.line)
+                }
+                Lang::Fortran => self.fortran_if_end(k, close),
+            };
+            let Some(end_line) = body_end else {
+                continue;
+            };
+            let first = t.get(close + 1).map(|x| x.line).unwrap_or(t[k].line);
+            if first <= n && n <= end_line {
+                // Later (inner) ifs replace outer ones.
+                let condition = if t[close].line == t[k].line {
+                    self.paren_text_after_if(t[k].line)
+                } else {
+                    None
+                };
+                best = Some(Guard {
+                    line: t[k].line,
+                    end_line,
+                    condition: condition.unwrap_or_else(|| self.tokens_text(k + 2, close)),
+                });
+            }
+        }
+        best
+    }
+
+    /// The condition of the `if (...)` on line `n`, exactly as written.
+    fn paren_text_after_if(&self, n: u32) -> Option<String> {
+        let l = self.line(n);
+        let lower = l.to_ascii_lowercase();
+        let at = lower.find("if")?;
+        let rest = &l[at + 2..];
+        let open = rest.find('(')?;
+        if !rest[..open].trim().is_empty() {
+            return None;
+        }
+        let mut depth = 0;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(rest[open + 1..open + i].trim().to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The last line a Fortran `if (...)` guards: its own line for a
+    /// one-line `if`, else the line before its `else`/`end if`. None for
+    /// an `if` with an `else` branch.
+    fn fortran_if_end(&self, k: usize, close: usize) -> Option<u32> {
+        let t = &self.tokens;
+        if t.get(close + 1).map(|x| x.key.as_str()) != Some("then") {
+            return Some(t[k].line);
+        }
+        let mut depth = 0;
+        for j in close + 2..t.len() {
+            let w = t[j].key.as_str();
+            let next = t.get(j + 1).map(|x| x.key.as_str());
+            if w == "if" && t.get(j - 1).map(|x| x.key.as_str()) != Some("end") {
+                // A nested block `if (...) then`.
+                if let Some(c) = matching(t, j + 1) {
+                    if t.get(c + 1).map(|x| x.key.as_str()) == Some("then") {
+                        depth += 1;
+                    }
+                }
+            } else if (w == "end" && next == Some("if")) || w == "endif" {
+                if depth == 0 {
+                    return Some(t[j].line - 1);
+                }
+                depth -= 1;
+            } else if (w == "else" || w == "elseif") && depth == 0 {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    #[test]
+    fn c_guards() {
+        let text = "void f(int n, double *a) {\n  for (int s = 0; s < n; s++) {\n    if (s % 4 == 0) {\n      for (int i = 0; i < n; i++)\n        a[i] = s;\n    }\n    if (s > 2) a[0] = 1; else a[0] = 2;\n    a[1] = 3;\n  }\n}\n";
+        let f = SourceFile::new("g.c", "g.c".into(), Lang::C, text.to_string());
+        let g = f.guard_of(5, 2, 9).expect("guarded");
+        assert_eq!(
+            (g.line, g.end_line, g.condition.as_str()),
+            (3, 6, "s % 4 == 0")
+        );
+        assert_eq!(f.guard_of(7, 2, 9), None, "an if with an else");
+        assert_eq!(f.guard_of(8, 2, 9), None);
+    }
+
+    #[test]
+    fn fortran_guards() {
+        let text = "program p\n  do s = 1, n\n    if (mod(s, 4) == 0) then\n      a = s\n    end if\n    if (s > 2) b = 1\n    c = 2\n  end do\nend program p\n";
+        let f = SourceFile::new("g.f90", "g.f90".into(), Lang::Fortran, text.to_string());
+        let g = f.guard_of(4, 2, 8).expect("guarded");
+        assert_eq!(
+            (g.line, g.end_line, g.condition.as_str()),
+            (3, 4, "mod(s, 4) == 0")
+        );
+        assert_eq!(
+            f.guard_of(6, 2, 8).map(|g| g.condition),
+            Some("s > 2".to_string())
+        );
+        assert_eq!(f.guard_of(7, 2, 8), None);
+    }
+}

@@ -17,7 +17,7 @@ mod uses;
 
 use std::path::{Path, PathBuf};
 
-pub use calls::{rewrite_in_caller, FunctionHeader};
+pub use calls::{rewrite_in_caller, FunctionHeader, Guard};
 pub use decl::ArrayDecl;
 pub use directive::{is_data_clause, queue_number, Clause, Directive};
 pub use lex::{Tok, Token};
