@@ -939,6 +939,9 @@ pub struct Run {
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
+    /// When the collector itself kept the host busy (hashing buffers), as
+    /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
+    pub(crate) collector_spans: Vec<(u64, u64)>,
     pub acc_events: u64,
     pub dropped: Vec<(DropSource, u64)>,
     pub diagnostics: Vec<(Level, String)>,
@@ -1379,6 +1382,7 @@ impl Run {
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn derive(&mut self) {
         self.derive_indices();
+        self.collector_spans = collector_spans(&self.hashes);
         self.totals = Totals::of(self);
         self.placement = Placement::of(self);
     }
@@ -1426,6 +1430,41 @@ impl Run {
 
     pub fn cupti_active(&self) -> bool {
         self.header.sources.cupti.is_active()
+    }
+
+    /// Host time in [t0, t1) that the collector spent itself (hashing
+    /// host buffers), not the program: 0 when none, and for traces written
+    /// before format 1.2, which did not record it
+    /// ([`Run::collector_time_recorded`]).
+    pub fn collector_ns_in(&self, t0: u64, t1: u64) -> u64 {
+        let spans = &self.collector_spans;
+        let first = spans.partition_point(|&(_, e)| e <= t0);
+        spans[first..]
+            .iter()
+            .take_while(|&&(s, _)| s < t1)
+            .map(|&(s, e)| e.min(t1).saturating_sub(s.max(t0)))
+            .sum()
+    }
+
+    /// All the host time the collector spent hashing.
+    pub fn collector_ns(&self) -> u64 {
+        self.collector_spans.iter().map(|&(s, e)| e - s).sum()
+    }
+
+    /// Whether the trace says how long the collector hashed: false when it
+    /// hashed without recording the time (format 1.1 and older), so host
+    /// times include it unseen.
+    pub fn collector_time_recorded(&self) -> bool {
+        self.hashes.iter().all(|h| h.hash_ns.is_some())
+    }
+
+    /// A construct's host time without the collector's own time inside it.
+    pub fn program_host_ns(&self, c: &Construct) -> Option<u64> {
+        let end = c.end_ns()?;
+        Some(
+            c.host_ns()?
+                .saturating_sub(self.collector_ns_in(c.start_ns, end)),
+        )
     }
 
     /// Kernel time and host<->device transfers, summed once.
@@ -1689,6 +1728,7 @@ impl Sink for RunSink {
             launches_in_kernels: self.launches_in_kernels,
             names: info.names,
             modules: info.modules,
+            collector_spans: collector_spans(&hashes),
             hashes,
             acc_events: info.acc_events,
             dropped: info.dropped,
@@ -1729,6 +1769,7 @@ impl Run {
             names: Vec::new(),
             modules: Vec::new(),
             hashes: Vec::new(),
+            collector_spans: Vec::new(),
             acc_events: 0,
             dropped: Vec::new(),
             diagnostics: Vec::new(),
@@ -1811,6 +1852,26 @@ impl Run {
             .map(|l| l.kernel(&self.construct(l.construct), unnamed))
             .collect()
     }
+}
+
+/// The collector's hashing spans of `hashes`, sorted and merged.
+fn collector_spans(hashes: &[BufferHash]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = hashes
+        .iter()
+        .filter_map(|h| {
+            let d = h.hash_ns.filter(|&d| d > 0)?;
+            Some((h.time_ns.saturating_sub(d), h.time_ns))
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
