@@ -81,6 +81,7 @@ pub struct RunInfo {
     pub sites: Vec<Site>,
     /// The source frames above a site, innermost first ([`Run::callers`]).
     pub callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    pub mpi_calls: Vec<crate::model::MpiCall>,
     pub names: Vec<String>,
     pub routines: Vec<String>,
     pub modules: Vec<accprof_trace::Module>,
@@ -418,6 +419,7 @@ pub(crate) struct Join<S: Sink> {
     /// Per site, the source frames above it (inlined functions, then the
     /// recorded callers).
     callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    mpi_calls: Vec<crate::model::MpiCall>,
     site_index: HashMap<Site, SiteId>,
     sites: Vec<Site>,
     symbolized: IdMap<SiteId>,
@@ -474,6 +476,7 @@ impl<S: Sink> Join<S> {
             call_sites: IdHashMap::default(),
             call_chains: IdHashMap::default(),
             callers: Default::default(),
+            mpi_calls: Vec::new(),
             site_index: HashMap::new(),
             sites: Vec::new(),
             symbolized: IdMap::new(),
@@ -748,6 +751,20 @@ impl<S: Sink> Join<S> {
             }
             Record::CallSite(c) => {
                 self.call_sites.insert(c.id, *c);
+            }
+            Record::MpiCall(m) => {
+                self.see_time(m.start_ns);
+                self.see_time(m.end_ns);
+                self.mpi_calls.push(crate::model::MpiCall {
+                    routine: self
+                        .string(Some(m.routine))
+                        .unwrap_or_else(|| "MPI_?".into()),
+                    start_ns: m.start_ns,
+                    end_ns: m.end_ns,
+                    thread: m.thread,
+                    cuda_aware: m.cuda_aware,
+                    ranges: m.ranges.clone(),
+                });
             }
             Record::CallChain(c) => {
                 self.call_chains.insert(c.site, c.callers.clone());
@@ -1346,6 +1363,11 @@ impl<S: Sink> Join<S> {
             devices: self.devices,
             sites: self.sites,
             callers: self.callers,
+            mpi_calls: {
+                let mut m = self.mpi_calls;
+                m.sort_by_key(|c| c.start_ns);
+                m
+            },
             names: self.names,
             routines: self.routines,
             modules,

@@ -22,5 +22,6 @@ pub mod units;
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, Memset, MemsetId, NameId, Run, Site, SiteId, Transfer, TransferId, TransferSource,
+    KernelId, Memset, MemsetId, MpiCall, NameId, Run, Site, SiteId, Transfer, TransferId,
+    TransferSource,
 };

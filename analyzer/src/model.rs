@@ -99,6 +99,21 @@ impl Site {
     }
 }
 
+/// A call of an MPI routine, as the collector's PMPI wrappers saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiCall {
+    /// "MPI_Sendrecv", ...
+    pub routine: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub thread: u32,
+    /// Whether the MPI library said it takes device memory; None when it
+    /// has no such query.
+    pub cuda_aware: Option<bool>,
+    /// The host ranges the call reads (sends) and writes (receives).
+    pub ranges: Vec<accprof_trace::MpiRange>,
+}
+
 /// An OpenACC API routine (its name is [`Run::routine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ApiRoutine(pub(crate) u16);
@@ -942,6 +957,8 @@ pub struct Run {
     /// When the collector itself kept the host busy (hashing buffers), as
     /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
     pub(crate) collector_spans: Vec<(u64, u64)>,
+    /// MPI calls in start order ([`Run::mpi_calls`]).
+    pub(crate) mpi_calls: Vec<MpiCall>,
     pub acc_events: u64,
     pub dropped: Vec<(DropSource, u64)>,
     pub diagnostics: Vec<(Level, String)>,
@@ -1446,6 +1463,21 @@ impl Run {
             .sum()
     }
 
+    /// The MPI calls the collector recorded, in start order (empty for a
+    /// program without MPI and for traces before format 1.2).
+    pub fn mpi_calls(&self) -> &[MpiCall] {
+        &self.mpi_calls
+    }
+
+    /// Adds an MPI call (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn push_mpi_call(&mut self, call: MpiCall) {
+        let at = self
+            .mpi_calls
+            .partition_point(|c| c.start_ns <= call.start_ns);
+        self.mpi_calls.insert(at, call);
+    }
+
     /// All the host time the collector spent hashing.
     pub fn collector_ns(&self) -> u64 {
         self.collector_spans.iter().map(|&(s, e)| e - s).sum()
@@ -1730,6 +1762,7 @@ impl Sink for RunSink {
             modules: info.modules,
             collector_spans: collector_spans(&hashes),
             hashes,
+            mpi_calls: info.mpi_calls,
             acc_events: info.acc_events,
             dropped: info.dropped,
             diagnostics: info.diagnostics,
@@ -1770,6 +1803,7 @@ impl Run {
             modules: Vec::new(),
             hashes: Vec::new(),
             collector_spans: Vec::new(),
+            mpi_calls: Vec::new(),
             acc_events: 0,
             dropped: Vec::new(),
             diagnostics: Vec::new(),
@@ -1795,6 +1829,7 @@ impl Run {
             devices: self.devices.clone(),
             sites: self.sites.clone(),
             callers: self.callers.clone(),
+            mpi_calls: self.mpi_calls.clone(),
             names: self.names.clone(),
             routines: self.routines.clone(),
             modules: self.modules.clone(),

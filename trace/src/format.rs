@@ -120,6 +120,11 @@
 //!                (<= MAX_CALLERS), count x (module varint,
 //!                return_offset varint): the callers above the site,
 //!                innermost first
+//! 16 MpiCall     (1.2) flags u8 (bit 0 cuda_aware known, 1 cuda_aware),
+//!                start varint, duration varint, thread varint,
+//!                routine varint (string id), count varint
+//!                (<= MAX_MPI_RANGES), count x (host_ptr varint,
+//!                bytes varint, write u8 0/1); all absolute
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -185,3 +190,4 @@ pub(crate) const TAG_DIAGNOSTIC: u8 = 12;
 pub(crate) const TAG_END: u8 = 13;
 pub(crate) const TAG_API: u8 = 14;
 pub(crate) const TAG_CALL_CHAIN: u8 = 15;
+pub(crate) const TAG_MPI_CALL: u8 = 16;

@@ -136,6 +136,34 @@ pub struct CallChain {
     pub callers: Vec<Frame>,
 }
 
+/// A host range an MPI call reads (a send buffer) or writes (a receive
+/// buffer), as its arguments give it (count times the datatype's size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiRange {
+    pub host_ptr: u64,
+    pub bytes: u64,
+    pub write: bool,
+}
+
+/// A call of an MPI point-to-point or collective routine (since format
+/// 1.2), recorded by the collector's PMPI wrappers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiCall {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub thread: u32,
+    /// The routine's name ("MPI_Sendrecv").
+    pub routine: StringId,
+    /// Whether the MPI library says it takes device memory
+    /// (`MPIX_Query_cuda_support`); None when it has no such query.
+    pub cuda_aware: Option<bool>,
+    /// At most [`MAX_MPI_RANGES`].
+    pub ranges: Vec<MpiRange>,
+}
+
+/// Ranges an [`MpiCall`] holds at most.
+pub const MAX_MPI_RANGES: usize = 16;
+
 /// Callers a [`CallChain`] holds at most.
 pub const MAX_CALLERS: usize = 8;
 
@@ -617,4 +645,6 @@ pub enum Record {
     Api(ApiCall),
     /// Since format 1.2.
     CallChain(CallChain),
+    /// Since format 1.2.
+    MpiCall(MpiCall),
 }

@@ -264,6 +264,22 @@ fn edge_records() -> Vec<Record> {
         site: CallSiteId(0),
         callers: Vec::new(),
     }));
+    for (i, cuda_aware) in [None, Some(false), Some(true)].into_iter().enumerate() {
+        v.push(Record::MpiCall(MpiCall {
+            start_ns: u64::MAX - i as u64,
+            end_ns: i as u64,
+            thread: u32::MAX,
+            routine: StringId(u32::MAX),
+            cuda_aware,
+            ranges: (0..[0, 1, MAX_MPI_RANGES][i])
+                .map(|k| MpiRange {
+                    host_ptr: u64::MAX - k as u64,
+                    bytes: k as u64,
+                    write: k % 2 == 0,
+                })
+                .collect(),
+        }));
+    }
     for source in [
         DropSource::AccProf,
         DropSource::Cupti,
