@@ -1471,7 +1471,7 @@ impl Run {
 
     /// Adds an MPI call (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn push_mpi_call(&mut self, call: MpiCall) {
+    pub fn push_mpi_call(&mut self, call: MpiCall) {
         let at = self
             .mpi_calls
             .partition_point(|c| c.start_ns <= call.start_ns);

@@ -217,6 +217,8 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
         item: String,
         copied_in: bool,
         copied_out: bool,
+        /// Passed in other roles too (the trace saw more buffers).
+        other_roles: bool,
         seen: Vec<String>,
     }
     let mut arrays: Vec<Acc> = Vec::new();
@@ -266,11 +268,13 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
                         item: it.caller.clone(),
                         copied_in: false,
                         copied_out: false,
+                        other_roles: false,
                         seen: Vec::new(),
                     });
                     arrays.last_mut()?
                 }
             };
+            a.other_roles |= other_roles;
             a.copied_in |= other_roles || matches!(it.clause.as_str(), "copy" | "copyin");
             a.copied_out |= other_roles || matches!(it.clause.as_str(), "copy" | "copyout");
             if !a.seen.contains(&seen) {
@@ -323,10 +327,15 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
                 (false, true) => "copyout",
                 (false, false) => "create",
             };
-            (
-                clause,
-                format!("the called constructs have {}", a.seen.join(" and ")),
-            )
+            let why = format!("the called constructs have {}", a.seen.join(" and "));
+            if a.other_roles {
+                (
+                    clause,
+                    format!("{why}, and the function is called with its arrays in other roles too, so it moves both ways"),
+                )
+            } else {
+                (clause, why)
+            }
         };
         plan.arrays.push(ArrayChoice {
             name: a.name.clone(),
