@@ -67,12 +67,12 @@ pub fn enclosing_data(src: &SourceFile, lp: &Loop) -> Option<Directive> {
     let unit = src.unit_of(lp.header_line)?;
     src.directives_in(unit.0, lp.header_line.saturating_sub(1))
         .into_iter()
+        .rev()
         .filter(|d| d.construct_name() == "data")
-        .filter(|d| {
+        .find(|d| {
             src.block_of(d)
                 .is_some_and(|(a, b, _)| a <= lp.header_line && lp.end_line <= b)
         })
-        .last()
 }
 
 /// The innermost host loop around the construct at `line`.
