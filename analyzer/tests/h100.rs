@@ -85,6 +85,9 @@ fn the_only_d6(a: &Analysis) -> &Finding {
 fn caller_loop_c() {
     let (run, src, a) = analyze("caller_loop");
     let f = the_only_d6(&a);
+    // Heap arrays named from the construct's clauses (in its first
+    // instance each clause item is one buffer).
+    assert!(f.title.ends_with(": u, unew moved 40 times"), "{}", f.title);
     assert_eq!(
         places(f),
         ["host loop caller_loop.c:134", "construct caller_loop.c:78"]

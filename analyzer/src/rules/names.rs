@@ -142,14 +142,15 @@ pub(super) fn infer_names(
             cx_names.insert(unnamed[0], display(&free_arrays[0]));
             continue;
         }
-        // By direction.
+        // By direction, in the construct's first instance: the host may
+        // swap the arrays between instances (a pointer swap, or a function
+        // called with its arguments in other roles), but within one
+        // instance each clause item is one buffer.
+        let first = xs.iter().filter_map(|x| x.origin).min();
         let dirs = |p: u64| {
-            let up = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Upload);
-            let down = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Download);
+            let mine = |x: &&&Xfer| x.host_ptr == Some(p) && x.origin == first;
+            let up = xs.iter().filter(mine).any(|x| x.dir == Dir::Upload);
+            let down = xs.iter().filter(mine).any(|x| x.dir == Dir::Download);
             (up, down)
         };
         let only = |name: &str| -> Vec<String> {
