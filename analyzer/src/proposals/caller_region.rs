@@ -282,6 +282,25 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
             }
         }
     }
+    // Arrays an existing region around the loop holds stay as they are.
+    if let Some(r) = crate::proposals::data_region::enclosing_data(src, &lp) {
+        let held: Vec<String> = r
+            .clauses
+            .iter()
+            .filter(|c| crate::source::is_data_clause(&c.name))
+            .flat_map(|c| c.items())
+            .map(|i| key(lang, i.split(['[', '(']).next().unwrap_or("").trim()))
+            .collect();
+        let before = arrays.len();
+        arrays.retain(|a| !held.contains(&key(lang, &a.name)));
+        if arrays.is_empty() && before > 0 {
+            plan.patchable = false;
+            plan.notes.push(format!(
+                "the `data` region at line {} already holds every array the calls pass: the constructs need `present` only",
+                r.line
+            ));
+        }
+    }
     if moved > arrays.len() {
         plan.patchable = false;
         plan.notes.push(format!(
@@ -386,18 +405,51 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
         }
         Lang::Fortran => src.indent_of(lp.header_line),
     };
-    plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
-    plan.edits.push(Edit::InsertBefore {
-        file: src.path.clone(),
-        line: lp.header_line,
-        lines: vec![format!("{indent}{}", plan.directive)],
-    });
-    if lang == Lang::Fortran {
-        plan.edits.push(Edit::InsertAfter {
-            file: src.path.clone(),
-            line: lp.end_line,
-            lines: vec![format!("{indent}!$acc end data")],
-        });
+    match crate::proposals::data_region::enclosing_data(src, &lp) {
+        // A region around the loop already: it gets the clauses.
+        Some(r) => {
+            let mut all: Vec<String> = r.clauses.iter().map(|c| c.text()).collect();
+            all.extend(clauses.iter().cloned());
+            let rendered = r.render(&r.construct_name(), &all);
+            plan.directive = match &r.comment {
+                Some(c) => rendered.trim_end_matches(c.as_str()).trim().to_string(),
+                None => rendered.trim().to_string(),
+            };
+            plan.extends = Some(r.line);
+            plan.added = clauses.clone();
+            if r.end_line != r.line {
+                plan.patchable = false;
+                plan.notes.push(format!(
+                    "the `data` directive at line {} continues over several lines: add {} to it by hand",
+                    r.line,
+                    clauses.join(" ")
+                ));
+            }
+            plan.edits.push(Edit::Directive {
+                file: src.path.clone(),
+                line: r.line,
+                end_line: r.end_line,
+                original: src.line(r.line).trim().to_string(),
+                construct: None,
+                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
+                add: all,
+            });
+        }
+        None => {
+            plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
+            plan.edits.push(Edit::InsertBefore {
+                file: src.path.clone(),
+                line: lp.header_line,
+                lines: vec![format!("{indent}{}", plan.directive)],
+            });
+            if lang == Lang::Fortran {
+                plan.edits.push(Edit::InsertAfter {
+                    file: src.path.clone(),
+                    line: lp.end_line,
+                    lines: vec![format!("{indent}!$acc end data")],
+                });
+            }
+        }
     }
     // Host reads inside the loop: refresh the host copy first.
     let mut reads: BTreeMap<u32, Vec<String>> = BTreeMap::new();
@@ -488,4 +540,74 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
         ));
     }
     Some(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALLER_WITH_REGION: &str = "void step(int n, const double *restrict a, double *restrict b)\n{\n#pragma acc parallel loop copyin(a[0:n]) copyout(b[0:n])\n  for (int i = 0; i < n; i++) b[i] = 2 * a[i];\n}\nint main(void)\n{\n  int n = 10; double x[10] = {0}, y[10], c[10];\n#pragma acc data copyin(c[0:n])\n  for (int s = 0; s < 5; s++)\n    step(n, x, y);\n  return y[0] > 0;\n}\n";
+
+    fn site(line: u32) -> Site {
+        Site {
+            file: "r.c".into(),
+            function: "step".into(),
+            line: Some(line),
+            address: None,
+        }
+    }
+
+    #[test]
+    fn a_region_around_the_callers_loop_gets_the_clauses() {
+        let set = SourceSet::with_text("r.c", CALLER_WITH_REGION);
+        let callers = [Site {
+            function: "main".into(),
+            line: Some(11),
+            ..site(0)
+        }];
+        let mut l = lift(&set, &site(3), &callers).expect("lifted");
+        assert_eq!((l.file.as_str(), l.loop_line, l.depth), ("r.c", 10, 1));
+        l.buffers_in = 1;
+        l.buffers_out = 1;
+        let p = plan(&set, &[&l], 2).expect("a plan");
+        assert_eq!(p.extends, Some(9));
+        assert_eq!(
+            p.directive,
+            "#pragma acc data copyin(c[0:n]) copyin(x[0:n]) copyout(y[0:n])"
+        );
+        assert!(p.patchable, "{:?}", p.notes);
+        let patched = crate::patch::render(&set, &p.edits).expect("patch");
+        let text = &patched.files[0].1;
+        assert!(
+            text.contains(
+                "#pragma acc data copyin(c[0:n]) copyin(x[0:n]) copyout(y[0:n])\n  for (int s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("#pragma acc parallel loop present(a[0:n], b[0:n])"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_callee_local_in_a_clause_cannot_go_up() {
+        let text = CALLER_WITH_REGION
+            .replace("copyin(a[0:n])", "copyin(a[0:m])")
+            .replace(
+                "{\n#pragma acc parallel",
+                "{\n  int m = n;\n#pragma acc parallel",
+            );
+        let set = SourceSet::with_text("r.c", &text);
+        let callers = [Site {
+            function: "main".into(),
+            line: Some(12),
+            ..site(0)
+        }];
+        let why = lift(&set, &site(4), &callers).expect_err("not lifted");
+        assert!(
+            why.contains("`m` in `a[0:m]` is local to the called function"),
+            "{why}"
+        );
+    }
 }
