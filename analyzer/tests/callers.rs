@@ -256,3 +256,20 @@ fn an_unread_source_is_the_only_not_read() {
     let why = d6(&a).proposal.no_patch.clone().unwrap_or_default();
     assert_eq!(why, "source missing_kernels.c not read");
 }
+
+#[test]
+fn a_caller_whose_source_is_missing_is_named() {
+    let run = run(
+        "caller_files_step.c",
+        19,
+        &[("elsewhere/driver.c", "main", 40)],
+        10,
+        SWAPPED,
+    );
+    let (_, a) = analyze(&run);
+    let why = d6(&a).proposal.no_patch.clone().unwrap_or_default();
+    assert_eq!(
+        why,
+        "no host loop in `heat_step`; the loop would be in its caller `main` (elsewhere/driver.c:40), whose source was not read"
+    );
+}
