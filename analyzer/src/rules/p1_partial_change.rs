@@ -262,6 +262,55 @@ mod tests {
     }
 
     #[test]
+    fn updating_only_the_rows_mpi_uses_is_fine() {
+        // mpi_halo's step: one row down, one Sendrecv sending it and
+        // receiving another, that row up.
+        let mut b = RunBuilder::new(HashMode::Off);
+        let down = b.site("h.c", 156);
+        let up = b.site("h.c", 168);
+        let row = 8 * 512u64;
+        let sent = b.buf(row, 0);
+        let received = b.buf(row, 0);
+        let mut calls = Vec::new();
+        for _ in 0..4 {
+            let c = b.open(ConstructClass::Update, down, None);
+            b.copy(c, CopyKind::DeviceToHost, sent, 5_000);
+            b.close(c);
+            let t = b.t;
+            b.t += 10_000;
+            calls.push(MpiCall {
+                routine: "MPI_Sendrecv".into(),
+                start_ns: t,
+                end_ns: t + 5_000,
+                thread: 0,
+                cuda_aware: None,
+                ranges: vec![
+                    MpiRange {
+                        host_ptr: sent.ptr,
+                        bytes: row,
+                        write: false,
+                    },
+                    MpiRange {
+                        host_ptr: received.ptr,
+                        bytes: row,
+                        write: true,
+                    },
+                ],
+            });
+            let c = b.open(ConstructClass::Update, up, None);
+            b.copy(c, CopyKind::HostToDevice, received, 5_000);
+            b.close(c);
+        }
+        let mut run = b.build();
+        for c in calls {
+            run.push_mpi_call(c);
+        }
+        let c = run_rule(&run, check);
+        assert!(c.findings.is_empty(), "{:#?}", c.findings);
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
+    }
+
+    #[test]
     fn cuda_aware_mpi_gets_host_data() {
         let run = halo_run(3, Some(true));
         let c = run_rule(&run, check);
