@@ -111,3 +111,90 @@ fn fortran_callers_are_found_too() {
         );
     }
 }
+
+/// `accprof analyze --patch` on the H100 recording of caller_files: one
+/// diff over both files, which applies to the repository's samples and
+/// builds (host code: the patched program still matches its reference).
+#[test]
+fn the_patch_for_a_caller_in_another_file_applies_and_builds() {
+    let fixtures = accprof_analyzer::testkit::fixtures::dir("h100");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(accprof())
+        .arg("analyze")
+        .arg("--patch")
+        .arg("--symbols")
+        .arg(fixtures.join("bin"))
+        .arg("--source-dir")
+        .arg(repo.join("samples"))
+        .arg(fixtures.join("caller_files.trace"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let diff = stdout(&out);
+    assert_eq!(
+        diff.matches("\n+++ ").count() + usize::from(diff.starts_with("+++ ")),
+        2,
+        "{diff}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["caller_files.c", "caller_files_step.c", "caller_files.h"] {
+        std::fs::copy(repo.join("samples").join(f), dir.path().join(f)).expect("copy");
+    }
+    // The diff names the files by their recorded paths; their names here.
+    let mut p = std::process::Command::new("patch")
+        .args(["-p0", "-s", "-d"])
+        .arg(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("patch runs");
+    let local: String = diff
+        .lines()
+        .map(
+            |l| match l.strip_prefix("--- ").or_else(|| l.strip_prefix("+++ ")) {
+                Some(path) => format!(
+                    "{} {}\n",
+                    &l[..3],
+                    Path::new(path.split('\t').next().unwrap_or(path))
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or(path)
+                ),
+                None => format!("{l}\n"),
+            },
+        )
+        .collect();
+    use std::io::Write;
+    p.stdin
+        .take()
+        .expect("stdin")
+        .write_all(local.as_bytes())
+        .expect("diff written");
+    assert!(p.wait().expect("patch ends").success(), "{local}");
+    let bin = dir.path().join("cf");
+    let cc = std::process::Command::new("gcc")
+        .args(["-fopenacc", "-foffload=disable", "-O2"])
+        .arg(dir.path().join("caller_files.c"))
+        .arg(dir.path().join("caller_files_step.c"))
+        .arg("-o")
+        .arg(&bin)
+        .arg("-lm")
+        .output()
+        .expect("gcc runs");
+    assert!(cc.status.success(), "{}", stderr(&cc));
+    let run = std::process::Command::new(&bin)
+        .args(["16", "12", "3"])
+        .output()
+        .expect("patched program runs");
+    assert!(
+        stdout(&run).contains("reference: match"),
+        "{}",
+        stdout(&run)
+    );
+    let step = std::fs::read_to_string(dir.path().join("caller_files_step.c")).expect("read");
+    assert!(
+        step.contains("present(u[0:nx*ny], unew[0:nx*ny])"),
+        "{step}"
+    );
+}
