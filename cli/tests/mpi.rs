@@ -98,6 +98,24 @@ fn halo_ranges(np: usize) {
     let rows = nx / np as u64;
     for (rank, run) in runs.iter().enumerate() {
         let sr = calls(run, "MPI_Sendrecv");
+        // On the trace's clock: every exchange lies inside the data region
+        // around the time loop, between the first and the last construct.
+        let first = run
+            .constructs()
+            .map(|(_, c)| c.start_ns)
+            .min()
+            .expect("constructs");
+        let last = run
+            .constructs()
+            .filter_map(|(_, c)| c.end_ns())
+            .max()
+            .expect("constructs");
+        for c in &sr {
+            assert!(
+                first <= c.start_ns && c.start_ns <= c.end_ns && c.end_ns <= last,
+                "rank {rank}: {c:?} outside [{first}, {last}]"
+            );
+        }
         // Two exchanges per step: up (send the first owned row, receive
         // the bottom halo), then down (send the last owned row, receive the
         // top halo), each one row of NY doubles, in the block u points to.

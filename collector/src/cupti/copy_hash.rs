@@ -27,18 +27,20 @@ pub(super) unsafe fn push_hash(
     if host_ptr == 0 || len == 0 {
         return;
     }
-    let started = crate::clock::stamp();
+    // The duration in ns straight from the clock: a stamp may be counter
+    // ticks, which only the writer converts, and only as points in time.
+    let started = crate::clock::now_ns();
     // SAFETY: readable for `len` bytes (caller).
     let Some(hash) =
         (unsafe { crate::hash::hash_buffer(host_ptr as usize as *const u8, len, mode) })
     else {
         return;
     };
-    let done = crate::clock::stamp();
+    let done = crate::clock::now_ns();
     crate::sink::push_in(
         th,
         Record::Hash(BufferHash {
-            time_ns: done,
+            time_ns: crate::clock::stamp(),
             region: crate::region::current_in(th),
             correlation,
             direction,
