@@ -79,6 +79,9 @@ pub struct RunInfo {
     pub losses: Vec<Loss>,
     pub devices: Vec<Device>,
     pub sites: Vec<Site>,
+    /// The source frames above a site, innermost first ([`Run::callers`]).
+    pub callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    pub mpi_calls: Vec<crate::model::MpiCall>,
     pub names: Vec<String>,
     pub routines: Vec<String>,
     pub modules: Vec<accprof_trace::Module>,
@@ -411,6 +414,12 @@ pub(crate) struct Join<S: Sink> {
     strings: IdHashMap<StringId, String>,
     modules: HashMap<ModuleId, accprof_trace::Module>,
     call_sites: IdHashMap<CallSiteId, accprof_trace::CallSite>,
+    /// The callers the collector recorded above a call site.
+    call_chains: IdHashMap<CallSiteId, Vec<accprof_trace::Frame>>,
+    /// Per site, the source frames above it (inlined functions, then the
+    /// recorded callers).
+    callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    mpi_calls: Vec<crate::model::MpiCall>,
     site_index: HashMap<Site, SiteId>,
     sites: Vec<Site>,
     symbolized: IdMap<SiteId>,
@@ -465,6 +474,9 @@ impl<S: Sink> Join<S> {
             strings: IdHashMap::default(),
             modules: HashMap::new(),
             call_sites: IdHashMap::default(),
+            call_chains: IdHashMap::default(),
+            callers: Default::default(),
+            mpi_calls: Vec::new(),
             site_index: HashMap::new(),
             sites: Vec::new(),
             symbolized: IdMap::new(),
@@ -634,7 +646,44 @@ impl<S: Sink> Join<S> {
         };
         let id = self.intern_site(site);
         self.symbolized.insert(u64::from(cs.0), id);
+        self.find_callers(cs, id, symbolizer);
         id
+    }
+
+    /// The source frames above the call site `cs` (symbolized as `id`):
+    /// the functions its call was inlined into, then each recorded caller
+    /// with the functions that call was inlined into. Kept for the first
+    /// call site that symbolizes to `id`.
+    fn find_callers(&mut self, cs: CallSiteId, id: SiteId, symbolizer: &mut Symbolizer) {
+        if self.callers.contains_key(&id) {
+            return;
+        }
+        let Some(c) = self.call_sites.get(&cs).copied() else {
+            return;
+        };
+        let frame = |s: &mut Symbolizer, m: &accprof_trace::Module, off: u64| {
+            s.frames(m, off)
+                .into_iter()
+                .map(move |(file, function, line)| Site {
+                    file,
+                    function,
+                    line: Some(line),
+                    address: Some((m.path.clone(), off)),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut out = Vec::new();
+        if let Some(m) = self.modules.get(&c.module) {
+            out.extend(frame(symbolizer, m, c.return_offset).into_iter().skip(1));
+        }
+        for f in self.call_chains.get(&cs).into_iter().flatten() {
+            if let Some(m) = self.modules.get(&f.module) {
+                out.extend(frame(symbolizer, m, f.return_offset));
+            }
+        }
+        if !out.is_empty() {
+            self.callers.insert(id, out);
+        }
     }
 
     pub(crate) fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
@@ -702,6 +751,28 @@ impl<S: Sink> Join<S> {
             }
             Record::CallSite(c) => {
                 self.call_sites.insert(c.id, *c);
+            }
+            Record::MpiCall(m) => {
+                self.see_time(m.start_ns);
+                self.see_time(m.end_ns);
+                self.mpi_calls.push(crate::model::MpiCall {
+                    routine: self
+                        .string(Some(m.routine))
+                        .unwrap_or_else(|| "MPI_?".into()),
+                    start_ns: m.start_ns,
+                    end_ns: m.end_ns,
+                    thread: m.thread,
+                    cuda_aware: m.cuda_aware,
+                    ranges: m.ranges.clone(),
+                });
+            }
+            Record::CallChain(c) => {
+                self.call_chains.insert(c.site, c.callers.clone());
+                // Defined after the site was first used: add its callers now.
+                if let Some(id) = self.symbolized.get(u64::from(c.site.0)) {
+                    self.callers.remove(&id);
+                    self.find_callers(c.site, id, symbolizer);
+                }
             }
             Record::Device(d) => {
                 if !self.devices.iter().any(|x| x.id == d.id) {
@@ -1291,6 +1362,12 @@ impl<S: Sink> Join<S> {
             losses,
             devices: self.devices,
             sites: self.sites,
+            callers: self.callers,
+            mpi_calls: {
+                let mut m = self.mpi_calls;
+                m.sort_by_key(|c| c.start_ns);
+                m
+            },
             names: self.names,
             routines: self.routines,
             modules,

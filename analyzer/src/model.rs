@@ -107,6 +107,21 @@ impl Site {
     }
 }
 
+/// A call of an MPI routine, as the collector's PMPI wrappers saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiCall {
+    /// "MPI_Sendrecv", ...
+    pub routine: String,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub thread: u32,
+    /// Whether the MPI library said it takes device memory; None when it
+    /// has no such query.
+    pub cuda_aware: Option<bool>,
+    /// The host ranges the call reads (sends) and writes (receives).
+    pub ranges: Vec<accprof_trace::MpiRange>,
+}
+
 /// An OpenACC API routine (its name is [`Run::routine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ApiRoutine(pub(crate) u16);
@@ -927,6 +942,8 @@ pub struct Run {
     /// The entities, read through their handles ([`Run::sites`],
     /// [`Run::construct`], ...): their positions are the model's business.
     pub(crate) sites: Vec<Site>,
+    /// The source frames above a site, innermost first ([`Run::callers`]).
+    pub(crate) callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
     /// The constructs in start order (read back whole through
     /// [`Run::construct`]).
     /// The kernels in device start order (launch start order when CUPTI
@@ -945,6 +962,11 @@ pub struct Run {
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
+    /// When the collector itself kept the host busy (hashing buffers), as
+    /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
+    pub(crate) collector_spans: Vec<(u64, u64)>,
+    /// MPI calls in start order ([`Run::mpi_calls`]).
+    pub(crate) mpi_calls: Vec<MpiCall>,
     pub acc_events: u64,
     pub dropped: Vec<(DropSource, u64)>,
     pub diagnostics: Vec<(Level, String)>,
@@ -1248,6 +1270,21 @@ impl Run {
         Entities::of(&self.memsets, MemsetId::at)
     }
 
+    /// The source frames above a site, innermost first: the function that
+    /// called the site's function (where the call is written), then its
+    /// caller, ... (functions inlined into others count as frames of their
+    /// own). Empty when the trace recorded no callers (the runtime named
+    /// the line itself, or the trace is older than format 1.2).
+    pub fn callers(&self, site: SiteId) -> &[Site] {
+        self.callers.get(&site).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Records the frames above a site (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_callers(&mut self, site: SiteId, callers: Vec<Site>) {
+        self.callers.insert(site, callers);
+    }
+
     /// The source sites with their handles.
     pub fn sites(&self) -> Entities<'_, SiteId, Site> {
         Entities::of(&self.sites, SiteId::at)
@@ -1370,6 +1407,7 @@ impl Run {
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn derive(&mut self) {
         self.derive_indices();
+        self.collector_spans = collector_spans(&self.hashes);
         self.totals = Totals::of(self);
         self.placement = Placement::of(self);
     }
@@ -1417,6 +1455,56 @@ impl Run {
 
     pub fn cupti_active(&self) -> bool {
         self.header.sources.cupti.is_active()
+    }
+
+    /// Host time in [t0, t1) that the collector spent itself (hashing
+    /// host buffers), not the program: 0 when none, and for traces written
+    /// before format 1.2, which did not record it
+    /// ([`Run::collector_time_recorded`]).
+    pub fn collector_ns_in(&self, t0: u64, t1: u64) -> u64 {
+        let spans = &self.collector_spans;
+        let first = spans.partition_point(|&(_, e)| e <= t0);
+        spans[first..]
+            .iter()
+            .take_while(|&&(s, _)| s < t1)
+            .map(|&(s, e)| e.min(t1).saturating_sub(s.max(t0)))
+            .sum()
+    }
+
+    /// The MPI calls the collector recorded, in start order (empty for a
+    /// program without MPI and for traces before format 1.2).
+    pub fn mpi_calls(&self) -> &[MpiCall] {
+        &self.mpi_calls
+    }
+
+    /// Adds an MPI call (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn push_mpi_call(&mut self, call: MpiCall) {
+        let at = self
+            .mpi_calls
+            .partition_point(|c| c.start_ns <= call.start_ns);
+        self.mpi_calls.insert(at, call);
+    }
+
+    /// All the host time the collector spent hashing.
+    pub fn collector_ns(&self) -> u64 {
+        self.collector_spans.iter().map(|&(s, e)| e - s).sum()
+    }
+
+    /// Whether the trace says how long the collector hashed: false when it
+    /// hashed without recording the time (format 1.1 and older), so host
+    /// times include it unseen.
+    pub fn collector_time_recorded(&self) -> bool {
+        self.hashes.iter().all(|h| h.hash_ns.is_some())
+    }
+
+    /// A construct's host time without the collector's own time inside it.
+    pub fn program_host_ns(&self, c: &Construct) -> Option<u64> {
+        let end = c.end_ns()?;
+        Some(
+            c.host_ns()?
+                .saturating_sub(self.collector_ns_in(c.start_ns, end)),
+        )
     }
 
     /// Kernel time and host<->device transfers, summed once.
@@ -1673,13 +1761,16 @@ impl Sink for RunSink {
             losses: info.losses,
             devices: info.devices,
             sites: info.sites,
+            callers: info.callers,
             tables,
             memsets: in_order(self.memsets),
             launches,
             launches_in_kernels: self.launches_in_kernels,
             names: info.names,
             modules: info.modules,
+            collector_spans: collector_spans(&hashes),
             hashes,
+            mpi_calls: info.mpi_calls,
             acc_events: info.acc_events,
             dropped: info.dropped,
             diagnostics: info.diagnostics,
@@ -1711,6 +1802,7 @@ impl Run {
             losses: Vec::new(),
             devices: Vec::new(),
             sites: Vec::new(),
+            callers: Default::default(),
             tables: Tables::default(),
             memsets: Vec::new(),
             launches: Vec::new(),
@@ -1718,6 +1810,8 @@ impl Run {
             names: Vec::new(),
             modules: Vec::new(),
             hashes: Vec::new(),
+            collector_spans: Vec::new(),
+            mpi_calls: Vec::new(),
             acc_events: 0,
             dropped: Vec::new(),
             diagnostics: Vec::new(),
@@ -1742,6 +1836,8 @@ impl Run {
             losses: self.losses.clone(),
             devices: self.devices.clone(),
             sites: self.sites.clone(),
+            callers: self.callers.clone(),
+            mpi_calls: self.mpi_calls.clone(),
             names: self.names.clone(),
             routines: self.routines.clone(),
             modules: self.modules.clone(),
@@ -1799,6 +1895,26 @@ impl Run {
             .map(|l| l.kernel(&self.construct(l.construct), unnamed))
             .collect()
     }
+}
+
+/// The collector's hashing spans of `hashes`, sorted and merged.
+fn collector_spans(hashes: &[BufferHash]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = hashes
+        .iter()
+        .filter_map(|h| {
+            let d = h.hash_ns.filter(|&d| d > 0)?;
+            Some((h.time_ns.saturating_sub(d), h.time_ns))
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.

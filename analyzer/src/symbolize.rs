@@ -155,6 +155,37 @@ impl Symbolizer {
             .collect()
     }
 
+    /// Every source frame of a return address (module-relative), innermost
+    /// first: the function that holds the call, then each function it was
+    /// inlined into, with the line of the call in each. Frames without a
+    /// line are left out; empty when the module or its line tables cannot
+    /// be read.
+    pub fn frames(&mut self, module: &Module, return_offset: u64) -> Vec<(String, String, u32)> {
+        if !matches!(
+            self.lookup(module, return_offset),
+            SymbolizedSite::Found { .. }
+        ) {
+            return Vec::new();
+        }
+        let Some(loader) = self.loaders.get(&module.path).and_then(Option::as_ref) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Ok(mut frames) = loader.find_frames(return_offset.saturating_sub(1)) {
+            while let Ok(Some(frame)) = frames.next() {
+                let function = frame
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.demangle().ok().map(|s| s.into_owned()))
+                    .unwrap_or_else(|| "?".into());
+                if let Some((Some(file), Some(line))) = frame.location.map(|l| (l.file, l.line)) {
+                    out.push((file.to_string(), function, line));
+                }
+            }
+        }
+        out
+    }
+
     /// Looks up a return address (module-relative): the call instruction is
     /// the byte before it.
     pub fn lookup(&mut self, module: &Module, return_offset: u64) -> SymbolizedSite {

@@ -29,6 +29,11 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("threads", &["3", "20000", "20"]),
     ("default_async", &["1000", "3", "2"]),
     ("small_kernels", &["8", "20"]),
+    ("caller_loop", &["64", "48", "10"]),
+    ("caller_files", &["64", "48", "10"]),
+    ("partial_region", &["64", "48", "20"]),
+    ("partial_region", &["64", "48", "7"]),
+    ("cond_update", &["64", "48", "20", "4"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -37,6 +42,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("laplace_good_f90", &["128", "50"]),
     ("laplace_good_f90", &["16", "100000", "1e-3"]),
     ("jacobi_f90", &["128", "50"]),
+    ("caller_loop_f90", &["64", "48", "10"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -56,9 +62,16 @@ const SOURCES: &[&str] = &[
     "async.c",
     "threads.c",
     "mpi_halo.c",
+    "mpi_halo_whole.c",
     "default_async.c",
     "small_kernels.c",
     "device_fault.c",
+    "caller_loop.c",
+    "caller_loop.f90",
+    "caller_files.c",
+    "caller_files_step.c",
+    "partial_region.c",
+    "cond_update.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -193,13 +206,15 @@ fn build_and_run_all(offload: &str) {
     }
 
     if !have("mpicc") {
-        eprintln!("note: mpicc not found, mpi_halo skipped");
+        eprintln!("note: mpicc not found, the MPI samples skipped");
         return;
     }
-    let bin = dir.join("mpi_halo");
-    assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+    for name in ["mpi_halo", "mpi_halo_whole"] {
+        let bin = dir.join(name);
+        assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
+    }
     if !have("mpirun") {
-        eprintln!("note: mpirun not found, mpi_halo built but not run");
+        eprintln!("note: mpirun not found, the MPI samples built but not run");
         return;
     }
     let open_mpi = Command::new("mpirun")
@@ -207,7 +222,13 @@ fn build_and_run_all(offload: &str) {
         .output()
         .map(|o| text(&o).contains("Open MPI"))
         .unwrap_or(false);
-    for np in ["2", "4"] {
+    for (name, np) in [
+        ("mpi_halo", "2"),
+        ("mpi_halo", "4"),
+        ("mpi_halo_whole", "2"),
+        ("mpi_halo_whole", "4"),
+    ] {
+        let bin = dir.join(name);
         let mut cmd = Command::new("mpirun");
         // Open MPI refuses to run as root and to put more ranks than cores
         // on a node unless told to (CI runs as root on 2 cores).
@@ -218,7 +239,7 @@ fn build_and_run_all(offload: &str) {
         }
         cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS);
         check_run(
-            &format!("mpirun -np {np} mpi_halo {}", MPI_ARGS.join(" ")),
+            &format!("mpirun -np {np} {name} {}", MPI_ARGS.join(" ")),
             &mut cmd,
         );
     }

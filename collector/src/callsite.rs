@@ -9,19 +9,29 @@
 //! point (GOACC_parallel_keyed, GOACC_data_start, GOACC_update, ...). It is
 //! stored as module + offset; symbolizing to file:line happens offline in
 //! the analyzer, never in the observed program.
+//!
+//! The first call through each call site also keeps the application frames
+//! above it (up to [`CALLERS`]: the functions that called the construct's
+//! function), so the analyzer can find a loop in a caller that repeats the
+//! construct. They come from the same unwind, walked a few frames further.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Mutex, RwLock};
 
-use accprof_trace::{CallSite, CallSiteId, Module, ModuleId, Record};
+use accprof_trace::{
+    CallChain, CallSite, CallSiteId, Frame as TraceFrame, Module, ModuleId, Record,
+};
 
 use crate::fasthash::AddrMap;
 use crate::sink;
 
 /// Frames walked at most before giving up.
 const MAX_FRAMES: usize = 32;
+
+/// Application frames kept above a call site's own frame.
+const CALLERS: usize = 3;
 
 struct LoadedModule {
     id: ModuleId,
@@ -256,6 +266,9 @@ struct Walk {
     /// Index of the first application frame in `frames`.
     app: Option<usize>,
     unknown: bool,
+    /// Return addresses of the application frames right above the first
+    /// one, innermost first, up to [`CALLERS`].
+    callers: Vec<u64>,
 }
 
 extern "C" fn walk_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
@@ -271,12 +284,25 @@ extern "C" fn walk_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     if ip == 0 || walk.frames.len() >= MAX_FRAMES {
         return URC_END_OF_STACK;
     }
+    if walk.app.is_some() {
+        // Above the call site: the application's callers, until a frame
+        // that is not the application's (libc's start, a thread start).
+        if !matches!(owner_of(ip), Owner::App(..)) {
+            return URC_END_OF_STACK;
+        }
+        walk.callers.push(ip);
+        return if walk.callers.len() >= CALLERS {
+            URC_END_OF_STACK
+        } else {
+            URC_NO_REASON
+        };
+    }
     walk.frames.push(Frame { ip, cfa });
     match owner_of(ip) {
         Owner::Runtime => URC_NO_REASON,
         Owner::App(..) => {
             walk.app = Some(walk.frames.len() - 1);
-            URC_END_OF_STACK
+            URC_NO_REASON
         }
         Owner::Unknown => {
             // A module loaded after the last scan (dlopen): stop here and let
@@ -292,6 +318,7 @@ fn unwind() -> Walk {
         frames: Vec::with_capacity(MAX_FRAMES),
         app: None,
         unknown: false,
+        callers: Vec::with_capacity(CALLERS),
     };
     // SAFETY: walk_frame matches the callback signature and only touches
     // `walk`, which outlives the call.
@@ -383,18 +410,40 @@ fn cached_app_frame(cache: &ThreadCache, anchor: u64) -> Option<u64> {
     None
 }
 
-/// Full unwind; learns the chain's layout relative to `anchor`.
-fn learn(anchor: u64) -> (Option<u64>, Option<Chain>) {
+/// What a full unwind found: the application's call site, the layout of
+/// the runtime chain below it relative to `anchor` (when it can be reused),
+/// and the application's callers above it.
+struct Learned {
+    ip: Option<u64>,
+    chain: Option<Chain>,
+    callers: Vec<u64>,
+}
+
+/// A full unwind, past modules loaded since the last scan.
+fn full_unwind() -> Option<Walk> {
     let mut walk = unwind();
     if walk.unknown {
         refresh();
         walk = unwind();
         if walk.unknown {
-            return (None, None);
+            return None;
         }
     }
+    Some(walk)
+}
+
+/// Full unwind; learns the chain's layout relative to `anchor`.
+fn learn(anchor: u64) -> Learned {
+    let nothing = Learned {
+        ip: None,
+        chain: None,
+        callers: Vec::new(),
+    };
+    let Some(walk) = full_unwind() else {
+        return nothing;
+    };
     let Some(app) = walk.app else {
-        return (None, None);
+        return nothing;
     };
     let f = &walk.frames;
     // libgcc hands each frame's IP with the CFA of the frame that returns
@@ -410,7 +459,11 @@ fn learn(anchor: u64) -> (Option<u64>, Option<Chain>) {
     let chain = slot(app).map(|app_slot| Chain { runtime, app_slot });
     // Only a chain with at least one checked runtime frame is safe to reuse.
     let chain = chain.filter(|c| !c.runtime.is_empty());
-    (Some(f[app].ip), chain)
+    Learned {
+        ip: Some(f[app].ip),
+        chain,
+        callers: walk.callers,
+    }
 }
 
 /// The application call site of the current runtime call, interned.
@@ -426,22 +479,28 @@ pub fn capture(anchor: usize) -> Option<CallSiteId> {
                 stack_end: stack_end(),
                 sites: AddrMap::default(),
             });
-            let ip = match cached_app_frame(cache, anchor) {
-                Some(ip) => ip,
+            let (ip, callers) = match cached_app_frame(cache, anchor) {
+                Some(ip) => (ip, None),
                 None => {
-                    let (ip, chain) = learn(anchor);
-                    if let Some(chain) = chain {
+                    let learned = learn(anchor);
+                    if let Some(chain) = learned.chain {
                         if cache.chains.len() < MAX_CHAINS && cache.stack_end != 0 {
                             cache.chains.push(chain);
                         }
                     }
-                    ip?
+                    (learned.ip?, Some(learned.callers))
                 }
             };
             if let Some(id) = cache.sites.get(&ip) {
                 return Some(*id);
             }
-            let id = intern(ip)?;
+            // A site this thread has not seen: its callers come from the
+            // unwind that found it, or from one more (once per site).
+            let callers = match callers {
+                Some(c) => c,
+                None => full_unwind().map(|w| w.callers).unwrap_or_default(),
+            };
+            let id = intern(ip, &callers)?;
             cache.sites.insert(ip, id);
             Some(id)
         })
@@ -482,7 +541,7 @@ pub(crate) fn caller(return_address: u64) -> Caller {
         // Code outside every module (generated at run time): no site.
         Owner::Unknown => Caller::App(None),
         Owner::App(..) => {
-            let id = intern(return_address);
+            let id = intern(return_address, &[]);
             if let Some(id) = id {
                 let _ = CACHE.try_with(|c| {
                     if let Ok(mut c) = c.try_borrow_mut() {
@@ -501,7 +560,9 @@ pub(crate) fn caller(return_address: u64) -> Caller {
     }
 }
 
-fn intern(ip: u64) -> Option<CallSiteId> {
+/// The interned id of the call site at `ip`, defined (with `callers`, the
+/// return addresses above it) the first time any thread meets it.
+fn intern(ip: u64, callers: &[u64]) -> Option<CallSiteId> {
     let Owner::App(module, offset) = owner_of(ip) else {
         return None;
     };
@@ -523,6 +584,25 @@ fn intern(ip: u64) -> Option<CallSiteId> {
         module,
         return_offset: offset,
     }));
+    let frames: Vec<TraceFrame> = callers
+        .iter()
+        .filter_map(|&ip| match owner_of(ip) {
+            Owner::App(module, return_offset) => {
+                define_module(module);
+                Some(TraceFrame {
+                    module,
+                    return_offset,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if !frames.is_empty() {
+        sink::define(Record::CallChain(CallChain {
+            site: id,
+            callers: frames,
+        }));
+    }
     Some(id)
 }
 

@@ -290,6 +290,7 @@ mod tests {
             bytes: 8,
             mode: HashMode::Full,
             hash: 99,
+            hash_ns: Some(40),
         });
         let x = Record::Dropped {
             source: accprof_trace::DropSource::Cupti,

@@ -27,6 +27,7 @@ mod header;
 // runner's exit.
 #[cfg(not(test))]
 mod interpose;
+mod mpi;
 mod note;
 mod output;
 mod region;

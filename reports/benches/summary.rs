@@ -132,6 +132,7 @@ impl<W: std::io::Write> Gen<W> {
             bytes,
             mode: HashMode::Sampled,
             hash,
+            hash_ns: Some(300),
         }));
         let start = at + 500;
         let dur = 700 + bytes / 40;

@@ -199,6 +199,8 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::Diagnostic { .. } => TAG_DIAGNOSTIC,
         Record::End(_) => TAG_END,
         Record::Api(_) => TAG_API,
+        Record::CallChain(_) => TAG_CALL_CHAIN,
+        Record::MpiCall(_) => TAG_MPI_CALL,
     }
 }
 
@@ -215,6 +217,8 @@ pub(crate) fn size_bound(rec: &Record) -> usize {
             Record::Module(m) => m.path.len() + m.build_id.len(),
             Record::Device(d) => d.name.len(),
             Record::Diagnostic { message, .. } => message.len(),
+            Record::CallChain(c) => c.callers.len() * 2 * crate::varint::MAX_VARINT_LEN,
+            Record::MpiCall(m) => m.ranges.len() * (2 * crate::varint::MAX_VARINT_LEN + 1),
             _ => 0,
         }
 }
@@ -321,6 +325,35 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             put_delta(e, &mut st.host_ptr, h.host_ptr);
             e.varint(h.bytes);
             e.u64_le(h.hash);
+            // Always written (0: not measured), so that fields a later
+            // minor appends never land in its place.
+            e.varint(h.hash_ns.map_or(0, |ns| ns.saturating_add(1)));
+        }
+        Record::MpiCall(m) => {
+            let flags = match m.cuda_aware {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 3,
+            };
+            e.u8(flags);
+            e.varint(m.start_ns);
+            e.varint(m.end_ns.wrapping_sub(m.start_ns));
+            e.varint(u64::from(m.thread));
+            e.varint(u64::from(m.routine.0));
+            e.varint(m.ranges.len() as u64);
+            for r in &m.ranges {
+                e.varint(r.host_ptr);
+                e.varint(r.bytes);
+                e.u8(u8::from(r.write));
+            }
+        }
+        Record::CallChain(ch) => {
+            e.varint(u64::from(ch.site.0));
+            e.varint(ch.callers.len() as u64);
+            for f in &ch.callers {
+                e.varint(u64::from(f.module.0));
+                e.varint(f.return_offset);
+            }
         }
         Record::String { id, text } => {
             e.varint(u64::from(id.0));
@@ -546,6 +579,61 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
             text_start: c.varint(),
             text_end: c.varint(),
         }),
+        TAG_MPI_CALL => {
+            let flags = c.u8();
+            if flags >> 2 != 0 || flags == 2 {
+                c.fail(DecodeError::Invalid("mpi call flags"));
+            }
+            let start_ns = c.varint();
+            let end_ns = start_ns.wrapping_add(c.varint());
+            let thread = c.varint_u32();
+            let routine = StringId(c.varint_u32());
+            let count = c.varint();
+            if count > MAX_MPI_RANGES as u64 {
+                c.fail(DecodeError::Invalid("mpi call range count"));
+            }
+            let mut ranges = Vec::new();
+            for _ in 0..count.min(MAX_MPI_RANGES as u64) {
+                let host_ptr = c.varint();
+                let bytes = c.varint();
+                let write = match c.u8() {
+                    0 => false,
+                    1 => true,
+                    _ => {
+                        c.fail(DecodeError::Invalid("mpi range direction"));
+                        false
+                    }
+                };
+                ranges.push(MpiRange {
+                    host_ptr,
+                    bytes,
+                    write,
+                });
+            }
+            Record::MpiCall(MpiCall {
+                start_ns,
+                end_ns,
+                thread,
+                routine,
+                cuda_aware: (flags & 1 != 0).then_some(flags & 2 != 0),
+                ranges,
+            })
+        }
+        TAG_CALL_CHAIN => {
+            let site = CallSiteId(c.varint_u32());
+            let count = c.varint();
+            if count > MAX_CALLERS as u64 {
+                c.fail(DecodeError::Invalid("call chain length"));
+            }
+            let mut callers = Vec::new();
+            for _ in 0..count.min(MAX_CALLERS as u64) {
+                callers.push(Frame {
+                    module: ModuleId(c.varint_u32()),
+                    return_offset: c.varint(),
+                });
+            }
+            Record::CallChain(CallChain { site, callers })
+        }
         TAG_CALL_SITE => Record::CallSite(CallSite {
             id: CallSiteId(c.varint_u32()),
             module: ModuleId(c.varint_u32()),
@@ -723,6 +811,10 @@ pub(crate) fn decode_hash(c: &mut Cursor<'_>, st: &mut DeltaState) -> BufferHash
         host_ptr: get_delta(c, &mut st.host_ptr),
         bytes: c.varint(),
         hash: c.u64_le(),
+        hash_ns: match c.remaining() {
+            0 => None,
+            _ => c.varint().checked_sub(1),
+        },
     }
 }
 

@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.1.
+//! The binary layout of a trace file, version 1.2.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (1)
+//! minor     u16      FORMAT_MINOR (2)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -102,7 +102,9 @@
 //!                correlation zigzag, host_ptr? zigzag, bytes? varint
 //! 10 Hash        flags u8 (bit 0 download, bits 1-2 hash mode),
 //!                time zigzag, region zigzag, correlation zigzag,
-//!                host_ptr zigzag, bytes varint, hash u64
+//!                host_ptr zigzag, bytes varint, hash u64,
+//!                [1.2: hash_ns varint: 0 not measured, else 1 + the
+//!                collector's time hashing in ns]
 //! 11 Dropped     source u8, count varint
 //! 12 Diagnostic  time zigzag, level u8, message str
 //! 13 End         (1.1) time varint (absolute), how u8 (0 exit, 1 _exit,
@@ -114,6 +116,15 @@
 //!                thread varint, region varint, routine varint (string id),
 //!                call_site? varint, host_ptr? varint, bytes? varint,
 //!                async_queue? zigzag; all absolute (no delta state)
+//! 15 CallChain   (1.2) site varint (a CallSite id), count varint
+//!                (<= MAX_CALLERS), count x (module varint,
+//!                return_offset varint): the callers above the site,
+//!                innermost first
+//! 16 MpiCall     (1.2) flags u8 (bit 0 cuda_aware known, 1 cuda_aware),
+//!                start varint, duration varint, thread varint,
+//!                routine varint (string id), count varint
+//!                (<= MAX_MPI_RANGES), count x (host_ptr varint,
+//!                bytes varint, write u8 0/1); all absolute
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -140,7 +151,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 1;
+pub const FORMAT_MINOR: u16 = 2;
 
 /// The first 8 bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"ACCPROF\0";
@@ -178,3 +189,5 @@ pub(crate) const TAG_DROPPED: u8 = 11;
 pub(crate) const TAG_DIAGNOSTIC: u8 = 12;
 pub(crate) const TAG_END: u8 = 13;
 pub(crate) const TAG_API: u8 = 14;
+pub(crate) const TAG_CALL_CHAIN: u8 = 15;
+pub(crate) const TAG_MPI_CALL: u8 = 16;

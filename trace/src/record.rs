@@ -119,6 +119,54 @@ pub struct CallSite {
     pub return_offset: u64,
 }
 
+/// One frame of a call chain: a return address in a loaded object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub module: ModuleId,
+    /// Relative to the module's load bias, as in [`CallSite`].
+    pub return_offset: u64,
+}
+
+/// The callers above a call site, as the first call through the site found
+/// them on the stack (since format 1.2): the return address into the
+/// function that called the site's function first, then into its caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallChain {
+    pub site: CallSiteId,
+    pub callers: Vec<Frame>,
+}
+
+/// A host range an MPI call reads (a send buffer) or writes (a receive
+/// buffer), as its arguments give it (count times the datatype's size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiRange {
+    pub host_ptr: u64,
+    pub bytes: u64,
+    pub write: bool,
+}
+
+/// A call of an MPI point-to-point or collective routine (since format
+/// 1.2), recorded by the collector's PMPI wrappers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpiCall {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub thread: u32,
+    /// The routine's name ("MPI_Sendrecv").
+    pub routine: StringId,
+    /// Whether the MPI library says it takes device memory
+    /// (`MPIX_Query_cuda_support`); None when it has no such query.
+    pub cuda_aware: Option<bool>,
+    /// At most [`MAX_MPI_RANGES`].
+    pub ranges: Vec<MpiRange>,
+}
+
+/// Ranges an [`MpiCall`] holds at most.
+pub const MAX_MPI_RANGES: usize = 16;
+
+/// Callers a [`CallChain`] holds at most.
+pub const MAX_CALLERS: usize = 8;
+
 /// The OpenACC 2.6+ profiling events (`acc_event_t`), numbered as the
 /// specification numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -490,6 +538,10 @@ pub struct BufferHash {
     pub bytes: u64,
     pub mode: HashMode,
     pub hash: u64,
+    /// How long the collector took to hash the buffer, in ns (since format
+    /// 1.2; None in older traces): time the program did not spend itself.
+    /// At most `u64::MAX - 1`.
+    pub hash_ns: Option<u64>,
 }
 
 /// A source of records that can drop some.
@@ -591,4 +643,8 @@ pub enum Record {
     End(EndRecord),
     /// Since format 1.1.
     Api(ApiCall),
+    /// Since format 1.2.
+    CallChain(CallChain),
+    /// Since format 1.2.
+    MpiCall(MpiCall),
 }

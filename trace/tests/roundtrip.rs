@@ -246,8 +246,39 @@ fn edge_records() -> Vec<Record> {
                 bytes: 0,
                 mode,
                 hash: u64::MAX,
+                hash_ns: [None, Some(u64::MAX - 1), Some(0)][v.len() % 3],
             }));
         }
+    }
+    v.push(Record::CallChain(CallChain {
+        site: CallSiteId(u32::MAX),
+        callers: vec![
+            Frame {
+                module: ModuleId(u32::MAX),
+                return_offset: u64::MAX,
+            };
+            MAX_CALLERS
+        ],
+    }));
+    v.push(Record::CallChain(CallChain {
+        site: CallSiteId(0),
+        callers: Vec::new(),
+    }));
+    for (i, cuda_aware) in [None, Some(false), Some(true)].into_iter().enumerate() {
+        v.push(Record::MpiCall(MpiCall {
+            start_ns: u64::MAX - i as u64,
+            end_ns: i as u64,
+            thread: u32::MAX,
+            routine: StringId(u32::MAX),
+            cuda_aware,
+            ranges: (0..[0, 1, MAX_MPI_RANGES][i])
+                .map(|k| MpiRange {
+                    host_ptr: u64::MAX - k as u64,
+                    bytes: k as u64,
+                    write: k % 2 == 0,
+                })
+                .collect(),
+        }));
     }
     for source in [
         DropSource::AccProf,

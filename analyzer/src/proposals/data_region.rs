@@ -52,6 +52,27 @@ pub struct RegionPlan {
     pub notes: Vec<String>,
     /// False when the source does not allow a safe mechanical edit.
     pub patchable: bool,
+    /// For a region in a caller: the constructs in the called functions
+    /// that get `present`, as "`name` (file:line)".
+    pub callees: Vec<String>,
+    /// The line of an existing `data` region around the loop that gets the
+    /// clauses (`added`) instead of a second region.
+    pub extends: Option<u32>,
+    pub added: Vec<String>,
+}
+
+/// The innermost `data` region in the loop's function whose block holds
+/// the whole loop.
+pub fn enclosing_data(src: &SourceFile, lp: &Loop) -> Option<Directive> {
+    let unit = src.unit_of(lp.header_line)?;
+    src.directives_in(unit.0, lp.header_line.saturating_sub(1))
+        .into_iter()
+        .rev()
+        .filter(|d| d.construct_name() == "data")
+        .find(|d| {
+            src.block_of(d)
+                .is_some_and(|(a, b, _)| a <= lp.header_line && lp.end_line <= b)
+        })
 }
 
 /// The innermost host loop around the construct at `line`.
@@ -140,6 +161,26 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
             src.path, lp.header_line
         ));
         return plan;
+    }
+    // A region around the loop already: it gets what it lacks.
+    let region = enclosing_data(src, lp);
+    if let Some(r) = &region {
+        let held: Vec<String> = r
+            .clauses
+            .iter()
+            .filter(|c| crate::source::is_data_clause(&c.name))
+            .flat_map(|c| c.items())
+            .map(|i| key(lang, i.split(['[', '(']).next().unwrap_or("").trim()))
+            .collect();
+        order.retain(|k| !held.contains(k));
+        if order.is_empty() {
+            plan.patchable = false;
+            plan.notes.push(format!(
+                "the `data` region at line {} already holds every array the constructs inside the loop use",
+                r.line
+            ));
+            return plan;
+        }
     }
     // What the trace moved must be covered by the arrays found.
     let mut buffers: Vec<u64> = host_ptrs.to_vec();
@@ -279,18 +320,55 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
             .unwrap_or_else(|| src.indent_of(lp.header_line)),
         Lang::Fortran => src.indent_of(lp.header_line),
     };
-    plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
-    plan.edits.push(Edit::InsertBefore {
-        file: src.path.clone(),
-        line: lp.header_line,
-        lines: vec![format!("{directive_indent}{}", plan.directive)],
-    });
-    if lang == Lang::Fortran {
-        plan.edits.push(Edit::InsertAfter {
-            file: src.path.clone(),
-            line: lp.end_line,
-            lines: vec![format!("{directive_indent}!$acc end data")],
-        });
+    match &region {
+        Some(r) => {
+            let mut all: Vec<String> = r.clauses.iter().map(|c| c.text()).collect();
+            all.extend(clauses.iter().cloned());
+            plan.directive = r.render(&r.construct_name(), &all).trim().to_string();
+            // The comment stays on the line, not in the directive shown.
+            if let Some(c) = &r.comment {
+                plan.directive = plan
+                    .directive
+                    .trim_end_matches(c.as_str())
+                    .trim()
+                    .to_string();
+            }
+            plan.extends = Some(r.line);
+            plan.added = clauses.clone();
+            if r.end_line != r.line {
+                plan.patchable = false;
+                plan.notes.push(format!(
+                    "the `data` directive at line {} continues over several lines: add {} to it by hand",
+                    r.line,
+                    clauses.join(" ")
+                ));
+            }
+            // Its own clauses first, as written, then the new ones.
+            plan.edits.push(Edit::Directive {
+                file: src.path.clone(),
+                line: r.line,
+                end_line: r.end_line,
+                original: src.line(r.line).trim().to_string(),
+                construct: None,
+                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
+                add: all,
+            });
+        }
+        None => {
+            plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
+            plan.edits.push(Edit::InsertBefore {
+                file: src.path.clone(),
+                line: lp.header_line,
+                lines: vec![format!("{directive_indent}{}", plan.directive)],
+            });
+            if lang == Lang::Fortran {
+                plan.edits.push(Edit::InsertAfter {
+                    file: src.path.clone(),
+                    line: lp.end_line,
+                    lines: vec![format!("{directive_indent}!$acc end data")],
+                });
+            }
+        }
     }
     // The constructs inside: data clauses for these arrays become `present`.
     for c in &inner {
@@ -333,7 +411,14 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
                 }
             }
         }
-        let items: Vec<String> = used.iter().map(|a| a.item.clone()).collect();
+        let mut items: Vec<String> = used.iter().map(|a| a.item.clone()).collect();
+        // One `present` clause: the construct's own items first.
+        if let Some(p) = c.d.clause("present") {
+            let mut own = p.items();
+            own.append(&mut items);
+            items = own;
+            remove.push("present".to_string());
+        }
         add.insert(0, format!("present({})", items.join(", ")));
         // A `kernels` region is parallelized (or not) by the compiler's own
         // analysis, and GCC's changes with the data clauses: a region it ran

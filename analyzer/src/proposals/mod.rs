@@ -4,8 +4,10 @@
 //! decide when to propose them; these modules decide what the change is,
 //! with the reason for every choice, and never look at the trace.
 
+pub mod caller_region;
 pub mod data_region;
 pub mod parallel_loop;
+pub mod update_guard;
 
 use crate::source::Lang;
 

@@ -14,8 +14,42 @@ use super::{
     add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
     Checked, Context, Dir, Xfer,
 };
-use crate::findings::{Confidence, Value};
+use crate::findings::{Confidence, Finding, Value};
+use crate::model::{ConstructClass, SiteId};
+use crate::proposals::update_guard;
 use crate::units;
+
+/// An `update device` that sent the same bytes again: how many of its
+/// uploads did, and, from the source, the condition under which the host
+/// changes the data (its `if` clause) or where the update belongs.
+fn update_proposal(cx: &Context, f: &mut Finding, site: Option<SiteId>, redundant: usize) {
+    let Some(site) = site else { return };
+    let s = cx.run.site(site);
+    let total = cx
+        .xfers
+        .iter()
+        .filter(|x| x.site == Some(site) && x.dir == Dir::Upload)
+        .count();
+    f.evidence
+        .field("uploads_at_update", Value::Count(total as u64));
+    f.evidence.say(format!(
+        "{redundant} of the {total} uploads of this `update device` carried the same bytes as the buffer's previous upload; {} carried new data.",
+        total.saturating_sub(redundant)
+    ));
+    let (Some(line), Some(src)) = (s.line, cx.sources.get(&s.file)) else {
+        return;
+    };
+    let Some(p) = update_guard::plan(src, line) else {
+        return;
+    };
+    f.proposal.text = format!(
+        "{redundant} of the {total} updates were redundant. {}",
+        p.text
+    );
+    f.proposal.directive = p.directive;
+    f.proposal.edits = p.edits;
+    f.proposal.no_patch = p.no_patch;
+}
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
@@ -62,6 +96,9 @@ pub fn check(cx: &Context) -> Checked {
             ));
         }
         f.proposal.text = "Upload once and keep the data on the device (a data region around the code that uses it, `copyin` for data the device only reads).".into();
+        if cx.origin_class(ups[0]) == Some(ConstructClass::Update) {
+            update_proposal(cx, &mut f, site, group.len());
+        }
         out.findings.push(f);
     }
     out

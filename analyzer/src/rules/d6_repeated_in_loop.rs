@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::model::{ConstructClass, SiteId};
+use crate::proposals::caller_region::{self, Lifted};
 use crate::proposals::data_region::{self, RegionPlan};
 use crate::units;
 
@@ -41,26 +42,72 @@ pub fn check(cx: &Context) -> Checked {
             groups.push(g);
         }
     }
-    // One finding per host loop (or per site when the loop is unknown).
-    let mut by_loop: BTreeMap<(String, u32), Vec<SiteGroup>> = BTreeMap::new();
+    // One finding per host loop (or per site when the loop is unknown): a
+    // loop around the construct in its own function, else a loop in a
+    // caller that repeats it.
+    let mut by_loop: BTreeMap<(String, u32, bool), Group> = BTreeMap::new();
     for g in groups {
         let s = cx.run.site(g.site);
-        let lp = s.line.and_then(|l| {
-            cx.sources
-                .get(&s.file)
-                .and_then(|src| data_region::host_loop(src, l))
-        });
-        let k = match lp {
-            Some(lp) => (s.file.clone(), lp.header_line),
-            // No loop known: keyed by the site itself (line 0 never clashes).
-            None => (format!("{}#{}", s.file, g.site.index()), 0),
+        let src = cx.sources.get(&s.file);
+        let lp = s
+            .line
+            .and_then(|l| src.and_then(|src| data_region::host_loop(src, l)));
+        if let Some(lp) = lp {
+            let e = by_loop
+                .entry((s.file.clone(), lp.header_line, false))
+                .or_default();
+            e.sites.push(g);
+            continue;
+        }
+        let lifted = match src {
+            Some(_) => caller_region::lift(cx.sources, s, cx.run.callers(g.site)),
+            None => Err(not_read(cx, &s.file)),
         };
-        by_loop.entry(k).or_default().push(g);
+        match lifted {
+            Ok(l) => {
+                let e = by_loop
+                    .entry((l.file.clone(), l.loop_line, true))
+                    .or_default();
+                e.sites.push(g);
+                e.lifted.push(l);
+            }
+            Err(why) => {
+                // No loop known: keyed by the site itself (line 0 never clashes).
+                let e = by_loop
+                    .entry((format!("{}#{}", s.file, g.site.index()), 0, false))
+                    .or_default();
+                e.sites.push(g);
+                e.why = Some(why);
+            }
+        }
     }
-    for ((file, loop_line), gs) in by_loop {
-        out.findings.push(finding(cx, &file, loop_line, &gs));
+    for ((file, loop_line, _), g) in by_loop {
+        out.findings.push(finding(cx, &file, loop_line, &g));
     }
     out
+}
+
+/// The sites repeated by one host loop, and how the loop was found.
+#[derive(Default)]
+struct Group<'a> {
+    sites: Vec<SiteGroup<'a>>,
+    /// The constructs carried up to a caller's loop (empty for a loop in
+    /// the constructs' own function).
+    lifted: Vec<Lifted>,
+    /// Why no loop was found (sites without a loop).
+    why: Option<String>,
+}
+
+/// Why a source is not there: unread, set aside as another version, or a
+/// language this reader does not read.
+fn not_read(cx: &Context, file: &str) -> String {
+    match cx.sources.stale().find(|(f, _)| *f == file) {
+        Some((_, why)) => format!("source {file} set aside: {why}"),
+        None if crate::source::Lang::of(file).is_none() => {
+            format!("{file} is not a C or Fortran source this reader reads")
+        }
+        None => format!("source {file} not read"),
+    }
 }
 
 fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteGroup<'a>> {
@@ -124,7 +171,8 @@ fn host_changed_before(cx: &Context, x: &Xfer, ptr: Option<u64>, bytes: u64) -> 
     matches!((prev.and_then(|p| p.hash), x.hash), (Some(a), Some(b)) if a != b)
 }
 
-fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Finding {
+fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
+    let gs = &group.sites;
     let all: Vec<&Xfer> = gs.iter().flat_map(|g| g.xfers.iter().copied()).collect();
     // Across all constructs of the loop: one upload and one download of
     // each buffer remain.
@@ -133,6 +181,22 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     let src = cx.sources.get(file);
     let lp = src.and_then(|s| s.loop_at(loop_line).cloned());
     let plan: Option<RegionPlan> = match (src, &lp) {
+        (Some(_), Some(_)) if !group.lifted.is_empty() => {
+            let distinct = |xs: &mut dyn Iterator<Item = &&Xfer>| {
+                let mut p: Vec<u64> = xs.filter_map(|x| x.host_ptr).collect();
+                p.sort_unstable();
+                p.dedup();
+                p.len()
+            };
+            let mut lifted = group.lifted.clone();
+            for (l, g) in lifted.iter_mut().zip(gs) {
+                l.buffers_in = distinct(&mut g.xfers.iter().filter(|x| x.dir == Dir::Upload));
+                l.buffers_out = distinct(&mut g.xfers.iter().filter(|x| x.dir == Dir::Download));
+            }
+            let moved = distinct(&mut all.iter());
+            let lifted: Vec<&Lifted> = lifted.iter().collect();
+            caller_region::plan(cx.sources, &lifted, moved)
+        }
         (Some(s), Some(l)) => {
             let ptrs: Vec<u64> = all.iter().filter_map(|x| x.host_ptr).collect();
             Some(data_region::plan(s, l, &ptrs))
@@ -159,14 +223,22 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     let cost: u64 = all.iter().map(|x| x.duration_ns()).sum();
     let saving: u64 = saved.iter().map(|x| x.duration_ns()).sum();
     let first_site = cx.location("construct", Some(gs[0].site), None);
-    let where_ = match &lp {
-        Some(l) => format!(
-            "the `{}` loop at {}:{}",
+    let caller = group.lifted.first();
+    let where_ = match (&lp, caller) {
+        (Some(l), Some(c)) => format!(
+            "the `{}` loop at {file}:{} in `{}`, which calls `{}`{}",
             l.kind,
-            cx.run.site(gs[0].site).file,
-            l.header_line
+            l.header_line,
+            c.function,
+            c.construct_function,
+            if c.depth > 1 {
+                " through its callers"
+            } else {
+                ""
+            },
         ),
-        None => format!("{} ({iterations} times)", first_site.place()),
+        (Some(l), None) => format!("the `{}` loop at {file}:{}", l.kind, l.header_line),
+        (None, _) => format!("{} ({iterations} times)", first_site.place()),
     };
     let mut f = Finding::new(
         "D6",
@@ -183,8 +255,12 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
     f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
     f.subjects.transfers = all.iter().map(|x| x.transfer).collect();
     if let Some(l) = &lp {
-        let lp = cx.location("host loop", Some(gs[0].site), None);
-        f.locations.push(lp.source_line(l.header_line));
+        let mut at = cx.location("host loop", Some(gs[0].site), None);
+        if let Some(c) = caller {
+            at.file = file.to_string();
+            at.function = c.function.clone();
+        }
+        f.locations.push(at.source_line(l.header_line));
     }
     let ups: Vec<&Xfer> = all
         .iter()
@@ -236,15 +312,15 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
         Some(p) => apply_plan(cx, &mut f, p),
         None => {
             f.proposal.text = match &lp {
-                None if src.is_some() => format!(
+                None if group.why.as_deref().is_some_and(|w| w.starts_with("no host loop")) => format!(
                     "No loop around {} in its function: the repetition comes from the callers. Put a `data` region around the calling loop, with `present` on this construct.",
                     first_site.place()
                 ),
                 _ => "Put a `data` region around the host loop that repeats these constructs, keeping the arrays on the device, with `present` on the constructs inside.".to_string(),
             };
-            f.proposal.no_patch = Some(match src {
-                None => format!("source {} not read", cx.run.site(gs[0].site).file),
-                Some(_) => "no enclosing host loop in the source".to_string(),
+            f.proposal.no_patch = Some(match &group.why {
+                Some(why) => why.clone(),
+                None => format!("no host loop found around {}", first_site.place()),
             });
         }
     }
@@ -252,29 +328,35 @@ fn finding(cx: &Context, file: &str, loop_line: u32, gs: &[SiteGroup]) -> Findin
 }
 
 fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {
-    let lang_data = &p.directive;
-    let mut text = format!(
-        "Keep {} on the device for the whole loop: put `{}` before the `{}` loop at line {}",
-        p.arrays
-            .iter()
-            .map(|a| a.name.as_str())
-            .collect::<Vec<_>>()
-            .join(" and "),
-        lang_data,
-        p.loop_text.split(['(', ' ']).next().unwrap_or("loop"),
-        p.loop_line,
-    );
-    text.push_str(
-        if p.file.ends_with(".c")
-            || p.file.ends_with(".cpp")
-            || p.file.ends_with(".cc")
-            || p.file.ends_with(".h")
-        {
-            " (it applies to the loop statement)."
-        } else {
-            " and `!$acc end data` after its `end do`."
-        },
-    );
+    let names = p
+        .arrays
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let c_like = p.file.ends_with(".c")
+        || p.file.ends_with(".cpp")
+        || p.file.ends_with(".cc")
+        || p.file.ends_with(".h");
+    let mut text = match p.extends {
+        Some(line) => format!(
+            "Keep {names} on the device for the whole loop too: add `{}` to the `data` region at line {line}, which already holds the others (`{}`), rather than a second region around the loop at line {}.",
+            p.added.join(" "),
+            p.directive,
+            p.loop_line,
+        ),
+        None => format!(
+            "Keep {names} on the device for the whole loop: put `{}` before the `{}` loop at line {}{}",
+            p.directive,
+            p.loop_text.split(['(', ' ']).next().unwrap_or("loop"),
+            p.loop_line,
+            if c_like {
+                " (it applies to the loop statement)."
+            } else {
+                " and `!$acc end data` after its `end do`."
+            }
+        ),
+    };
     for a in &p.arrays {
         text.push_str(&format!(" {}({}): {}.", a.clause, a.item, a.reason));
     }
@@ -297,7 +379,18 @@ fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {
             reads.join(", ")
         ));
     }
-    text.push_str(" The constructs inside get `present(...)` in place of their data clauses for these arrays.");
+    if p.callees.is_empty() {
+        text.push_str(" The constructs inside get `present(...)` in place of their data clauses for these arrays.");
+    } else {
+        text.push_str(&format!(
+            " The construct{} in the called function{} ({}) get{} `present(...)` in place of {} data clauses.",
+            if p.callees.len() == 1 { "" } else { "s" },
+            if p.callees.len() == 1 { "" } else { "s" },
+            p.callees.join(", "),
+            if p.callees.len() == 1 { "s" } else { "" },
+            if p.callees.len() == 1 { "its" } else { "their" },
+        ));
+    }
     for n in &p.notes {
         text.push_str(&format!(" Note: {n}."));
     }

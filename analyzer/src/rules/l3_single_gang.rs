@@ -49,7 +49,7 @@ pub fn check(cx: &Context) -> Checked {
             for l in run.launches_of(id) {
                 *all_launches.entry(Some(c.site)).or_default() += 1;
                 if l.gangs() == Some(1) {
-                    let ns = c.host_ns().unwrap_or(0) / launches.max(1) as u64;
+                    let ns = run.program_host_ns(&c).unwrap_or(0) / launches.max(1) as u64;
                     single.push((Some(c.site), (ns, None, Some(id))));
                 }
             }

@@ -25,6 +25,52 @@ pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
     names
 }
 
+/// An `update`'s buffers named from its clause items: `device(...)` for
+/// the uploads, `host(...)`/`self(...)` for the downloads, in the order
+/// the clause lists them (the order the runtime moves them in), when the
+/// clause names as many arrays as the run moved unnamed buffers that way.
+fn name_update(
+    cx_names: &mut HashMap<u64, String>,
+    src: &crate::source::SourceFile,
+    d: &crate::source::Directive,
+    xs: &[&Xfer],
+) {
+    for (clauses, dir) in [
+        (&["device"][..], Dir::Upload),
+        (&["host", "self"][..], Dir::Download),
+    ] {
+        let items: Vec<String> = d
+            .clauses
+            .iter()
+            .filter(|c| clauses.contains(&c.name.as_str()))
+            .flat_map(|c| c.items())
+            .map(|i| i.split(['[', '(']).next().unwrap_or("").trim().to_string())
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let mut moved: Vec<&Xfer> = xs.iter().copied().filter(|x| x.dir == dir).collect();
+        moved.sort_by_key(|x| x.start_ns);
+        let mut ptrs: Vec<u64> = Vec::new();
+        for p in moved.iter().filter_map(|x| x.host_ptr) {
+            if !ptrs.contains(&p) {
+                ptrs.push(p);
+            }
+        }
+        if ptrs.len() != items.len() {
+            continue;
+        }
+        for (p, name) in ptrs.into_iter().zip(items) {
+            let taken = cx_names
+                .iter()
+                .any(|(q, n)| *q != p && key(src.lang, n) == key(src.lang, &name));
+            if !taken {
+                cx_names.entry(p).or_insert(name);
+            }
+        }
+    }
+}
+
 /// Names of host buffers inferred from the source at the constructs that
 /// moved them: one array and one buffer; arrays listed only in `copyin`
 /// (or only `copyout`) and buffers only uploaded (or only downloaded);
@@ -45,6 +91,10 @@ pub(super) fn infer_names(
         let Some(d) = src.directive_at(line) else {
             continue;
         };
+        if d.construct_name() == "update" {
+            name_update(cx_names, src, &d, &xs);
+            continue;
+        }
         if !d.is_compute() {
             continue;
         }
@@ -92,14 +142,15 @@ pub(super) fn infer_names(
             cx_names.insert(unnamed[0], display(&free_arrays[0]));
             continue;
         }
-        // By direction.
+        // By direction, in the construct's first instance: the host may
+        // swap the arrays between instances (a pointer swap, or a function
+        // called with its arguments in other roles), but within one
+        // instance each clause item is one buffer.
+        let first = xs.iter().filter_map(|x| x.origin).min();
         let dirs = |p: u64| {
-            let up = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Upload);
-            let down = xs
-                .iter()
-                .any(|x| x.host_ptr == Some(p) && x.dir == Dir::Download);
+            let mine = |x: &&&Xfer| x.host_ptr == Some(p) && x.origin == first;
+            let up = xs.iter().filter(mine).any(|x| x.dir == Dir::Upload);
+            let down = xs.iter().filter(mine).any(|x| x.dir == Dir::Download);
             (up, down)
         };
         let only = |name: &str| -> Vec<String> {

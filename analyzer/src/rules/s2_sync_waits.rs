@@ -39,7 +39,9 @@ pub fn check(cx: &Context) -> Checked {
         }
         return out;
     }
-    let total: u64 = waits.iter().filter_map(|c| c.host_ns()).sum();
+    // The collector's own time inside a wait (hashing what a download
+    // brought back) is not the program's.
+    let total: u64 = waits.iter().filter_map(|c| run.program_host_ns(c)).sum();
     if cx.share(total) < cx.opts.min_share {
         return out;
     }
@@ -53,7 +55,11 @@ pub fn check(cx: &Context) -> Checked {
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(total);
-    let mut by_site = group_by(waits.iter().map(|c| (c.site, c.host_ns().unwrap_or(0))));
+    let mut by_site = group_by(
+        waits
+            .iter()
+            .map(|c| (c.site, run.program_host_ns(c).unwrap_or(0))),
+    );
     by_site.sort_by_key(|(_, t)| std::cmp::Reverse(t.iter().sum::<u64>()));
     for (site, times) in by_site.iter().take(3) {
         let mut loc = cx.location("wait", Some(*site), None);

@@ -29,13 +29,21 @@ pub fn check(cx: &Context) -> Checked {
         )
         .collect();
     acts.sort_by_key(|a| a.0);
-    // (length, the construct after the gap, the activity that ended it)
+    // (length, the construct after the gap, the activity that ended it);
+    // the collector's own time inside a gap (hashing host buffers) is not
+    // the program's and does not count.
     let mut gaps: Vec<(u64, Option<ConstructId>, Activity)> = Vec::new();
     let mut busy_until: Option<u64> = None;
+    let mut collector_ns = 0u64;
     for &(s, e, c, what) in &acts {
         if let Some(b) = busy_until {
-            if s > b && s - b >= cx.opts.min_gap_ns {
-                gaps.push((s - b, c.map(|c| run.top_level(c)), what));
+            if s > b {
+                let own = run.collector_ns_in(b, s);
+                let idle = s - b - own;
+                if idle >= cx.opts.min_gap_ns {
+                    gaps.push((idle, c.map(|c| run.top_level(c)), what));
+                    collector_ns += own;
+                }
             }
         }
         busy_until = Some(busy_until.map_or(e, |b| b.max(e)));
@@ -87,6 +95,22 @@ pub fn check(cx: &Context) -> Checked {
         "{:.0}% of the wall time the device sat idle waiting for the host to reach the next construct.",
         100.0 * cx.share(total)
     ));
+    f.evidence
+        .field("collector_time_excluded", Value::Ns(collector_ns));
+    if collector_ns > 0 {
+        f.evidence.say(format!(
+            "The profiler's own hashing of host buffers inside these gaps ({}) is not counted: it is not the program's time.",
+            units::duration_ns(collector_ns)
+        ));
+    } else if !run.collector_time_recorded() {
+        f.evidence.say(format!(
+            "The collector hashed host buffers ({} hashing) and this trace does not record how long that took: part of this idle time may be the profiler's own (record again with this version, or with --hash off).",
+            match cx.hash_mode() {
+                accprof_trace::HashMode::Full => "full",
+                _ => "sampled",
+            }
+        ));
+    }
     f.evidence.say("Part of this is host time in the runtime itself (staging pageable copies, allocating); the saving is not estimated.");
     f.proposal.text = "Look at the host code before these constructs: move that work to the device, or overlap it with device work through `async` queues.".into();
     out.findings.push(f);
@@ -123,6 +147,55 @@ mod tests {
         let f = &c.findings[0];
         assert_eq!(f.subjects.constructs, [second]);
         assert_eq!(f.subjects.kernels, run.kernels_of(second));
+    }
+
+    #[test]
+    fn the_collectors_hashing_is_not_idleness() {
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s = b.site("a.c", 2);
+        let t = b.site("a.c", 7);
+        b.gcc_compute(s, &[], 1_000_000, 100, &[]);
+        let gap_start = b.t;
+        b.t += 5_000_000;
+        b.gcc_compute(t, &[], 1_000_000, 100, &[]);
+        // The collector hashed through the whole host stretch between the
+        // two constructs (two overlapping spans).
+        let hash = |time_ns: u64, hash_ns: u64| accprof_trace::BufferHash {
+            time_ns,
+            region: accprof_trace::RegionId(1),
+            correlation: 0,
+            direction: accprof_trace::Direction::Upload,
+            host_ptr: 0x1000,
+            bytes: 1 << 20,
+            mode: HashMode::Full,
+            hash: 1,
+            hash_ns: Some(hash_ns),
+        };
+        b.run.hashes.push(hash(gap_start + 2_500_000, 3_500_000));
+        b.run.hashes.push(hash(gap_start + 6_000_000, 4_000_000));
+        let run = b.build();
+        assert_eq!(run.collector_ns(), 7_000_000, "overlapping spans merged");
+        assert!(run_rule(&run, check).findings.is_empty());
+        // Without the hashing times the gap counts, and the finding says
+        // the collector's share is unknown.
+        let mut b = RunBuilder::new(HashMode::Full);
+        let s = b.site("a.c", 2);
+        let t = b.site("a.c", 7);
+        b.gcc_compute(s, &[], 1_000_000, 100, &[]);
+        b.t += 5_000_000;
+        b.gcc_compute(t, &[], 1_000_000, 100, &[]);
+        b.run.hashes.push(accprof_trace::BufferHash {
+            hash_ns: None,
+            ..hash(0, 0)
+        });
+        let run = b.build();
+        let c = run_rule(&run, check);
+        assert_eq!(c.findings.len(), 1);
+        assert!(c.findings[0]
+            .evidence
+            .text
+            .iter()
+            .any(|n| n.contains("does not record how long")));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! reads and writes. Every answer is about the text as written (macros are
 //! not expanded); callers treat a missing answer as "unknown" and say so.
 
+mod calls;
 mod decl;
 mod directive;
 mod lex;
@@ -16,6 +17,7 @@ mod uses;
 
 use std::path::{Path, PathBuf};
 
+pub use calls::{rewrite_in_caller, FunctionHeader, Guard};
 pub use decl::ArrayDecl;
 pub use directive::{is_data_clause, queue_number, Clause, Directive};
 pub use lex::{Tok, Token};
@@ -25,6 +27,14 @@ pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
 use loops::{c_functions, c_loops, fortran_loops, fortran_units};
+
+/// Lookup key of a name in `lang`: Fortran names are case-insensitive.
+pub(crate) fn lang_key(lang: Lang, name: &str) -> String {
+    match lang {
+        Lang::Fortran => name.to_ascii_lowercase(),
+        Lang::C => name.to_string(),
+    }
+}
 
 /// Source language, from the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,7 @@ impl SourceSet {
         let files: BTreeSet<&str> = run
             .sites
             .iter()
+            .chain(run.callers.values().flatten())
             .filter(|s| s.line.is_some())
             .map(|s| s.file.as_str())
             .collect();

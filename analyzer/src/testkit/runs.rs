@@ -97,6 +97,21 @@ impl RunBuilder {
         SiteId::at(self.run.sites.len() - 1)
     }
 
+    /// Records the frames above `site`, innermost first, as (file,
+    /// function, line of the call).
+    pub fn callers(&mut self, site: SiteId, frames: &[(&str, &str, u32)]) {
+        let frames = frames
+            .iter()
+            .map(|&(file, function, line)| Site {
+                file: file.into(),
+                function: function.into(),
+                line: Some(line),
+                address: None,
+            })
+            .collect();
+        self.run.set_callers(site, frames);
+    }
+
     /// The handle of an API routine, by name.
     pub fn routine(&mut self, name: &str) -> ApiRoutine {
         let i = match self.run.routines.iter().position(|n| n == name) {

@@ -27,12 +27,16 @@ pub(super) unsafe fn push_hash(
     if host_ptr == 0 || len == 0 {
         return;
     }
+    // The duration in ns straight from the clock: a stamp may be counter
+    // ticks, which only the writer converts, and only as points in time.
+    let started = crate::clock::now_ns();
     // SAFETY: readable for `len` bytes (caller).
     let Some(hash) =
         (unsafe { crate::hash::hash_buffer(host_ptr as usize as *const u8, len, mode) })
     else {
         return;
     };
+    let done = crate::clock::now_ns();
     crate::sink::push_in(
         th,
         Record::Hash(BufferHash {
@@ -44,6 +48,8 @@ pub(super) unsafe fn push_hash(
             bytes,
             mode,
             hash,
+            // The collector's time, not the program's.
+            hash_ns: Some(done.saturating_sub(started)),
         }),
     );
 }

@@ -97,6 +97,19 @@ pub fn definitions() -> Vec<Record> {
             return_offset: 0x1a40 + u64::from(i) * 0x60,
         }));
     }
+    v.push(Record::CallChain(CallChain {
+        site: CallSiteId(2),
+        callers: vec![
+            Frame {
+                module: ModuleId(1),
+                return_offset: 0x2210,
+            },
+            Frame {
+                module: ModuleId(1),
+                return_offset: 0x2c04,
+            },
+        ],
+    }));
     v.push(Record::Device(Device {
         id: 0,
         name: "NVIDIA H200".into(),
@@ -247,6 +260,7 @@ impl Mix {
                         bytes,
                         mode: HashMode::Sampled,
                         hash: self.rng.next(),
+                        hash_ns: Some(1_500),
                     }));
                     out.push(Record::DriverCall(DriverCall {
                         time_ns: time_ns + 300,
@@ -287,6 +301,7 @@ impl Mix {
                         bytes,
                         mode: HashMode::Sampled,
                         hash: self.rng.next(),
+                        hash_ns: None,
                     }));
                 }
                 _ => {}

@@ -1,0 +1,246 @@
+//! An `update device` inside a host loop that sends the same bytes on most
+//! iterations: the host changes the data only on some of them. Proposed by
+//! D1 from the source: the condition that guards the host's writes of the
+//! arrays becomes the update's `if(...)` clause, when it still holds the
+//! same value at the update; otherwise the update should move next to the
+//! writes.
+
+use crate::patch::Edit;
+use crate::source::{Lang, SourceFile};
+
+/// What to change about one `update device`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdatePlan {
+    /// The proposal, in words (without the counts).
+    pub text: String,
+    /// The new directive, when there is one.
+    pub directive: Option<String>,
+    pub edits: Vec<Edit>,
+    /// Why there is no patch.
+    pub no_patch: Option<String>,
+}
+
+/// Plans the change of the `update device` at `line`. None when the line
+/// holds no `update` with a `device` clause.
+pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
+    let d = src.directive_at(line)?;
+    if d.construct_name() != "update" {
+        return None;
+    }
+    let items: Vec<String> = d
+        .clauses
+        .iter()
+        .filter(|c| c.name == "device")
+        .flat_map(|c| c.items())
+        .collect();
+    if items.is_empty() {
+        return None;
+    }
+    let key = |s: &str| super::key(src.lang, s);
+    let names: Vec<String> = items
+        .iter()
+        .map(|i| i.split(['[', '(']).next().unwrap_or("").trim().to_string())
+        .collect();
+    let keys: Vec<String> = names.iter().map(|n| key(n)).collect();
+    let list = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let mut plan = UpdatePlan::default();
+    let Some(lp) = src.enclosing_loops(line).first().map(|l| (*l).clone()) else {
+        plan.text = format!("Send {list} only after the host changed it.");
+        plan.no_patch = Some(format!(
+            "the update at line {line} is not inside a host loop"
+        ));
+        return Some(plan);
+    };
+    // Host code of the loop: directives and compute regions left out.
+    let mut skip: Vec<(u32, u32)> = Vec::new();
+    for dd in src.directives_in(lp.header_line + 1, lp.end_line) {
+        skip.push((dd.line, dd.end_line));
+        if dd.is_compute() {
+            if let Some((a, b, c)) = src.block_of(&dd) {
+                skip.push((a, c.unwrap_or(b)));
+            }
+        }
+    }
+    let uses: Vec<_> = src
+        .uses(lp.header_line + 1, lp.end_line, &skip)
+        .into_iter()
+        .filter(|u| keys.contains(&u.key))
+        .collect();
+    if let Some(u) = uses.iter().find(|u| u.whole) {
+        plan.text = format!("Send {list} only on the iterations where the host changed it.");
+        plan.no_patch = Some(format!(
+            "the host passes `{}` to a call at line {} inside the loop: which iterations change it is not visible in the source",
+            src.tokens[u.tok].text, u.line
+        ));
+        return Some(plan);
+    }
+    let writes: Vec<u32> = uses
+        .iter()
+        .filter(|u| u.write && (u.indexed || src.lang == Lang::Fortran))
+        .map(|u| u.line)
+        .collect();
+    if writes.is_empty() {
+        plan.text = format!(
+            "The host does not write {list} inside the loop at line {}: one `update device` before the loop is enough.",
+            lp.header_line
+        );
+        plan.no_patch = Some("moving a directive out of the loop is left to the user".to_string());
+        return Some(plan);
+    }
+    let lines = writes
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let guards: Vec<_> = writes
+        .iter()
+        .map(|&w| src.guard_of(w, lp.header_line + 1, lp.end_line))
+        .collect();
+    let guard = match guards.first() {
+        Some(Some(g))
+            if guards
+                .iter()
+                .all(|x| x.as_ref().map(|x| x.line) == Some(g.line)) =>
+        {
+            g.clone()
+        }
+        _ => {
+            plan.text = format!(
+                "The host writes {list} inside the loop (line {lines}) but not under one condition: move the update next to those writes, so that it runs only when they do."
+            );
+            plan.no_patch = Some("no single condition guards the host's writes".to_string());
+            return Some(plan);
+        }
+    };
+    let under = format!(
+        "the host writes {list} only when `{}` (the `if` at line {}, writes at line {lines})",
+        guard.condition, guard.line
+    );
+    if d.clause("if").is_some() {
+        plan.text =
+            format!("The update already has an `if` clause; {under}: make its condition that one.");
+        plan.no_patch = Some(format!(
+            "the update at line {line} has an `if` clause already"
+        ));
+        return Some(plan);
+    }
+    // The condition must mean the same at the update: the guarded code
+    // comes before it in the iteration and nothing in between assigns a
+    // name the condition reads.
+    let cond_names: Vec<String> = guard
+        .condition
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+        .map(key)
+        .collect();
+    let changed_between = guard.end_line < line
+        && src
+            .uses(guard.line, line.saturating_sub(1), &[])
+            .iter()
+            .any(|u| u.write && cond_names.contains(&u.key));
+    if guard.end_line >= line || changed_between {
+        plan.text = format!(
+            "{} Move the update into that `if` block, after the writes: the condition does not hold the same value at line {line}.",
+            capitalized(&under)
+        );
+        plan.no_patch = Some(format!(
+            "`{}` may change between line {} and the update at line {line}",
+            guard.condition, guard.line
+        ));
+        return Some(plan);
+    }
+    let mut clauses: Vec<String> = d.clauses.iter().map(|c| c.text()).collect();
+    clauses.push(format!("if({})", guard.condition));
+    let directive = d.render(&d.construct_name(), &clauses);
+    let directive = match &d.comment {
+        Some(c) => directive.trim_end_matches(c.as_str()).trim().to_string(),
+        None => directive.trim().to_string(),
+    };
+    plan.text = format!(
+        "{}: add `if({})` to the update (`{directive}`), or move the update into that `if` block after the writes.",
+        capitalized(&under),
+        guard.condition
+    );
+    if d.end_line != d.line {
+        plan.no_patch = Some(format!(
+            "the directive at line {line} continues over several lines: add the clause by hand"
+        ));
+    } else {
+        plan.edits.push(Edit::Directive {
+            file: src.path.clone(),
+            line: d.line,
+            end_line: d.end_line,
+            original: src.line(d.line).trim().to_string(),
+            construct: None,
+            remove: d.clauses.iter().map(|c| c.name.clone()).collect(),
+            add: clauses,
+        });
+    }
+    plan.directive = Some(directive);
+    Some(plan)
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> SourceFile {
+        SourceFile::new("u.c", "u.c".into(), Lang::C, text.to_string())
+    }
+
+    const GUARDED: &str = "void f(int n, int e, double *b) {\n  for (int s = 0; s < n; s++) {\n    if (s % e == 0) {\n      for (int i = 0; i < n; i++)\n        b[i] = s;\n    }\n#pragma acc update device(b[0:n])\n#pragma acc parallel loop present(b[0:n])\n    for (int i = 0; i < n; i++) b[i] += 1;\n  }\n}\n";
+
+    #[test]
+    fn the_guard_becomes_the_if_clause() {
+        let p = plan(&src(GUARDED), 7).expect("an update");
+        assert_eq!(
+            p.directive.as_deref(),
+            Some("#pragma acc update device(b[0:n]) if(s % e == 0)")
+        );
+        assert_eq!(p.edits.len(), 1);
+        assert!(
+            p.text.contains("the `if` at line 3, writes at line 5"),
+            "{}",
+            p.text
+        );
+    }
+
+    #[test]
+    fn a_condition_changed_before_the_update_means_moving_it() {
+        let text = GUARDED.replace("#pragma acc update", "    e++;\n#pragma acc update");
+        let p = plan(&src(&text), 8).expect("an update");
+        assert!(p.edits.is_empty());
+        assert!(
+            p.text.contains("Move the update into that `if` block"),
+            "{}",
+            p.text
+        );
+    }
+
+    #[test]
+    fn unguarded_writes_have_no_condition() {
+        let text = GUARDED.replace("if (s % e == 0) {", "{");
+        let p = plan(&src(&text), 7).expect("an update");
+        assert!(p.edits.is_empty());
+        assert_eq!(
+            p.no_patch.as_deref(),
+            Some("no single condition guards the host's writes")
+        );
+    }
+}

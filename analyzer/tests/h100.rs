@@ -1,0 +1,195 @@
+//! Findings on the traces recorded on an NVIDIA H100 of the samples whose
+//! proposals must fit how real programs are built (cli/tests/fixtures/h100,
+//! recorded with GCC 12's libgomp, CUPTI and the collector of trace format
+//! 1.2: call chains above call sites, the collector's hashing time). The
+//! binaries in cli/tests/fixtures/h100/bin give the source lines; the
+//! sources are the repository's samples/.
+//!
+//! The patches are the golden files the hand-built runs of tests/callers.rs
+//! and tests/regions.rs check too: the recorded run and the model of it
+//! must propose the same change.
+
+use std::path::Path;
+
+use accprof_analyzer::analysis;
+use accprof_analyzer::findings::{Analysis, Category, Finding};
+use accprof_analyzer::rules::Options;
+use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::testkit;
+use accprof_analyzer::Run;
+
+fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
+    let run = testkit::fixtures::load("h100", name);
+    assert!(
+        run.notes.is_empty(),
+        "{name}: every site should have a line: {:?}",
+        run.notes
+    );
+    let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    (run, src, a)
+}
+
+fn with_id<'a>(a: &'a Analysis, id: &str) -> Vec<&'a Finding> {
+    a.findings.iter().filter(|f| f.id == id).collect()
+}
+
+/// `role file:line` of each location, with file names only.
+fn places(f: &Finding) -> Vec<String> {
+    f.locations
+        .iter()
+        .map(|l| {
+            let name = Path::new(&l.file)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or(&l.file);
+            format!("{} {name}:{}", l.role, l.line.unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The combined patch with machine paths cut to `samples/...`.
+fn patch_text(a: &Analysis, src: &SourceSet) -> String {
+    let c = analysis::combined_patch(a, src);
+    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    let diff = c.patched.expect("a patch").diff;
+    diff.lines()
+        .map(|l| {
+            match (
+                l.starts_with("--- ") || l.starts_with("+++ "),
+                l.find("samples/"),
+            ) {
+                (true, Some(i)) => format!("{} {}{}", &l[..3], &l[4..6], &l[i..]),
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    testkit::golden::check(&path, got, "cargo test -p accprof-analyzer --test h100");
+}
+
+fn the_only_d6(a: &Analysis) -> &Finding {
+    let d6 = with_id(a, "D6");
+    assert_eq!(d6.len(), 1, "{:#?}", a.findings);
+    d6[0]
+}
+
+#[test]
+fn caller_loop_c() {
+    let (run, src, a) = analyze("caller_loop");
+    let f = the_only_d6(&a);
+    // Heap arrays named from the construct's clauses (in its first
+    // instance each clause item is one buffer).
+    assert!(f.title.ends_with(": u, unew moved 40 times"), "{}", f.title);
+    assert_eq!(
+        places(f),
+        ["host loop caller_loop.c:134", "construct caller_loop.c:78"]
+    );
+    // 20 iterations of main's loop, 2 calls each.
+    let moved = run.totals().transfers;
+    assert_eq!(f.evidence.count("upload_transfers"), Some(40));
+    assert!(moved >= 80, "{moved}");
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc data copy(u[0:nx*ny], unew[0:nx*ny])")
+    );
+    golden("caller_loop_c.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn caller_files_two_files() {
+    let (_, src, a) = analyze("caller_files");
+    let f = the_only_d6(&a);
+    assert_eq!(
+        places(f),
+        [
+            "host loop caller_files.c:110",
+            "construct caller_files_step.c:19"
+        ]
+    );
+    golden("caller_files.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn caller_loop_f90() {
+    let (_, src, a) = analyze("caller_loop_f90");
+    let f = the_only_d6(&a);
+    assert_eq!(
+        places(f),
+        [
+            "host loop caller_loop.f90:76",
+            "construct caller_loop.f90:37"
+        ]
+    );
+    golden("caller_loop_f90.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn partial_region_extends_the_region() {
+    let (_, src, a) = analyze("partial_region");
+    let f = the_only_d6(&a);
+    assert_eq!(places(f)[0], "host loop partial_region.c:103");
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc data copy(u[0:n], unew[0:n]) copyin(q[0:n])")
+    );
+    golden("partial_region.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn cond_update_with_full_hashes() {
+    let (_, src, a) = analyze("cond_update_full");
+    let d1 = with_id(&a, "D1");
+    assert_eq!(d1.len(), 1, "{:#?}", a.findings);
+    let f = d1[0];
+    // Named from the update's clause, not "a buffer of 8.00 MiB".
+    assert!(
+        f.title
+            .starts_with("duplicate upload: src sent again unchanged at ")
+            && f.title.ends_with("cond_update.c:118"),
+        "{}",
+        f.title
+    );
+    // 40 steps, the source moved on steps 0, 10, 20 and 30.
+    assert_eq!(f.evidence.count("uploads_at_update"), Some(40));
+    assert_eq!(f.evidence.count("duplicates"), Some(36));
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc update device(src[0:n]) if(step % every == 0)")
+    );
+    golden("cond_update.patch", &patch_text(&a, &src));
+}
+
+#[test]
+fn heat2d_data_has_no_data_movement_finding_and_hashing_is_not_idleness() {
+    let (run, _, a) = analyze("heat2d_data_full");
+    let moving: Vec<_> = a
+        .findings
+        .iter()
+        .filter(|f| f.category == Category::DataMovement)
+        .map(|f| &f.title)
+        .collect();
+    assert!(moving.is_empty(), "{moving:#?}");
+    // Full hashing kept the host busy between constructs; S3 leaves that
+    // time out.
+    assert!(run.collector_time_recorded());
+    let own = run.collector_ns();
+    assert!(own > 0);
+    for f in with_id(&a, "S3") {
+        let excluded = f
+            .evidence
+            .fields
+            .iter()
+            .find(|x| x.name == "collector_time_excluded")
+            .map(|x| format!("{:?}", x.value))
+            .unwrap_or_default();
+        assert!(!excluded.is_empty() && excluded != "Ns(0)", "{excluded}");
+    }
+}

@@ -1,0 +1,152 @@
+//! MPI calls wrapped through the profiling interface: the collector records
+//! the host ranges each point-to-point and collective call reads and
+//! writes, found only when the program calls MPI (the library's entries are
+//! looked up at the first call), so a program without MPI looks up no MPI
+//! symbol at all. Host fallback: the halo sample's MPI calls are the same
+//! on any machine.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use accprof_analyzer::{load_run, MpiCall, Run};
+use accprof_trace::contract::env;
+use support::*;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_program_without_mpi_looks_up_no_mpi_symbol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = preloaded(&program("host_data"), &dir.path().join("t.trace"))
+        .env("LD_DEBUG", "libs,symbols")
+        .current_dir(dir.path())
+        .output()
+        .expect("program runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let debug = stderr(&out);
+    // The loader did report its lookups (so the check below can fail).
+    assert!(debug.contains("symbol=acc_prof_register"), "{debug}");
+    let mpi: Vec<&str> = debug
+        .lines()
+        .filter(|l| l.contains("symbol=MPI") || l.contains("symbol=PMPI") || l.contains("libmpi"))
+        .collect();
+    assert!(mpi.is_empty(), "{mpi:#?}");
+}
+
+/// Runs `sample` on `np` ranks with the collector preloaded; one trace per
+/// rank, in rank order.
+fn ranks(dir: &Path, sample: &str, np: usize, args: &[&str]) -> Vec<Run> {
+    let bin = samples().join(sample);
+    let mut cmd = Command::new("mpirun");
+    cmd.current_dir(dir)
+        .env("LD_PRELOAD", collector_lib())
+        .env(env::OUTPUT, dir.join("t-%r.trace"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-x", "LD_PRELOAD", "-x", env::OUTPUT])
+        .arg("-np")
+        .arg(np.to_string())
+        .arg(&bin)
+        .args(args);
+    let out = cmd.output().expect("mpirun runs");
+    assert!(
+        out.status.success() && stdout(&out).contains("reference: match"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    (0..np)
+        .map(|r| {
+            let p = dir.join(format!("t-{r}.trace"));
+            load_run(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        })
+        .collect()
+}
+
+fn calls<'a>(run: &'a Run, routine: &str) -> Vec<&'a MpiCall> {
+    run.mpi_calls()
+        .iter()
+        .filter(|c| c.routine == routine)
+        .collect()
+}
+
+/// (address, bytes) of the one range of `c` that is read (false) or
+/// written (true).
+fn range(c: &MpiCall, write: bool) -> (u64, u64) {
+    let r: Vec<_> = c.ranges.iter().filter(|r| r.write == write).collect();
+    assert_eq!(r.len(), 1, "{c:?}");
+    (r[0].host_ptr, r[0].bytes)
+}
+
+fn halo_ranges(np: usize) {
+    if !have("mpirun") || !samples().join("mpi_halo").is_file() {
+        eprintln!("note: mpirun or mpicc missing, MPI ranges not checked");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (nx, ny, steps) = (64u64, 48u64, 20usize);
+    let runs = ranks(dir.path(), "mpi_halo", np, &["64", "48", "20"]);
+    let row = 8 * ny;
+    let rows = nx / np as u64;
+    for (rank, run) in runs.iter().enumerate() {
+        let sr = calls(run, "MPI_Sendrecv");
+        // On the trace's clock: every exchange lies inside the data region
+        // around the time loop, between the first and the last construct.
+        let first = run
+            .constructs()
+            .map(|(_, c)| c.start_ns)
+            .min()
+            .expect("constructs");
+        let last = run
+            .constructs()
+            .filter_map(|(_, c)| c.end_ns())
+            .max()
+            .expect("constructs");
+        for c in &sr {
+            assert!(
+                first <= c.start_ns && c.start_ns <= c.end_ns && c.end_ns <= last,
+                "rank {rank}: {c:?} outside [{first}, {last}]"
+            );
+        }
+        // Two exchanges per step: up (send the first owned row, receive
+        // the bottom halo), then down (send the last owned row, receive the
+        // top halo), each one row of NY doubles, in the block u points to.
+        assert_eq!(sr.len(), 2 * steps, "rank {rank}");
+        for pair in sr.chunks(2) {
+            let (up_send, up_recv) = (range(pair[0], false), range(pair[0], true));
+            let (down_send, down_recv) = (range(pair[1], false), range(pair[1], true));
+            for (_, bytes) in [up_send, up_recv, down_send, down_recv] {
+                assert_eq!(bytes, row, "rank {rank}");
+            }
+            let u = down_recv.0; // &u[0]
+            assert_eq!(up_send.0, u + row, "rank {rank}");
+            assert_eq!(up_recv.0, u + (rows + 1) * row, "rank {rank}");
+            assert_eq!(down_send.0, u + rows * row, "rank {rank}");
+            assert!(pair[0].end_ns <= pair[1].start_ns);
+        }
+        // The final reductions: the slowest time and the two sums.
+        let reduce: Vec<(u64, u64)> = calls(run, "MPI_Reduce")
+            .iter()
+            .map(|c| (range(c, false).1, range(c, true).1))
+            .collect();
+        assert_eq!(reduce, [(8, 8), (16, 16)], "rank {rank}");
+    }
+}
+
+#[test]
+fn halo_exchange_ranges_on_2_ranks() {
+    halo_ranges(2);
+}
+
+#[test]
+fn halo_exchange_ranges_on_4_ranks() {
+    halo_ranges(4);
+}

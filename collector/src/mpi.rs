@@ -1,0 +1,401 @@
+//! MPI point-to-point and collective calls, wrapped through the MPI
+//! profiling interface so that a halo exchange staged through the host can
+//! be set beside the `update`s around it: each call's host ranges (what it
+//! sends from and receives into) are recorded as an [`MpiCall`].
+//!
+//! The preload exports `MPI_Send`, `MPI_Sendrecv`, ...; a program linked
+//! with MPI calls these first. Each looks up the library's `PMPI_` entry
+//! (and `PMPI_Type_size`, and `MPIX_Query_cuda_support` where the library
+//! has it) with `dlsym` at its first call, so the collector links no MPI
+//! library and a program without MPI never looks up an MPI symbol.
+//!
+//! MPI handles (datatypes, communicators, requests) differ by ABI (Open
+//! MPI: pointers, MPICH: ints); they are passed through untouched as
+//! register-wide words, which carries both on x86-64 and aarch64.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use accprof_trace::{MpiCall, MpiRange, Record};
+
+use crate::{clock, sink, state};
+
+/// An MPI handle (datatype, communicator, operation), as passed.
+type Handle = usize;
+
+/// The routines wrapped, by index into [`NAMES`].
+const NAMES: [&CStr; 8] = [
+    c"MPI_Send",
+    c"MPI_Recv",
+    c"MPI_Sendrecv",
+    c"MPI_Isend",
+    c"MPI_Irecv",
+    c"MPI_Bcast",
+    c"MPI_Reduce",
+    c"MPI_Allreduce",
+];
+const PMPI_NAMES: [&CStr; 8] = [
+    c"PMPI_Send",
+    c"PMPI_Recv",
+    c"PMPI_Sendrecv",
+    c"PMPI_Isend",
+    c"PMPI_Irecv",
+    c"PMPI_Bcast",
+    c"PMPI_Reduce",
+    c"PMPI_Allreduce",
+];
+const SEND: usize = 0;
+const RECV: usize = 1;
+const SENDRECV: usize = 2;
+const ISEND: usize = 3;
+const IRECV: usize = 4;
+const BCAST: usize = 5;
+const REDUCE: usize = 6;
+const ALLREDUCE: usize = 7;
+
+/// The library's entries, 0 until looked up (a failed lookup is retried).
+static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
+static TYPE_SIZE: AtomicUsize = AtomicUsize::new(0);
+/// 0 not asked yet, 1 no query, 2 not CUDA-aware, 3 CUDA-aware.
+static CUDA_AWARE: AtomicUsize = AtomicUsize::new(0);
+
+/// What a wrapper returns when the library's entry cannot be found: a
+/// nonzero code, which every MPI treats as an error.
+const NOT_FOUND: c_int = 1;
+
+thread_local! {
+    /// Inside a wrapped call on this thread (a library that implements a
+    /// collective with the public point-to-point calls records once).
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The library's `PMPI_` entry for routine `i` (else the next `MPI_` one).
+fn real(i: usize) -> usize {
+    let f = REAL[i].load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: dlsym with NUL-terminated names; RTLD_DEFAULT finds the
+    // PMPI_ entry wherever the MPI library is loaded, RTLD_NEXT the next
+    // MPI_ one after this object.
+    let f = unsafe {
+        let p = libc::dlsym(libc::RTLD_DEFAULT, PMPI_NAMES[i].as_ptr());
+        if p.is_null() {
+            libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr())
+        } else {
+            p
+        }
+    } as usize;
+    REAL[i].store(f, Ordering::Release);
+    f
+}
+
+/// Bytes of `count` elements of `datatype`; None when the library cannot
+/// say.
+fn bytes_of(count: c_int, datatype: Handle) -> Option<u64> {
+    let mut f = TYPE_SIZE.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: dlsym with a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"PMPI_Type_size".as_ptr()) } as usize;
+        TYPE_SIZE.store(f, Ordering::Release);
+    }
+    if f == 0 || count < 0 {
+        return None;
+    }
+    type TypeSize = unsafe extern "C" fn(Handle, *mut c_int) -> c_int;
+    let mut size: c_int = 0;
+    // SAFETY: `f` is the library's PMPI_Type_size(datatype, int *size);
+    // `size` outlives the call.
+    let rc = unsafe { std::mem::transmute::<usize, TypeSize>(f)(datatype, &mut size) };
+    (rc == 0 && size >= 0).then(|| count as u64 * size as u64)
+}
+
+/// Whether the library says it takes device memory, asked once.
+fn cuda_aware() -> Option<bool> {
+    let mut v = CUDA_AWARE.load(Ordering::Acquire);
+    if v == 0 {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"MPIX_Query_cuda_support".as_ptr()) }
+            as usize;
+        v = if f == 0 {
+            1
+        } else {
+            type Query = unsafe extern "C" fn() -> c_int;
+            // SAFETY: Open MPI's `int MPIX_Query_cuda_support(void)`.
+            let yes = unsafe { std::mem::transmute::<usize, Query>(f)() } != 0;
+            if yes {
+                3
+            } else {
+                2
+            }
+        };
+        CUDA_AWARE.store(v, Ordering::Release);
+    }
+    match v {
+        2 => Some(false),
+        3 => Some(true),
+        _ => None,
+    }
+}
+
+/// One buffer argument: (pointer, count, datatype, written by the call).
+type Buffer = (*const c_void, c_int, Handle, bool);
+
+/// A range worth recording: MPI_IN_PLACE and MPI_BOTTOM-like sentinels
+/// (NULL, 1, all ones) are not buffers.
+fn range_of(b: Buffer) -> Option<MpiRange> {
+    let p = b.0 as u64;
+    if p <= 1 || p == u64::MAX {
+        return None;
+    }
+    Some(MpiRange {
+        host_ptr: p,
+        bytes: bytes_of(b.1, b.2)?,
+        write: b.3,
+    })
+}
+
+/// Calls the library's routine `i` through `call`, recording the call with
+/// the ranges of `buffers` when it is the outermost one on this thread.
+fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_int {
+    let f = real(i);
+    if f == 0 {
+        return NOT_FOUND;
+    }
+    let outer = INSIDE.try_with(|c| !c.replace(true)).unwrap_or(false);
+    if !outer {
+        return call(f);
+    }
+    // CLOCK_MONOTONIC ns, the trace's clock: these records are not among
+    // those whose counter-tick stamps the writer converts.
+    let record = state::enabled();
+    let start_ns = if record { clock::now_ns() } else { 0 };
+    let rc = call(f);
+    if record {
+        let end_ns = clock::now_ns();
+        let _ = std::panic::catch_unwind(|| {
+            let ranges: Vec<MpiRange> = buffers.iter().filter_map(|&b| range_of(b)).collect();
+            let name = NAMES[i].to_bytes();
+            let rec = Record::MpiCall(MpiCall {
+                start_ns,
+                end_ns,
+                thread: crate::tls::THREAD
+                    .try_with(clock::thread_id_in)
+                    .unwrap_or(0),
+                routine: sink::intern(name),
+                cuda_aware: cuda_aware(),
+                ranges,
+            });
+            sink::push(rec);
+        });
+    }
+    let _ = INSIDE.try_with(|c| c.set(false));
+    rc
+}
+
+type SendFn = unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle) -> c_int;
+type RecvFn =
+    unsafe extern "C" fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
+type SendrecvFn = unsafe extern "C" fn(
+    *const c_void,
+    c_int,
+    Handle,
+    c_int,
+    c_int,
+    *mut c_void,
+    c_int,
+    Handle,
+    c_int,
+    c_int,
+    Handle,
+    *mut c_void,
+) -> c_int;
+type IsendFn =
+    unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
+type IrecvFn =
+    unsafe extern "C" fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
+type BcastFn = unsafe extern "C" fn(*mut c_void, c_int, Handle, c_int, Handle) -> c_int;
+type ReduceFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Handle, Handle, c_int, Handle) -> c_int;
+type AllreduceFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Handle, Handle, Handle) -> c_int;
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    around(SEND, &[(buf, count, datatype, false)], |f| {
+        // SAFETY: `f` is the library's PMPI_Send; the arguments are the caller's.
+        unsafe { std::mem::transmute::<usize, SendFn>(f)(buf, count, datatype, dest, tag, comm) }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut c_void,
+) -> c_int {
+    around(RECV, &[(buf, count, datatype, true)], |f| {
+        // SAFETY: `f` is the library's PMPI_Recv; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, RecvFn>(f)(buf, count, datatype, source, tag, comm, status)
+        }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn MPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut c_void,
+) -> c_int {
+    let buffers = [
+        (sendbuf, sendcount, sendtype, false),
+        (recvbuf as *const c_void, recvcount, recvtype, true),
+    ];
+    around(SENDRECV, &buffers, |f| {
+        // SAFETY: `f` is the library's PMPI_Sendrecv; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, SendrecvFn>(f)(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                recvtag, comm, status,
+            )
+        }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Isend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut c_void,
+) -> c_int {
+    around(ISEND, &[(buf, count, datatype, false)], |f| {
+        // SAFETY: `f` is the library's PMPI_Isend; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, IsendFn>(f)(buf, count, datatype, dest, tag, comm, request)
+        }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut c_void,
+) -> c_int {
+    around(IRECV, &[(buf, count, datatype, true)], |f| {
+        // SAFETY: `f` is the library's PMPI_Irecv; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, IrecvFn>(f)(
+                buf, count, datatype, source, tag, comm, request,
+            )
+        }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+) -> c_int {
+    around(BCAST, &[(buf, count, datatype, true)], |f| {
+        // SAFETY: `f` is the library's PMPI_Bcast; the arguments are the caller's.
+        unsafe { std::mem::transmute::<usize, BcastFn>(f)(buf, count, datatype, root, comm) }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+) -> c_int {
+    let buffers = [
+        (sendbuf, count, datatype, false),
+        (recvbuf as *const c_void, count, datatype, true),
+    ];
+    around(REDUCE, &buffers, |f| {
+        // SAFETY: `f` is the library's PMPI_Reduce; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, ReduceFn>(f)(
+                sendbuf, recvbuf, count, datatype, op, root, comm,
+            )
+        }
+    })
+}
+
+/// # Safety
+/// As the MPI routine.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+) -> c_int {
+    let buffers = [
+        (sendbuf, count, datatype, false),
+        (recvbuf as *const c_void, count, datatype, true),
+    ];
+    around(ALLREDUCE, &buffers, |f| {
+        // SAFETY: `f` is the library's PMPI_Allreduce; the arguments are the caller's.
+        unsafe {
+            std::mem::transmute::<usize, AllreduceFn>(f)(
+                sendbuf, recvbuf, count, datatype, op, comm,
+            )
+        }
+    })
+}
