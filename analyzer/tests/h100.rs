@@ -193,3 +193,61 @@ fn heat2d_data_has_no_data_movement_finding_and_hashing_is_not_idleness() {
         assert!(!excluded.is_empty() && excluded != "Ns(0)", "{excluded}");
     }
 }
+
+fn bytes_field(f: &Finding, name: &str) -> u64 {
+    match f
+        .evidence
+        .fields
+        .iter()
+        .find(|x| x.name == name)
+        .map(|x| &x.value)
+    {
+        Some(accprof_analyzer::findings::Value::Bytes(b)) => *b,
+        other => panic!("{}: {name} is {other:?}", f.title),
+    }
+}
+
+/// The halo exchange staged through the host, recorded at 2 and 4 ranks
+/// with the MPI calls wrapped: on every rank of mpi_halo_whole the `update
+/// host` before the sends and the `update device` after the receives move
+/// whole blocks where MPI used two rows of each (P1, with both byte
+/// counts); mpi_halo, which updates only those rows, gets no P1.
+#[test]
+fn mpi_halo_whole_moves_whole_blocks_where_mpi_uses_two_rows() {
+    for np in [2, 4] {
+        for r in 0..np {
+            let (run, _, a) = analyze(&format!("mpi_halo_whole_np{np}.r{r}"));
+            assert!(!run.mpi_calls().is_empty(), "np {np} rank {r}");
+            let p1 = with_id(&a, "P1");
+            assert_eq!(p1.len(), 2, "np {np} rank {r}: {:#?}", a.findings);
+            let mut dirs: Vec<String> = p1
+                .iter()
+                .map(|f| {
+                    let (moved, used) = (
+                        bytes_field(f, "bytes_moved"),
+                        bytes_field(f, "bytes_mpi_used"),
+                    );
+                    assert!(
+                        used > 0 && moved >= 50 * used,
+                        "{}: {moved} moved, {used} used",
+                        f.title
+                    );
+                    places(f)[0].clone()
+                })
+                .collect();
+            dirs.sort();
+            assert_eq!(
+                dirs,
+                ["update mpi_halo_whole.c:149", "update mpi_halo_whole.c:156"],
+                "np {np} rank {r}"
+            );
+            let (run, _, good) = analyze(&format!("mpi_halo_np{np}.r{r}"));
+            assert!(!run.mpi_calls().is_empty());
+            assert!(
+                with_id(&good, "P1").is_empty(),
+                "np {np} rank {r}: {:#?}",
+                good.findings
+            );
+        }
+    }
+}
