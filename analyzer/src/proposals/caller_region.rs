@@ -405,52 +405,16 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
         }
         Lang::Fortran => src.indent_of(lp.header_line),
     };
-    match crate::proposals::data_region::enclosing_data(src, &lp) {
-        // A region around the loop already: it gets the clauses.
-        Some(r) => {
-            let mut all: Vec<String> = r.clauses.iter().map(|c| c.text()).collect();
-            all.extend(clauses.iter().cloned());
-            let rendered = r.render(&r.construct_name(), &all);
-            plan.directive = match &r.comment {
-                Some(c) => rendered.trim_end_matches(c.as_str()).trim().to_string(),
-                None => rendered.trim().to_string(),
-            };
-            plan.extends = Some(r.line);
-            plan.added = clauses.clone();
-            if r.end_line != r.line {
-                plan.patchable = false;
-                plan.notes.push(format!(
-                    "the `data` directive at line {} continues over several lines: add {} to it by hand",
-                    r.line,
-                    clauses.join(" ")
-                ));
-            }
-            plan.edits.push(Edit::Directive {
-                file: src.path.clone(),
-                line: r.line,
-                end_line: r.end_line,
-                original: src.line(r.line).trim().to_string(),
-                construct: None,
-                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
-                add: all,
-            });
-        }
-        None => {
-            plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
-            plan.edits.push(Edit::InsertBefore {
-                file: src.path.clone(),
-                line: lp.header_line,
-                lines: vec![format!("{indent}{}", plan.directive)],
-            });
-            if lang == Lang::Fortran {
-                plan.edits.push(Edit::InsertAfter {
-                    file: src.path.clone(),
-                    line: lp.end_line,
-                    lines: vec![format!("{indent}!$acc end data")],
-                });
-            }
-        }
-    }
+    let region = crate::proposals::data_region::enclosing_data(src, &lp);
+    crate::proposals::data_region::place_region(
+        &mut plan,
+        src,
+        &lp,
+        lang,
+        region.as_ref(),
+        &clauses,
+        &indent,
+    );
     // Host reads inside the loop: refresh the host copy first.
     let mut reads: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for a in &plan.arrays {

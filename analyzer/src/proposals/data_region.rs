@@ -320,56 +320,15 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
             .unwrap_or_else(|| src.indent_of(lp.header_line)),
         Lang::Fortran => src.indent_of(lp.header_line),
     };
-    match &region {
-        Some(r) => {
-            let mut all: Vec<String> = r.clauses.iter().map(|c| c.text()).collect();
-            all.extend(clauses.iter().cloned());
-            plan.directive = r.render(&r.construct_name(), &all).trim().to_string();
-            // The comment stays on the line, not in the directive shown.
-            if let Some(c) = &r.comment {
-                plan.directive = plan
-                    .directive
-                    .trim_end_matches(c.as_str())
-                    .trim()
-                    .to_string();
-            }
-            plan.extends = Some(r.line);
-            plan.added = clauses.clone();
-            if r.end_line != r.line {
-                plan.patchable = false;
-                plan.notes.push(format!(
-                    "the `data` directive at line {} continues over several lines: add {} to it by hand",
-                    r.line,
-                    clauses.join(" ")
-                ));
-            }
-            // Its own clauses first, as written, then the new ones.
-            plan.edits.push(Edit::Directive {
-                file: src.path.clone(),
-                line: r.line,
-                end_line: r.end_line,
-                original: src.line(r.line).trim().to_string(),
-                construct: None,
-                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
-                add: all,
-            });
-        }
-        None => {
-            plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
-            plan.edits.push(Edit::InsertBefore {
-                file: src.path.clone(),
-                line: lp.header_line,
-                lines: vec![format!("{directive_indent}{}", plan.directive)],
-            });
-            if lang == Lang::Fortran {
-                plan.edits.push(Edit::InsertAfter {
-                    file: src.path.clone(),
-                    line: lp.end_line,
-                    lines: vec![format!("{directive_indent}!$acc end data")],
-                });
-            }
-        }
-    }
+    place_region(
+        &mut plan,
+        src,
+        lp,
+        lang,
+        region.as_ref(),
+        &clauses,
+        &directive_indent,
+    );
     // The constructs inside: data clauses for these arrays become `present`.
     for c in &inner {
         let used: Vec<&ArrayChoice> = plan
@@ -496,4 +455,68 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
         ));
     }
     plan
+}
+
+/// Puts the `data` directive of `plan` around the loop `lp` of `src`:
+/// `region`, a `data` region already there, gets `clauses` after its own;
+/// else a new directive (with `end data` in Fortran) indented by `indent`.
+pub(crate) fn place_region(
+    plan: &mut RegionPlan,
+    src: &SourceFile,
+    lp: &Loop,
+    lang: Lang,
+    region: Option<&Directive>,
+    clauses: &[String],
+    indent: &str,
+) {
+    match region {
+        Some(r) => {
+            let mut all: Vec<String> = r.clauses.iter().map(|c| c.text()).collect();
+            all.extend(clauses.iter().cloned());
+            plan.directive = r.render(&r.construct_name(), &all).trim().to_string();
+            // The comment stays on the line, not in the directive shown.
+            if let Some(c) = &r.comment {
+                plan.directive = plan
+                    .directive
+                    .trim_end_matches(c.as_str())
+                    .trim()
+                    .to_string();
+            }
+            plan.extends = Some(r.line);
+            plan.added = clauses.to_vec();
+            if r.end_line != r.line {
+                plan.patchable = false;
+                plan.notes.push(format!(
+                    "the `data` directive at line {} continues over several lines: add {} to it by hand",
+                    r.line,
+                    clauses.join(" ")
+                ));
+            }
+            // Its own clauses first, as written, then the new ones.
+            plan.edits.push(Edit::Directive {
+                file: src.path.clone(),
+                line: r.line,
+                end_line: r.end_line,
+                original: src.line(r.line).trim().to_string(),
+                construct: None,
+                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
+                add: all,
+            });
+        }
+        None => {
+            plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));
+            plan.edits.push(Edit::InsertBefore {
+                file: src.path.clone(),
+                line: lp.header_line,
+                lines: vec![format!("{indent}{}", plan.directive)],
+            });
+            if lang == Lang::Fortran {
+                plan.edits.push(Edit::InsertAfter {
+                    file: src.path.clone(),
+                    line: lp.end_line,
+                    lines: vec![format!("{indent}!$acc end data")],
+                });
+            }
+        }
+    }
 }
