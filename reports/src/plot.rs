@@ -289,12 +289,6 @@ fn timeline(runs: &[RunInput<'_>]) -> Data {
     }
 }
 
-fn human_bytes(log2: u32) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let u = (log2 / 10) as usize;
-    format!("{} {}", 1u64 << (log2 % 10), UNITS[u.min(6)])
-}
-
 fn height(d: &Data) -> u32 {
     match d {
         Data::Stacked { bars, .. } => 140 + 28 * bars.len().max(1) as u32,
@@ -441,7 +435,10 @@ where
                 .y_label_area_size(70)
                 .build_cartesian_2d((0..n - 1).into_segmented(), 0u64..(max + max / 5 + 1))
                 .map_err(err)?;
-            let names: Vec<String> = buckets.iter().map(|b| human_bytes(b.0)).collect();
+            let names: Vec<String> = buckets
+                .iter()
+                .map(|b| accprof_analyzer::units::bytes(1u64 << b.0.min(63)))
+                .collect();
             chart
                 .configure_mesh()
                 .disable_x_mesh()
