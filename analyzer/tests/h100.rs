@@ -16,6 +16,7 @@ use accprof_analyzer::findings::{Analysis, Category, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::testkit;
+use accprof_analyzer::testkit::findings::{patch_text, places, with_id};
 use accprof_analyzer::Run;
 
 fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
@@ -28,44 +29,6 @@ fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
     let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
     let a = analysis::analyze(&run, &src, &Options::default());
     (run, src, a)
-}
-
-fn with_id<'a>(a: &'a Analysis, id: &str) -> Vec<&'a Finding> {
-    a.findings.iter().filter(|f| f.id == id).collect()
-}
-
-/// `role file:line` of each location, with file names only.
-fn places(f: &Finding) -> Vec<String> {
-    f.locations
-        .iter()
-        .map(|l| {
-            let name = Path::new(&l.file)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or(&l.file);
-            format!("{} {name}:{}", l.role, l.line.unwrap_or(0))
-        })
-        .collect()
-}
-
-/// The combined patch with machine paths cut to `samples/...`.
-fn patch_text(a: &Analysis, src: &SourceSet) -> String {
-    let c = analysis::combined_patch(a, src);
-    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
-    let diff = c.patched.expect("a patch").diff;
-    diff.lines()
-        .map(|l| {
-            match (
-                l.starts_with("--- ") || l.starts_with("+++ "),
-                l.find("samples/"),
-            ) {
-                (true, Some(i)) => format!("{} {}{}", &l[..3], &l[4..6], &l[i..]),
-                _ => l.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 fn golden(name: &str, got: &str) {

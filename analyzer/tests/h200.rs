@@ -17,6 +17,7 @@ use accprof_analyzer::findings::{Analysis, Category, Confidence, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::testkit;
+use accprof_analyzer::testkit::findings::{patch_text, with_id};
 use accprof_analyzer::{LoadOptions, Run};
 
 fn fixtures() -> PathBuf {
@@ -46,10 +47,6 @@ fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
     (run, src, a)
 }
 
-fn with_id<'a>(a: &'a Analysis, id: &str) -> Vec<&'a Finding> {
-    a.findings.iter().filter(|f| f.id == id).collect()
-}
-
 fn file_name(p: &str) -> &str {
     Path::new(p)
         .file_name()
@@ -75,26 +72,6 @@ fn places(f: &Finding) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// The combined patch with machine paths cut to `samples/...`.
-fn patch_text(a: &Analysis, src: &SourceSet) -> String {
-    let c = analysis::combined_patch(a, src);
-    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
-    let diff = c.patched.expect("a patch").diff;
-    diff.lines()
-        .map(|l| {
-            match (
-                l.starts_with("--- ") || l.starts_with("+++ "),
-                l.find("samples/"),
-            ) {
-                (true, Some(i)) => format!("{} {}{}", &l[..3], &l[4..6], &l[i..]),
-                _ => l.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 fn golden(name: &str, got: &str) {

@@ -5,12 +5,11 @@
 //! acc_async_noval. One run lost the race (its check failed), one won it;
 //! both carry the hazard. No other fixture has it.
 
-use std::path::Path;
-
 use accprof_analyzer::analysis;
 use accprof_analyzer::findings::{Analysis, Finding};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::testkit::findings::places;
 use accprof_analyzer::testkit::fixtures;
 use accprof_analyzer::Run;
 
@@ -29,19 +28,6 @@ fn analyze(dir: &str, name: &str) -> (Run, SourceSet, Analysis) {
 
 fn s4(a: &Analysis) -> Vec<&Finding> {
     a.findings.iter().filter(|f| f.id == "S4").collect()
-}
-
-fn places(f: &Finding) -> Vec<String> {
-    f.locations
-        .iter()
-        .map(|l| {
-            let file = Path::new(&l.file)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or(&l.file);
-            format!("{} {file}:{}", l.role, l.line.unwrap_or(0))
-        })
-        .collect()
 }
 
 /// Per round, straight from the kernel records: did the kernel of line 83

@@ -8,10 +8,11 @@
 use std::path::Path;
 
 use accprof_analyzer::analysis;
-use accprof_analyzer::findings::{Analysis, Category, Finding};
+use accprof_analyzer::findings::{Analysis, Category};
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::testkit;
+use accprof_analyzer::testkit::findings::{patch_text, with_id};
 use accprof_analyzer::testkit::runs::RunBuilder;
 use accprof_analyzer::Run;
 use accprof_trace::HashMode;
@@ -20,30 +21,6 @@ fn analyze(run: &Run) -> (SourceSet, Analysis) {
     let src = SourceSet::load(run, &[testkit::fixtures::samples()]);
     let a = analysis::analyze(run, &src, &Options::default());
     (src, a)
-}
-
-fn with_id<'a>(a: &'a Analysis, id: &str) -> Vec<&'a Finding> {
-    a.findings.iter().filter(|f| f.id == id).collect()
-}
-
-/// The combined patch with machine paths cut to `samples/...`.
-fn patch_text(a: &Analysis, src: &SourceSet) -> String {
-    let c = analysis::combined_patch(a, src);
-    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
-    let diff = c.patched.expect("a patch").diff;
-    diff.lines()
-        .map(|l| {
-            match (
-                l.starts_with("--- ") || l.starts_with("+++ "),
-                l.find("samples/"),
-            ) {
-                (true, Some(i)) => format!("{} {}{}", &l[..3], &l[4..6], &l[i..]),
-                _ => l.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 fn golden(name: &str, got: &str) {
