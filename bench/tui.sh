@@ -5,7 +5,7 @@
 #
 # Usage: bench/tui.sh [EVENTS...] [--redraws N] [--cache DIR]
 #   EVENTS      acc_prof events per trace (16 per construct; default 1000000
-#               10000000; 200000000 works too, in about 4.6 GB)
+#               10000000; 200000000 works too, in about 3.3 GB)
 #   --redraws N windows drawn per trace, from the whole run down to ~2 us
 #               (default 500); median and p99 are printed
 #   --cache D   where the generated traces are kept and looked for (default

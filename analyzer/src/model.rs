@@ -1261,6 +1261,39 @@ impl Run {
         self.tables.alloc(&self.tables.allocs[id.index()])
     }
 
+    /// A construct's start and end (`None`: the end never came), read
+    /// from its row without making the whole construct: for views that
+    /// look up many times, such as the timeline's lanes.
+    pub fn construct_span(&self, id: ConstructId) -> (u64, Option<u64>) {
+        let r = &self.tables.constructs[id.index()];
+        (r.start_ns, (r.end_ns != u64::MAX).then_some(r.end_ns))
+    }
+
+    /// A kernel's start and end, read from its row.
+    pub fn kernel_span(&self, id: KernelId) -> (u64, u64) {
+        let r = &self.tables.kernels[id.index()];
+        (r.start_ns, r.end_ns)
+    }
+
+    /// A transfer's start and end, read from its row.
+    pub fn transfer_span(&self, id: TransferId) -> (u64, u64) {
+        let r = &self.tables.transfers[id.index()];
+        (r.start_ns, r.end_ns)
+    }
+
+    /// An allocation's time and its free's (`None`: never freed), read
+    /// from its row.
+    pub fn alloc_span(&self, id: AllocId) -> (u64, Option<u64>) {
+        let r = &self.tables.allocs[id.index()];
+        (r.alloc_ns, (r.free_ns != u64::MAX).then_some(r.free_ns))
+    }
+
+    /// An allocation's bytes, without making the whole allocation.
+    pub fn alloc_bytes(&self, id: AllocId) -> u64 {
+        let r = &self.tables.allocs[id.index()];
+        self.tables.alloc_shapes.get(r.shape).bytes
+    }
+
     pub fn memset(&self, id: MemsetId) -> &Memset {
         &self.memsets[id.index()]
     }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use accprof_analyzer::analysis;
 use accprof_analyzer::findings::Analysis;
@@ -43,7 +43,7 @@ pub struct Group {
     pub path: PathBuf,
     /// "rank 2" for an MPI rank, else the trace's file name.
     pub label: String,
-    pub run: Run,
+    pub run: Arc<Run>,
     pub sources: SourceSet,
     pub lanes: RunLanes,
     /// Added to the run's times to put them on the common clock.
@@ -166,6 +166,7 @@ impl Group {
         let sources = SourceSet::load_with(&run, source_dirs, &[], &|p: &Path| {
             std::fs::read_to_string(p)
         });
+        let run = Arc::new(run);
         let lanes = RunLanes::build(&run, shift);
         let name = path
             .file_name()

@@ -1,11 +1,12 @@
-//! The timeline's lanes: per lane, the events' times in time-sorted arrays
-//! built once at load, so that any window of any width is drawn by one
-//! binary search per screen column (level of detail: a column shows how
+//! The timeline's lanes: per lane, the model's handles of its events in
+//! start order, built once at load, so that any window of any width is
+//! drawn by one search per screen column over the model's times (level of detail: a column shows how
 //! many events start in it, the earliest start and the latest end among
 //! them, and whether an earlier event still runs through it).
 
-use accprof_analyzer::{ConstructClass, ConstructId, KernelId, MemsetId, Run, TransferId};
+use accprof_analyzer::{AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, TransferId};
 use accprof_trace::{ConstructKind, CopyKind};
+use std::sync::Arc;
 
 /// What an event is, for its color, its glyph and "the next of the same kind".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,22 +93,27 @@ pub enum LaneKind {
 }
 
 /// One row of events that do not (much) overlap, sorted by start.
+///
+/// A lane holds the model's handles of its events, nothing else per event
+/// but their kinds where it mixes several: their times are the model's,
+/// read from its rows (shifted onto the common clock) whenever a column
+/// is drawn, so the index adds 4 or 5 bytes per event to the model.
 #[derive(Debug, Clone)]
 pub struct Lane {
     pub kind: LaneKind,
     pub label: String,
-    /// Start on the common clock (ns since the earliest trace's start).
-    starts: Vec<u64>,
-    /// The events' ends: while the lane is built, and after [`Lane::seal`]
-    /// only when some event lasts 2^32 ns (4.3 s) or more.
-    ends: Vec<u64>,
-    /// Otherwise their durations, in half the memory.
-    durations: Vec<u32>,
+    /// The run the handles belong to.
+    run: Arc<Run>,
+    /// Added to the run's times to put them on the common clock.
+    shift: i128,
+    ids: Ids,
+    /// Per event its kind, when the lane mixes kinds (a host thread's
+    /// constructs); empty while every event is `tag`.
+    tags: Vec<Tag>,
+    tag: Tag,
     /// The latest end among the events up to each position; empty when
     /// no event ends after a later one (then it is the end itself).
     reach: Vec<u64>,
-    tags: Vec<Tag>,
-    ids: Ids,
     /// The events came out of start order and were sorted: the handles
     /// are not in order.
     reordered: bool,
@@ -142,41 +148,78 @@ pub enum Side {
 }
 
 impl Lane {
-    fn new(kind: LaneKind, label: String, ids: Ids) -> Lane {
+    fn new(kind: LaneKind, label: String, run: &Arc<Run>, shift: i128, ids: Ids) -> Lane {
         Lane {
             kind,
             label,
-            starts: Vec::new(),
-            ends: Vec::new(),
-            durations: Vec::new(),
-            reach: Vec::new(),
-            tags: Vec::new(),
+            run: Arc::clone(run),
+            shift,
             ids,
+            tags: Vec::new(),
+            tag: Tag::Compute,
+            reach: Vec::new(),
             reordered: false,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.starts.len()
+        match &self.ids {
+            Ids::Constructs(v) => v.len(),
+            Ids::Kernels(v) => v.len(),
+            Ids::Transfers(v) => v.len(),
+            Ids::Memsets(v) => v.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.len() == 0
     }
 
     pub fn start(&self, pos: u32) -> u64 {
-        self.starts[pos as usize]
+        self.start_at(pos as usize)
     }
 
     pub fn end(&self, pos: u32) -> u64 {
         self.end_at(pos as usize)
     }
 
+    /// The event's start and end in the model, on the common clock; a
+    /// construct whose end never came runs to the end of the run, and no
+    /// event ends before it starts.
+    #[inline]
+    fn span_at(&self, i: usize) -> (u64, u64) {
+        let run = &*self.run;
+        let (s, e) = match &self.ids {
+            Ids::Constructs(v) => {
+                let (s, e) = run.construct_span(v[i]);
+                (s, e.unwrap_or(run.span_ns.1))
+            }
+            Ids::Kernels(v) => run.kernel_span(v[i]),
+            Ids::Transfers(v) => run.transfer_span(v[i]),
+            Ids::Memsets(v) => {
+                let m = run.memset(v[i]);
+                (m.start_ns, m.end_ns)
+            }
+        };
+        let s = on_clock(s, self.shift);
+        (s, on_clock(e, self.shift).max(s))
+    }
+
+    #[inline]
+    fn start_at(&self, i: usize) -> u64 {
+        let run = &*self.run;
+        let s = match &self.ids {
+            Ids::Constructs(v) => run.construct_span(v[i]).0,
+            Ids::Kernels(v) => run.kernel_span(v[i]).0,
+            Ids::Transfers(v) => run.transfer_span(v[i]).0,
+            Ids::Memsets(v) => run.memset(v[i]).start_ns,
+        };
+        on_clock(s, self.shift)
+    }
+
+    #[inline]
     fn end_at(&self, i: usize) -> u64 {
-        match self.durations.get(i) {
-            Some(&d) => self.starts[i] + u64::from(d),
-            None => self.ends[i],
-        }
+        self.span_at(i).1
     }
 
     fn reach_at(&self, i: usize) -> u64 {
@@ -187,7 +230,10 @@ impl Lane {
     }
 
     pub fn tag(&self, pos: u32) -> Tag {
-        self.tags[pos as usize]
+        match self.tags.get(pos as usize) {
+            Some(&t) => t,
+            None => self.tag,
+        }
     }
 
     pub fn item(&self, pos: u32) -> Item {
@@ -220,28 +266,37 @@ impl Lane {
         at.map(|p| p as u32)
     }
 
-    fn push(&mut self, start: u64, end: u64, tag: Tag) {
-        self.starts.push(start);
-        self.ends.push(end.max(start));
+    /// Adds an event (its handle goes in `ids` beside this call): only its
+    /// kind is kept here, and only once the lane has two kinds.
+    fn push_tag(&mut self, tag: Tag) {
+        let n = self.len();
+        if self.tags.is_empty() {
+            if n <= 1 {
+                self.tag = tag;
+                return;
+            }
+            if tag == self.tag {
+                return;
+            }
+            self.tags = vec![self.tag; n - 1];
+        }
         self.tags.push(tag);
     }
 
-    /// Sorts by start when the events came out of order (handles and the
-    /// other arrays move with them), then recomputes the reach.
+    /// Sorts by start when the events came out of order (their handles and
+    /// kinds move with them), then works out the reach where events
+    /// overlap.
     fn seal(&mut self) {
-        if self.starts.windows(2).any(|w| w[0] > w[1]) {
-            let mut order: Vec<u32> = (0..self.starts.len() as u32).collect();
-            order.sort_by_key(|&i| self.starts[i as usize]);
-            let take = |v: &Vec<u64>| order.iter().map(|&i| v[i as usize]).collect::<Vec<_>>();
-            self.starts = take(&self.starts);
-            self.ends = take(&self.ends);
-            self.tags = order.iter().map(|&i| self.tags[i as usize]).collect();
+        let n = self.len();
+        if (1..n).any(|i| self.start_at(i - 1) > self.start_at(i)) {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&i| self.start_at(i as usize));
             fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
-                // (A lane made by hand in a unit test has no handles.)
                 if v.len() == order.len() {
                     *v = order.iter().map(|&i| v[i as usize]).collect();
                 }
             }
+            permute(&mut self.tags, &order);
             match &mut self.ids {
                 Ids::Constructs(v) => permute(v, &order),
                 Ids::Kernels(v) => permute(v, &order),
@@ -252,30 +307,21 @@ impl Lane {
             self.reordered = true;
         }
         let mut r = 0;
-        let mut overlap = false;
-        let reach: Vec<u64> = self
-            .ends
-            .iter()
-            .map(|&e| {
-                overlap |= e < r;
-                r = r.max(e);
-                r
-            })
-            .collect();
-        self.reach = if overlap { reach } else { Vec::new() };
-        let long = self
-            .starts
-            .iter()
-            .zip(&self.ends)
-            .any(|(&s, &e)| e - s > u64::from(u32::MAX));
-        if !long {
-            self.durations = self
-                .starts
-                .iter()
-                .zip(&self.ends)
-                .map(|(&s, &e)| (e - s) as u32)
+        let overlap = (0..n).any(|i| {
+            let e = self.end_at(i);
+            let earlier = e < r;
+            r = r.max(e);
+            earlier
+        });
+        self.reach = Vec::new();
+        if overlap {
+            let mut r = 0;
+            self.reach = (0..n)
+                .map(|i| {
+                    r = r.max(self.end_at(i));
+                    r
+                })
                 .collect();
-            self.ends = Vec::new();
         }
         match &mut self.ids {
             Ids::Constructs(v) => v.shrink_to_fit(),
@@ -283,14 +329,36 @@ impl Lane {
             Ids::Transfers(v) => v.shrink_to_fit(),
             Ids::Memsets(v) => v.shrink_to_fit(),
         }
-        self.starts.shrink_to_fit();
-        self.ends.shrink_to_fit();
         self.tags.shrink_to_fit();
+    }
+
+    /// The first position in `lo..hi` whose event does not start `before`
+    /// (the starts rise): a galloping search from `lo`, so that a column
+    /// with few events costs a few lookups however long the lane.
+    fn first_not(&self, lo: usize, hi: usize, before: impl Fn(u64) -> bool) -> usize {
+        let mut step = 1;
+        let mut a = lo;
+        let mut b = lo;
+        while b < hi && before(self.start_at(b)) {
+            a = b + 1;
+            b = (lo + step).min(hi);
+            step *= 2;
+        }
+        let (mut lo, mut hi) = (a, b.min(hi));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(self.start_at(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// The first position whose event starts at or after `t`.
     pub fn first_at_or_after(&self, t: u64) -> u32 {
-        self.starts.partition_point(|&s| s < t) as u32
+        self.first_not(0, self.len(), |s| s < t) as u32
     }
 
     /// The event running at `t` or, failing that, the nearest one starting
@@ -306,7 +374,7 @@ impl Lane {
         while j > 0 && steps < 64 {
             j -= 1;
             steps += 1;
-            if self.end_at(j) > t || self.starts[j] == t {
+            if self.end_at(j) > t || self.start_at(j) == t {
                 return Some(j as u32);
             }
             if self.reach_at(j) <= t {
@@ -322,12 +390,12 @@ impl Lane {
 
     /// The columns of the window starting at `t0`, `per_col` ns wide each.
     pub fn cells(&self, t0: f64, per_col: f64, out: &mut [Cell]) {
-        let n = self.starts.len();
-        let mut lo = self.starts.partition_point(|&s| (s as f64) < t0);
+        let n = self.len();
+        let mut lo = self.first_not(0, n, |s| (s as f64) < t0);
         for (c, cell) in out.iter_mut().enumerate() {
             let a = t0 + c as f64 * per_col;
             let b = a + per_col;
-            let hi = lo + self.starts[lo..n].partition_point(|&s| (s as f64) < b);
+            let hi = self.first_not(lo, n, |s| (s as f64) < b);
             let covered = lo > 0 && self.reach_at(lo - 1) as f64 > a;
             *cell = Cell {
                 count: (hi - lo) as u32,
@@ -337,7 +405,7 @@ impl Lane {
                 ..Cell::default()
             };
             if hi > lo || covered {
-                let from = if covered { a } else { self.starts[lo] as f64 };
+                let from = if covered { a } else { self.start_at(lo) as f64 };
                 let to = if hi > lo {
                     self.reach_at(hi - 1) as f64
                 } else {
@@ -395,14 +463,18 @@ impl Lane {
 
     /// The latest end of the lane's events.
     pub fn last_end(&self) -> u64 {
-        match self.starts.len() {
+        match self.len() {
             0 => 0,
             n => self.reach_at(n - 1),
         }
     }
 
     pub fn first_start(&self) -> u64 {
-        self.starts.first().copied().unwrap_or(0)
+        if self.is_empty() {
+            0
+        } else {
+            self.start_at(0)
+        }
     }
 
     /// Bytes the lane's arrays take.
@@ -413,102 +485,215 @@ impl Lane {
             Ids::Transfers(v) => v.capacity() * 4,
             Ids::Memsets(v) => v.capacity() * 4,
         };
-        (self.starts.capacity() + self.ends.capacity() + self.reach.capacity()) * 8
-            + self.durations.capacity() * 4
-            + self.tags.capacity()
-            + ids
+        self.reach.capacity() * 8 + self.tags.capacity() + ids
     }
 }
 
 /// Device memory in use over time: a step function of the allocations.
+///
+/// Each step is an allocation or its free, by handle, in time order; the
+/// times and bytes are the model's. The bytes in use are kept only at the
+/// start of each block of [`BLOCK`] steps, with the block's largest value:
+/// a column reads whole blocks from there and walks the steps of the
+/// blocks it cuts.
 #[derive(Debug, Clone, Default)]
 pub struct Counter {
-    /// Each time the bytes in use changed, and the bytes from then on (in
-    /// the memory the changes were gathered in: no second copy).
-    steps: Vec<(u64, u64)>,
-    /// The largest value in each block of `BLOCK` steps.
+    /// The run the handles belong to (none for a run without allocations).
+    run: Option<Arc<Run>>,
+    shift: i128,
+    steps: Vec<AllocId>,
+    /// Bit `i`: step `i` is a free.
+    frees: Vec<u64>,
+    /// The bytes in use before each block's first step.
+    block_start: Vec<u64>,
+    /// The largest value in each block (after any of its steps).
     block_max: Vec<u64>,
     pub peak: u64,
 }
 
-const BLOCK: usize = 256;
+const BLOCK: usize = 64;
 
 impl Counter {
-    /// From the changes (time, bytes added or, negative, freed), in any order.
-    fn build(mut changes: Vec<(u64, i64)>) -> Counter {
-        changes.sort_unstable_by_key(|s| s.0);
-        let mut now: i64 = 0;
-        // The running total, in place; several changes at one time leave
-        // the last total.
-        let mut steps: Vec<(u64, u64)> = changes
-            .into_iter()
-            .map(|(t, d)| {
-                now = now.saturating_add(d).max(0);
-                (t, now as u64)
-            })
-            .collect();
-        steps.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                earlier.1 = later.1;
-            }
-            same
-        });
-        steps.shrink_to_fit();
-        let block_max: Vec<u64> = steps
-            .chunks(BLOCK)
-            .map(|b| b.iter().map(|s| s.1).max().unwrap_or(0))
-            .collect();
-        let peak = block_max.iter().copied().max().unwrap_or(0);
-        Counter {
-            steps,
-            block_max,
-            peak,
+    /// From the run's allocations and frees. Where several come at one
+    /// time the frees go first, so that no value in between exceeds the
+    /// ones before and after them.
+    fn build(run: &Arc<Run>, shift: i128) -> Counter {
+        let n = run.allocs().len();
+        if n == 0 {
+            return Counter::default();
         }
+        let mut allocs: Vec<AllocId> = Vec::with_capacity(n);
+        let mut freed: Vec<AllocId> = Vec::new();
+        for (id, a) in run.allocs() {
+            allocs.push(id);
+            if a.free_ns().is_some() {
+                freed.push(id);
+            }
+        }
+        let alloc_ns = |id: AllocId| run.alloc_span(id).0;
+        let free_ns = |id: AllocId| run.alloc_span(id).1.unwrap_or(u64::MAX);
+        if allocs.windows(2).any(|w| alloc_ns(w[0]) > alloc_ns(w[1])) {
+            allocs.sort_by_cached_key(|&id| alloc_ns(id));
+        }
+        if freed.windows(2).any(|w| free_ns(w[0]) > free_ns(w[1])) {
+            freed.sort_by_cached_key(|&id| free_ns(id));
+        }
+        let total = allocs.len() + freed.len();
+        let mut steps = Vec::with_capacity(total);
+        let mut frees = vec![0u64; total.div_ceil(64)];
+        let (mut i, mut j) = (0, 0);
+        while i < allocs.len() || j < freed.len() {
+            let free =
+                j < freed.len() && (i == allocs.len() || free_ns(freed[j]) <= alloc_ns(allocs[i]));
+            if free {
+                frees[steps.len() / 64] |= 1 << (steps.len() % 64);
+                steps.push(freed[j]);
+                j += 1;
+            } else {
+                steps.push(allocs[i]);
+                i += 1;
+            }
+        }
+        drop(allocs);
+        drop(freed);
+        let mut c = Counter {
+            run: Some(Arc::clone(run)),
+            shift,
+            steps,
+            frees,
+            block_start: Vec::new(),
+            block_max: Vec::new(),
+            peak: 0,
+        };
+        let mut now = 0;
+        for b in 0..c.steps.len().div_ceil(BLOCK) {
+            c.block_start.push(now);
+            let mut max = 0;
+            for k in b * BLOCK..((b + 1) * BLOCK).min(c.steps.len()) {
+                now = c.after(k, now);
+                max = max.max(now);
+            }
+            c.block_max.push(max);
+        }
+        c.peak = c.block_max.iter().copied().max().unwrap_or(0);
+        c
     }
 
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
 
+    fn run(&self) -> &Run {
+        // Steps exist only with the run they came from.
+        match &self.run {
+            Some(r) => r,
+            None => unreachable!("a counter with steps has its run"),
+        }
+    }
+
+    fn is_free(&self, k: usize) -> bool {
+        self.frees[k / 64] & (1 << (k % 64)) != 0
+    }
+
+    /// Step `k`'s time on the common clock.
+    fn time(&self, k: usize) -> u64 {
+        let (a, f) = self.run().alloc_span(self.steps[k]);
+        let t = if self.is_free(k) { f.unwrap_or(a) } else { a };
+        on_clock(t, self.shift)
+    }
+
+    /// The bytes in use after step `k`, from `now` before it.
+    fn after(&self, k: usize, now: u64) -> u64 {
+        let bytes = self.run().alloc_bytes(self.steps[k]);
+        if self.is_free(k) {
+            now.saturating_sub(bytes)
+        } else {
+            now.saturating_add(bytes)
+        }
+    }
+
+    /// The bytes in use after the first `k` steps.
+    fn value_after(&self, k: usize) -> u64 {
+        if k == 0 {
+            return 0;
+        }
+        let b = (k - 1) / BLOCK;
+        let mut now = self.block_start[b];
+        for s in b * BLOCK..k {
+            now = self.after(s, now);
+        }
+        now
+    }
+
+    /// The number of steps before `t` (at or before, with `inclusive`).
+    fn steps_before(&self, t: f64, inclusive: bool) -> usize {
+        let (mut lo, mut hi) = (0, self.steps.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let x = self.time(mid) as f64;
+            if x < t || (inclusive && x == t) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Bytes in use at `t`.
     pub fn at(&self, t: u64) -> u64 {
-        match self.steps.partition_point(|&(x, _)| x <= t) {
-            0 => 0,
-            i => self.steps[i - 1].1,
+        if self.is_empty() {
+            return 0;
         }
+        self.value_after(self.steps_before(t as f64, true))
     }
 
     /// The most bytes in use during each column of the window.
     pub fn columns(&self, t0: f64, per_col: f64, out: &mut [u64]) {
-        let n = self.steps.len();
-        let mut lo = self.steps.partition_point(|&(s, _)| (s as f64) < t0);
+        if self.is_empty() {
+            out.fill(0);
+            return;
+        }
+        let mut lo = self.steps_before(t0, false);
+        let mut before = self.value_after(lo);
         for (c, v) in out.iter_mut().enumerate() {
             let b = t0 + (c + 1) as f64 * per_col;
-            let hi = lo + self.steps[lo..n].partition_point(|&(s, _)| (s as f64) < b);
-            let before = if lo > 0 { self.steps[lo - 1].1 } else { 0 };
-            *v = before.max(self.max_in(lo, hi));
+            let hi = self.steps_before(b, false).max(lo);
+            let (max, last) = self.max_in(lo, hi, before);
+            *v = before.max(max);
+            before = last;
             lo = hi;
         }
     }
 
-    fn max_in(&self, lo: usize, hi: usize) -> u64 {
+    /// The largest value after steps `lo..hi` and the value after the
+    /// last of them, from `before` (the value after step `lo - 1`).
+    fn max_in(&self, lo: usize, hi: usize, before: u64) -> (u64, u64) {
         let mut m = 0;
-        let mut i = lo;
-        while i < hi {
-            if i % BLOCK == 0 && i + BLOCK <= hi {
-                m = m.max(self.block_max[i / BLOCK]);
-                i += BLOCK;
+        let mut now = before;
+        let mut k = lo;
+        while k < hi {
+            if k % BLOCK == 0 && k + BLOCK <= hi {
+                let b = k / BLOCK;
+                m = m.max(self.block_max[b]);
+                k += BLOCK;
+                now = match self.block_start.get(b + 1) {
+                    Some(&v) => v,
+                    None => self.value_after(k),
+                };
             } else {
-                m = m.max(self.steps[i].1);
-                i += 1;
+                now = self.after(k, now);
+                m = m.max(now);
+                k += 1;
             }
         }
-        m
+        (m, now)
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.steps.capacity() * 16 + self.block_max.capacity() * 8
+        self.steps.capacity() * 4
+            + self.frees.capacity() * 8
+            + (self.block_start.capacity() + self.block_max.capacity()) * 8
     }
 }
 
@@ -529,7 +714,7 @@ pub struct RunLanes {
 }
 
 impl RunLanes {
-    pub fn build(run: &Run, shift: i128) -> RunLanes {
+    pub fn build(run: &Arc<Run>, shift: i128) -> RunLanes {
         // The host threads' lanes on one core, the device's on the other.
         let (mut lanes, mut device) = std::thread::scope(|scope| {
             let threads = scope.spawn(|| Self::thread_lanes(run, shift));
@@ -540,28 +725,18 @@ impl RunLanes {
             }
         });
         lanes.append(&mut device);
-        let at = |t: u64| on_clock(t, shift);
-        let mut steps: Vec<(u64, i64)> = Vec::with_capacity(run.allocs().len() * 2);
-        for (_, a) in run.allocs() {
-            let bytes = a.bytes.min(i64::MAX as u64) as i64;
-            steps.push((at(a.alloc_ns), bytes));
-            if let Some(f) = a.free_ns() {
-                steps.push((at(f), -bytes));
-            }
-        }
-        RunLanes {
-            lanes,
-            memory: Counter::build(steps),
-        }
+        let memory = Counter::build(run, shift);
+        RunLanes { lanes, memory }
     }
 
     /// Per host thread, the constructs by nesting depth.
-    fn thread_lanes(run: &Run, shift: i128) -> Vec<Lane> {
-        let at = |t: u64| on_clock(t, shift);
+    fn thread_lanes(run: &Arc<Run>, shift: i128) -> Vec<Lane> {
         let mut lanes: Vec<Lane> = Vec::new();
+        // Each construct's depth beside its handle (the handles come in
+        // order, and a parent before its children).
         let mut depth: Vec<u8> = Vec::with_capacity(run.constructs().len());
-        let mut threads: Vec<(u32, [Option<usize>; MAX_DEPTH as usize])> = Vec::new();
         let mut ids_of: Vec<ConstructId> = Vec::with_capacity(run.constructs().len());
+        let mut threads: Vec<(u32, [Option<usize>; MAX_DEPTH as usize])> = Vec::new();
         for (id, c) in run.constructs() {
             ids_of.push(id);
             let d = match c.parent {
@@ -594,6 +769,8 @@ impl RunLanes {
                             depth: row as u8,
                         },
                         label,
+                        run,
+                        shift,
                         Ids::Constructs(Vec::new()),
                     ));
                     threads[t].1[row] = Some(lanes.len() - 1);
@@ -601,11 +778,10 @@ impl RunLanes {
                 }
             };
             let l = &mut lanes[lane];
-            let end = c.end_ns().unwrap_or(run.span_ns.1);
-            l.push(at(c.start_ns), at(end), Tag::of_construct(c.class, c.kind));
             if let Ids::Constructs(v) = &mut l.ids {
                 v.push(id);
             }
+            l.push_tag(Tag::of_construct(c.class, c.kind));
         }
         drop(ids_of);
         drop(depth);
@@ -622,8 +798,7 @@ impl RunLanes {
     }
 
     /// The device queues, the copies and the memsets.
-    fn device_lanes(run: &Run, shift: i128) -> Vec<Lane> {
-        let at = |t: u64| on_clock(t, shift);
+    fn device_lanes(run: &Arc<Run>, shift: i128) -> Vec<Lane> {
         let mut lanes: Vec<Lane> = Vec::new();
         // Device queues.
         let mut streams: Vec<Lane> = Vec::new();
@@ -648,16 +823,18 @@ impl RunLanes {
                             stream: k.stream,
                         },
                         label,
+                        run,
+                        shift,
                         Ids::Kernels(Vec::new()),
                     ));
                     streams.len() - 1
                 }
             };
             let l = &mut streams[i];
-            l.push(at(k.start_ns), at(k.end_ns), Tag::Kernel);
             if let Ids::Kernels(v) = &mut l.ids {
                 v.push(id);
             }
+            l.push_tag(Tag::Kernel);
         }
         streams.sort_by_key(|l| match l.kind {
             LaneKind::Stream { device, stream } => (device, stream),
@@ -669,11 +846,15 @@ impl RunLanes {
         let mut up = Lane::new(
             LaneKind::Upload,
             "host->device".into(),
+            run,
+            shift,
             Ids::Transfers(Vec::new()),
         );
         let mut down = Lane::new(
             LaneKind::Download,
             "device->host".into(),
+            run,
+            shift,
             Ids::Transfers(Vec::new()),
         );
         for (id, x) in run.transfers() {
@@ -682,21 +863,27 @@ impl RunLanes {
                 CopyKind::DeviceToHost => (&mut down, Tag::Download),
                 _ => continue,
             };
-            l.push(at(x.start_ns), at(x.end_ns), tag);
             if let Ids::Transfers(v) = &mut l.ids {
                 v.push(id);
             }
+            l.push_tag(tag);
         }
         // A run that moved nothing (host fallback) shows no copy lanes.
         lanes.extend([up, down].into_iter().filter(|l| !l.is_empty()));
 
         if !run.memsets().is_empty() {
-            let mut m = Lane::new(LaneKind::Memset, "memsets".into(), Ids::Memsets(Vec::new()));
-            for (id, s) in run.memsets() {
-                m.push(at(s.start_ns), at(s.end_ns), Tag::Memset);
+            let mut m = Lane::new(
+                LaneKind::Memset,
+                "memsets".into(),
+                run,
+                shift,
+                Ids::Memsets(Vec::new()),
+            );
+            for (id, _) in run.memsets() {
                 if let Ids::Memsets(v) = &mut m.ids {
                     v.push(id);
                 }
+                m.push_tag(Tag::Memset);
             }
             lanes.push(m);
         }
@@ -716,13 +903,23 @@ impl RunLanes {
 mod tests {
     use super::*;
 
+    use accprof_analyzer::testkit::runs::RunBuilder;
+    use accprof_analyzer::ConstructClass;
+    use accprof_trace::HashMode;
+
+    /// The lane of a host thread whose top-level constructs ran at `spans`
+    /// (start, end), in that order.
     fn lane(spans: &[(u64, u64)]) -> Lane {
-        let mut l = Lane::new(LaneKind::Upload, "x".into(), Ids::Transfers(Vec::new()));
+        let mut b = RunBuilder::new(HashMode::Off);
+        let site = b.site("a.c", 10);
         for &(s, e) in spans {
-            l.push(s, e, Tag::Upload);
+            let id = b.open(ConstructClass::Compute, site, None);
+            b.set_span(id, s, Some(e));
         }
-        l.seal();
-        l
+        let run = Arc::new(b.build());
+        let mut lanes = RunLanes::thread_lanes(&run, 0);
+        assert_eq!(lanes.len(), 1);
+        lanes.remove(0)
     }
 
     #[test]
@@ -743,19 +940,65 @@ mod tests {
     }
 
     #[test]
-    fn lanes_keep_what_they_need_and_read_the_same() {
-        // Short, non-overlapping events: durations only, no reach.
+    fn lanes_keep_handles_and_read_times_from_the_model() {
+        // Non-overlapping events: a handle each, no reach, one kind.
         let l = lane(&[(0, 10), (20, 30)]);
-        assert!(l.reach.is_empty() && l.ends.is_empty());
-        assert_eq!((l.end(0), l.end(1), l.last_end()), (10, 30, 30));
-        // An event of 5 s: the ends are kept whole.
+        assert!(l.reach.is_empty() && l.tags.is_empty());
+        assert_eq!(l.heap_bytes(), 2 * 4);
+        assert_eq!(
+            (l.start(1), l.end(0), l.end(1), l.last_end()),
+            (20, 10, 30, 30)
+        );
+        // An event of 5 s with a short one inside: the reach is kept.
         let long = 5_000_000_000;
         let l = lane(&[(0, long), (10, 20)]);
-        assert!(l.durations.is_empty() && !l.reach.is_empty());
+        assert!(!l.reach.is_empty());
         assert_eq!((l.end(0), l.end(1), l.last_end()), (long, 20, long));
         let mut cells = [Cell::default(); 2];
         l.cells(1e9, 1e9, &mut cells);
         assert!(cells[0].covered && cells[1].covered);
+        assert_eq!(cells[0].first, 0);
+    }
+
+    #[test]
+    fn a_lane_keeps_kinds_only_once_it_has_two() {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let site = b.site("a.c", 10);
+        let c = b.open(ConstructClass::Compute, site, None);
+        b.close(c);
+        let u = b.open(ConstructClass::Update, site, None);
+        b.close(u);
+        let run = Arc::new(b.build());
+        let l = RunLanes::thread_lanes(&run, 0).remove(0);
+        assert_eq!((l.tag(0), l.tag(1)), (Tag::Compute, Tag::Update));
+        assert_eq!(l.tags.len(), 2);
+        let one = lane(&[(0, 1), (2, 3), (4, 5)]);
+        assert!(one.tags.is_empty());
+        assert_eq!(one.tag(2), Tag::Compute);
+    }
+
+    #[test]
+    fn columns_find_their_events_in_long_lanes() {
+        // 10,000 events of 1 ns every 10 ns: any window counts exactly
+        // the events starting in each column, with the galloping search.
+        let spans: Vec<(u64, u64)> = (0..10_000u64).map(|i| (i * 10, i * 10 + 1)).collect();
+        let l = lane(&spans);
+        for (t0, per_col) in [(0.0, 1000.0), (12_345.0, 7.0), (99_000.0, 50.0)] {
+            let mut cells = [Cell::default(); 40];
+            l.cells(t0, per_col, &mut cells);
+            for (c, cell) in cells.iter().enumerate() {
+                let a = t0 + c as f64 * per_col;
+                let b = a + per_col;
+                let want = spans
+                    .iter()
+                    .filter(|&&(s, _)| (s as f64) >= a && (s as f64) < b)
+                    .count();
+                assert_eq!(cell.count as usize, want, "column {c} of {t0}+{per_col}");
+            }
+        }
+        assert_eq!(l.first_at_or_after(55), 6);
+        assert_eq!(l.first_at_or_after(0), 0);
+        assert_eq!(l.first_at_or_after(200_000), 10_000);
     }
 
     #[test]
@@ -763,6 +1006,12 @@ mod tests {
         let l = lane(&[(30, 40), (10, 20)]);
         assert_eq!((l.start(0), l.start(1)), (10, 30));
         assert_eq!(l.last_end(), 40);
+        // The handle of the event at position 0 is the second one made.
+        let Item::Construct(second) = l.item(0) else {
+            panic!("a construct lane");
+        };
+        assert_eq!(l.find(Item::Construct(second)), Some(0));
+        assert_eq!(l.run.construct_span(second), (10, Some(20)));
     }
 
     #[test]
@@ -773,22 +1022,46 @@ mod tests {
         assert_eq!(l.at_or_near(99), Some(2));
     }
 
+    /// A counter of allocations (time, bytes, free time).
+    fn counter(allocs: &[(u64, u64, Option<u64>)]) -> Counter {
+        let mut b = RunBuilder::new(HashMode::Off);
+        let site = b.site("a.c", 10);
+        let c = b.open(ConstructClass::EnterData, site, None);
+        for &(t, bytes, free) in allocs {
+            let id = b.alloc(c, bytes);
+            b.set_alloc_span(id, t, free);
+        }
+        Counter::build(&Arc::new(b.build()), 0)
+    }
+
     #[test]
     fn memory_in_use_peaks_per_column() {
-        let c = Counter::build(vec![(10, 100), (20, 50), (30, -100), (60, -50)]);
+        let c = counter(&[(10, 100, Some(30)), (20, 50, Some(60))]);
         assert_eq!(c.peak, 150);
         assert_eq!(c.at(25), 150);
         assert_eq!(c.at(35), 50);
+        assert_eq!(c.at(60), 0);
         let mut cols = [0u64; 7];
         c.columns(0.0, 10.0, &mut cols);
         assert_eq!(cols, [0, 100, 150, 150, 50, 50, 50]);
-        let mut many = Vec::new();
-        for i in 0..2000u64 {
-            many.push((i * 2, 1));
-        }
-        let c = Counter::build(many);
+        // Several blocks of steps, read whole and walked.
+        let many: Vec<(u64, u64, Option<u64>)> = (0..2000u64).map(|i| (i * 2, 1, None)).collect();
+        let c = counter(&many);
         let mut cols = [0u64; 2];
         c.columns(0.0, 2000.0, &mut cols);
         assert_eq!(cols, [1000, 2000]);
+        let mut cols = [0u64; 3];
+        c.columns(101.0, 333.0, &mut cols);
+        assert_eq!(cols, [51 + 166, 51 + 333, 51 + 499]);
+        assert_eq!(c.at(1001), 501);
+    }
+
+    #[test]
+    fn a_free_and_an_allocation_at_one_instant_do_not_add_up() {
+        let c = counter(&[(10, 100, Some(20)), (20, 100, Some(40))]);
+        assert_eq!(c.peak, 100);
+        let mut cols = [0u64; 1];
+        c.columns(15.0, 10.0, &mut cols);
+        assert_eq!(cols, [100]);
     }
 }

@@ -261,6 +261,20 @@ impl RunBuilder {
         &mut self.constructs[id.index()]
     }
 
+    /// Puts a construct at `start_ns..end_ns` (`None`: its end never came).
+    pub fn set_span(&mut self, id: ConstructId, start_ns: u64, end_ns: Option<u64>) {
+        let c = self.construct_mut(id);
+        c.start_ns = start_ns;
+        c.set_end_ns(end_ns);
+    }
+
+    /// Puts an allocation at `alloc_ns` and its free at `free_ns`.
+    pub fn set_alloc_span(&mut self, id: AllocId, alloc_ns: u64, free_ns: Option<u64>) {
+        let a = self.alloc_mut(id);
+        a.alloc_ns = alloc_ns;
+        a.set_free_ns(free_ns);
+    }
+
     pub fn kernel_mut(&mut self, id: KernelId) -> &mut Kernel {
         &mut self.kernels[id.index()]
     }
