@@ -117,6 +117,19 @@ pub struct Lane {
     /// The events came out of start order and were sorted: the handles
     /// are not in order.
     reordered: bool,
+    building: Building,
+}
+
+/// What [`Lane::seal`] needs to know of the events pushed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Building {
+    last_start: u64,
+    /// The latest end so far.
+    reach: u64,
+    /// An event started before the one pushed before it.
+    unsorted: bool,
+    /// An event ended before an earlier one.
+    overlap: bool,
 }
 
 /// What one screen column of a lane shows.
@@ -159,6 +172,7 @@ impl Lane {
             tag: Tag::Compute,
             reach: Vec::new(),
             reordered: false,
+            building: Building::default(),
         }
     }
 
@@ -266,19 +280,32 @@ impl Lane {
         at.map(|p| p as u32)
     }
 
-    /// Adds an event (its handle goes in `ids` beside this call): only its
-    /// kind is kept here, and only once the lane has two kinds.
-    fn push_tag(&mut self, tag: Tag) {
+    /// Adds an event that runs `start..end` on the common clock: its
+    /// handle, and its kind only once the lane has two kinds.
+    fn push(&mut self, item: Item, start: u64, end: u64, tag: Tag) {
         let n = self.len();
+        match (&mut self.ids, item) {
+            (Ids::Constructs(v), Item::Construct(c)) => v.push(c),
+            (Ids::Kernels(v), Item::Kernel(k)) => v.push(k),
+            (Ids::Transfers(v), Item::Transfer(t)) => v.push(t),
+            (Ids::Memsets(v), Item::Memset(m)) => v.push(m),
+            // Each lane is made for one kind of handle.
+            _ => return,
+        }
+        let b = &mut self.building;
+        b.unsorted |= start < b.last_start;
+        b.overlap |= end < b.reach;
+        b.last_start = start;
+        b.reach = b.reach.max(end);
         if self.tags.is_empty() {
-            if n <= 1 {
+            if n == 0 {
                 self.tag = tag;
                 return;
             }
             if tag == self.tag {
                 return;
             }
-            self.tags = vec![self.tag; n - 1];
+            self.tags = vec![self.tag; n];
         }
         self.tags.push(tag);
     }
@@ -288,7 +315,11 @@ impl Lane {
     /// overlap.
     fn seal(&mut self) {
         let n = self.len();
-        if (1..n).any(|i| self.start_at(i - 1) > self.start_at(i)) {
+        let Building {
+            unsorted, overlap, ..
+        } = std::mem::take(&mut self.building);
+        let mut overlap = overlap;
+        if unsorted {
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_by_key(|&i| self.start_at(i as usize));
             fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
@@ -305,14 +336,14 @@ impl Lane {
             }
             // The handles are no longer in order: `find` scans.
             self.reordered = true;
+            let mut r = 0;
+            overlap = (0..n).any(|i| {
+                let e = self.end_at(i);
+                let earlier = e < r;
+                r = r.max(e);
+                earlier
+            });
         }
-        let mut r = 0;
-        let overlap = (0..n).any(|i| {
-            let e = self.end_at(i);
-            let earlier = e < r;
-            r = r.max(e);
-            earlier
-        });
         self.reach = Vec::new();
         if overlap {
             let mut r = 0;
@@ -524,18 +555,24 @@ impl Counter {
         }
         let mut allocs: Vec<AllocId> = Vec::with_capacity(n);
         let mut freed: Vec<AllocId> = Vec::new();
+        let (mut last_alloc, mut last_free) = (0, 0);
+        let (mut allocs_sorted, mut frees_sorted) = (true, true);
         for (id, a) in run.allocs() {
             allocs.push(id);
-            if a.free_ns().is_some() {
+            allocs_sorted &= a.alloc_ns >= last_alloc;
+            last_alloc = a.alloc_ns;
+            if let Some(f) = a.free_ns() {
                 freed.push(id);
+                frees_sorted &= f >= last_free;
+                last_free = f;
             }
         }
         let alloc_ns = |id: AllocId| run.alloc_span(id).0;
         let free_ns = |id: AllocId| run.alloc_span(id).1.unwrap_or(u64::MAX);
-        if allocs.windows(2).any(|w| alloc_ns(w[0]) > alloc_ns(w[1])) {
+        if !allocs_sorted {
             allocs.sort_by_cached_key(|&id| alloc_ns(id));
         }
-        if freed.windows(2).any(|w| free_ns(w[0]) > free_ns(w[1])) {
+        if !frees_sorted {
             freed.sort_by_cached_key(|&id| free_ns(id));
         }
         let total = allocs.len() + freed.len();
@@ -741,7 +778,12 @@ impl RunLanes {
             ids_of.push(id);
             let d = match c.parent {
                 Some(p) => {
-                    let at = ids_of.binary_search(&p).ok();
+                    // Most often one of the latest; else searched for.
+                    let n = ids_of.len();
+                    let at = (n.saturating_sub(4)..n)
+                        .rev()
+                        .find(|&i| ids_of[i] == p)
+                        .or_else(|| ids_of.binary_search(&p).ok());
                     at.map_or(0, |i| depth[i].saturating_add(1))
                 }
                 None => 0,
@@ -777,11 +819,10 @@ impl RunLanes {
                     lanes.len() - 1
                 }
             };
-            let l = &mut lanes[lane];
-            if let Ids::Constructs(v) = &mut l.ids {
-                v.push(id);
-            }
-            l.push_tag(Tag::of_construct(c.class, c.kind));
+            let start = on_clock(c.start_ns, shift);
+            let end = on_clock(c.end_ns().unwrap_or(run.span_ns.1), shift).max(start);
+            let tag = Tag::of_construct(c.class, c.kind);
+            lanes[lane].push(Item::Construct(id), start, end, tag);
         }
         drop(ids_of);
         drop(depth);
@@ -830,11 +871,9 @@ impl RunLanes {
                     streams.len() - 1
                 }
             };
-            let l = &mut streams[i];
-            if let Ids::Kernels(v) = &mut l.ids {
-                v.push(id);
-            }
-            l.push_tag(Tag::Kernel);
+            let start = on_clock(k.start_ns, shift);
+            let end = on_clock(k.end_ns, shift).max(start);
+            streams[i].push(Item::Kernel(id), start, end, Tag::Kernel);
         }
         streams.sort_by_key(|l| match l.kind {
             LaneKind::Stream { device, stream } => (device, stream),
@@ -863,10 +902,9 @@ impl RunLanes {
                 CopyKind::DeviceToHost => (&mut down, Tag::Download),
                 _ => continue,
             };
-            if let Ids::Transfers(v) = &mut l.ids {
-                v.push(id);
-            }
-            l.push_tag(tag);
+            let start = on_clock(x.start_ns, shift);
+            let end = on_clock(x.end_ns, shift).max(start);
+            l.push(Item::Transfer(id), start, end, tag);
         }
         // A run that moved nothing (host fallback) shows no copy lanes.
         lanes.extend([up, down].into_iter().filter(|l| !l.is_empty()));
@@ -879,11 +917,10 @@ impl RunLanes {
                 shift,
                 Ids::Memsets(Vec::new()),
             );
-            for (id, _) in run.memsets() {
-                if let Ids::Memsets(v) = &mut m.ids {
-                    v.push(id);
-                }
-                m.push_tag(Tag::Memset);
+            for (id, x) in run.memsets() {
+                let start = on_clock(x.start_ns, shift);
+                let end = on_clock(x.end_ns, shift).max(start);
+                m.push(Item::Memset(id), start, end, Tag::Memset);
             }
             lanes.push(m);
         }
