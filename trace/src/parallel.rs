@@ -266,10 +266,19 @@ fn read_blocks<R: Read>(
 
 /// Decodes a job's block into `records`, overwriting the records of an
 /// earlier block in place; gives back the payload, to be filled again.
-fn decode_job(job: Job, mut records: Vec<Record>) -> (Decoded, Vec<u8>) {
-    let mut len = 0;
+fn decode_job(job: Job, records: Vec<Record>) -> (Decoded, Vec<u8>) {
+    decode_job_after(job, records, 0, 0)
+}
+
+/// [`decode_job`] after the first `len` records of `records`, which stay
+/// (with `skipped_unknown` records of unknown kinds skipped before).
+fn decode_job_after(
+    job: Job,
+    mut records: Vec<Record>,
+    mut len: usize,
+    mut skipped_unknown: u64,
+) -> (Decoded, Vec<u8>) {
     let mut losses = job.losses;
-    let mut skipped_unknown = 0;
     let mut pos = 0;
     let mut state = DeltaState::default();
     loop {
@@ -328,6 +337,7 @@ fn read_and_decode<R: Read>(
 ) {
     let mut losses_sent = 0;
     let mut spare = Vec::new();
+    let mut pending: Option<Decoded> = None;
     loop {
         reader.load_block();
         let (payload, offset) = reader.take_block(std::mem::take(&mut spare));
@@ -346,13 +356,39 @@ fn read_and_decode<R: Read>(
             losses,
             last,
         };
-        let (decoded, payload) = decode_job(job, empties.try_recv().unwrap_or_default());
+        let (decoded, payload) = match pending.take() {
+            Some(d) => {
+                let Decoded {
+                    records,
+                    len,
+                    losses: before,
+                    skipped_unknown,
+                    ..
+                } = d;
+                let (mut d, payload) = decode_job_after(job, records, len, skipped_unknown);
+                let mut losses = before;
+                losses.append(&mut d.losses);
+                d.losses = losses;
+                (d, payload)
+            }
+            None => decode_job(job, empties.try_recv().unwrap_or_default()),
+        };
         spare = payload;
+        // Several blocks go together, so that handing them over (and
+        // waking the consumer) costs less per record.
+        if decoded.len < BATCH && !decoded.last {
+            pending = Some(decoded);
+            continue;
+        }
         if results.send(decoded).is_err() || last {
             return;
         }
     }
 }
+
+/// Records a single worker hands over at once, at least (unless the input
+/// ends).
+const BATCH: usize = 16 * 1024;
 
 impl ParallelReader {
     /// The process header.
