@@ -1167,7 +1167,7 @@ impl<S: Sink> Join<S> {
             }
             return;
         }
-        match (ev.kind, ev.detail) {
+        match (ev.kind, &ev.detail) {
             (AccEventKind::EnqueueLaunchStart, AccDetail::Launch(l)) => {
                 if let Some(id) = self.by_region.get(&ev.region.0).copied() {
                     let name = self.name(l.kernel_name);
