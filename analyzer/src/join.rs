@@ -960,6 +960,7 @@ impl<S: Sink> Join<S> {
         self.next_construct = self.next_construct.saturating_add(1);
         let (top, top_class, top_line) = match c.parent.and_then(|p| self.live.get(&p)) {
             Some(p) => {
+                c.depth = p.c.depth.saturating_add(1);
                 let top = p.top;
                 match self.live.get(&top) {
                     Some(t) => (top, t.c.class, Some(t.c.line_site)),

@@ -160,6 +160,9 @@ pub struct Construct {
     /// [`Construct::end_ns`]; `u64::MAX` for none.
     end_ns: u64,
     pub parent: Option<ConstructId>,
+    /// How many constructs it runs in (0 at top level; 255 and deeper
+    /// read 255).
+    pub depth: u8,
     /// [`Construct::async_queue`]; `i32::MIN` for none.
     async_queue: i32,
     /// [`Construct::device`]; `u32::MAX` for none.
@@ -193,6 +196,7 @@ impl Construct {
             start_ns,
             end_ns: u64::MAX,
             parent,
+            depth: 0,
             async_queue: i32::MIN,
             device: u32::MAX,
             device_type: u8::MAX,
@@ -672,6 +676,7 @@ pub(crate) struct ConstructShape {
     implicit: bool,
     cut: bool,
     device_type: u8,
+    depth: u8,
     thread: u32,
     async_queue: i32,
     device: u32,
@@ -782,6 +787,7 @@ impl Tables {
             implicit: c.implicit,
             cut: c.cut,
             device_type: c.device_type,
+            depth: c.depth,
             thread: c.thread,
             async_queue: c.async_queue,
             device: c.device,
@@ -806,6 +812,7 @@ impl Tables {
             start_ns: r.start_ns,
             end_ns: r.end_ns,
             parent: r.parent,
+            depth: s.depth,
             async_queue: s.async_queue,
             device: s.device,
             device_type: s.device_type,
@@ -1453,6 +1460,10 @@ impl Run {
         let mut cs = constructs.to_vec();
         let mut line_sites = LineSites::default();
         for i in 0..cs.len() {
+            cs[i].depth = match cs[i].parent {
+                Some(p) if p.index() < i => cs[p.index()].depth.saturating_add(1),
+                _ => 0,
+            };
             let top_line = cs[i].parent.map(|_| {
                 let mut top = i;
                 while let Some(p) = cs[top].parent {

@@ -243,3 +243,25 @@ fn the_streamed_summary_is_the_summary_of_the_model() {
     }
     assert!(in_flight > 0, "no fixture died inside a construct");
 }
+
+#[test]
+fn a_construct_runs_one_level_deeper_than_its_parent() {
+    let mut nested = 0;
+    for gpu in ["h200", "h100"] {
+        for (name, run) in fixtures(gpu) {
+            for (id, c) in run.constructs() {
+                match c.parent {
+                    Some(p) => {
+                        assert!(p < id, "{name}: {id:?} starts before its parent");
+                        let parent = run.construct(p);
+                        assert_eq!(c.depth, parent.depth + 1, "{name}: {id:?}");
+                        nested += 1;
+                    }
+                    None => assert_eq!(c.depth, 0, "{name}: {id:?}"),
+                }
+            }
+        }
+    }
+    // GCC's compute constructs hold their implicit enter and exit data.
+    assert!(nested > 100, "only {nested} nested constructs");
+}

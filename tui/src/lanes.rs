@@ -769,26 +769,9 @@ impl RunLanes {
     /// Per host thread, the constructs by nesting depth.
     fn thread_lanes(run: &Arc<Run>, shift: i128) -> Vec<Lane> {
         let mut lanes: Vec<Lane> = Vec::new();
-        // Each construct's depth beside its handle (the handles come in
-        // order, and a parent before its children).
-        let mut depth: Vec<u8> = Vec::with_capacity(run.constructs().len());
-        let mut ids_of: Vec<ConstructId> = Vec::with_capacity(run.constructs().len());
         let mut threads: Vec<(u32, [Option<usize>; MAX_DEPTH as usize])> = Vec::new();
         for (id, c) in run.constructs() {
-            ids_of.push(id);
-            let d = match c.parent {
-                Some(p) => {
-                    // Most often one of the latest; else searched for.
-                    let n = ids_of.len();
-                    let at = (n.saturating_sub(4)..n)
-                        .rev()
-                        .find(|&i| ids_of[i] == p)
-                        .or_else(|| ids_of.binary_search(&p).ok());
-                    at.map_or(0, |i| depth[i].saturating_add(1))
-                }
-                None => 0,
-            };
-            depth.push(d);
+            let d = c.depth;
             let row = d.min(MAX_DEPTH - 1) as usize;
             let t = match threads.iter().position(|(t, _)| *t == c.thread) {
                 Some(i) => i,
@@ -824,8 +807,6 @@ impl RunLanes {
             let tag = Tag::of_construct(c.class, c.kind);
             lanes[lane].push(Item::Construct(id), start, end, tag);
         }
-        drop(ids_of);
-        drop(depth);
         // Threads in number order, each thread's rows by depth.
         lanes.sort_by_key(|l| match l.kind {
             LaneKind::Thread { thread, depth } => (thread, depth),
