@@ -1182,6 +1182,27 @@ impl<I: Copy> ByConstruct<I> {
         id: fn(usize) -> I,
         owner: impl Fn(&T) -> Option<ConstructId>,
     ) -> Self {
+        // Entities in their owners' order (the usual case): the index is
+        // made in one pass, with no pairs to sort.
+        let mut count = 0;
+        let mut last = None;
+        let in_order = entities.iter().filter_map(&owner).all(|c| {
+            count += 1;
+            let ok = last.map_or(true, |l| l <= c);
+            last = Some(c);
+            ok
+        });
+        if in_order {
+            let mut ids = Vec::with_capacity(count);
+            let mut owners = Vec::with_capacity(count);
+            for (i, x) in entities.iter().enumerate() {
+                if let Some(c) = owner(x) {
+                    ids.push(id(i));
+                    owners.push(c);
+                }
+            }
+            return ByConstruct { ids, owners };
+        }
         let mut owned: Vec<(ConstructId, u32)> = entities
             .iter()
             .enumerate()
@@ -1480,12 +1501,40 @@ impl Run {
 
     /// The construct -> entity indices.
     fn derive_indices(&mut self) {
+        // The transfers' and allocations' indices on a second core while
+        // this one makes the others.
+        let (t, a) = (&self.tables.transfers, &self.tables.allocs);
+        let others = || {
+            (
+                ByConstruct::new(t, TransferId::at, |t| t.construct),
+                ByConstruct::new(a, AllocId::at, |a| a.construct),
+            )
+        };
+        let big = t.len() + a.len() >= 1 << 16;
+        let (kernels, memsets, launches, (transfers, allocs)) = std::thread::scope(|s| {
+            let spawned = match big {
+                true => std::thread::Builder::new().spawn_scoped(s, others).ok(),
+                false => None,
+            };
+            let kernels = ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct);
+            let memsets = ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct);
+            let launches = ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct));
+            let rest = match spawned {
+                Some(h) => match h.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                // A small run, or no second thread: made here.
+                None => others(),
+            };
+            (kernels, memsets, launches, rest)
+        });
         self.related = Related {
-            kernels: ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct),
-            transfers: ByConstruct::new(&self.tables.transfers, TransferId::at, |t| t.construct),
-            allocs: ByConstruct::new(&self.tables.allocs, AllocId::at, |a| a.construct),
-            memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
-            launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
+            kernels,
+            transfers,
+            allocs,
+            memsets,
+            launches,
         };
     }
 
@@ -2345,6 +2394,23 @@ mod tests {
             }
         }
         assert_eq!(lower_bound(&[], ConstructId::at(3), 0), 0);
+    }
+
+    #[test]
+    fn an_index_by_construct_reads_the_same_in_order_or_not() {
+        let c = ConstructId::at;
+        // (owner) per entity, some without one.
+        let sorted = [Some(c(0)), None, Some(c(0)), Some(c(2)), Some(c(5)), None];
+        let mixed = [Some(c(5)), None, Some(c(0)), Some(c(2)), Some(c(0)), None];
+        for owners in [&sorted[..], &mixed[..]] {
+            let by = ByConstruct::new(owners, |i| i as u32, |o| *o);
+            for k in 0..7 {
+                let want: Vec<u32> = (0..owners.len() as u32)
+                    .filter(|&i| owners[i as usize] == Some(c(k)))
+                    .collect();
+                assert_eq!(by.of(c(k)), &want[..], "{owners:?} construct {k}");
+            }
+        }
     }
 
     /// The model's entries stay compact (a launch-storm trace holds about
