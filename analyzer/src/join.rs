@@ -118,9 +118,11 @@ pub trait Sink {
     fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>);
     fn transfer(&mut self, t: Transfer, order: Order, at: Option<&At>);
     fn memset(&mut self, m: Memset, order: Order, at: Option<&At>);
-    /// Allocations come when freed (or at the end), with their handle in
-    /// allocation order.
+    /// An allocation as it is made, with its handle in allocation order
+    /// ([`Sink::freed`] follows when its free comes).
     fn alloc(&mut self, _id: AllocId, _a: DeviceAlloc) {}
+    /// The allocation `id` was freed at `free_ns`.
+    fn freed(&mut self, _id: AllocId, _free_ns: u64) {}
     fn hash(&mut self, _h: &BufferHash) {}
     fn finish(self, info: RunInfo) -> Self::Output;
 }
@@ -346,8 +348,8 @@ impl LiveMap {
 /// those before it (rarely any: a pointer is normally freed before it is
 /// handed out again).
 struct Unfreed {
-    latest: (AllocId, DeviceAlloc),
-    earlier: Vec<(AllocId, DeviceAlloc)>,
+    latest: AllocId,
+    earlier: Vec<AllocId>,
 }
 
 /// What a CUPTI correlation id tells: the construct of the driver call,
@@ -1203,22 +1205,22 @@ impl<S: Sink> Join<S> {
                 let id = AllocId::at(self.next_alloc as usize);
                 self.next_alloc = self.next_alloc.saturating_add(1);
                 let a = DeviceAlloc::new(construct, bytes, d.device_ptr, variable, ev.time_ns);
-                match d.device_ptr {
-                    Some(p) => match self.unfreed.entry(p) {
+                self.sink.alloc(id, a);
+                // Without a device pointer nothing can free it.
+                if let Some(p) = d.device_ptr {
+                    match self.unfreed.entry(p) {
                         std::collections::hash_map::Entry::Occupied(mut e) => {
                             let u = e.get_mut();
-                            let earlier = std::mem::replace(&mut u.latest, (id, a));
+                            let earlier = std::mem::replace(&mut u.latest, id);
                             u.earlier.push(earlier);
                         }
                         std::collections::hash_map::Entry::Vacant(e) => {
                             e.insert(Unfreed {
-                                latest: (id, a),
+                                latest: id,
                                 earlier: Vec::new(),
                             });
                         }
-                    },
-                    // Nothing can free it: final now.
-                    None => self.sink.alloc(id, a),
+                    }
                 }
             }
             (AccEventKind::Free, AccDetail::Data(d)) => {
@@ -1230,9 +1232,8 @@ impl<S: Sink> Join<S> {
                         },
                         None => None,
                     };
-                    if let Some((id, mut a)) = freed {
-                        a.set_free_ns(Some(ev.time_ns));
-                        self.sink.alloc(id, a);
+                    if let Some(id) = freed {
+                        self.sink.freed(id, ev.time_ns);
                     }
                 }
             }
@@ -1325,14 +1326,6 @@ impl<S: Sink> Join<S> {
             for &c in stack.iter().rev() {
                 self.finalize(c, true);
             }
-        }
-        let mut unfreed: Vec<(AllocId, DeviceAlloc)> = std::mem::take(&mut self.unfreed)
-            .into_values()
-            .flat_map(|u| u.earlier.into_iter().chain([u.latest]))
-            .collect();
-        unfreed.sort_by_key(|&(id, _)| id);
-        for (id, a) in unfreed {
-            self.sink.alloc(id, a);
         }
         let mut dropped: Vec<_> = self.dropped.into_iter().collect();
         dropped.sort_by_key(|(s, _)| format!("{s:?}"));

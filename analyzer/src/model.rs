@@ -586,6 +586,7 @@ impl DeviceAlloc {
         (self.free_ns != u64::MAX).then_some(self.free_ns)
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn set_free_ns(&mut self, t: Option<u64>) {
         self.free_ns = t.unwrap_or(u64::MAX);
     }
@@ -1822,6 +1823,12 @@ impl Sink for RunSink {
     fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
         let row = self.tables.alloc_row(&a);
         place(&mut self.tables.allocs, id.index(), row);
+    }
+
+    fn freed(&mut self, id: AllocId, free_ns: u64) {
+        if let Some(r) = self.tables.allocs.get_mut(id.index()) {
+            r.free_ns = free_ns;
+        }
     }
 
     fn hash(&mut self, h: &BufferHash) {
