@@ -215,8 +215,7 @@ impl Lane {
                 (m.start_ns, m.end_ns)
             }
         };
-        let s = on_clock(s, self.shift);
-        (s, on_clock(e, self.shift).max(s))
+        span_on_clock(s, e, self.shift)
     }
 
     #[inline]
@@ -739,6 +738,13 @@ pub fn on_clock(t: u64, shift: i128) -> u64 {
     (i128::from(t) + shift).clamp(0, i128::from(u64::MAX)) as u64
 }
 
+/// An event's start and end on the common clock; it ends no earlier than
+/// it starts.
+fn span_on_clock(start: u64, end: u64, shift: i128) -> (u64, u64) {
+    let s = on_clock(start, shift);
+    (s, on_clock(end, shift).max(s))
+}
+
 /// The most rows a host thread's nested constructs take.
 pub const MAX_DEPTH: u8 = 3;
 
@@ -802,8 +808,8 @@ impl RunLanes {
                     lanes.len() - 1
                 }
             };
-            let start = on_clock(c.start_ns, shift);
-            let end = on_clock(c.end_ns().unwrap_or(run.span_ns.1), shift).max(start);
+            let (start, end) =
+                span_on_clock(c.start_ns, c.end_ns().unwrap_or(run.span_ns.1), shift);
             let tag = Tag::of_construct(c.class, c.kind);
             lanes[lane].push(Item::Construct(id), start, end, tag);
         }
@@ -852,8 +858,7 @@ impl RunLanes {
                     streams.len() - 1
                 }
             };
-            let start = on_clock(k.start_ns, shift);
-            let end = on_clock(k.end_ns, shift).max(start);
+            let (start, end) = span_on_clock(k.start_ns, k.end_ns, shift);
             streams[i].push(Item::Kernel(id), start, end, Tag::Kernel);
         }
         streams.sort_by_key(|l| match l.kind {
@@ -883,8 +888,7 @@ impl RunLanes {
                 CopyKind::DeviceToHost => (&mut down, Tag::Download),
                 _ => continue,
             };
-            let start = on_clock(x.start_ns, shift);
-            let end = on_clock(x.end_ns, shift).max(start);
+            let (start, end) = span_on_clock(x.start_ns, x.end_ns, shift);
             l.push(Item::Transfer(id), start, end, tag);
         }
         // A run that moved nothing (host fallback) shows no copy lanes.
@@ -899,8 +903,7 @@ impl RunLanes {
                 Ids::Memsets(Vec::new()),
             );
             for (id, x) in run.memsets() {
-                let start = on_clock(x.start_ns, shift);
-                let end = on_clock(x.end_ns, shift).max(start);
+                let (start, end) = span_on_clock(x.start_ns, x.end_ns, shift);
                 m.push(Item::Memset(id), start, end, Tag::Memset);
             }
             lanes.push(m);
