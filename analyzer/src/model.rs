@@ -1209,9 +1209,7 @@ impl<I: Copy> ByConstruct<I> {
             .enumerate()
             .filter_map(|(i, x)| owner(x).map(|c| (c, i as u32)))
             .collect();
-        if !owned.windows(2).all(|w| w[0] <= w[1]) {
-            owned.sort_unstable();
-        }
+        owned.sort_unstable();
         let ids: Vec<I> = owned.iter().map(|&(_, i)| id(i as usize)).collect();
         let owners: Vec<ConstructId> = owned.into_iter().map(|(c, _)| c).collect();
         ByConstruct { ids, owners }
@@ -1502,40 +1500,12 @@ impl Run {
 
     /// The construct -> entity indices.
     fn derive_indices(&mut self) {
-        // The transfers' and allocations' indices on a second core while
-        // this one makes the others.
-        let (t, a) = (&self.tables.transfers, &self.tables.allocs);
-        let others = || {
-            (
-                ByConstruct::new(t, TransferId::at, |t| t.construct),
-                ByConstruct::new(a, AllocId::at, |a| a.construct),
-            )
-        };
-        let big = t.len() + a.len() >= 1 << 16;
-        let (kernels, memsets, launches, (transfers, allocs)) = std::thread::scope(|s| {
-            let spawned = match big {
-                true => std::thread::Builder::new().spawn_scoped(s, others).ok(),
-                false => None,
-            };
-            let kernels = ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct);
-            let memsets = ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct);
-            let launches = ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct));
-            let rest = match spawned {
-                Some(h) => match h.join() {
-                    Ok(r) => r,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                },
-                // A small run, or no second thread: made here.
-                None => others(),
-            };
-            (kernels, memsets, launches, rest)
-        });
         self.related = Related {
-            kernels,
-            transfers,
-            allocs,
-            memsets,
-            launches,
+            kernels: ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct),
+            transfers: ByConstruct::new(&self.tables.transfers, TransferId::at, |t| t.construct),
+            allocs: ByConstruct::new(&self.tables.allocs, AllocId::at, |a| a.construct),
+            memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
+            launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
         };
     }
 

@@ -267,18 +267,27 @@ fn read_blocks<R: Read>(
 /// Decodes a job's block into `records`, overwriting the records of an
 /// earlier block in place; gives back the payload, to be filled again.
 fn decode_job(job: Job, records: Vec<Record>) -> (Decoded, Vec<u8>) {
-    decode_job_after(job, records, 0, 0)
+    let empty = Decoded {
+        records,
+        len: 0,
+        losses: Vec::new(),
+        skipped_unknown: 0,
+        last: false,
+    };
+    decode_onto(job, empty)
 }
 
-/// [`decode_job`] after the first `len` records of `records`, which stay
-/// (with `skipped_unknown` records of unknown kinds skipped before).
-fn decode_job_after(
-    job: Job,
-    mut records: Vec<Record>,
-    mut len: usize,
-    mut skipped_unknown: u64,
-) -> (Decoded, Vec<u8>) {
-    let mut losses = job.losses;
+/// Decodes a job's block after the records `into` holds already (its
+/// losses and skipped counts go on too).
+fn decode_onto(job: Job, into: Decoded) -> (Decoded, Vec<u8>) {
+    let Decoded {
+        mut records,
+        mut len,
+        mut losses,
+        mut skipped_unknown,
+        ..
+    } = into;
+    losses.extend(job.losses);
     let mut pos = 0;
     let mut state = DeltaState::default();
     loop {
@@ -357,20 +366,7 @@ fn read_and_decode<R: Read>(
             last,
         };
         let (decoded, payload) = match pending.take() {
-            Some(d) => {
-                let Decoded {
-                    records,
-                    len,
-                    losses: before,
-                    skipped_unknown,
-                    ..
-                } = d;
-                let (mut d, payload) = decode_job_after(job, records, len, skipped_unknown);
-                let mut losses = before;
-                losses.append(&mut d.losses);
-                d.losses = losses;
-                (d, payload)
-            }
+            Some(d) => decode_onto(job, d),
             None => decode_job(job, empties.try_recv().unwrap_or_default()),
         };
         spare = payload;

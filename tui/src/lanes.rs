@@ -1,8 +1,9 @@
 //! The timeline's lanes: per lane, the model's handles of its events in
 //! start order, built once at load, so that any window of any width is
-//! drawn by one search per screen column over the model's times (level of detail: a column shows how
-//! many events start in it, the earliest start and the latest end among
-//! them, and whether an earlier event still runs through it).
+//! drawn by one search per screen column over the model's times (level of
+//! detail: a column shows how many events start in it, the earliest start
+//! and the latest end among them, and whether an earlier event still runs
+//! through it).
 
 use accprof_analyzer::{AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, TransferId};
 use accprof_trace::{ConstructKind, CopyKind};
@@ -220,14 +221,7 @@ impl Lane {
 
     #[inline]
     fn start_at(&self, i: usize) -> u64 {
-        let run = &*self.run;
-        let s = match &self.ids {
-            Ids::Constructs(v) => run.construct_span(v[i]).0,
-            Ids::Kernels(v) => run.kernel_span(v[i]).0,
-            Ids::Transfers(v) => run.transfer_span(v[i]).0,
-            Ids::Memsets(v) => run.memset(v[i]).start_ns,
-        };
-        on_clock(s, self.shift)
+        self.span_at(i).0
     }
 
     #[inline]
@@ -317,11 +311,11 @@ impl Lane {
         let Building {
             unsorted, overlap, ..
         } = std::mem::take(&mut self.building);
-        let mut overlap = overlap;
         if unsorted {
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_by_key(|&i| self.start_at(i as usize));
             fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
+                // (The kinds are kept only when the lane has two.)
                 if v.len() == order.len() {
                     *v = order.iter().map(|&i| v[i as usize]).collect();
                 }
@@ -335,23 +329,22 @@ impl Lane {
             }
             // The handles are no longer in order: `find` scans.
             self.reordered = true;
-            let mut r = 0;
-            overlap = (0..n).any(|i| {
-                let e = self.end_at(i);
-                let earlier = e < r;
-                r = r.max(e);
-                earlier
-            });
         }
         self.reach = Vec::new();
-        if overlap {
-            let mut r = 0;
-            self.reach = (0..n)
+        // Sorted anew, the events may overlap where they did not before.
+        if overlap || unsorted {
+            let (mut r, mut earlier) = (0, false);
+            let reach: Vec<u64> = (0..n)
                 .map(|i| {
-                    r = r.max(self.end_at(i));
+                    let e = self.end_at(i);
+                    earlier |= e < r;
+                    r = r.max(e);
                     r
                 })
                 .collect();
+            if earlier {
+                self.reach = reach;
+            }
         }
         match &mut self.ids {
             Ids::Constructs(v) => v.shrink_to_fit(),
@@ -526,10 +519,10 @@ impl Lane {
 /// start of each block of [`BLOCK`] steps, with the block's largest value:
 /// a column reads whole blocks from there and walks the steps of the
 /// blocks it cuts.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Counter {
-    /// The run the handles belong to (none for a run without allocations).
-    run: Option<Arc<Run>>,
+    /// The run the handles belong to.
+    run: Arc<Run>,
     shift: i128,
     steps: Vec<AllocId>,
     /// Bit `i`: step `i` is a free.
@@ -549,9 +542,6 @@ impl Counter {
     /// ones before and after them.
     fn build(run: &Arc<Run>, shift: i128) -> Counter {
         let n = run.allocs().len();
-        if n == 0 {
-            return Counter::default();
-        }
         let mut allocs: Vec<AllocId> = Vec::with_capacity(n);
         let mut freed: Vec<AllocId> = Vec::new();
         let (mut last_alloc, mut last_free) = (0, 0);
@@ -593,7 +583,7 @@ impl Counter {
         drop(allocs);
         drop(freed);
         let mut c = Counter {
-            run: Some(Arc::clone(run)),
+            run: Arc::clone(run),
             shift,
             steps,
             frees,
@@ -619,28 +609,20 @@ impl Counter {
         self.steps.is_empty()
     }
 
-    fn run(&self) -> &Run {
-        // Steps exist only with the run they came from.
-        match &self.run {
-            Some(r) => r,
-            None => unreachable!("a counter with steps has its run"),
-        }
-    }
-
     fn is_free(&self, k: usize) -> bool {
         self.frees[k / 64] & (1 << (k % 64)) != 0
     }
 
     /// Step `k`'s time on the common clock.
     fn time(&self, k: usize) -> u64 {
-        let (a, f) = self.run().alloc_span(self.steps[k]);
+        let (a, f) = self.run.alloc_span(self.steps[k]);
         let t = if self.is_free(k) { f.unwrap_or(a) } else { a };
         on_clock(t, self.shift)
     }
 
     /// The bytes in use after step `k`, from `now` before it.
     fn after(&self, k: usize, now: u64) -> u64 {
-        let bytes = self.run().alloc_bytes(self.steps[k]);
+        let bytes = self.run.alloc_bytes(self.steps[k]);
         if self.is_free(k) {
             now.saturating_sub(bytes)
         } else {
@@ -750,7 +732,7 @@ pub const MAX_DEPTH: u8 = 3;
 
 /// All lanes of one run, on the common clock (`shift` is added to the
 /// run's times; see [`crate::data::Session`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunLanes {
     pub lanes: Vec<Lane>,
     pub memory: Counter,
@@ -1075,6 +1057,16 @@ mod tests {
         c.columns(101.0, 333.0, &mut cols);
         assert_eq!(cols, [51 + 166, 51 + 333, 51 + 499]);
         assert_eq!(c.at(1001), 501);
+    }
+
+    #[test]
+    fn a_run_without_allocations_has_an_empty_counter() {
+        let c = counter(&[]);
+        assert!(c.is_empty());
+        assert_eq!((c.peak, c.at(5)), (0, 0));
+        let mut cols = [7u64; 3];
+        c.columns(0.0, 10.0, &mut cols);
+        assert_eq!(cols, [0, 0, 0]);
     }
 
     #[test]
