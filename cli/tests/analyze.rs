@@ -61,8 +61,7 @@ fn path_str(p: &Path) -> &str {
 fn sample_copy(dir: &Path, name: &str) -> (PathBuf, String) {
     let dst = dir.join(name);
     std::fs::copy(repo().join("samples").join(name), &dst).expect("copy sample");
-    // The fixtures recorded their sources under /work/main/samples.
-    (dst, format!("/work/main/samples={}", dir.display()))
+    (dst, format!("{H200_SAMPLES}={}", dir.display()))
 }
 
 #[test]
@@ -212,7 +211,7 @@ fn patch_from(cwd: &Path, src_dir: &Path) -> String {
         .arg("--symbols")
         .arg(fixtures().join("bin"))
         .arg("--source-map")
-        .arg(format!("/work/main/samples={}", src_dir.display()))
+        .arg(format!("{H200_SAMPLES}={}", src_dir.display()))
         .arg(fixture("laplace_bad_c"))
         .env_remove("ACCPROF_SYMBOL_PATH")
         .output()
@@ -498,7 +497,7 @@ fn bad_input_is_one_line_and_exit_2() {
     let t = fixture("laplace_bad_c");
     let out = analyze_only(&[
         "--source-map",
-        "/work/main/samples=/nonexistent",
+        &format!("{H200_SAMPLES}=/nonexistent"),
         "--apply",
         path_str(&t),
     ]);
@@ -565,7 +564,8 @@ fn sizes_read_the_same_in_the_summary_and_the_findings() {
 #[test]
 fn buffers_are_named_by_the_symbols_of_the_binary_given() {
     let t = fixture("laplace_bad_c");
-    let no_sources = ["--source-map", "/work/main/samples=/nonexistent"];
+    let unmapped = format!("{H200_SAMPLES}=/nonexistent");
+    let no_sources = ["--source-map", unmapped.as_str()];
     let d6_title = |out: &Output| {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let s = text(&out.stdout);

@@ -26,14 +26,14 @@ fn golden(name: &str, got: &str) {
 /// `accprof SUBCOMMAND ARGS...` run in the fixture folder (so trace names
 /// in the output are relative and the same on every machine), with the
 /// sources read from the repository's samples (the fixtures recorded them
-/// under /work/main/samples) so the findings read the same everywhere.
+/// under `support::H200_SAMPLES`) so the findings read the same everywhere.
 fn on_fixtures(subcommand: &str, args: &[&str]) -> Output {
     let mut cmd = support::accprof_on_fixtures(subcommand);
     cmd.current_dir(support::h200_fixtures());
     if subcommand != "report" {
         let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
         cmd.arg("--source-map")
-            .arg(format!("/work/main/samples={}", samples.display()));
+            .arg(format!("{}={}", support::H200_SAMPLES, samples.display()));
     }
     cmd.args(args);
     cmd.output().expect("run accprof")

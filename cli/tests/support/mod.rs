@@ -146,6 +146,12 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Where the H200 fixture traces say their sources were: the samples/
+/// folder of the checkout they were built in. Tests map it (`--source-map
+/// H200_SAMPLES=DIR`) to the samples of this checkout, or to a folder
+/// that does not exist; nothing is read at this path itself.
+pub const H200_SAMPLES: &str = "/work/main/samples";
+
 /// The H200 fixture traces (tests/fixtures/h200).
 pub fn h200_fixtures() -> PathBuf {
     accprof_analyzer::testkit::fixtures::dir("h200")
