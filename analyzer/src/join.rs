@@ -1039,6 +1039,7 @@ impl<S: Sink> Join<S> {
                 self.sink.kernel(k, order, Some(&at));
             }
         }
+        self.totals.add_construct(&c);
         self.sink.construct(id, c, &launches, &at, open_at_end);
         self.release(id);
         if self.spare_launches.len() < 16 {

@@ -1024,6 +1024,12 @@ pub struct Totals {
     pub transfer_ns: u64,
     pub transfers: u64,
     pub transfer_bytes: u64,
+    /// Top-level constructs (nested ones count with their parent) and
+    /// their host time, start to end of each.
+    pub constructs: u64,
+    pub host_construct_ns: u64,
+    /// Constructs whose end event never came ([`Construct::cut`]).
+    pub cut_constructs: u64,
 }
 
 impl Totals {
@@ -1032,7 +1038,20 @@ impl Totals {
         let mut t = Totals::default();
         run.kernels().for_each(|(_, k)| t.add_kernel(&k));
         run.transfers().for_each(|(_, x)| t.add_transfer(&x));
+        run.constructs().for_each(|(_, c)| t.add_construct(&c));
         t
+    }
+
+    pub(crate) fn add_construct(&mut self, c: &Construct) {
+        if c.cut {
+            self.cut_constructs += 1;
+        }
+        if c.parent.is_none() {
+            self.constructs += 1;
+            self.host_construct_ns = self
+                .host_construct_ns
+                .saturating_add(c.host_ns().unwrap_or(0));
+        }
     }
 
     pub(crate) fn add_kernel(&mut self, k: &Kernel) {
@@ -2141,6 +2160,16 @@ mod tests {
         b.copy(c, CopyKind::DeviceToDevice, y, 50);
         b.copy(c, CopyKind::DeviceToHost, y, 70);
         b.close(c);
+        // Constructs: top-level ones and their host time; the nested one
+        // counts with its parent; one never ended is counted as cut.
+        let inner = b.open(ConstructClass::EnterData, site, Some(c));
+        let d = b.open(ConstructClass::Update, site, None);
+        let e = b.open(ConstructClass::Compute, site, None);
+        b.set_span(c, 0, Some(5_000));
+        b.set_span(inner, 100, Some(200));
+        b.set_span(d, 6_000, Some(6_500));
+        b.set_span(e, 7_000, None);
+        b.construct_mut(e).cut = true;
         let run = b.build();
         assert_eq!(
             run.totals(),
@@ -2150,6 +2179,9 @@ mod tests {
                 transfer_ns: 370,
                 transfers: 2,
                 transfer_bytes: 4196,
+                constructs: 3,
+                host_construct_ns: 5_500,
+                cut_constructs: 1,
             }
         );
     }

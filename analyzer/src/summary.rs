@@ -28,8 +28,9 @@ use accprof_trace::{
 
 use crate::join::{At, IdHashMap, Order, RunInfo, Sink};
 use crate::model::{
-    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
-    Memset, NameId, Run, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelId, KernelSource,
+    LaunchRequest, Memset, NameId, Run, SiteId, Transfer, TransferId, TransferSource,
+    ACC_DEVICE_HOST,
 };
 
 /// Count, total, min and max of a set of durations, in ns.
@@ -449,7 +450,7 @@ fn construct_label(
 /// latest-started of the outermost constructs still open at the end of the
 /// trace. None when the program ended normally or nothing was open.
 pub fn in_flight(run: &Run) -> Option<InFlight> {
-    summarize(run).runs.pop().and_then(|f| f.in_flight)
+    run_facts(run).in_flight
 }
 
 #[derive(Debug, Clone, Default)]
@@ -592,9 +593,6 @@ struct OpenAtEnd {
 pub struct SummarySink {
     acc: Vec<SiteAcc>,
     unattributed: SiteAcc,
-    host_construct_ns: u64,
-    constructs: u64,
-    cut: u64,
     /// The outermost constructs open now (few: one or two a thread).
     families: Vec<(ConstructId, Family)>,
     /// Emptied transfer lists of families gone, to be filled again.
@@ -613,9 +611,6 @@ impl SummarySink {
         SummarySink {
             acc: Vec::new(),
             unattributed: SiteAcc::default(),
-            host_construct_ns: 0,
-            constructs: 0,
-            cut: 0,
             families: Vec::new(),
             spare_transfers: Vec::new(),
             open_at_end: IdHashMap::default(),
@@ -688,15 +683,8 @@ impl Sink for SummarySink {
                 }
             }
         }
-        if c.cut {
-            self.cut += 1;
-        }
         let host = c.host_ns().unwrap_or(0);
         let nested = c.parent.is_some();
-        if !nested {
-            self.constructs += 1;
-            self.host_construct_ns = self.host_construct_ns.saturating_add(host);
-        }
         let a = self.slot(Some(at));
         match c.device_type() {
             Some(t) => {
@@ -838,7 +826,7 @@ impl Sink for SummarySink {
 
     fn finish(self, info: RunInfo) -> Summary {
         let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
-        let in_flight = self.in_flight(&info);
+        let facts = self.facts(&info);
         // Group the sites into files, functions and lines.
         struct FuncAcc {
             device_type: Option<u32>,
@@ -949,8 +937,28 @@ impl Sink for SummarySink {
             })
             .collect();
         let totals = info.totals;
-        let wall_ns = info.span_ns.1.saturating_sub(info.span_ns.0);
-        let facts = RunFacts {
+        Summary {
+            functions,
+            cupti: info.header.sources.cupti.is_active(),
+            wall_ns: facts.wall_ns,
+            kernel_ns: totals.kernel_ns,
+            transfer_ns: totals.transfer_ns,
+            transfers: totals.transfers,
+            transfer_bytes: totals.transfer_bytes,
+            host_construct_ns: totals.host_construct_ns,
+            constructs: totals.constructs,
+            host_fallback: info.placement.some_on_host(),
+            runs: vec![facts],
+        }
+    }
+}
+
+impl SummarySink {
+    /// The facts of the run: its own, the model's totals, and what was
+    /// in flight when it ended.
+    fn facts(&self, info: &RunInfo) -> RunFacts {
+        let totals = info.totals;
+        RunFacts {
             rank: info.header.rank,
             pid: info.header.pid,
             host: info.header.host.clone(),
@@ -962,40 +970,25 @@ impl Sink for SummarySink {
             losses: info.losses.clone(),
             notes: info.notes.clone(),
             acc_events: info.acc_events,
-            wall_ns,
-            host_construct_ns: self.host_construct_ns,
+            wall_ns: info.span_ns.1.saturating_sub(info.span_ns.0),
+            host_construct_ns: totals.host_construct_ns,
             kernel_ns: totals.kernel_ns,
             transfer_ns: totals.transfer_ns,
             version: info.version,
             executable: info.header.executable.clone(),
             start_unix_ns: info.header.start_unix_ns,
             ending: info.ending,
-            cut_constructs: self.cut,
-            in_flight,
+            cut_constructs: totals.cut_constructs,
+            in_flight: self.in_flight(info),
             errors: info
                 .diagnostics
                 .iter()
                 .filter(|(level, _)| *level == accprof_trace::Level::Error)
                 .map(|(_, m)| m.clone())
                 .collect(),
-        };
-        Summary {
-            functions,
-            cupti: info.header.sources.cupti.is_active(),
-            wall_ns,
-            kernel_ns: totals.kernel_ns,
-            transfer_ns: totals.transfer_ns,
-            transfers: totals.transfers,
-            transfer_bytes: totals.transfer_bytes,
-            host_construct_ns: self.host_construct_ns,
-            constructs: self.constructs,
-            host_fallback: info.placement.some_on_host(),
-            runs: vec![facts],
         }
     }
-}
 
-impl SummarySink {
     /// The construct that was running when the program ended abnormally:
     /// the latest-started of the outermost constructs still open at the
     /// end of the trace.
@@ -1101,49 +1094,118 @@ impl SummarySink {
     }
 }
 
-/// Builds the summary of one run: its entities go through the summary
-/// sink as the join would hand them over.
-pub fn summarize(run: &Run) -> Summary {
-    let mut s = SummarySink::new();
-    let at = |id: ConstructId| {
-        let c = run.construct(id);
-        let top = run.top_level(id);
-        let t = run.construct(top);
-        At {
-            construct: id,
-            line_site: run.line_site(id),
-            top,
-            top_class: t.class,
-            host_ns: c.host_ns(),
-            top_host_ns: t.host_ns(),
-        }
-    };
-    // Only the constructs open at the end can be in flight.
+/// Where construct `id` of a finished run stands, as the join said it
+/// when it handed the construct's entities over.
+fn at_of(run: &Run, id: ConstructId) -> At {
+    let c = run.construct(id);
+    let top = run.top_level(id);
+    let t = run.construct(top);
+    At {
+        construct: id,
+        line_site: run.line_site(id),
+        top,
+        top_class: t.class,
+        host_ns: c.host_ns(),
+        top_host_ns: t.host_ns(),
+    }
+}
+
+/// Hands `run`'s entities to `s` as the join would have: the outermost
+/// constructs open at the end first (only they can be in flight), then
+/// the kernels, the transfers, and the constructs innermost first. With
+/// `only` given, just the entities of the constructs it holds.
+fn replay(run: &Run, s: &mut SummarySink, only: Option<&[ConstructId]>) {
+    let at = |id: ConstructId| at_of(run, id);
     for &o in &run.open_at_end {
         let top = run.top_level(o);
         s.started(top, &run.construct(top));
     }
-    for (id, k) in run.kernels() {
-        s.kernel(
-            k.clone(),
-            (k.start_ns, id.index() as u64),
-            k.construct.map(at).as_ref(),
-        );
-    }
-    for (id, t) in run.transfers() {
-        s.transfer(
-            t.clone(),
-            (t.start_ns, id.index() as u64),
-            t.construct.map(at).as_ref(),
-        );
-    }
     let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
-    // Innermost first, as the join hands them over.
-    for (id, c) in run.constructs().rev() {
-        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
-        s.construct(id, c.clone(), &launches, &at(id), open.contains(&id));
+    let Some(only) = only else {
+        for (id, k) in run.kernels() {
+            s.kernel(
+                k.clone(),
+                (k.start_ns, id.index() as u64),
+                k.construct.map(at).as_ref(),
+            );
+        }
+        for (id, t) in run.transfers() {
+            s.transfer(
+                t.clone(),
+                (t.start_ns, id.index() as u64),
+                t.construct.map(at).as_ref(),
+            );
+        }
+        for (id, c) in run.constructs().rev() {
+            let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
+            s.construct(id, c.clone(), &launches, &at(id), open.contains(&id));
+        }
+        return;
+    };
+    let mut kernels: Vec<KernelId> = only
+        .iter()
+        .flat_map(|&c| run.kernels_of(c))
+        .copied()
+        .collect();
+    kernels.sort_unstable();
+    for id in kernels {
+        let k = run.kernel(id);
+        let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
+        s.kernel(k, order, at.as_ref());
     }
+    let mut transfers: Vec<TransferId> = only
+        .iter()
+        .flat_map(|&c| run.transfers_of(c))
+        .copied()
+        .collect();
+    transfers.sort_unstable();
+    for id in transfers {
+        let t = run.transfer(id);
+        let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
+        s.transfer(t, order, at.as_ref());
+    }
+    let mut constructs = only.to_vec();
+    constructs.sort_unstable();
+    for &id in constructs.iter().rev() {
+        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
+        s.construct(
+            id,
+            run.construct(id),
+            &launches,
+            &at(id),
+            open.contains(&id),
+        );
+    }
+}
+
+/// Builds the summary of one run: its entities go through the summary
+/// sink as the join would hand them over.
+pub fn summarize(run: &Run) -> Summary {
+    let mut s = SummarySink::new();
+    replay(run, &mut s, None);
     s.finish(run.info())
+}
+
+/// The facts of one run, the same as [`summarize`] gives, without the
+/// summary by line: only the constructs that were open when the trace
+/// ended, and what ran inside them, are looked at (for what was in
+/// flight).
+pub fn run_facts(run: &Run) -> RunFacts {
+    let mut s = SummarySink::new();
+    if let Some(first) = run.open_at_end.iter().map(|&o| run.top_level(o)).min() {
+        let tops: std::collections::HashSet<ConstructId> =
+            run.open_at_end.iter().map(|&o| run.top_level(o)).collect();
+        // Constructs start after their outermost one: the families of the
+        // open ones lie from the first of them on.
+        let family: Vec<ConstructId> = run
+            .constructs()
+            .skip(first.index())
+            .map(|(id, _)| id)
+            .filter(|&id| tops.contains(&run.top_level(id)))
+            .collect();
+        replay(run, &mut s, Some(&family));
+    }
+    s.facts(&run.info())
 }
 
 /// Reads a trace and summarizes it without building the model: memory

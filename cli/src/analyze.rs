@@ -11,7 +11,7 @@ use accprof_analyzer::analysis::{self, Combined};
 use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
-use accprof_analyzer::summary::Summary;
+use accprof_analyzer::summary::RunFacts;
 use accprof_analyzer::Run;
 
 use crate::HashArg;
@@ -69,11 +69,11 @@ pub struct AnalyzeArgs {
 }
 
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
-    let (run, sources, analysis, summary) = load(args)?;
+    let (run, sources, analysis, facts) = load(args)?;
     let trace = args.trace.display().to_string();
     let combined = analysis::combined_patch(&analysis, &sources);
-    let facts = &summary.runs[0];
-    let warnings = accprof_reports::text::warnings(&summary, false);
+    let facts = &facts;
+    let warnings = accprof_reports::text::run_warnings(facts, "", false);
     let mut out = Vec::new();
     if args.json {
         let diff = combined.patched.as_ref().map(|p| p.diff.as_str());
@@ -108,15 +108,20 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     if args.apply || args.in_place {
         apply(args, &sources, &combined)?;
     }
-    if args.verify {
-        return verify(args, &sources, &analysis, &combined);
-    }
-    Ok(0)
+    let code = if args.verify {
+        verify(args, &sources, &analysis, &combined)?
+    } else {
+        0
+    };
+    // The process ends next and its memory goes back whole: freeing a
+    // large model piece by piece first only costs time.
+    std::mem::forget(run);
+    Ok(code)
 }
 
-/// The run, its sources, its findings and its summary. The summary and
-/// the rules only read the run: they are worked out side by side.
-fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, Summary)> {
+/// The run, its sources, its findings and its facts (what the summary
+/// says of the run as a whole; the summary by line is not needed).
+fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFacts)> {
     let (opts, bar) = crate::progress::with_bar(&args.trace, &crate::symbol_options(&args.symbols));
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
@@ -128,15 +133,9 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, Summary
         min_bytes: args.min_bytes,
         ..Options::default()
     };
-    let (analysis, summary) = std::thread::scope(|s| {
-        let summary = s.spawn(|| accprof_analyzer::summary::summarize(&run));
-        let analysis = analysis::analyze(&run, &sources, &opts);
-        match summary.join() {
-            Ok(summary) => (analysis, summary),
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    });
-    Ok((run, sources, analysis, summary))
+    let analysis = analysis::analyze(&run, &sources, &opts);
+    let facts = accprof_analyzer::summary::run_facts(&run);
+    Ok((run, sources, analysis, facts))
 }
 
 pub fn parse_map(s: &str) -> Result<(PathBuf, PathBuf), String> {
