@@ -1529,6 +1529,33 @@ impl Run {
     }
 
     /// The outermost construct containing `id` (itself when top-level).
+    /// A construct's class, read from its row without making the whole
+    /// construct.
+    pub fn construct_class(&self, id: ConstructId) -> ConstructClass {
+        let t = &self.tables;
+        t.construct_shapes.get(t.constructs[id.index()].shape).class
+    }
+
+    /// The host thread a construct ran on, read from its row without
+    /// making the whole construct.
+    pub fn construct_thread(&self, id: ConstructId) -> u32 {
+        let t = &self.tables;
+        t.construct_shapes
+            .get(t.constructs[id.index()].shape)
+            .thread
+    }
+
+    /// The top-level constructs (those no other construct holds), in start
+    /// order, read from the rows without making each construct.
+    pub fn top_level_constructs(&self) -> impl Iterator<Item = ConstructId> + '_ {
+        self.tables
+            .constructs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.parent.is_none())
+            .map(|(i, _)| ConstructId::at(i))
+    }
+
     pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
         while let Some(p) = self.tables.constructs[id.index()].parent {
             id = p;

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use accprof_trace::{CopyKind, HashMode};
 
 use crate::findings::{Category, Confidence, Evidence, Finding, Location, Value};
+use crate::join::IdHashMap;
 use crate::model::{AllocId, ConstructClass, ConstructId, Run, SiteId, TransferId};
 use crate::source::SourceSet;
 
@@ -275,9 +276,9 @@ impl<'a> Context<'a> {
             let run = self.run;
             let mut by_site: BTreeMap<SiteId, LaunchSite> = BTreeMap::new();
             // How many launches got each shape, per site.
-            type Counts<K> = HashMap<SiteId, HashMap<K, u64>>;
-            let mut shapes: Counts<([u32; 3], [u32; 3])> = HashMap::new();
-            let mut dims: Counts<(u64, u64, u64)> = HashMap::new();
+            type Counts<K> = IdHashMap<SiteId, IdHashMap<K, u64>>;
+            let mut shapes: Counts<([u32; 3], [u32; 3])> = IdHashMap::default();
+            let mut dims: Counts<(u64, u64, u64)> = IdHashMap::default();
             for (id, c) in run
                 .constructs()
                 .filter(|(_, c)| c.class == ConstructClass::Compute)
@@ -315,7 +316,7 @@ impl<'a> Context<'a> {
                     }
                 }
             }
-            fn most<K: Copy + Ord>(m: Option<&HashMap<K, u64>>) -> Option<K> {
+            fn most<K: Copy + Ord>(m: Option<&IdHashMap<K, u64>>) -> Option<K> {
                 m?.iter()
                     .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
                     .map(|(k, _)| *k)

@@ -10,13 +10,13 @@
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::{Construct, ConstructClass, Run};
+use crate::model::{ConstructClass, Run};
 use crate::units;
 
 /// A `wait` directive, or a call of an API routine that blocks until
 /// queues finish (not the `_async` forms, which only queue the wait).
-fn blocks_on_the_device(run: &Run, c: &Construct) -> bool {
-    match c.class {
+fn blocks_on_the_device(run: &Run, class: ConstructClass) -> bool {
+    match class {
         ConstructClass::Wait => true,
         ConstructClass::ApiCall(r) => matches!(
             run.routine(r),
@@ -30,8 +30,9 @@ pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
     let (ids, waits): (Vec<_>, Vec<_>) = run
-        .constructs()
-        .filter(|(_, c)| c.parent.is_none() && blocks_on_the_device(run, c))
+        .top_level_constructs()
+        .filter(|&id| blocks_on_the_device(run, run.construct_class(id)))
+        .map(|id| (id, run.construct(id)))
         .unzip();
     if waits.is_empty() {
         if run.runtime_is_libgomp() {

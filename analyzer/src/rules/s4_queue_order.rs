@@ -88,24 +88,24 @@ impl Queues {
 /// construct takes the queue of its first nested construct unless its own
 /// names one.
 fn queues(run: &Run) -> Queues {
-    // First the queue of each construct's first nested construct that
-    // has one, then each construct's own in its place.
+    // Innermost first (nested constructs start after their parent): when
+    // a construct comes, those nested in it have come, and the earliest
+    // of them with a queue has been seen last.
+    let mut inner = vec![Queues::NONE; run.constructs().len()];
     let mut queues = vec![Queues::NONE; run.constructs().len()];
-    for (_, c) in run.constructs() {
-        if let (Some(p), Some(q)) = (c.parent, c.async_queue()) {
-            if queues[p.index()] == Queues::NONE {
-                queues[p.index()] = q;
-            }
+    for (id, c) in run.constructs().rev() {
+        let own = c.async_queue();
+        if let (Some(p), Some(q)) = (c.parent, own) {
+            inner[p.index()] = q;
         }
-    }
-    for ((_, c), slot) in run.constructs().zip(queues.iter_mut()) {
-        let inner = (*slot != Queues::NONE).then_some(*slot);
-        let q = match c.async_queue() {
+        let nested = inner[id.index()];
+        let nested = (nested != Queues::NONE).then_some(nested);
+        let q = match own {
             Some(q) if q != SYNC => Some(q),
-            own if c.class == ConstructClass::Compute => inner.or(own),
+            own if c.class == ConstructClass::Compute => nested.or(own),
             own => own,
         };
-        *slot = q.unwrap_or(Queues::NONE);
+        queues[id.index()] = q.unwrap_or(Queues::NONE);
     }
     Queues(queues)
 }
@@ -140,11 +140,28 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 /// When each queue first received work (any construct on it).
 fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
     let mut first: IdHashMap<i32, u64> = IdHashMap::default();
-    for (id, c) in run.constructs() {
-        if let Some(q) = queues.of(id) {
-            let t = first.entry(q).or_insert(c.start_ns);
-            *t = (*t).min(c.start_ns);
+    let mut add = |(q, start): (i32, u64)| {
+        let t = first.entry(q).or_insert(start);
+        *t = (*t).min(start);
+    };
+    // Runs of constructs on one queue are summed up before the map.
+    let mut run_of: Option<(i32, u64)> = None;
+    for (i, &q) in queues.0.iter().enumerate() {
+        if q == Queues::NONE {
+            continue;
         }
+        let (start, _) = run.construct_span(ConstructId::at(i));
+        match &mut run_of {
+            Some((rq, t)) if *rq == q => *t = (*t).min(start),
+            _ => {
+                if let Some(r) = run_of.replace((q, start)) {
+                    add(r);
+                }
+            }
+        }
+    }
+    if let Some(r) = run_of {
+        add(r);
     }
     first
 }
@@ -159,15 +176,8 @@ fn find_reaches(
     // What each site waits for, read once per site and kind of construct.
     type Waits = Option<Option<Vec<i32>>>;
     let mut waits_at: IdHashMap<(SiteId, ConstructClass), Waits> = IdHashMap::default();
-    let mut top: Vec<ConstructId> = run
-        .constructs()
-        .filter(|(_, c)| c.parent.is_none())
-        .map(|(id, _)| id)
-        .collect();
-    let key = |id: ConstructId| {
-        let c = run.construct(id);
-        (c.thread, c.start_ns, id)
-    };
+    let mut top: Vec<ConstructId> = run.top_level_constructs().collect();
+    let key = |id: ConstructId| (run.construct_thread(id), run.construct_span(id).0, id);
     // Constructs are in start order: on one thread, so are these.
     if !top.windows(2).all(|w| key(w[0]) <= key(w[1])) {
         top.sort_by_cached_key(|&id| key(id));
@@ -230,7 +240,7 @@ fn find_reaches(
 /// nested ones').
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
-    if !run.kernels().any(|(_, k)| k.device_timed()) {
+    if run.totals().kernel_ns == 0 && !run.kernels().any(|(_, k)| k.device_timed()) {
         return m;
     }
     for (id, _) in run.constructs() {
