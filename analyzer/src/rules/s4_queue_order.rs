@@ -90,15 +90,15 @@ impl Queues {
 fn queues(run: &Run) -> Queues {
     // Innermost first (nested constructs start after their parent): when
     // a construct comes, those nested in it have come, and the earliest
-    // of them with a queue has been seen last.
-    let mut inner = vec![Queues::NONE; run.constructs().len()];
+    // of them with a queue has been seen last. Until then its slot holds
+    // that nested queue; then its own.
     let mut queues = vec![Queues::NONE; run.constructs().len()];
     for (id, c) in run.constructs().rev() {
         let own = c.async_queue();
         if let (Some(p), Some(q)) = (c.parent, own) {
-            inner[p.index()] = q;
+            queues[p.index()] = q;
         }
-        let nested = inner[id.index()];
+        let nested = queues[id.index()];
         let nested = (nested != Queues::NONE).then_some(nested);
         let q = match own {
             Some(q) if q != SYNC => Some(q),
@@ -144,7 +144,8 @@ fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
         let t = first.entry(q).or_insert(start);
         *t = (*t).min(start);
     };
-    // Runs of constructs on one queue are summed up before the map.
+    // A stretch of constructs on one queue goes to the map once, with its
+    // earliest start.
     let mut run_of: Option<(i32, u64)> = None;
     for (i, &q) in queues.0.iter().enumerate() {
         if q == Queues::NONE {
