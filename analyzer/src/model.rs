@@ -1471,10 +1471,13 @@ impl Run {
     /// first line of its body, PGI at the pragma: the pragma line is the
     /// one users look for); any other construct at its own site.
     pub fn line_site(&self, c: ConstructId) -> SiteId {
+        self.construct_shape(c).line_site
+    }
+
+    /// What construct `id` shares with others, read from its row.
+    fn construct_shape(&self, id: ConstructId) -> ConstructShape {
         let t = &self.tables;
-        t.construct_shapes
-            .get(t.constructs[c.index()].shape)
-            .line_site
+        t.construct_shapes.get(t.constructs[id.index()].shape)
     }
 
     /// Derives, once the tables are complete, what the views read instead
@@ -1528,21 +1531,16 @@ impl Run {
         };
     }
 
-    /// The outermost construct containing `id` (itself when top-level).
     /// A construct's class, read from its row without making the whole
     /// construct.
     pub fn construct_class(&self, id: ConstructId) -> ConstructClass {
-        let t = &self.tables;
-        t.construct_shapes.get(t.constructs[id.index()].shape).class
+        self.construct_shape(id).class
     }
 
     /// The host thread a construct ran on, read from its row without
     /// making the whole construct.
     pub fn construct_thread(&self, id: ConstructId) -> u32 {
-        let t = &self.tables;
-        t.construct_shapes
-            .get(t.constructs[id.index()].shape)
-            .thread
+        self.construct_shape(id).thread
     }
 
     /// The top-level constructs (those no other construct holds), in start
@@ -1556,6 +1554,7 @@ impl Run {
             .map(|(i, _)| ConstructId::at(i))
     }
 
+    /// The outermost construct containing `id` (itself when top-level).
     pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
         while let Some(p) = self.tables.constructs[id.index()].parent {
             id = p;

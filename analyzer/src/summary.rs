@@ -1113,60 +1113,55 @@ fn at_of(run: &Run, id: ConstructId) -> At {
 /// Hands `run`'s entities to `s` as the join would have: the outermost
 /// constructs open at the end first (only they can be in flight), then
 /// the kernels, the transfers, and the constructs innermost first. With
-/// `only` given, just the entities of the constructs it holds.
+/// `only` given (in start order), just the entities of those constructs.
 fn replay(run: &Run, s: &mut SummarySink, only: Option<&[ConstructId]>) {
     let at = |id: ConstructId| at_of(run, id);
     for &o in &run.open_at_end {
         let top = run.top_level(o);
         s.started(top, &run.construct(top));
     }
-    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
-    let Some(only) = only else {
-        for (id, k) in run.kernels() {
-            s.kernel(
-                k.clone(),
-                (k.start_ns, id.index() as u64),
-                k.construct.map(at).as_ref(),
-            );
-        }
-        for (id, t) in run.transfers() {
-            s.transfer(
-                t.clone(),
-                (t.start_ns, id.index() as u64),
-                t.construct.map(at).as_ref(),
-            );
-        }
-        for (id, c) in run.constructs().rev() {
-            let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
-            s.construct(id, c.clone(), &launches, &at(id), open.contains(&id));
-        }
-        return;
-    };
-    let mut kernels: Vec<KernelId> = only
-        .iter()
-        .flat_map(|&c| run.kernels_of(c))
-        .copied()
-        .collect();
-    kernels.sort_unstable();
+    // The handles to hand over, in the run's order (the constructs
+    // innermost first).
+    type Ids<'a, I> = Box<dyn Iterator<Item = I> + 'a>;
+    let (kernels, transfers, constructs): (Ids<KernelId>, Ids<TransferId>, Ids<ConstructId>) =
+        match only {
+            None => (
+                Box::new((0..run.kernels().len()).map(KernelId::at)),
+                Box::new((0..run.transfers().len()).map(TransferId::at)),
+                Box::new((0..run.constructs().len()).rev().map(ConstructId::at)),
+            ),
+            Some(cs) => {
+                let mut k: Vec<KernelId> = cs
+                    .iter()
+                    .flat_map(|&c| run.kernels_of(c))
+                    .copied()
+                    .collect();
+                let mut t: Vec<TransferId> = cs
+                    .iter()
+                    .flat_map(|&c| run.transfers_of(c))
+                    .copied()
+                    .collect();
+                k.sort_unstable();
+                t.sort_unstable();
+                (
+                    Box::new(k.into_iter()),
+                    Box::new(t.into_iter()),
+                    Box::new(cs.iter().rev().copied()),
+                )
+            }
+        };
     for id in kernels {
         let k = run.kernel(id);
         let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
         s.kernel(k, order, at.as_ref());
     }
-    let mut transfers: Vec<TransferId> = only
-        .iter()
-        .flat_map(|&c| run.transfers_of(c))
-        .copied()
-        .collect();
-    transfers.sort_unstable();
     for id in transfers {
         let t = run.transfer(id);
         let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
         s.transfer(t, order, at.as_ref());
     }
-    let mut constructs = only.to_vec();
-    constructs.sort_unstable();
-    for &id in constructs.iter().rev() {
+    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
+    for id in constructs {
         let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
         s.construct(
             id,
@@ -1192,15 +1187,13 @@ pub fn summarize(run: &Run) -> Summary {
 /// flight).
 pub fn run_facts(run: &Run) -> RunFacts {
     let mut s = SummarySink::new();
-    if let Some(first) = run.open_at_end.iter().map(|&o| run.top_level(o)).min() {
-        let tops: std::collections::HashSet<ConstructId> =
-            run.open_at_end.iter().map(|&o| run.top_level(o)).collect();
+    let tops: std::collections::BTreeSet<ConstructId> =
+        run.open_at_end.iter().map(|&o| run.top_level(o)).collect();
+    if let Some(&first) = tops.first() {
         // Constructs start after their outermost one: the families of the
         // open ones lie from the first of them on.
-        let family: Vec<ConstructId> = run
-            .constructs()
-            .skip(first.index())
-            .map(|(id, _)| id)
+        let family: Vec<ConstructId> = (first.index()..run.constructs().len())
+            .map(ConstructId::at)
             .filter(|&id| tops.contains(&run.top_level(id)))
             .collect();
         replay(run, &mut s, Some(&family));

@@ -72,13 +72,13 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     let (run, sources, analysis, facts) = load(args)?;
     let trace = args.trace.display().to_string();
     let combined = analysis::combined_patch(&analysis, &sources);
-    let facts = &facts;
-    let warnings = accprof_reports::text::run_warnings(facts, "", false);
+    let warnings = accprof_reports::text::run_warnings(&facts, "", false);
     let mut out = Vec::new();
     if args.json {
         let diff = combined.patched.as_ref().map(|p| p.diff.as_str());
-        out =
-            accprof_reports::findings::render_json(&run, &analysis, facts, &warnings, &trace, diff);
+        out = accprof_reports::findings::render_json(
+            &run, &analysis, &facts, &warnings, &trace, diff,
+        );
     } else if args.patch {
         match &combined.patched {
             Some(p) => out.extend_from_slice(p.diff.as_bytes()),
@@ -96,7 +96,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
             trace: trace.clone(),
             width: 100,
         };
-        out = accprof_reports::findings::render_text(&run, &analysis, facts, &opts);
+        out = accprof_reports::findings::render_text(&run, &analysis, &facts, &opts);
     }
     crate::write_stdout(&out)?;
     for w in &warnings {

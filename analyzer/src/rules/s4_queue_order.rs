@@ -140,29 +140,12 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 /// When each queue first received work (any construct on it).
 fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
     let mut first: IdHashMap<i32, u64> = IdHashMap::default();
-    let mut add = |(q, start): (i32, u64)| {
-        let t = first.entry(q).or_insert(start);
-        *t = (*t).min(start);
-    };
-    // A stretch of constructs on one queue goes to the map once, with its
-    // earliest start.
-    let mut run_of: Option<(i32, u64)> = None;
     for (i, &q) in queues.0.iter().enumerate() {
-        if q == Queues::NONE {
-            continue;
+        if q != Queues::NONE {
+            let (start, _) = run.construct_span(ConstructId::at(i));
+            let t = first.entry(q).or_insert(start);
+            *t = (*t).min(start);
         }
-        let (start, _) = run.construct_span(ConstructId::at(i));
-        match &mut run_of {
-            Some((rq, t)) if *rq == q => *t = (*t).min(start),
-            _ => {
-                if let Some(r) = run_of.replace((q, start)) {
-                    add(r);
-                }
-            }
-        }
-    }
-    if let Some(r) = run_of {
-        add(r);
     }
     first
 }
@@ -241,7 +224,7 @@ fn find_reaches(
 /// nested ones').
 fn kernels_by_construct(run: &Run) -> HashMap<ConstructId, Vec<KernelId>> {
     let mut m: HashMap<ConstructId, Vec<KernelId>> = HashMap::new();
-    if run.totals().kernel_ns == 0 && !run.kernels().any(|(_, k)| k.device_timed()) {
+    if !run.kernels().any(|(_, k)| k.device_timed()) {
         return m;
     }
     for (id, _) in run.constructs() {

@@ -1,7 +1,8 @@
 //! The test kit: the recorded fixtures ([`fixtures`]), hand-written traces
 //! ([`trace`]), hand-built runs for the rules ([`runs`]), golden files
-//! with a bless switch ([`golden`]) and readers of an analysis ([`findings`]), for the tests of this crate and of the
-//! crates that test with it (feature `testkit`, as a dev-dependency). Test
+//! with a bless switch ([`golden`]) and readers of an analysis
+//! ([`findings`]), for the tests of this crate and of the crates that test
+//! with it (feature `testkit`, as a dev-dependency). Test
 //! code only: it panics on failure and builds runs the model's builder
 //! would not check.
 
