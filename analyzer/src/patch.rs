@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::source::SourceSet;
+use crate::source::{Directive, SourceFile, SourceSet};
 
 /// One change to a source file, by 1-based line of the original.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,6 +52,57 @@ pub enum Edit {
 }
 
 impl Edit {
+    /// Rewrites directive `d` of `src`, named `file` in the patch:
+    /// `construct` replaces its construct words (None keeps them), every
+    /// clause named in `remove` goes and `add` is appended as written. The
+    /// directive's line as read now is kept to check the file before the
+    /// patch applies.
+    pub fn rewrite(
+        file: &str,
+        src: &SourceFile,
+        d: &Directive,
+        construct: Option<String>,
+        remove: Vec<String>,
+        add: Vec<String>,
+    ) -> Edit {
+        Edit::Directive {
+            file: file.to_string(),
+            line: d.line,
+            end_line: d.end_line,
+            original: src.line(d.line).trim().to_string(),
+            construct,
+            remove,
+            add,
+        }
+    }
+
+    /// Sets clause `name` of directive `d` of `src` (named `file` in the
+    /// patch) to `name(value)`, in place of every clause of that name: the
+    /// directive as it reads then, for the proposal, and the edit.
+    pub fn set_clause(
+        file: &str,
+        src: &SourceFile,
+        d: &Directive,
+        name: &str,
+        value: &str,
+    ) -> (String, Edit) {
+        let set = format!("{name}({value})");
+        let clauses: Vec<String> = d
+            .clauses
+            .iter()
+            .map(|c| {
+                if c.name == name {
+                    set.clone()
+                } else {
+                    c.text()
+                }
+            })
+            .collect();
+        let directive = d.render(&d.construct_name(), &clauses).trim().to_string();
+        let edit = Edit::rewrite(file, src, d, None, vec![name.to_string()], vec![set]);
+        (directive, edit)
+    }
+
     pub fn file(&self) -> &str {
         match self {
             Edit::Directive { file, .. }

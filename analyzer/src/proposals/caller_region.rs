@@ -487,15 +487,14 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
                 l.construct_file, d.line
             ));
         }
-        plan.edits.push(Edit::Directive {
-            file: l.construct_file.clone(),
-            line: d.line,
-            end_line: d.end_line,
-            original: csrc.line(d.line).trim().to_string(),
-            construct: None,
+        plan.edits.push(Edit::rewrite(
+            &l.construct_file,
+            csrc,
+            &d,
+            None,
             remove,
-            add: vec![format!("present({})", items.join(", "))],
-        });
+            vec![format!("present({})", items.join(", "))],
+        ));
     }
     if let Some(outer) = src.enclosing_loops(lp.header_line).first() {
         plan.notes.push(format!(

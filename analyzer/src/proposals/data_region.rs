@@ -411,15 +411,8 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
                 )),
             }
         }
-        plan.edits.push(Edit::Directive {
-            file: src.path.clone(),
-            line: c.d.line,
-            end_line: c.d.end_line,
-            original: src.line(c.d.line).trim().to_string(),
-            construct,
-            remove,
-            add,
-        });
+        plan.edits
+            .push(Edit::rewrite(&src.path, src, &c.d, construct, remove, add));
     }
     // Host reads inside the loop: refresh the host copy first.
     let mut reads: BTreeMap<u32, Vec<String>> = BTreeMap::new();
@@ -493,15 +486,14 @@ pub(crate) fn place_region(
                 ));
             }
             // Its own clauses first, as written, then the new ones.
-            plan.edits.push(Edit::Directive {
-                file: src.path.clone(),
-                line: r.line,
-                end_line: r.end_line,
-                original: src.line(r.line).trim().to_string(),
-                construct: None,
-                remove: r.clauses.iter().map(|c| c.name.clone()).collect(),
-                add: all,
-            });
+            plan.edits.push(Edit::rewrite(
+                &src.path,
+                src,
+                r,
+                None,
+                r.clauses.iter().map(|c| c.name.clone()).collect(),
+                all,
+            ));
         }
         None => {
             plan.directive = format!("{} data {}", lang.sentinel(), clauses.join(" "));

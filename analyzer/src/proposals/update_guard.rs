@@ -174,15 +174,14 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
             "the directive at line {line} continues over several lines: add the clause by hand"
         ));
     } else {
-        plan.edits.push(Edit::Directive {
-            file: src.path.clone(),
-            line: d.line,
-            end_line: d.end_line,
-            original: src.line(d.line).trim().to_string(),
-            construct: None,
-            remove: d.clauses.iter().map(|c| c.name.clone()).collect(),
-            add: clauses,
-        });
+        plan.edits.push(Edit::rewrite(
+            &src.path,
+            src,
+            &d,
+            None,
+            d.clauses.iter().map(|c| c.name.clone()).collect(),
+            clauses,
+        ));
     }
     plan.directive = Some(directive);
     Some(plan)

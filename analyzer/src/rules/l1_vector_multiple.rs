@@ -15,7 +15,7 @@ use crate::units;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     for ls in cx.launch_sites() {
-        let Some((_, d)) = cx.directive_at(ls.site) else {
+        let Some((src, d)) = cx.directive_at(ls.site) else {
             continue;
         };
         let Some(asked) = d
@@ -79,33 +79,10 @@ pub fn check(cx: &Context) -> Checked {
                 "the narrower choice"
             }
         );
-        let clauses: Vec<String> = d
-            .clauses
-            .iter()
-            .map(|c| {
-                if c.name == "vector_length" {
-                    format!("vector_length({up})")
-                } else {
-                    c.text()
-                }
-            })
-            .collect();
-        let directive = d.render(&d.construct_name(), &clauses);
-        f.proposal.directive = Some(directive.trim().to_string());
-        let site = cx.run.site(ls.site);
-        f.proposal.edits.push(Edit::Directive {
-            file: site.file.clone(),
-            line: d.line,
-            end_line: d.end_line,
-            original: cx
-                .sources
-                .get(&site.file)
-                .map(|s| s.line(d.line).trim().to_string())
-                .unwrap_or_default(),
-            construct: None,
-            remove: vec!["vector_length".into()],
-            add: vec![format!("vector_length({up})")],
-        });
+        let file = &cx.run.site(ls.site).file;
+        let (directive, edit) = Edit::set_clause(file, src, &d, "vector_length", &up.to_string());
+        f.proposal.directive = Some(directive);
+        f.proposal.edits.push(edit);
         f.proposal.tune = cx.tune_command(
             ls.site,
             &format!("--space vector_length={down},{up},128,256"),

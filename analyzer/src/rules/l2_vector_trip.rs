@@ -105,28 +105,11 @@ pub fn check(cx: &Context) -> Checked {
             "Match the vector to the loop: vector_length({fit}) (the smallest multiple of 32 that covers {trips} iterations), and spread the rest of the work over more gangs; or make the {trips}-iteration loop `seq` and put the vector on a longer loop."
         );
         if clause.is_some() {
-            let clauses: Vec<String> = d
-                .clauses
-                .iter()
-                .map(|c| {
-                    if c.name == "vector_length" {
-                        format!("vector_length({fit})")
-                    } else {
-                        c.text()
-                    }
-                })
-                .collect();
-            f.proposal.directive = Some(d.render(&d.construct_name(), &clauses).trim().to_string());
-            let site = cx.run.site(ls.site);
-            f.proposal.edits.push(Edit::Directive {
-                file: site.file.clone(),
-                line: d.line,
-                end_line: d.end_line,
-                original: src.line(d.line).trim().to_string(),
-                construct: None,
-                remove: vec!["vector_length".into()],
-                add: vec![format!("vector_length({fit})")],
-            });
+            let file = &cx.run.site(ls.site).file;
+            let (directive, edit) =
+                Edit::set_clause(file, src, &d, "vector_length", &fit.to_string());
+            f.proposal.directive = Some(directive);
+            f.proposal.edits.push(edit);
         } else {
             f.proposal.no_patch = Some(format!(
                 "the vector length is not set at line {}: add vector_length({fit}) to the directive",

@@ -261,15 +261,14 @@ fn propose(cx: &Context, site: Option<SiteId>) -> (Proposal, Vec<String>) {
         ),
     };
     p.directive = Some(directive);
-    p.edits.push(Edit::Directive {
-        file: site.file.clone(),
-        line: d.line,
-        end_line: d.end_line,
-        original: src.line(d.line).trim().to_string(),
-        construct: Some(new_construct),
+    p.edits.push(Edit::rewrite(
+        &site.file,
+        src,
+        &d,
+        Some(new_construct),
         remove,
         add,
-    });
+    ));
     if let Some(c) = closing {
         // `!$acc end kernels` does not close a `parallel loop`.
         p.edits.push(Edit::Delete {

@@ -647,27 +647,9 @@ fn propose(
                 set_lines.push((file, set_line));
             }
             bare_lines.push(d.line);
-            let kept: Vec<String> = d
-                .clauses
-                .iter()
-                .map(|c| {
-                    if c.name == "async" {
-                        format!("async({q})")
-                    } else {
-                        c.text()
-                    }
-                })
-                .collect();
-            directives.push(d.render(&d.construct_name(), &kept).trim().to_string());
-            f.proposal.edits.push(Edit::Directive {
-                file: file.to_string(),
-                line: d.line,
-                end_line: d.end_line,
-                original: src.line(d.line).trim().to_string(),
-                construct: None,
-                remove: vec!["async".into()],
-                add: vec![format!("async({q})")],
-            });
+            let (directive, edit) = Edit::set_clause(file, src, &d, "async", &q.to_string());
+            directives.push(directive);
+            f.proposal.edits.push(edit);
         }
     }
     let lines = |v: &[u32]| {
