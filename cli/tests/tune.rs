@@ -196,7 +196,7 @@ fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
     };
     let mut cmd = tune(dir.path());
     args(&mut cmd);
-    let child = cmd
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -207,7 +207,17 @@ fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
     let mut patched = 0;
     let mut was_patched = false;
     while patched < 2 {
-        assert!(start.elapsed() < Duration::from_secs(60), "never patched");
+        if let Some(status) = child.try_wait().expect("wait") {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "accprof ended ({status}) before its second patched build:\n{}",
+                stderr(&out)
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no second patched build in 120 s"
+        );
         let now = std::fs::read(&src).expect("source") != original;
         if now && !was_patched {
             patched += 1;
