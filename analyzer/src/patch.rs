@@ -52,13 +52,12 @@ pub enum Edit {
 }
 
 impl Edit {
-    /// Rewrites directive `d` of `src`, named `file` in the patch:
-    /// `construct` replaces its construct words (None keeps them), every
-    /// clause named in `remove` goes and `add` is appended as written. The
-    /// directive's line as read now is kept to check the file before the
-    /// patch applies.
+    /// Rewrites directive `d` of `src` (named in the patch by its recorded
+    /// path): `construct` replaces its construct words (None keeps them),
+    /// every clause named in `remove` goes and `add` is appended as
+    /// written. The directive's line as read now is kept to check the file
+    /// before the patch applies.
     pub fn rewrite(
-        file: &str,
         src: &SourceFile,
         d: &Directive,
         construct: Option<String>,
@@ -66,7 +65,7 @@ impl Edit {
         add: Vec<String>,
     ) -> Edit {
         Edit::Directive {
-            file: file.to_string(),
+            file: src.path.clone(),
             line: d.line,
             end_line: d.end_line,
             original: src.line(d.line).trim().to_string(),
@@ -76,15 +75,14 @@ impl Edit {
         }
     }
 
-    /// Sets clause `name` of directive `d` of `src` (named `file` in the
-    /// patch) to `name(value)`, in place of every clause of that name: the
-    /// directive as it reads then, for the proposal, and the edit.
+    /// Sets clause `name` of directive `d` of `src` to `name(value)`, in
+    /// place of every clause of that name: the directive as it reads then,
+    /// for the proposal, and the edit.
     pub fn set_clause(
-        file: &str,
         src: &SourceFile,
         d: &Directive,
         name: &str,
-        value: &str,
+        value: impl std::fmt::Display,
     ) -> (String, Edit) {
         let set = format!("{name}({value})");
         let clauses: Vec<String> = d
@@ -99,7 +97,7 @@ impl Edit {
             })
             .collect();
         let directive = d.render(&d.construct_name(), &clauses).trim().to_string();
-        let edit = Edit::rewrite(file, src, d, None, vec![name.to_string()], vec![set]);
+        let edit = Edit::rewrite(src, d, None, vec![name.to_string()], vec![set]);
         (directive, edit)
     }
 

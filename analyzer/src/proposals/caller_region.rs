@@ -488,7 +488,6 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
             ));
         }
         plan.edits.push(Edit::rewrite(
-            &l.construct_file,
             csrc,
             &d,
             None,

@@ -412,7 +412,7 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
             }
         }
         plan.edits
-            .push(Edit::rewrite(&src.path, src, &c.d, construct, remove, add));
+            .push(Edit::rewrite(src, &c.d, construct, remove, add));
     }
     // Host reads inside the loop: refresh the host copy first.
     let mut reads: BTreeMap<u32, Vec<String>> = BTreeMap::new();
@@ -487,7 +487,6 @@ pub(crate) fn place_region(
             }
             // Its own clauses first, as written, then the new ones.
             plan.edits.push(Edit::rewrite(
-                &src.path,
                 src,
                 r,
                 None,

@@ -175,7 +175,6 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         ));
     } else {
         plan.edits.push(Edit::rewrite(
-            &src.path,
             src,
             &d,
             None,

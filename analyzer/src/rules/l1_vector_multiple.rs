@@ -79,8 +79,7 @@ pub fn check(cx: &Context) -> Checked {
                 "the narrower choice"
             }
         );
-        let file = &cx.run.site(ls.site).file;
-        let (directive, edit) = Edit::set_clause(file, src, &d, "vector_length", &up.to_string());
+        let (directive, edit) = Edit::set_clause(src, &d, "vector_length", up);
         f.proposal.directive = Some(directive);
         f.proposal.edits.push(edit);
         f.proposal.tune = cx.tune_command(

@@ -105,9 +105,7 @@ pub fn check(cx: &Context) -> Checked {
             "Match the vector to the loop: vector_length({fit}) (the smallest multiple of 32 that covers {trips} iterations), and spread the rest of the work over more gangs; or make the {trips}-iteration loop `seq` and put the vector on a longer loop."
         );
         if clause.is_some() {
-            let file = &cx.run.site(ls.site).file;
-            let (directive, edit) =
-                Edit::set_clause(file, src, &d, "vector_length", &fit.to_string());
+            let (directive, edit) = Edit::set_clause(src, &d, "vector_length", fit);
             f.proposal.directive = Some(directive);
             f.proposal.edits.push(edit);
         } else {

@@ -261,14 +261,8 @@ fn propose(cx: &Context, site: Option<SiteId>) -> (Proposal, Vec<String>) {
         ),
     };
     p.directive = Some(directive);
-    p.edits.push(Edit::rewrite(
-        &site.file,
-        src,
-        &d,
-        Some(new_construct),
-        remove,
-        add,
-    ));
+    p.edits
+        .push(Edit::rewrite(src, &d, Some(new_construct), remove, add));
     if let Some(c) = closing {
         // `!$acc end kernels` does not close a `parallel loop`.
         p.edits.push(Edit::Delete {

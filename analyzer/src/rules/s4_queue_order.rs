@@ -647,7 +647,7 @@ fn propose(
                 set_lines.push((file, set_line));
             }
             bare_lines.push(d.line);
-            let (directive, edit) = Edit::set_clause(file, src, &d, "async", &q.to_string());
+            let (directive, edit) = Edit::set_clause(src, &d, "async", q);
             directives.push(directive);
             f.proposal.edits.push(edit);
         }
