@@ -149,7 +149,7 @@ const CONSTRUCTS: &[Column] = &[
     col(
         "async_queue",
         OptInt,
-        "async queue (empty: synchronous or unknown)",
+        "async queue as the runtime gave it: -2 synchronous (acc_async_sync), -1 acc_async_noval, 0 or more a queue; empty: not reported",
     ),
     col("device", OptInt, "device number"),
     col("kernels", Int, "kernels it launched"),
