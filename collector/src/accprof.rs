@@ -199,7 +199,7 @@ pub unsafe extern "C" fn on_event(
     // SAFETY: a non-NULL prof_info from the runtime points to an
     // acc_prof_info, whose first field is always present.
     if !prof_info.is_null() && unsafe { (*prof_info).event_type } == DEVICE_INIT_START {
-        crate::cupti::await_start(crate::CUPTI_START_WAIT);
+        crate::cupti::await_start(crate::config::DEVICE_START_WAIT);
     }
     // Converted to ns by the writer (see clock).
     let time_ns = clock::stamp();

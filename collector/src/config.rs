@@ -112,6 +112,10 @@ pub fn config() -> &'static Config {
     CONFIG.get_or_init(Config::from_env)
 }
 
+/// How long the runtime's device initialization, the trace header and exit
+/// wait for the device side (CUPTI) to finish starting.
+pub(crate) const DEVICE_START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// MPI rank from the variables launchers export.
 pub fn mpi_rank() -> Option<u32> {
     contract::rank_from_env()

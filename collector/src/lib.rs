@@ -14,6 +14,7 @@
 pub mod accprof;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod api;
+mod buffer;
 mod callsite;
 pub mod clock;
 pub mod config;
@@ -39,7 +40,7 @@ mod tls;
 mod writer;
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use accprof_trace::{Ending, SourceState};
@@ -53,13 +54,6 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// without progress: shorter, as a signal handler or a child's `_exit`
 /// should not hang.
 const QUICK_WAIT: Duration = Duration::from_secs(2);
-
-/// How long the runtime's device initialization, the trace header and exit
-/// wait for CUPTI to finish starting.
-pub(crate) const CUPTI_START_WAIT: Duration = Duration::from_secs(5);
-
-/// Set in a forked child: the writer thread is started on first use there.
-static NEED_WRITER: AtomicBool = AtomicBool::new(false);
 
 /// The pid the collector's state belongs to (set at start and in a forked
 /// child). A vfork child shares our memory under another pid: its `_exit`
@@ -149,6 +143,11 @@ fn init() {
         for w in &cfg.warnings {
             note::error(w);
         }
+        writer::set_device_side(writer::DeviceSide {
+            await_start: cupti::await_start,
+            flush: cupti::flush,
+        });
+        sink::set_writer_starter(start_writer_in_child);
         if let Err(e) = writer::start() {
             state::disable(&e);
             return;
@@ -203,7 +202,7 @@ fn finish() {
     }
     // A program that ends before CUPTI has started (it never used the
     // device) must not race the start.
-    cupti::await_start(CUPTI_START_WAIT);
+    cupti::await_start(config::DEVICE_START_WAIT);
     cupti::finish_at_exit(ending::exit_status());
     if !writer::stop(EXIT_WAIT, false) {
         note::error("the trace writer did not finish in time; the trace may miss its last records");
@@ -233,25 +232,16 @@ extern "C" fn fork_child() {
         ending::reset_after_fork();
         output::mark_forked_child();
         OWN_PID.store(std::process::id(), Ordering::Release);
-        NEED_WRITER.store(true, Ordering::Release);
+        sink::want_writer();
     });
 }
 
-/// Starts the writer in a forked child on its first record, so a child that
-/// execs at once leaves no file behind.
-#[cold]
+/// Starts the writer in a forked child on its first record (the sink asks,
+/// once [`sink::want_writer`] was said), so a child that execs at once
+/// leaves no file behind.
 fn start_writer_in_child() {
-    if NEED_WRITER.swap(false, Ordering::AcqRel) {
-        if let Err(e) = writer::start() {
-            state::disable(&e);
-        }
-    }
-}
-
-#[inline]
-pub(crate) fn check_child_writer() {
-    if NEED_WRITER.load(Ordering::Relaxed) {
-        start_writer_in_child();
+    if let Err(e) = writer::start() {
+        state::disable(&e);
     }
 }
 

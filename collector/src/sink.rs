@@ -14,62 +14,23 @@
 //! the definitions it uses, so this order guarantees definitions precede
 //! uses in the file.
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use accprof_trace::{Record, StringId};
 
+use crate::buffer::{Chain, Chunk, ThreadBuffer, CHUNK};
 use crate::event::Event;
 use crate::fasthash::AddrMap;
 use crate::tls::{PerThread, THREAD};
 
-/// Events per chunk (96 bytes each).
-pub(crate) const CHUNK: usize = 8192;
 /// Events a chunk holds when its thread wakes the writer.
 const WAKE_AT: usize = CHUNK / 2;
 /// Read chunks kept for reuse.
 const POOL_MAX: usize = 64;
-
-/// A fixed array of event slots. Slots below `len` are written and are the
-/// writer's to take, each exactly once; the rest belong to the producer.
-pub(crate) struct Chunk {
-    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
-    len: AtomicUsize,
-}
-
-// SAFETY: a slot is written by its one producer thread before `len` covers
-// it (release) and read by the writer only after (acquire); never both.
-unsafe impl Sync for Chunk {}
-// SAFETY: as above; the events themselves are Send.
-unsafe impl Send for Chunk {}
-
-impl Chunk {
-    fn new() -> Arc<Chunk> {
-        Arc::new(Chunk {
-            slots: (0..CHUNK)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                .collect(),
-            len: AtomicUsize::new(0),
-        })
-    }
-}
-
-/// One thread's chunks not yet read whole, oldest first; the last is the
-/// one its thread writes.
-struct Chain {
-    chunks: VecDeque<Arc<Chunk>>,
-    /// Slots of the front chunk already taken.
-    read: usize,
-}
-
-pub(crate) struct ThreadBuffer {
-    /// OS id of the owning thread (events do not carry it).
-    tid: u32,
-    chain: Mutex<Chain>,
-}
 
 /// What one drain takes: definitions (and records pushed after their
 /// thread's storage was gone), then each thread's events with its id.
@@ -96,6 +57,10 @@ static DEFINITIONS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
 static INTERNED: Mutex<Option<HashMap<Box<[u8]>, StringId>>> = Mutex::new(None);
 static NEXT_STRING: AtomicU32 = AtomicU32::new(1);
 static POOL: Mutex<Vec<Arc<Chunk>>> = Mutex::new(Vec::new());
+
+static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+static WRITER_WANTED: AtomicBool = AtomicBool::new(false);
+static WRITER_STARTER: OnceLock<fn()> = OnceLock::new();
 
 /// Records dropped because they could not be written.
 pub(crate) static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -145,7 +110,9 @@ fn next_chunk(t: &PerThread) -> bool {
 /// `make` must not push itself.
 #[inline]
 pub(crate) fn push_with(t: &PerThread, make: impl FnOnce(*mut Event) -> bool) {
-    crate::check_child_writer();
+    if WRITER_WANTED.load(Ordering::Relaxed) {
+        start_wanted_writer();
+    }
     let n = t.filled.get();
     let chunk = t.chunk.get();
     if n < CHUNK && !chunk.is_null() {
@@ -212,8 +179,47 @@ pub(crate) fn define(rec: Record) {
     lock(&DEFINITIONS).push(rec);
 }
 
-fn wake_writer() {
-    crate::writer::wake();
+/// Wakes whoever drains the buffers (the writer, through the descriptor it
+/// gave [`set_wake_fd`]); async-signal-safe.
+pub(crate) fn wake_writer() {
+    let fd = WAKE_FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a local to the writer's eventfd.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+/// The eventfd [`wake_writer`] signals (-1: none); returns the previous one.
+pub(crate) fn set_wake_fd(fd: i32) -> i32 {
+    WAKE_FD.swap(fd, Ordering::AcqRel)
+}
+
+/// The eventfd the writer waits on (-1: none).
+pub(crate) fn wake_fd() -> i32 {
+    WAKE_FD.load(Ordering::Acquire)
+}
+
+/// How a writer is started when one is wanted (set once, at start-up, by
+/// whoever owns the writer: the sink does not name it).
+pub(crate) fn set_writer_starter(start: fn()) {
+    let _ = WRITER_STARTER.set(start);
+}
+
+/// Asks for a writer before the next record is pushed (a forked child
+/// starts its own on its first record, so one that execs at once leaves no
+/// file behind).
+pub(crate) fn want_writer() {
+    WRITER_WANTED.store(true, Ordering::Release);
+}
+
+#[cold]
+fn start_wanted_writer() {
+    if WRITER_WANTED.swap(false, Ordering::AcqRel) {
+        if let Some(start) = WRITER_STARTER.get() {
+            start();
+        }
+    }
 }
 
 /// Interns a string, defining it on first use.

@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use crate::sink::{Chunk, ThreadBuffer};
+use crate::buffer::{Chunk, ThreadBuffer};
 
 /// Regions tracked per thread (deeper nesting is counted, not recorded).
 pub(crate) const DEPTH: usize = 16;

@@ -17,8 +17,8 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use accprof_trace::{DropSource, Record, Writer};
@@ -28,7 +28,6 @@ use crate::{ending, note, sink};
 
 const TICK_MS: i32 = 100;
 
-static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
 static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
 static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
 static FROM_SIGNAL: AtomicBool = AtomicBool::new(false);
@@ -40,14 +39,25 @@ static FINISHED: AtomicBool = AtomicBool::new(false);
 /// Path of the trace being written, once opened (read by the summary).
 pub static TRACE_PATH: Mutex<Option<String>> = Mutex::new(None);
 
-/// Wakes the writer; async-signal-safe.
-pub fn wake() {
-    let fd = EVENT_FD.load(Ordering::Acquire);
-    if fd >= 0 {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a local to our eventfd.
-        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
-    }
+/// What the writer asks of the device side (CUPTI's buffered records),
+/// registered once by whoever starts both: the writer does not name it.
+pub(crate) struct DeviceSide {
+    /// Waits up to the given time for the device side's start to finish
+    /// (the header says whether it records).
+    pub await_start: fn(Duration) -> bool,
+    /// Hands over the records the device side still buffers.
+    pub flush: fn(),
+}
+
+static DEVICE_SIDE: OnceLock<DeviceSide> = OnceLock::new();
+
+/// Registers the device side; the first registration stays.
+pub(crate) fn set_device_side(side: DeviceSide) {
+    let _ = DEVICE_SIDE.set(side);
+}
+
+fn wake() {
+    sink::wake_writer();
 }
 
 /// True while the writer thread runs.
@@ -65,7 +75,7 @@ pub fn start() -> Result<(), String> {
             std::io::Error::last_os_error()
         ));
     }
-    let old = EVENT_FD.swap(fd, Ordering::AcqRel);
+    let old = sink::set_wake_fd(fd);
     if old >= 0 {
         // SAFETY: closing the descriptor we created earlier (inherited by a
         // forked child; the parent keeps its own copy).
@@ -178,7 +188,7 @@ fn wait_while_progressing(
 }
 
 fn wait_for_wake() {
-    let fd = EVENT_FD.load(Ordering::Acquire);
+    let fd = sink::wake_fd();
     if fd < 0 {
         std::thread::sleep(Duration::from_millis(TICK_MS as u64));
         return;
@@ -245,7 +255,9 @@ fn run() {
         let device = DEVICE_FLUSH.swap(false, Ordering::AcqRel);
         if stopping || from_signal || device {
             // The device side first, so its buffered records are in.
-            crate::cupti::flush();
+            if let Some(side) = DEVICE_SIDE.get() {
+                (side.flush)();
+            }
         }
         if from_signal {
             sink::drain_nonblocking(&mut batch);
@@ -373,7 +385,9 @@ fn write_batch(
 
 fn open() -> Sink {
     // The header says whether CUPTI records: let its start finish first.
-    crate::cupti::await_start(crate::CUPTI_START_WAIT);
+    if let Some(side) = DEVICE_SIDE.get() {
+        (side.await_start)(crate::config::DEVICE_START_WAIT);
+    }
     let header = crate::header::build();
     let (file, path) = match crate::output::create(header.pid, &header.host, header.rank) {
         Ok(opened) => opened,
