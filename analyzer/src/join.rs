@@ -38,10 +38,11 @@ use accprof_trace::{
     ModuleId, Record, StringId,
 };
 
+use crate::idhash::IdHashMap;
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelSource,
     LaunchRequest, LineSites, Memset, NameId, Placement, Site, SiteId, Totals, Transfer,
-    TransferSource,
+    TransferSource, MAX_DEVICE_RECORD_NS,
 };
 use crate::symbolize::{SymbolizedSite, Symbolizer};
 
@@ -127,11 +128,6 @@ pub trait Sink {
     fn finish(self, info: RunInfo) -> Self::Output;
 }
 
-/// The longest a single kernel or copy is believed to last; a record
-/// claiming more (or ending before it starts) is damaged or crafted, and
-/// its numbers would swamp every total.
-pub const MAX_DEVICE_RECORD_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
-
 fn plausible(start_ns: u64, end_ns: u64) -> bool {
     end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }
@@ -155,38 +151,6 @@ fn is_end(kind: AccEventKind) -> bool {
         ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd
     )
 }
-
-/// A hasher for the join's integer keys (handles, region and correlation
-/// ids, string ids): one multiply, where the standard SipHash costs a
-/// third of the join's time. The keys come from the trace, but a crafted
-/// trace that makes them collide costs only speed.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-}
-
-/// A hash map keyed by integers, hashed with [`IdHasher`].
-pub(crate) type IdHashMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// The regions of the constructs not yet final, in start order: as many
 /// as are in flight (a few per thread), so a scan from the latest beats

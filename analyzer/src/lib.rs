@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod compare;
 pub mod findings;
+pub(crate) mod idhash;
 pub mod join;
 pub mod load;
 pub mod model;

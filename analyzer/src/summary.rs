@@ -26,7 +26,8 @@ use accprof_trace::{
     Sources,
 };
 
-use crate::join::{At, IdHashMap, Order, RunInfo, Sink};
+use crate::idhash::IdHashMap;
+use crate::join::{At, Order, RunInfo, Sink};
 use crate::model::{
     ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelId, KernelSource,
     LaunchRequest, Memset, NameId, Run, SiteId, Transfer, TransferId, TransferSource,

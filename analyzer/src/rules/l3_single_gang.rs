@@ -30,7 +30,7 @@ pub fn check(cx: &Context) -> Checked {
     type Launch = (u64, Option<KernelId>, Option<ConstructId>);
     let mut single: Vec<(Option<SiteId>, Launch)> = Vec::new();
     let mut measured_on_device = true;
-    let mut all_launches: crate::join::IdHashMap<Option<SiteId>, usize> = Default::default();
+    let mut all_launches: crate::idhash::IdHashMap<Option<SiteId>, usize> = Default::default();
     if run.kernels().any(|(_, k)| k.device_timed()) {
         for (id, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
             let site = k.construct.map(|c| run.line_site(c));

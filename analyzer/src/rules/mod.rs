@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use accprof_trace::{CopyKind, HashMode};
 
 use crate::findings::{Category, Confidence, Evidence, Finding, Location, Value};
-use crate::join::IdHashMap;
+use crate::idhash::IdHashMap;
 use crate::model::{AllocId, ConstructClass, ConstructId, Run, SiteId, TransferId};
 use crate::source::SourceSet;
 

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{group_by, Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::join::IdHashMap;
+use crate::idhash::IdHashMap;
 use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};

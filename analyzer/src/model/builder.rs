@@ -1,0 +1,316 @@
+//! The builder: the join's sink that keeps everything, and the entry
+//! points that read a trace into a [`Run`].
+
+use accprof_trace::{BufferHash, Header, Trace};
+
+use super::entities::*;
+use super::index::*;
+use super::run::*;
+use super::tables::*;
+use crate::join::{At, Order, RunInfo, Sink};
+use crate::symbolize::Symbolizer;
+
+/// The sink that keeps everything: the full [`Run`].
+pub(crate) struct RunSink {
+    /// The kernels are the launches (no CUPTI): keep only the launches
+    /// they cannot tell back.
+    pub(super) launches_in_kernels: bool,
+    pub(super) launches: Vec<LaunchRequest>,
+    pub(super) kernels: Vec<(Order, KernelRow)>,
+    pub(super) transfers: Vec<(Order, TransferRow)>,
+    pub(super) memsets: Vec<(Order, Memset)>,
+    /// The shapes of the rows, and the allocations (by handle).
+    pub(super) tables: Tables,
+    pub(super) hashes: Vec<BufferHash>,
+}
+
+impl RunSink {
+    pub(crate) fn new(header: &Header) -> Self {
+        RunSink {
+            launches_in_kernels: !header.sources.cupti.is_active(),
+            launches: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            memsets: Vec::new(),
+            tables: Tables::default(),
+            hashes: Vec::new(),
+        }
+    }
+}
+
+/// Puts `x` at `index`, growing the table with `x` as needed (the join
+/// hands every index below the last over once).
+pub(super) fn place<T: Clone>(table: &mut Vec<T>, index: usize, x: T) {
+    if table.len() <= index {
+        table.resize(index + 1, x);
+    } else {
+        table[index] = x;
+    }
+}
+
+/// The entities in the run's order, their keys dropped, the table no
+/// larger than it holds.
+pub(super) fn in_order<T>(mut v: Vec<(Order, T)>) -> Vec<T> {
+    if !v.windows(2).all(|w| w[0].0 <= w[1].0) {
+        v.sort_by_key(|(o, _)| *o);
+    }
+    let mut out: Vec<T> = v.into_iter().map(|(_, x)| x).collect();
+    out.shrink_to_fit();
+    out
+}
+
+impl Sink for RunSink {
+    type Output = Run;
+
+    fn construct(
+        &mut self,
+        id: ConstructId,
+        c: Construct,
+        launches: &[LaunchRequest],
+        _at: &At,
+        _open_at_end: bool,
+    ) {
+        let row = self.tables.construct_row(&c);
+        place(&mut self.tables.constructs, id.index(), row);
+        if self.launches_in_kernels {
+            let kept = launches.iter().filter(|l| !l.fits_kernel()).cloned();
+            self.launches.extend(kept);
+        } else {
+            self.launches.extend_from_slice(launches);
+        }
+    }
+
+    fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
+        let row = self.tables.kernel_row(&k);
+        self.kernels.push((order, row));
+    }
+
+    fn transfer(&mut self, t: Transfer, order: Order, _at: Option<&At>) {
+        let row = self.tables.transfer_row(&t);
+        self.transfers.push((order, row));
+    }
+
+    fn memset(&mut self, m: Memset, order: Order, _at: Option<&At>) {
+        self.memsets.push((order, m));
+    }
+
+    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
+        let row = self.tables.alloc_row(&a);
+        place(&mut self.tables.allocs, id.index(), row);
+    }
+
+    fn freed(&mut self, id: AllocId, free_ns: u64) {
+        if let Some(r) = self.tables.allocs.get_mut(id.index()) {
+            r.free_ns = free_ns;
+        }
+    }
+
+    fn hash(&mut self, h: &BufferHash) {
+        self.hashes.push(*h);
+    }
+
+    fn finish(self, info: RunInfo) -> Run {
+        // Every construct and allocation the join started came back.
+        let mut tables = self.tables;
+        tables.constructs.truncate(info.constructs as usize);
+        tables.constructs.shrink_to_fit();
+        tables.allocs.truncate(info.allocs as usize);
+        tables.allocs.shrink_to_fit();
+        tables.kernels = in_order(self.kernels);
+        tables.transfers = in_order(self.transfers);
+        tables.seal();
+        let mut launches = self.launches;
+        if !launches
+            .windows(2)
+            .all(|w| w[0].construct <= w[1].construct)
+        {
+            launches.sort_by_key(|l| l.construct);
+        }
+        launches.shrink_to_fit();
+        let mut hashes = self.hashes;
+        hashes.shrink_to_fit();
+        let mut run = Run {
+            header: info.header,
+            version: info.version,
+            losses: info.losses,
+            devices: info.devices,
+            sites: info.sites,
+            callers: info.callers,
+            tables,
+            memsets: in_order(self.memsets),
+            launches,
+            launches_in_kernels: self.launches_in_kernels,
+            names: info.names,
+            modules: info.modules,
+            collector_spans: collector_spans(&hashes),
+            hashes,
+            mpi_calls: info.mpi_calls,
+            acc_events: info.acc_events,
+            dropped: info.dropped,
+            diagnostics: info.diagnostics,
+            notes: info.notes,
+            skipped_unknown: info.skipped_unknown,
+            span_ns: info.span_ns,
+            open_at_end: info.open_at_end,
+            ending: info.ending,
+            routines: info.routines,
+            executable_binary: None,
+            data_names: Default::default(),
+            related: Related::default(),
+            totals: info.totals,
+            placement: info.placement,
+        };
+        run.derive_indices();
+        run
+    }
+}
+
+impl Run {
+    /// A run with no entities (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn empty(header: Header) -> Run {
+        Run {
+            placement: Placement::new(&header),
+            header,
+            version: (1, 0),
+            losses: Vec::new(),
+            devices: Vec::new(),
+            sites: Vec::new(),
+            callers: Default::default(),
+            tables: Tables::default(),
+            memsets: Vec::new(),
+            launches: Vec::new(),
+            launches_in_kernels: false,
+            names: Vec::new(),
+            modules: Vec::new(),
+            hashes: Vec::new(),
+            collector_spans: Vec::new(),
+            mpi_calls: Vec::new(),
+            acc_events: 0,
+            dropped: Vec::new(),
+            diagnostics: Vec::new(),
+            notes: Vec::new(),
+            skipped_unknown: 0,
+            span_ns: (0, 0),
+            open_at_end: Vec::new(),
+            ending: None,
+            routines: Vec::new(),
+            executable_binary: None,
+            data_names: Default::default(),
+            related: Related::default(),
+            totals: Totals::default(),
+        }
+    }
+
+    /// What a sink gets besides the entities, read from the run.
+    pub(crate) fn info(&self) -> RunInfo {
+        RunInfo {
+            header: self.header.clone(),
+            version: self.version,
+            losses: self.losses.clone(),
+            devices: self.devices.clone(),
+            sites: self.sites.clone(),
+            callers: self.callers.clone(),
+            mpi_calls: self.mpi_calls.clone(),
+            names: self.names.clone(),
+            routines: self.routines.clone(),
+            modules: self.modules.clone(),
+            acc_events: self.acc_events,
+            dropped: self.dropped.clone(),
+            diagnostics: self.diagnostics.clone(),
+            notes: self.notes.clone(),
+            skipped_unknown: self.skipped_unknown,
+            span_ns: self.span_ns,
+            open_at_end: self.open_at_end.clone(),
+            ending: self.ending,
+            constructs: self.tables.constructs.len() as u32,
+            allocs: self.tables.allocs.len() as u32,
+            totals: self.totals,
+            placement: self.placement,
+        }
+    }
+
+    /// The handle of a name, added when new (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn intern_name(&mut self, text: &str) -> NameId {
+        match self.names.iter().position(|n| n == text) {
+            Some(i) => NameId::at(i),
+            None => {
+                self.names.push(text.to_string());
+                NameId::at(self.names.len() - 1)
+            }
+        }
+    }
+
+    /// Sets the kernels, transfers and allocations of a run made by hand
+    /// (each table in the run's order).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_entities(
+        &mut self,
+        kernels: &[Kernel],
+        transfers: &[Transfer],
+        allocs: &[DeviceAlloc],
+    ) {
+        let mut t = std::mem::take(&mut self.tables);
+        t.kernels = kernels.iter().map(|k| t.kernel_row(k)).collect();
+        t.transfers = transfers.iter().map(|x| t.transfer_row(x)).collect();
+        t.allocs = allocs.iter().map(|a| t.alloc_row(a)).collect();
+        t.seal();
+        self.tables = t;
+    }
+
+    /// The kernels the runtime's launch events tell of, for a run made by
+    /// hand without CUPTI (the join hands them over itself).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn launched_kernels(&mut self) -> Vec<Kernel> {
+        let unnamed = self.intern_name("?");
+        self.launches
+            .iter()
+            .map(|l| l.kernel(&self.construct(l.construct), unnamed))
+            .collect()
+    }
+}
+
+/// Builds the model of one trace, symbolizing call sites with `symbolizer`.
+pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
+    let sink = RunSink::new(&trace.header);
+    let mut run = crate::join::join_trace(trace, symbolizer, sink);
+    read_binaries(&mut run, symbolizer);
+    run
+}
+
+/// What the analysis reads from the program's executable besides call
+/// sites, found once through `symbolizer`: where its file is, and the names
+/// of the data objects the transfers moved.
+pub(super) fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
+    let Some(exe) = run.executable_module() else {
+        return;
+    };
+    let binary = symbolizer.locate(exe);
+    // Each buffer once: the transfers' shapes hold their host pointers.
+    let mut moved: Vec<u64> = run
+        .tables
+        .transfer_shapes
+        .list
+        .iter()
+        .map(|s| s.host_ptr)
+        .filter(|&p| p != u64::MAX)
+        .collect();
+    moved.sort_unstable();
+    moved.dedup();
+    let names = symbolizer.data_names(exe, moved);
+    run.executable_binary = binary;
+    run.data_names = names.into_iter().collect();
+}
+
+/// Builds the model while reading: records are looked at one by one and
+/// never held all at once, so memory follows the model, not the trace.
+pub fn build_from_reader(
+    reader: impl accprof_trace::RecordSource,
+    symbolizer: &mut Symbolizer,
+) -> Run {
+    let sink = RunSink::new(reader.header());
+    let mut run = crate::join::join_reader(reader, symbolizer, sink);
+    read_binaries(&mut run, symbolizer);
+    run
+}

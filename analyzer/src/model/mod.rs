@@ -1,0 +1,23 @@
+//! The joined model of one process's run: OpenACC constructs with their
+//! source sites, and the kernels and copies the device did for each.
+//!
+//! One concern a file: the entities and their handles (entities.rs), the
+//! packed tables that hold them (tables.rs), the indices from a construct
+//! to what it caused and from a construct to its line (index.rs), the read
+//! API every view asks (run.rs), and the builder that the join fills
+//! (builder.rs). Only the builder knows the join.
+
+mod builder;
+mod entities;
+mod index;
+mod run;
+mod tables;
+
+pub use builder::{build, build_from_reader};
+pub use entities::*;
+pub(crate) use index::LineSites;
+pub use run::{Entities, Placement, Rows, Run, Totals, ACC_DEVICE_HOST};
+pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
+
+#[cfg(test)]
+mod tests;

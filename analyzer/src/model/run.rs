@@ -1,0 +1,659 @@
+//! The read API of a run: what every view asks of the model.
+
+use accprof_trace::{BufferHash, Device, DropSource, Header, Level, Loss};
+
+use super::entities::*;
+use super::index::*;
+use super::tables::*;
+
+/// One process's run, joined.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub header: Header,
+    pub version: (u16, u16),
+    pub losses: Vec<Loss>,
+    pub devices: Vec<Device>,
+    /// The entities, read through their handles ([`Run::sites`],
+    /// [`Run::construct`], ...): their positions are the model's business.
+    pub(crate) sites: Vec<Site>,
+    /// The source frames above a site, innermost first ([`Run::callers`]).
+    pub(crate) callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    /// The constructs in start order (read back whole through
+    /// [`Run::construct`]).
+    /// The kernels in device start order (launch start order when CUPTI
+    /// did not record: see [`KernelSource`]), the transfers in start
+    /// order, the device allocations in allocation order.
+    pub(crate) tables: Tables,
+    /// In start order.
+    pub(crate) memsets: Vec<Memset>,
+    /// The runtime's launch events, by construct: all of them when CUPTI
+    /// recorded; without CUPTI (`launches_in_kernels`) each kernel is its
+    /// launch, and only those whose numbers a kernel cannot hold are here.
+    pub(crate) launches: Vec<LaunchRequest>,
+    pub(crate) launches_in_kernels: bool,
+    /// Kernel and variable names, indexed by [`NameId`].
+    pub(crate) names: Vec<String>,
+    /// Loaded modules (to map host addresses to symbols).
+    pub modules: Vec<accprof_trace::Module>,
+    pub hashes: Vec<BufferHash>,
+    /// When the collector itself kept the host busy (hashing buffers), as
+    /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
+    pub(crate) collector_spans: Vec<(u64, u64)>,
+    /// MPI calls in start order ([`Run::mpi_calls`]).
+    pub(crate) mpi_calls: Vec<MpiCall>,
+    pub acc_events: u64,
+    pub dropped: Vec<(DropSource, u64)>,
+    pub diagnostics: Vec<(Level, String)>,
+    /// Things the analyzer could not do (e.g. a binary missing for symbols).
+    pub notes: Vec<String>,
+    /// Records of kinds this reader does not know, skipped.
+    pub skipped_unknown: u64,
+    /// First and last timestamp seen.
+    pub span_ns: (u64, u64),
+    /// The constructs still open when the trace ended, per thread from the
+    /// outermost to the innermost (what was running when the program
+    /// stopped, or constructs whose end callbacks were toggled off).
+    pub open_at_end: Vec<ConstructId>,
+    /// How the process ended, when the collector saw it end; None for a
+    /// trace that was cut (or written by a collector before format 1.1).
+    pub ending: Option<accprof_trace::EndRecord>,
+    /// Names of the OpenACC API routines called, indexed by [`ApiRoutine`].
+    pub routines: Vec<String>,
+    /// Where the executable's binary was found for reading (its recorded
+    /// path or a copy in a search directory, same build); None when it was
+    /// not found.
+    pub executable_binary: Option<std::path::PathBuf>,
+    /// Names of the executable's data objects (globals, statics) at the host
+    /// addresses the transfers moved, from its symbol table: what the
+    /// findings call a buffer the runtime did not name.
+    pub data_names: std::collections::BTreeMap<u64, String>,
+    /// Each construct's own kernels, transfers, allocations, memsets and
+    /// launches (the other way round from their `construct` fields), made
+    /// by [`Run::derive`].
+    pub(crate) related: Related,
+    /// Summed once the tables are complete ([`Run::totals`]).
+    pub(crate) totals: Totals,
+    /// Where the constructs ran and which runtime ran them, read once.
+    pub(crate) placement: Placement,
+}
+
+/// The device time and host<->device traffic of a run, summed once by the
+/// builder: every view reads these, none adds them up again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Device time of the kernels CUPTI timed (start to end of each).
+    pub kernel_ns: u64,
+    /// Kernels the run holds (launch events too when CUPTI did not record).
+    pub kernels: u64,
+    /// Host<->device transfers (uploads and downloads; device-to-device and
+    /// other copies are not counted): their time, number and bytes.
+    pub transfer_ns: u64,
+    pub transfers: u64,
+    pub transfer_bytes: u64,
+    /// Top-level constructs (nested ones count with their parent) and
+    /// their host time, start to end of each.
+    pub constructs: u64,
+    pub host_construct_ns: u64,
+    /// Constructs whose end event never came ([`Construct::cut`]).
+    pub cut_constructs: u64,
+}
+
+impl Totals {
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn of(run: &Run) -> Totals {
+        let mut t = Totals::default();
+        run.kernels().for_each(|(_, k)| t.add_kernel(&k));
+        run.transfers().for_each(|(_, x)| t.add_transfer(&x));
+        run.constructs().for_each(|(_, c)| t.add_construct(&c));
+        t
+    }
+
+    pub(crate) fn add_construct(&mut self, c: &Construct) {
+        if c.cut {
+            self.cut_constructs += 1;
+        }
+        if c.parent.is_none() {
+            self.constructs += 1;
+            self.host_construct_ns = self
+                .host_construct_ns
+                .saturating_add(c.host_ns().unwrap_or(0));
+        }
+    }
+
+    pub(crate) fn add_kernel(&mut self, k: &Kernel) {
+        if k.device_timed() {
+            self.kernel_ns = self.kernel_ns.saturating_add(k.device_ns());
+        }
+        self.kernels += 1;
+    }
+
+    pub(crate) fn add_transfer(&mut self, x: &Transfer) {
+        if x.is_host_device() {
+            self.transfer_ns = self.transfer_ns.saturating_add(x.duration_ns());
+            self.transfers += 1;
+            self.transfer_bytes = self.transfer_bytes.saturating_add(x.bytes);
+        }
+    }
+}
+
+/// `acc_device_host` in the OpenACC API's numbering of `acc_device_t`.
+pub const ACC_DEVICE_HOST: u32 = 2;
+
+/// Where the constructs ran and which runtime ran them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placement {
+    /// Some construct ran on the host (OpenACC host fallback).
+    pub(super) some_on_host: bool,
+    /// There were constructs and every one ran on the host.
+    pub(super) all_on_host: bool,
+    /// The OpenACC runtime is GCC's libgomp.
+    pub(super) libgomp: bool,
+    /// Constructs were seen.
+    pub(super) any: bool,
+}
+
+impl Placement {
+    pub(crate) fn new(header: &Header) -> Placement {
+        Placement {
+            libgomp: header.runtime.contains("libgomp"),
+            ..Placement::default()
+        }
+    }
+
+    pub(crate) fn add(&mut self, c: &Construct) {
+        let on_host = c.device_type() == Some(ACC_DEVICE_HOST);
+        self.some_on_host |= on_host;
+        self.all_on_host = on_host && (self.all_on_host || !self.any);
+        self.any = true;
+    }
+
+    /// Some construct ran on the host.
+    pub(crate) fn some_on_host(&self) -> bool {
+        self.some_on_host
+    }
+
+    /// The OpenACC runtime is GCC's libgomp.
+    pub(crate) fn libgomp(&self) -> bool {
+        self.libgomp
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn of(run: &Run) -> Placement {
+        let mut p = Placement::new(&run.header);
+        run.constructs().for_each(|(_, c)| p.add(&c));
+        p
+    }
+}
+
+impl Run {
+    /// The name of an API routine (`acc_copyin`, ...).
+    pub fn routine(&self, r: ApiRoutine) -> &str {
+        self.routines.get(r.0 as usize).map_or("?", String::as_str)
+    }
+
+    // The accessors take handles this run handed out; a handle of another
+    // run is a bug in the caller and panics when out of range.
+
+    pub fn site(&self, id: SiteId) -> &Site {
+        &self.sites[id.index()]
+    }
+
+    pub fn construct(&self, id: ConstructId) -> Construct {
+        self.tables.construct(&self.tables.constructs[id.index()])
+    }
+
+    pub fn kernel(&self, id: KernelId) -> Kernel {
+        self.tables.kernel(&self.tables.kernels[id.index()])
+    }
+
+    pub fn transfer(&self, id: TransferId) -> Transfer {
+        self.tables.transfer(&self.tables.transfers[id.index()])
+    }
+
+    pub fn alloc(&self, id: AllocId) -> DeviceAlloc {
+        self.tables.alloc(&self.tables.allocs[id.index()])
+    }
+
+    /// A construct's start and end (`None`: the end never came), read
+    /// from its row without making the whole construct: for views that
+    /// look up many times, such as the timeline's lanes.
+    pub fn construct_span(&self, id: ConstructId) -> (u64, Option<u64>) {
+        let r = &self.tables.constructs[id.index()];
+        (r.start_ns, (r.end_ns != u64::MAX).then_some(r.end_ns))
+    }
+
+    /// A kernel's start and end, read from its row.
+    pub fn kernel_span(&self, id: KernelId) -> (u64, u64) {
+        let r = &self.tables.kernels[id.index()];
+        (r.start_ns, r.end_ns)
+    }
+
+    /// A transfer's start and end, read from its row.
+    pub fn transfer_span(&self, id: TransferId) -> (u64, u64) {
+        let r = &self.tables.transfers[id.index()];
+        (r.start_ns, r.end_ns)
+    }
+
+    /// An allocation's time and its free's (`None`: never freed), read
+    /// from its row.
+    pub fn alloc_span(&self, id: AllocId) -> (u64, Option<u64>) {
+        let r = &self.tables.allocs[id.index()];
+        (r.alloc_ns, (r.free_ns != u64::MAX).then_some(r.free_ns))
+    }
+
+    /// An allocation's bytes, without making the whole allocation.
+    pub fn alloc_bytes(&self, id: AllocId) -> u64 {
+        let r = &self.tables.allocs[id.index()];
+        self.tables.alloc_shapes.get(r.shape).bytes
+    }
+
+    pub fn memset(&self, id: MemsetId) -> &Memset {
+        &self.memsets[id.index()]
+    }
+
+    /// The memsets with their handles, in start order.
+    pub fn memsets(&self) -> Entities<'_, MemsetId, Memset> {
+        Entities::of(&self.memsets, MemsetId::at)
+    }
+
+    /// The source frames above a site, innermost first: the function that
+    /// called the site's function (where the call is written), then its
+    /// caller, ... (functions inlined into others count as frames of their
+    /// own). Empty when the trace recorded no callers (the runtime named
+    /// the line itself, or the trace is older than format 1.2).
+    pub fn callers(&self, site: SiteId) -> &[Site] {
+        self.callers.get(&site).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Records the frames above a site (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_callers(&mut self, site: SiteId, callers: Vec<Site>) {
+        self.callers.insert(site, callers);
+    }
+
+    /// The source sites with their handles.
+    pub fn sites(&self) -> Entities<'_, SiteId, Site> {
+        Entities::of(&self.sites, SiteId::at)
+    }
+
+    /// The constructs with their handles, in start order.
+    pub fn constructs(&self) -> Rows<'_, ConstructId, ConstructRow, Construct> {
+        Rows::of(
+            &self.tables.constructs,
+            &self.tables,
+            ConstructId::at,
+            Tables::construct,
+        )
+    }
+
+    /// The kernels with their handles, in device start order.
+    pub fn kernels(&self) -> Rows<'_, KernelId, KernelRow, Kernel> {
+        Rows::of(
+            &self.tables.kernels,
+            &self.tables,
+            KernelId::at,
+            Tables::kernel,
+        )
+    }
+
+    /// The transfers with their handles, in start order.
+    pub fn transfers(&self) -> Rows<'_, TransferId, TransferRow, Transfer> {
+        Rows::of(
+            &self.tables.transfers,
+            &self.tables,
+            TransferId::at,
+            Tables::transfer,
+        )
+    }
+
+    /// The device allocations with their handles, in allocation order.
+    pub fn allocs(&self) -> Rows<'_, AllocId, AllocRow, DeviceAlloc> {
+        Rows::of(
+            &self.tables.allocs,
+            &self.tables,
+            AllocId::at,
+            Tables::alloc,
+        )
+    }
+
+    /// The kernels of construct `c` itself (not of constructs nested in
+    /// it), in device start order.
+    pub fn kernels_of(&self, c: ConstructId) -> &[KernelId] {
+        self.related.kernels.of(c)
+    }
+
+    /// The transfers of construct `c` itself, in start order.
+    pub fn transfers_of(&self, c: ConstructId) -> &[TransferId] {
+        self.related.transfers.of(c)
+    }
+
+    /// The device allocations of construct `c` itself, in allocation order.
+    pub fn allocs_of(&self, c: ConstructId) -> &[AllocId] {
+        self.related.allocs.of(c)
+    }
+
+    /// The memsets of construct `c` itself, in start order.
+    pub fn memsets_of(&self, c: ConstructId) -> &[MemsetId] {
+        self.related.memsets.of(c)
+    }
+
+    /// The launch events the runtime reported for construct `c`, in the
+    /// order they came.
+    pub fn launches_of(&self, c: ConstructId) -> impl Iterator<Item = LaunchRequest> + '_ {
+        let mut kept = self
+            .related
+            .launches
+            .of(c)
+            .iter()
+            .map(move |&l| self.launches[l as usize].clone());
+        let kernels: &[KernelId] = if self.launches_in_kernels {
+            self.kernels_of(c)
+        } else {
+            &[]
+        };
+        let mut from_kernels = kernels.iter().map(|&k| self.kernel(k));
+        std::iter::from_fn(move || {
+            if !self.launches_in_kernels {
+                return kept.next();
+            }
+            let k = from_kernels.next()?;
+            if LaunchRequest::kept(&k) {
+                kept.next()
+            } else {
+                Some(LaunchRequest::of_kernel(&k, c))
+            }
+        })
+    }
+
+    /// A kernel or variable name.
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id.index()).map_or("?", String::as_str)
+    }
+
+    /// The source site every view reports construct `c` at: a nested
+    /// construct (the implicit data part of a compute construct, what the
+    /// runtime does inside an API routine) at its top-level construct's
+    /// site; the exit of a structured `data` or `host_data` region at the
+    /// site of its entry (GCC reports the region's end from the last or
+    /// first line of its body, PGI at the pragma: the pragma line is the
+    /// one users look for); any other construct at its own site.
+    pub fn line_site(&self, c: ConstructId) -> SiteId {
+        self.construct_shape(c).line_site
+    }
+
+    /// What construct `id` shares with others, read from its row.
+    pub(super) fn construct_shape(&self, id: ConstructId) -> ConstructShape {
+        let t = &self.tables;
+        t.construct_shapes.get(t.constructs[id.index()].shape)
+    }
+
+    /// Derives, once the tables are complete, what the views read instead
+    /// of working it out each: each construct's reporting site and each
+    /// structured region's exit's kind (for a run made by hand, in the
+    /// join's order), the kernels, transfers, allocations, memsets and
+    /// launches of each construct, the totals, and where the constructs
+    /// ran.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn derive(&mut self) {
+        self.derive_indices();
+        self.collector_spans = collector_spans(&self.hashes);
+        self.totals = Totals::of(self);
+        self.placement = Placement::of(self);
+    }
+
+    /// Sets the constructs of a run made by hand (in start order), with
+    /// each one's reporting site and each structured region's exit's kind
+    /// worked out as the join does.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_constructs(&mut self, constructs: &[Construct]) {
+        let mut cs = constructs.to_vec();
+        let mut line_sites = LineSites::default();
+        for i in 0..cs.len() {
+            cs[i].depth = match cs[i].parent {
+                Some(p) if p.index() < i => cs[p.index()].depth.saturating_add(1),
+                _ => 0,
+            };
+            let top_line = cs[i].parent.map(|_| {
+                let mut top = i;
+                while let Some(p) = cs[top].parent {
+                    top = p.index();
+                }
+                cs[top].line_site
+            });
+            let (line, kind) = line_sites.assign(&cs[i], top_line);
+            cs[i].line_site = line;
+            cs[i].kind = kind;
+        }
+        self.tables.constructs = cs.iter().map(|c| self.tables.construct_row(c)).collect();
+    }
+
+    /// The construct -> entity indices.
+    pub(super) fn derive_indices(&mut self) {
+        self.related = Related {
+            kernels: ByConstruct::new(&self.tables.kernels, KernelId::at, |k| k.construct),
+            transfers: ByConstruct::new(&self.tables.transfers, TransferId::at, |t| t.construct),
+            allocs: ByConstruct::new(&self.tables.allocs, AllocId::at, |a| a.construct),
+            memsets: ByConstruct::new(&self.memsets, MemsetId::at, |m| m.construct),
+            launches: ByConstruct::new(&self.launches, |i| i as u32, |l| Some(l.construct)),
+        };
+    }
+
+    /// A construct's class, read from its row without making the whole
+    /// construct.
+    pub fn construct_class(&self, id: ConstructId) -> ConstructClass {
+        self.construct_shape(id).class
+    }
+
+    /// The host thread a construct ran on, read from its row without
+    /// making the whole construct.
+    pub fn construct_thread(&self, id: ConstructId) -> u32 {
+        self.construct_shape(id).thread
+    }
+
+    /// The top-level constructs (those no other construct holds), in start
+    /// order, read from the rows without making each construct.
+    pub fn top_level_constructs(&self) -> impl Iterator<Item = ConstructId> + '_ {
+        self.tables
+            .constructs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.parent.is_none())
+            .map(|(i, _)| ConstructId::at(i))
+    }
+
+    /// The outermost construct containing `id` (itself when top-level).
+    pub fn top_level(&self, mut id: ConstructId) -> ConstructId {
+        while let Some(p) = self.tables.constructs[id.index()].parent {
+            id = p;
+        }
+        id
+    }
+
+    pub fn cupti_active(&self) -> bool {
+        self.header.sources.cupti.is_active()
+    }
+
+    /// Host time in [t0, t1) that the collector spent itself (hashing
+    /// host buffers), not the program: 0 when none, and for traces written
+    /// before format 1.2, which did not record it
+    /// ([`Run::collector_time_recorded`]).
+    pub fn collector_ns_in(&self, t0: u64, t1: u64) -> u64 {
+        let spans = &self.collector_spans;
+        let first = spans.partition_point(|&(_, e)| e <= t0);
+        spans[first..]
+            .iter()
+            .take_while(|&&(s, _)| s < t1)
+            .map(|&(s, e)| e.min(t1).saturating_sub(s.max(t0)))
+            .sum()
+    }
+
+    /// The MPI calls the collector recorded, in start order (empty for a
+    /// program without MPI and for traces before format 1.2).
+    pub fn mpi_calls(&self) -> &[MpiCall] {
+        &self.mpi_calls
+    }
+
+    /// Adds an MPI call (for runs made by hand).
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn push_mpi_call(&mut self, call: MpiCall) {
+        let at = self
+            .mpi_calls
+            .partition_point(|c| c.start_ns <= call.start_ns);
+        self.mpi_calls.insert(at, call);
+    }
+
+    /// All the host time the collector spent hashing.
+    pub fn collector_ns(&self) -> u64 {
+        self.collector_spans.iter().map(|&(s, e)| e - s).sum()
+    }
+
+    /// Whether the trace says how long the collector hashed: false when it
+    /// hashed without recording the time (format 1.1 and older), so host
+    /// times include it unseen.
+    pub fn collector_time_recorded(&self) -> bool {
+        self.hashes.iter().all(|h| h.hash_ns.is_some())
+    }
+
+    /// A construct's host time without the collector's own time inside it.
+    pub fn program_host_ns(&self, c: &Construct) -> Option<u64> {
+        let end = c.end_ns()?;
+        Some(
+            c.host_ns()?
+                .saturating_sub(self.collector_ns_in(c.start_ns, end)),
+        )
+    }
+
+    /// Kernel time and host<->device transfers, summed once.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Some construct ran on the host (OpenACC host fallback).
+    pub fn ran_on_host(&self) -> bool {
+        self.placement.some_on_host
+    }
+
+    /// The run had constructs and all of them ran on the host: there was
+    /// no device.
+    pub fn ran_only_on_host(&self) -> bool {
+        self.placement.all_on_host
+    }
+
+    /// The OpenACC runtime is GCC's libgomp (its numbering of devices and
+    /// the events it sends differ from other runtimes').
+    pub fn runtime_is_libgomp(&self) -> bool {
+        self.placement.libgomp
+    }
+
+    pub fn wall_ns(&self) -> u64 {
+        self.span_ns.1.saturating_sub(self.span_ns.0)
+    }
+
+    /// The executable's module: the one whose path is the traced
+    /// executable, else the first one loaded.
+    pub fn executable_module(&self) -> Option<&accprof_trace::Module> {
+        self.modules
+            .iter()
+            .find(|m| m.path == self.header.executable)
+            .or_else(|| self.modules.first())
+    }
+}
+
+/// The entities of one kind of a [`Run`] with their handles, in the
+/// run's order.
+#[derive(Clone)]
+pub struct Entities<'a, I, T> {
+    pub(super) inner: std::iter::Enumerate<std::slice::Iter<'a, T>>,
+    pub(super) id: fn(usize) -> I,
+}
+
+impl<'a, I, T> Entities<'a, I, T> {
+    pub(super) fn of(items: &'a [T], id: fn(usize) -> I) -> Self {
+        Entities {
+            inner: items.iter().enumerate(),
+            id,
+        }
+    }
+
+    /// Whether no entities are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'a, I, T> Iterator for Entities<'a, I, T> {
+    type Item = (I, &'a T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|(i, x)| ((self.id)(i), x))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<I, T> DoubleEndedIterator for Entities<'_, I, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner.next_back().map(|(i, x)| ((self.id)(i), x))
+    }
+}
+
+impl<I, T> ExactSizeIterator for Entities<'_, I, T> {}
+
+/// The kernels, transfers or allocations of a [`Run`] with their
+/// handles, in the run's order, each read back whole from its row.
+#[derive(Clone)]
+pub struct Rows<'a, I, R, T> {
+    pub(super) inner: std::iter::Enumerate<std::slice::Iter<'a, R>>,
+    pub(super) tables: &'a Tables,
+    pub(super) id: fn(usize) -> I,
+    pub(super) read: fn(&Tables, &R) -> T,
+}
+
+impl<'a, I, R, T> Rows<'a, I, R, T> {
+    pub(super) fn of(
+        rows: &'a [R],
+        tables: &'a Tables,
+        id: fn(usize) -> I,
+        read: fn(&Tables, &R) -> T,
+    ) -> Self {
+        Rows {
+            inner: rows.iter().enumerate(),
+            tables,
+            id,
+            read,
+        }
+    }
+
+    /// Whether no entities are left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<I, R, T> Iterator for Rows<'_, I, R, T> {
+    type Item = (I, T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next()
+            .map(|(i, r)| ((self.id)(i), (self.read)(self.tables, r)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl<I, R, T> DoubleEndedIterator for Rows<'_, I, R, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next_back()
+            .map(|(i, r)| ((self.id)(i), (self.read)(self.tables, r)))
+    }
+}
+
+impl<I, R, T> ExactSizeIterator for Rows<'_, I, R, T> {}
