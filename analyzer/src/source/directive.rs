@@ -1,7 +1,9 @@
 //! OpenACC directives: sentinels, clauses and their arguments, queues,
 //! and the block a directive applies to.
 
-use super::lex::{split_c_comment, split_f_comment, strip_f_comment};
+use super::lex::{
+    is_f_directive, split_c_comment, split_f_comment, split_f_directive, strip_f_comment,
+};
 use super::loops::c_statement_end;
 use super::{Lang, SourceFile};
 
@@ -380,22 +382,6 @@ fn split_c_pragma(l: &str) -> Option<(&str, &str)> {
     }
     let sentinel_len = l.len() - rest4.len() - lead;
     Some((&t[..sentinel_len], rest4))
-}
-
-pub(super) fn is_f_directive(l: &str) -> bool {
-    split_f_directive(l).is_some()
-}
-
-/// "!$acc ..." (any case) -> ("!$acc", rest).
-pub(super) fn split_f_directive(l: &str) -> Option<(&str, &str)> {
-    let t = l.trim_start();
-    if t.len() >= 5 && t[..5].eq_ignore_ascii_case("!$acc") {
-        let rest = &t[5..];
-        if rest.is_empty() || rest.starts_with(char::is_whitespace) || rest.starts_with('&') {
-            return Some((&t[..5], rest));
-        }
-    }
-    None
 }
 
 /// Splits at `sep` outside parentheses and brackets.

@@ -1,7 +1,5 @@
 //! Lexing: comments, keywords, and the C and Fortran tokenizers.
 
-use super::directive::{is_f_directive, split_f_directive};
-
 /// What a token is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tok {
@@ -448,6 +446,23 @@ pub(super) fn matching(t: &[Token], open: usize) -> Option<usize> {
             if d == 0 {
                 return Some(k);
             }
+        }
+    }
+    None
+}
+
+/// True when `l` is a Fortran OpenACC directive line (`!$acc`, any case).
+pub(super) fn is_f_directive(l: &str) -> bool {
+    split_f_directive(l).is_some()
+}
+
+/// "!$acc ..." (any case) -> ("!$acc", rest).
+pub(super) fn split_f_directive(l: &str) -> Option<(&str, &str)> {
+    let t = l.trim_start();
+    if t.len() >= 5 && t[..5].eq_ignore_ascii_case("!$acc") {
+        let rest = &t[5..];
+        if rest.is_empty() || rest.starts_with(char::is_whitespace) || rest.starts_with('&') {
+            return Some((&t[..5], rest));
         }
     }
     None
