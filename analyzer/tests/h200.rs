@@ -445,13 +445,8 @@ fn launch_storm_is_launch_bound() {
                 f.locations[0].line.unwrap_or(0) - 1
             )
         );
-        let tune = f.proposal.tune.as_deref().unwrap_or("");
-        assert!(
-            tune.contains(":")
-                && tune.contains("--run '{out} 1000'")
-                && tune.ends_with("--space num_gangs=132,264,528"),
-            "{tune}"
-        );
+        // The tuner times kernels, not the host time around them.
+        assert_eq!(f.proposal.tune, None);
     }
     // 117 ms of host construct time around 12.4 ms of kernels.
     assert_eq!(host_total / 1_000_000, 116, "{host_total}");
