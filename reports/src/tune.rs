@@ -57,8 +57,14 @@ pub fn render(t: &Tuned) -> Vec<u8> {
         "  {:<width$}  {:>10}  {:>23}  {:>8}  {:<24}  {:>4}  note",
         "configuration", "median", "interval", "speed-up", "launched grid / block", "regs"
     );
+    // The sweep's winner, when the re-check did not confirm it.
+    let unconfirmed = t
+        .recheck
+        .as_ref()
+        .filter(|r| !r.confirmed)
+        .map(|r| r.candidate.as_str());
     for o in &t.outcomes {
-        let _ = writeln!(s, "  {}", row(o, width));
+        let _ = writeln!(s, "  {}", row(o, width, unconfirmed));
     }
     let ties: Vec<&str> = t
         .outcomes
@@ -69,18 +75,32 @@ pub fn render(t: &Tuned) -> Vec<u8> {
     if ties.len() > 1 {
         let _ = writeln!(
             s,
-            "\n  tied (intervals overlap the best one's): {}; recommended the one closest to the default",
+            "\n  tied (intervals overlap the best one's): {}; the one closest to the default is the candidate",
             ties.join(", ")
         );
     }
-    match t.recommended() {
-        Some(o) if o.key == "default" => {
+    let speedup = |r: &accprof_tuner::tune::Recheck| {
+        r.speedup.map(|x| format!(", {x:.2}x")).unwrap_or_default()
+    };
+    match (t.recommended(), &t.recheck) {
+        (Some(o), Some(r)) if o.key == "default" && !r.confirmed => {
+            let _ = writeln!(
+                s,
+                "\n  recommended: keep the default: the re-check did not confirm {}{} (no patch written)",
+                r.candidate,
+                speedup(r)
+            );
+        }
+        (Some(o), _) if o.key == "default" => {
             let _ = writeln!(s, "\n  recommended: keep the default (nothing measured is faster beyond the intervals)");
         }
-        Some(o) => {
+        (Some(o), Some(_)) => {
             let _ = writeln!(s, "\n  recommended: {}", o.key);
         }
-        None => {
+        (Some(o), None) => {
+            let _ = writeln!(s, "\n  recommended: {} (not re-checked)", o.key);
+        }
+        (None, _) => {
             let _ = writeln!(s, "\n  no configuration could be measured");
         }
     }
@@ -88,15 +108,16 @@ pub fn render(t: &Tuned) -> Vec<u8> {
         let (d, w) = (r.default.map(|x| x.median), r.winner.map(|x| x.median));
         let _ = writeln!(
             s,
-            "  re-check ({} rounds, interleaved, fresh processes): default {}, recommended {}{}{}",
+            "  re-check ({} rounds, interleaved, fresh processes): default {}, {} {}{}{}",
             r.rounds,
             d.map(ns).unwrap_or_else(|| "-".into()),
+            r.candidate,
             w.map(ns).unwrap_or_else(|| "-".into()),
-            r.speedup.map(|x| format!(", {x:.2}x")).unwrap_or_default(),
+            speedup(r),
             if r.confirmed {
                 ", confirmed (intervals apart)"
             } else {
-                ", NOT confirmed (intervals overlap)"
+                ", NOT confirmed (not faster beyond the intervals)"
             }
         );
     }
@@ -139,7 +160,7 @@ pub fn render(t: &Tuned) -> Vec<u8> {
     s.into_bytes()
 }
 
-fn row(o: &Outcome, width: usize) -> String {
+fn row(o: &Outcome, width: usize, unconfirmed: Option<&str>) -> String {
     let (median, interval) = match &o.stats {
         Some(st) => (ns(st.median), format!("[{}, {}]", ns(st.lo), ns(st.hi))),
         None => ("-".to_string(), "-".to_string()),
@@ -156,6 +177,8 @@ fn row(o: &Outcome, width: usize) -> String {
     let mut note = Vec::new();
     if o.recommended {
         note.push("RECOMMENDED".to_string());
+    } else if unconfirmed == Some(o.key.as_str()) {
+        note.push("best in the sweep, not confirmed by the re-check".to_string());
     } else if o.tie {
         note.push("tie".to_string());
     }
@@ -398,6 +421,7 @@ mod tests {
             budget_ended: None,
             outcomes: vec![d, a, b, c, e, f],
             recheck: Some(Recheck {
+                candidate: "vector_length=128".into(),
                 rounds: 3,
                 default: stats::stats(&[99e3, 100e3, 101e3]),
                 winner: stats::stats(&[47e3, 48e3, 49e3]),
@@ -469,6 +493,50 @@ mod tests {
             text.contains("cost: 4 builds 8.00 s, 20 runs 18.0 s, overhead 1.00 s, total 27.0 s"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_winner_the_recheck_does_not_confirm_is_not_recommended() {
+        let mut t = tuned();
+        // As the tuner leaves it: the default recommended, no patch.
+        for o in &mut t.outcomes {
+            o.recommended = o.key == "default";
+        }
+        t.patch = None;
+        t.recheck = Some(Recheck {
+            candidate: "vector_length=128".into(),
+            rounds: 3,
+            default: stats::stats(&[99e3, 100e3, 101e3]),
+            winner: stats::stats(&[106e3, 107e3, 108e3]),
+            speedup: Some(100.0 / 107.0),
+            confirmed: false,
+        });
+        let text = String::from_utf8(render(&t)).expect("utf-8");
+        assert!(
+            text.contains(
+                "recommended: keep the default: the re-check did not confirm vector_length=128, 0.93x (no patch written)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("recommended: vector_length=128"), "{text}");
+        assert!(
+            text.contains("default 100 us, vector_length=128 107 us, 0.93x, NOT confirmed"),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("vector_length=128 "))
+            .unwrap_or_default();
+        assert!(
+            row.contains("best in the sweep, not confirmed by the re-check")
+                && !row.contains("RECOMMENDED"),
+            "{row}"
+        );
+        let default = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("default "))
+            .unwrap_or_default();
+        assert!(default.contains("RECOMMENDED"), "{default}");
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! Measurement: warm-up runs, then repeats until the median's interval is
 //! narrow enough or the configuration's time is up; configurations whose
 //! intervals overlap the best one's are ties, and the one closest to the
-//! default is recommended; it is then re-checked against the default,
-//! interleaved, in fresh processes. A configuration whose output differs
+//! default is the candidate; it is then re-checked against the default,
+//! interleaved, in fresh processes, and recommended only when the re-check
+//! confirms it (else the default is kept). A configuration whose output differs
 //! from the default's is excluded; one that launched the same shape as
 //! another is not measured again. Small spaces are swept exhaustively,
 //! larger ones on a coarse grid followed by a local search, under budgets.
@@ -25,11 +26,11 @@ use accprof_analyzer::source::{Lang, SourceFile};
 
 use crate::cache::{self, Entry, Key};
 use crate::measure::{self, DeviceInfo, Sample, Shape, Timing};
-use crate::runner::Runner;
+use crate::runner::{BuildOutput, Runner};
 use crate::space::{self, Applied, Config, How, Param, Space};
 use crate::stats::{self, Stats};
 use crate::verify::compared_lines;
-use crate::{command, stderr_tail, text_hash, Error};
+use crate::{command, first_error, stderr_tail, text_hash, Error};
 
 /// How configurations are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +156,8 @@ pub struct Outcome {
     pub speedup: Option<f64>,
     /// Its interval overlaps the best one's.
     pub tie: bool,
+    /// What to use: the sweep's winner when the re-check confirmed it (or
+    /// there was none), else the default.
     pub recommended: bool,
     /// It launched the same shape as this configuration: not measured again.
     pub same_as: Option<String>,
@@ -170,9 +173,12 @@ pub struct Outcome {
     pub measured: bool,
 }
 
-/// The interleaved re-check of the recommendation against the default.
+/// The interleaved re-check of the sweep's winner against the default.
+/// Only a confirmed winner is recommended.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recheck {
+    /// The configuration re-checked: the sweep's winner.
+    pub candidate: String,
     pub rounds: u32,
     pub default: Option<Stats>,
     pub winner: Option<Stats>,
@@ -473,10 +479,16 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         } else {
             self.search()?;
         }
-        let recommended = self.recommend();
-        let recheck = match recommended {
+        let best = self.recommend();
+        let recheck = match best {
             Some(w) if w != 0 && plan.recheck > 0 => Some(self.recheck(w)?),
             _ => None,
+        };
+        // A winner the re-check does not confirm is not recommended: the
+        // default stays, and no patch is written for it.
+        let recommended = match &recheck {
+            Some(r) if !r.confirmed => Some(0),
+            _ => best,
         };
         Ok(self.result(d, exhaustive, recommended, recheck))
     }
@@ -689,15 +701,14 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         self.restore.restore().map_err(|e| e.to_string())?;
         let built = built.map_err(|e| e.to_string())?;
         if !built.success {
-            let tail = stderr_tail(&built.stderr);
-            let last = tail
-                .iter()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(|l| format!(": {}", l.trim()))
+            let said = first_error(&built.stderr)
+                .map(|l| format!(": {l}"))
+                .unwrap_or_default();
+            let log = build_log(plan.work, &self.states[i].config, &built)
+                .map(|p| format!("; full log: {}", p.display()))
                 .unwrap_or_default();
             return Err(format!(
-                "build failed (exit code {}): `{}`{last}",
+                "build failed (exit code {}): `{}`{said}{log}",
                 built.code, built.command
             ));
         }
@@ -992,6 +1003,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             _ => None,
         };
         Ok(Recheck {
+            candidate: self.states[w].config.key(),
             rounds,
             default: ds,
             winner: ws,
@@ -1100,6 +1112,17 @@ pub fn with_defines(template: &str, defines: &[(String, String)]) -> String {
     }
 }
 
+/// Writes what a failed build said to `dir/build-SLUG.log`, the command
+/// first, and returns its path (None when it cannot be written: the
+/// error still names the first error line).
+fn build_log(dir: &Path, c: &Config, built: &BuildOutput) -> Option<PathBuf> {
+    let path = dir.join(format!("build-{}.log", c.slug()));
+    let mut text = format!("$ {}\n", built.command).into_bytes();
+    text.extend_from_slice(&built.stderr);
+    std::fs::write(&path, text).ok()?;
+    Some(path)
+}
+
 /// Why a run's output is not the default's, if it is not.
 fn output_difference(a: &[String], code_a: u8, b: &[String], code_b: u8) -> Option<String> {
     if let Some((n, (x, y))) = a.iter().zip(b).enumerate().find(|(_, (x, y))| x != y) {
@@ -1197,9 +1220,11 @@ pub fn prebuild<R: Runner + ?Sized>(
         if !built.success {
             return Err(Error::Build {
                 label: c.key(),
-                command: built.command,
-                status: format!("exit code {}", built.code),
+                code: built.code,
                 stderr_tail: stderr_tail(&built.stderr),
+                said: first_error(&built.stderr).map(String::into_boxed_str),
+                log: build_log(dir, &c, &built).map(PathBuf::into_boxed_path),
+                command: built.command,
             });
         }
         if !out.is_file() {

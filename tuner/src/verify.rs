@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use accprof_trace::SourceState;
 
 use crate::runner::{RunOutput, Runner};
-use crate::{command, stderr_tail, Error};
+use crate::{command, first_error, stderr_tail, Error};
 
 /// What to verify.
 #[derive(Debug, Clone)]
@@ -202,8 +202,10 @@ pub fn verify<R: Runner + ?Sized>(
             return Err(Error::Build {
                 label: label.to_string(),
                 command: built.command,
-                status: format!("exit code {}", built.code),
+                code: built.code,
                 stderr_tail: stderr_tail(&built.stderr),
+                said: first_error(&built.stderr).map(String::into_boxed_str),
+                log: None,
             });
         }
         let words = command::run_words(plan.run, &program)?;
@@ -475,13 +477,14 @@ mod tests {
         let Error::Build {
             label,
             command,
-            status,
+            code,
             stderr_tail,
+            ..
         } = &err
         else {
             panic!("not a build error: {err}");
         };
-        assert_eq!((label.as_str(), status.as_str()), ("after", "exit code 1"));
+        assert_eq!((label.as_str(), *code), ("after", 1));
         assert!(
             command.starts_with("gcc ") && command.contains("prog.accprof.c"),
             "{command}"

@@ -171,6 +171,35 @@ fn exhaustive_sweep_patches_builds_measures_and_restores() {
 }
 
 #[test]
+fn a_winner_the_recheck_does_not_confirm_keeps_the_default_and_no_patch() {
+    let s = setup();
+    let work = s.dir.path().join("work");
+    let sp = space(&["vector_length=64"]);
+    let d = s.dir.path();
+    // 64 is faster in its warm-up and three measured runs, slower in the
+    // two rounds of the re-check.
+    let mut runner = MockRunner::new(vec![
+        program(d, "x\n", 32, &[100_000; 6]),
+        program(
+            d,
+            "x\n",
+            64,
+            &[60_000, 60_000, 60_000, 60_000, 107_000, 108_000],
+        ),
+    ]);
+    let t = tune(&mut runner, &plan(&s, &sp, &work), &mut |_| {}).expect("tunes");
+    let r = t.recheck.as_ref().expect("re-checked");
+    assert_eq!(r.candidate, "vector_length=64");
+    assert!(!r.confirmed, "{r:?}");
+    assert!(r.speedup.is_some_and(|x| x < 1.0), "{r:?}");
+    assert_eq!(t.recommended().map(|o| o.key.as_str()), Some("default"));
+    let w = outcome(&t, "vector_length=64");
+    assert!(w.tie && !w.recommended, "{w:?}");
+    assert_eq!(t.patch, None);
+    assert!(t.patch_defines.is_empty() && t.patch_env.is_empty());
+}
+
+#[test]
 fn ties_recommend_the_setting_closest_to_the_default() {
     let s = setup();
     let work = s.dir.path().join("work");
@@ -502,4 +531,45 @@ fn a_macro_clause_is_set_with_defines_and_the_source_is_left_alone() {
     );
     assert_eq!(t.patch, None);
     assert_eq!(t.patch_defines, [("VL".to_string(), "64".to_string())]);
+}
+
+#[test]
+fn a_failed_build_names_its_first_error_and_keeps_the_whole_log() {
+    let s = setup();
+    let work = s.dir.path().join("work");
+    let sp = space(&["vector_length=64"]);
+    let d = s.dir.path();
+    let stderr = "app.c: In function 'main':\n\
+        app.c:3:9: error: 'vector_lenght' is not valid for '#pragma acc parallel loop'\n    \
+        3 | #pragma acc parallel loop present(a) vector_lenght(64) // hot\n      \
+        |         ^~~\n";
+    let mut runner = MockRunner::new(vec![
+        program(d, "x\n", 32, &[100_000; 4]),
+        MockProgram {
+            build_code: 1,
+            build_stderr: stderr.to_string(),
+            ..MockProgram::default()
+        },
+    ]);
+    let t = tune(&mut runner, &plan(&s, &sp, &work), &mut |_| {}).expect("tunes");
+    let failed = outcome(&t, "vector_length=64")
+        .failed
+        .clone()
+        .unwrap_or_default();
+    let log = work.join("build-vector_length_64.log");
+    assert_eq!(
+        failed,
+        format!(
+            "build failed (exit code 1): `gcc -fopenacc {src} -o {out}`: \
+             app.c:3:9: error: 'vector_lenght' is not valid for '#pragma acc parallel loop'; \
+             full log: {log}",
+            src = s.source.display(),
+            out = work.join("bin/vector_length_64").display(),
+            log = log.display()
+        )
+    );
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(text.starts_with("$ gcc -fopenacc "), "{text}");
+    assert!(text.ends_with(stderr), "{text}");
+    assert_eq!(t.recommended().map(|o| o.key.as_str()), Some("default"));
 }
