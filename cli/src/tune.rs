@@ -38,14 +38,16 @@ pub struct TuneArgs {
     /// ("parallel loop collapse(2) reduction(max:dt)"); repeatable.
     #[arg(long, value_name = "DIRECTIVE")]
     pub variant: Vec<String>,
-    /// Exactly this many measured runs per configuration.
-    #[arg(long, value_name = "N", conflicts_with_all = ["min_repeats", "max_repeats"])]
+    /// Exactly this many measured runs per configuration (at least 1).
+    #[arg(long, value_name = "N", conflicts_with_all = ["min_repeats", "max_repeats"],
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: Option<u32>,
-    /// At least this many measured runs per configuration.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// At least this many measured runs per configuration (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub min_repeats: u32,
-    /// At most this many measured runs per configuration.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// At most this many measured runs per configuration (raised to
+    /// --min-repeats when below it).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_repeats: u32,
     /// Stop repeating once the median's 95% interval is narrower than this
     /// share of it.
@@ -56,8 +58,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub warmup: u32,
     /// Stop repeating one configuration after this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
-    pub config_time: f64,
+    #[arg(long, value_name = "SECONDS", default_value = "120")]
+    pub config_time: String,
     /// Try every configuration (default for up to 8).
     #[arg(long)]
     pub exhaustive: bool,
@@ -69,7 +71,7 @@ pub struct TuneArgs {
     pub max_runs: Option<u64>,
     /// Budget: stop starting runs after this many seconds.
     #[arg(long, value_name = "SECONDS")]
-    pub max_time: Option<f64>,
+    pub max_time: Option<String>,
     /// Rounds of the interleaved re-check of the winner against the default.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub recheck: u32,
@@ -173,20 +175,32 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         Some(dir) => Some((dir.as_path(), Prebuilt::read(dir)?)),
         None => None,
     };
+    let config_time = seconds("--config-time", &args.config_time)?;
+    let max_time = args
+        .max_time
+        .as_deref()
+        .map(|s| seconds("--max-time", s))
+        .transpose()?;
+    if !(args.spread.is_finite() && args.spread >= 0.0) {
+        bail!(
+            "--spread {}: not a share (a number of at least 0, as 0.05)",
+            args.spread
+        );
+    }
     let repeats = match args.repeats {
         Some(n) => Repeats {
             warmup: args.warmup,
-            min: n.max(1),
-            max: n.max(1),
+            min: n,
+            max: n,
             spread: 0.0,
-            config_time: Duration::from_secs_f64(args.config_time.max(0.0)),
+            config_time,
         },
         None => Repeats {
             warmup: args.warmup,
-            min: args.min_repeats.max(1),
-            max: args.max_repeats.max(args.min_repeats).max(1),
+            min: args.min_repeats,
+            max: args.max_repeats.max(args.min_repeats),
             spread: args.spread,
-            config_time: Duration::from_secs_f64(args.config_time.max(0.0)),
+            config_time,
         },
     };
     let plan = TunePlan {
@@ -205,7 +219,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
             SearchMode::Auto
         },
         max_runs: args.max_runs,
-        max_time: args.max_time.map(|s| Duration::from_secs_f64(s.max(0.0))),
+        max_time,
         recheck: args.recheck,
         work: &args.out,
         stop: Some(&STOP),
@@ -246,6 +260,17 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// A flag's number of seconds as a duration: a finite number, at least 0
+/// and within what a duration holds (`inf`, `1e400` and `nan` are not).
+/// Read here rather than by clap, so that the error is one line naming
+/// the flag and the value as given.
+fn seconds(flag: &str, s: &str) -> anyhow::Result<Duration> {
+    match s.trim().parse::<f64>().map(Duration::try_from_secs_f64) {
+        Ok(Ok(d)) => Ok(d),
+        _ => bail!("{flag} {s}: not a number of seconds (a finite number of at least 0)"),
+    }
+}
+
 /// The compiler's own words first, then the one-line error.
 fn build_error(e: accprof_tuner::Error) -> accprof_tuner::Error {
     if let accprof_tuner::Error::Build { stderr_tail, .. } = &e {
@@ -270,23 +295,38 @@ fn bar() -> Option<ProgressBar> {
 }
 
 /// samples.csv, result.json, the winner's patch and a plot per parameter.
+/// A patch or plot this sweep has none of is removed, so that what the
+/// directory holds is this sweep's (a rerun that keeps the default leaves
+/// no earlier winner's patch to apply).
 fn write_outputs(t: &tune::Tuned, dir: &Path) -> anyhow::Result<Vec<String>> {
     let mut files = Vec::new();
-    let mut put = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
+    let mut put = |name: &str, bytes: Option<&[u8]>| -> anyhow::Result<()> {
         let p = dir.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("cannot write {}", p.display()))?;
-        files.push(p.display().to_string());
+        match bytes {
+            Some(b) => {
+                std::fs::write(&p, b).with_context(|| format!("cannot write {}", p.display()))?;
+                files.push(p.display().to_string());
+            }
+            None => match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot remove the stale {}", p.display()))
+                }
+            },
+        }
         Ok(())
     };
-    put("samples.csv", &accprof_reports::tune::samples_csv(t))?;
-    put("result.json", &accprof_reports::tune::json(t))?;
-    if let Some(patch) = &t.patch {
-        put("winner.patch", patch.as_bytes())?;
-    }
+    put("samples.csv", Some(&accprof_reports::tune::samples_csv(t)))?;
+    put("result.json", Some(&accprof_reports::tune::json(t)))?;
+    put("winner.patch", t.patch.as_deref().map(str::as_bytes))?;
     for p in Param::ALL {
-        if let Some(svg) = accprof_reports::tune::plot_svg(t, p) {
-            put(&format!("time-vs-{}.svg", p.name()), svg.as_bytes())?;
-        }
+        let svg = accprof_reports::tune::plot_svg(t, p);
+        put(
+            &format!("time-vs-{}.svg", p.name()),
+            svg.as_deref().map(str::as_bytes),
+        )?;
     }
     Ok(files)
 }
@@ -294,6 +334,24 @@ fn write_outputs(t: &tune::Tuned, dir: &Path) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_are_finite_and_not_negative() {
+        assert_eq!(
+            seconds("--max-time", "1.5").ok(),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(seconds("--max-time", "0").ok(), Some(Duration::ZERO));
+        for bad in ["inf", "1e400", "nan", "-1", "1e30", "ten", ""] {
+            let e = seconds("--config-time", bad).err().map(|e| e.to_string());
+            assert_eq!(
+                e,
+                Some(format!(
+                    "--config-time {bad}: not a number of seconds (a finite number of at least 0)"
+                ))
+            );
+        }
+    }
 
     #[test]
     fn at_parses() {

@@ -258,6 +258,73 @@ fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
     assert_eq!(std::fs::read(&src).expect("source"), original);
 }
 
+/// A rerun that keeps the default leaves no earlier winner's patch (nor
+/// plot) behind, and a configuration that fails to build says the
+/// compiler's first error, not the caret under it, and where its whole
+/// log is.
+#[test]
+fn a_failed_build_names_its_error_and_a_kept_default_leaves_no_old_patch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    let t = dir.path().join("t");
+    std::fs::create_dir_all(&t).expect("out dir");
+    // What an earlier sweep that recommended vector_length=64 left.
+    std::fs::write(t.join("winner.patch"), "--- a/launch_shapes.c\n").expect("old patch");
+    std::fs::write(t.join("time-vs-vector_length.svg"), "<svg/>").expect("old plot");
+    let out = tune(dir.path())
+        .args([
+            "--at",
+            "launch_shapes.c:86",
+            "--build",
+            BUILD,
+            "--run",
+            "{out} 64 4",
+        ])
+        .args(["--variant", "parallel loop gang vector_lenght(64)"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(text.contains("recommended: keep the default"), "{text}");
+    assert!(!t.join("winner.patch").exists(), "{text}");
+    assert!(!t.join("time-vs-vector_length.svg").exists(), "{text}");
+    assert!(!text.contains("winner.patch"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("directive=parallel loop gang vector_lenght(64)")
+        })
+        .unwrap_or_else(|| panic!("no row: {text}"));
+    let (said, log) = row
+        .split_once("failed: build failed (exit code 1): `")
+        .and_then(|(_, r)| r.split_once("`: "))
+        .and_then(|(_, r)| r.split_once("; full log: "))
+        .unwrap_or_else(|| panic!("{row}"));
+    assert!(
+        said.starts_with("launch_shapes.c:86:")
+            && said.contains(": error: ")
+            && said.contains("vector_lenght"),
+        "{said}"
+    );
+    assert!(
+        log.starts_with("t/build-directive_parallel_loop_gang"),
+        "{log}"
+    );
+    let full = std::fs::read_to_string(dir.path().join(log.trim())).expect("the log");
+    assert!(full.starts_with("$ gcc "), "{full}");
+    assert!(full.contains(said), "{full}");
+    // The caret under the quoted source is in the log, not the row.
+    assert!(
+        full.lines()
+            .any(|l| l.trim_start().starts_with("| ") && l.contains('^')),
+        "{full}"
+    );
+    assert!(!row.contains('^'), "{row}");
+}
+
 #[test]
 fn bad_arguments_are_one_line_errors() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -314,6 +381,66 @@ fn bad_arguments_are_one_line_errors() {
                 "vl=64",
             ],
             "unknown parameter `vl`",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+                "--config-time",
+                "inf",
+            ],
+            "--config-time inf: not a number of seconds",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+                "--config-time",
+                "1e400",
+            ],
+            "--config-time 1e400: not a number of seconds",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+                "--config-time",
+                "nan",
+            ],
+            "--config-time nan: not a number of seconds",
+        ),
+        (
+            vec![
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+                "--max-time",
+                "inf",
+            ],
+            "--max-time inf: not a number of seconds",
         ),
     ] {
         let out = tune(dir.path()).args(&args).output().expect("accprof runs");
@@ -394,5 +521,42 @@ fn launch_shapes_in_host_fallback_gets_l1_and_l2_from_its_source() {
         let tune = f["proposal"]["tune"].as_str().unwrap_or("");
         assert!(tune.starts_with("accprof tune --at "), "{tune}");
         assert!(tune.contains("--run '{out} 64 4'"), "{tune}");
+    }
+}
+
+/// No measured run per configuration is refused as no warm-up is: a
+/// median of one sample has an interval of no width.
+#[test]
+fn zero_repeats_are_refused_as_zero_warmups_are() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    sample(dir.path());
+    for flag in ["--warmup", "--repeats", "--min-repeats", "--max-repeats"] {
+        let out = tune(dir.path())
+            .args([
+                "--at",
+                "launch_shapes.c:82",
+                "--build",
+                BUILD,
+                "--run",
+                "{out}",
+                "--space",
+                "vector_length=64",
+                flag,
+                "0",
+            ])
+            .output()
+            .expect("accprof runs");
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = stderr(&out);
+        assert!(
+            err.lines()
+                .next()
+                .is_some_and(|l| l.contains(&format!("invalid value '0' for '{flag} <N>'"))),
+            "{flag}: {err}"
+        );
+        assert!(
+            !dir.path().join("accprof-tune").exists(),
+            "{flag}: nothing ran"
+        );
     }
 }
