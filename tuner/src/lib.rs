@@ -102,7 +102,8 @@ pub fn stderr_tail(stderr: &[u8]) -> Vec<String> {
 
 /// The line of a build's stderr that says what failed: the first error
 /// (`file:line:col: error: ...` from gcc and clang, `cc: error: ...`,
-/// `NVC++-S-...` from nvc; gfortran's `Error: ...` comes under the quoted
+/// `NVC++-S-...` from nvc, GNU ld's `undefined reference to` before
+/// collect2's summary of it; gfortran's `Error: ...` comes under the quoted
 /// source, so its location line is put in front), else the last line
 /// that is not part of a quoted source line. The last line of a compiler's
 /// stderr is often only the caret under the quoted source.
@@ -113,6 +114,7 @@ pub fn first_error(stderr: &[u8]) -> Option<String> {
         let lower = l.to_ascii_lowercase();
         !quoted_source(l)
             && (lower.contains("error:")
+                || lower.contains("undefined reference to")
                 || (l.starts_with("NV") && (l.contains("-S-") || l.contains("-F-"))))
     };
     if let Some(i) = lines.iter().position(|l| is_error(l)) {
@@ -196,6 +198,14 @@ mod tests {
         assert_eq!(
             first_error(b"NVC++-S-0035-Syntax error: Recovery attempted (t.c: 3)\n").as_deref(),
             Some("NVC++-S-0035-Syntax error: Recovery attempted (t.c: 3)")
+        );
+        // The linker's own words, not collect2's summary after them.
+        let ld = b"/usr/bin/ld: /tmp/cc.o: in function `main':\n\
+            t.c:(.text+0x7fa): undefined reference to `fmax'\n\
+            collect2: error: ld returned 1 exit status\n";
+        assert_eq!(
+            first_error(ld).as_deref(),
+            Some("t.c:(.text+0x7fa): undefined reference to `fmax'")
         );
         assert_eq!(first_error(b"\n  \n"), None);
     }

@@ -491,6 +491,49 @@ fn prebuilt_programs_are_listed_and_picked_per_configuration() {
 }
 
 #[test]
+fn a_failed_prebuild_names_its_first_error_and_its_log() {
+    let s = setup();
+    let sp = space(&["vector_length=64"]);
+    let d = s.dir.path();
+    let pre_dir = d.join("pre");
+    let stderr = "/usr/bin/ld: /tmp/cc.o: in function `main':\n\
+        app.c:(.text+0x7fa): undefined reference to `fmax'\n\
+        collect2: error: ld returned 1 exit status\n";
+    let mut runner = MockRunner::new(vec![MockProgram {
+        build_code: 1,
+        build_stderr: stderr.to_string(),
+        ..MockProgram::default()
+    }]);
+    let err = prebuild(
+        &mut runner,
+        &s.source,
+        LINE,
+        "cc {src} -o {out}",
+        &sp,
+        &pre_dir,
+        None,
+    )
+    .expect_err("the build fails");
+    let log = pre_dir.join("build-default.log");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "building the default version failed (exit code 1): `cc {} -o {}`: \
+             app.c:(.text+0x7fa): undefined reference to `fmax'; full log: {}",
+            s.source.display(),
+            pre_dir.join("default").display(),
+            log.display()
+        )
+    );
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(
+        text.starts_with("$ cc ") && text.ends_with(stderr),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&s.source).expect("source"), SOURCE);
+}
+
+#[test]
 fn a_macro_clause_is_set_with_defines_and_the_source_is_left_alone() {
     let s = setup();
     std::fs::write(
