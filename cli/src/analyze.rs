@@ -271,7 +271,7 @@ fn verify(
             return Err(e.into());
         }
     };
-    crate::write_stdout(&accprof_reports::verify::render(&verified))?;
+    crate::write_stdout(&accprof_tuner::report::verify::render(&verified))?;
     Ok(if verified.ok() { 0 } else { 1 })
 }
 

@@ -254,7 +254,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         Err(e) => return Err(build_error(e).into()),
     };
     let files = write_outputs(&tuned, &args.out)?;
-    let mut text = accprof_reports::tune::render(&tuned);
+    let mut text = accprof_tuner::report::tune::render(&tuned);
     text.extend_from_slice(format!("  files: {}\n", files.join(", ")).as_bytes());
     crate::write_stdout(&text)?;
     Ok(0)
@@ -318,11 +318,14 @@ fn write_outputs(t: &tune::Tuned, dir: &Path) -> anyhow::Result<Vec<String>> {
         }
         Ok(())
     };
-    put("samples.csv", Some(&accprof_reports::tune::samples_csv(t)))?;
-    put("result.json", Some(&accprof_reports::tune::json(t)))?;
+    put(
+        "samples.csv",
+        Some(&accprof_tuner::report::tune::samples_csv(t)),
+    )?;
+    put("result.json", Some(&accprof_tuner::report::tune::json(t)))?;
     put("winner.patch", t.patch.as_deref().map(str::as_bytes))?;
     for p in Param::ALL {
-        let svg = accprof_reports::tune::plot_svg(t, p);
+        let svg = accprof_tuner::report::tune::plot_svg(t, p);
         put(
             &format!("time-vs-{}.svg", p.name()),
             svg.as_deref().map(str::as_bytes),

@@ -12,5 +12,3 @@ pub mod plot;
 pub mod table;
 pub mod text;
 pub mod timeline;
-pub mod tune;
-pub mod verify;

@@ -57,7 +57,7 @@ pub const HOST: RGBColor = RGBColor(150, 150, 150);
 
 /// The built-in font's family, registered on first use: every plot's
 /// text uses it, so no system font is needed.
-pub(crate) fn font() -> &'static str {
+pub fn font() -> &'static str {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // The font is part of the binary; it parses (a test draws text).

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod command;
 pub mod launch;
 pub mod measure;
+pub mod report;
 pub mod runner;
 pub mod space;
 pub mod stats;

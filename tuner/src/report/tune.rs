@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
+use crate::space::Param;
+use crate::tune::{Outcome, Tuned};
 use accprof_analyzer::units;
-use accprof_tuner::space::Param;
-use accprof_tuner::tune::{Outcome, Tuned};
 use plotters::prelude::*;
 
 fn ns(v: f64) -> String {
@@ -79,9 +79,8 @@ pub fn render(t: &Tuned) -> Vec<u8> {
             ties.join(", ")
         );
     }
-    let speedup = |r: &accprof_tuner::tune::Recheck| {
-        r.speedup.map(|x| format!(", {x:.2}x")).unwrap_or_default()
-    };
+    let speedup =
+        |r: &crate::tune::Recheck| r.speedup.map(|x| format!(", {x:.2}x")).unwrap_or_default();
     match (t.recommended(), &t.recheck) {
         (Some(o), Some(r)) if o.key == "default" && !r.confirmed => {
             let _ = writeln!(
@@ -230,8 +229,8 @@ pub fn samples_csv(t: &Tuned) -> Vec<u8> {
             csv_field(&x.config),
             x.phase,
             match x.timing {
-                accprof_tuner::measure::Timing::Device => "device",
-                accprof_tuner::measure::Timing::Host => "host",
+                crate::measure::Timing::Device => "device",
+                crate::measure::Timing::Host => "host",
             },
             x.per_launch_ns,
             x.total_ns,
@@ -294,7 +293,7 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
             t.line
         );
         let mut chart = ChartBuilder::on(&root)
-            .caption(caption, (crate::plot::font(), 18))
+            .caption(caption, (accprof_reports::plot::font(), 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -302,11 +301,11 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
             .ok()?;
         chart
             .configure_mesh()
-            .label_style((crate::plot::font(), 13))
+            .label_style((accprof_reports::plot::font(), 13))
             .x_desc(format!("{param} (log2 scale)"))
             .y_desc(match t.timing {
-                accprof_tuner::measure::Timing::Device => "kernel device time per launch (us)",
-                accprof_tuner::measure::Timing::Host => "host construct time per launch (us)",
+                crate::measure::Timing::Device => "kernel device time per launch (us)",
+                crate::measure::Timing::Host => "host construct time per launch (us)",
             })
             .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
             .draw()
@@ -336,7 +335,7 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
             chart
                 .configure_series_labels()
-                .label_font((crate::plot::font(), 13))
+                .label_font((accprof_reports::plot::font(), 13))
                 .border_style(BLACK)
                 .draw()
                 .ok()?;
@@ -350,10 +349,10 @@ pub fn plot_svg(t: &Tuned, param: Param) -> Option<String> {
 mod tests {
     use std::path::PathBuf;
 
-    use accprof_tuner::measure::{Sample, Shape, Timing};
-    use accprof_tuner::space::Config;
-    use accprof_tuner::stats;
-    use accprof_tuner::tune::{Cost, Outcome, Recheck};
+    use crate::measure::{Sample, Shape, Timing};
+    use crate::space::Config;
+    use crate::stats;
+    use crate::tune::{Cost, Outcome, Recheck};
 
     use super::*;
 

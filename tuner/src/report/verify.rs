@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use crate::diff::{ratio_text as ratio, render_lines, totals_row};
+use accprof_reports::diff::{ratio_text as ratio, render_lines, totals_row};
 
+use crate::{Difference, NotMeasured, Verified};
 use accprof_analyzer::units;
-use accprof_tuner::{Difference, NotMeasured, Verified};
 
 fn not_measured(n: &NotMeasured) -> String {
     let mut why = format!(
@@ -132,7 +132,7 @@ pub fn render(v: &Verified) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use accprof_tuner::{DeviceTimes, Measured};
+    use crate::{DeviceTimes, Measured};
     use std::path::PathBuf;
 
     fn measured(code: u8, wall_ns: u64, device: Result<DeviceTimes, NotMeasured>) -> Measured {
