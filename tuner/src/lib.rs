@@ -13,6 +13,7 @@ pub mod cache;
 pub mod command;
 pub mod launch;
 pub mod measure;
+mod outcome;
 pub mod report;
 pub mod runner;
 pub mod space;
