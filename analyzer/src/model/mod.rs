@@ -2,21 +2,24 @@
 //! source sites, and the kernels and copies the device did for each.
 //!
 //! One concern a file: the entities and their handles (entities.rs), the
-//! packed tables that hold them (tables.rs), the indices from a construct
+//! packed tables that hold them (tables.rs), the run's totals and
+//! placement (facts.rs), the indices from a construct
 //! to what it caused and from a construct to its line (index.rs), the read
 //! API every view asks (run.rs), and the builder that the join fills
 //! (builder.rs). Only the builder knows the join.
 
 mod builder;
 mod entities;
+mod facts;
 mod index;
 mod run;
 mod tables;
 
 pub use builder::{build, build_from_reader};
 pub use entities::*;
+pub use facts::{Placement, Totals, ACC_DEVICE_HOST};
 pub(crate) use index::LineSites;
-pub use run::{Entities, Placement, Rows, Run, Totals, ACC_DEVICE_HOST};
+pub use run::{Entities, Rows, Run};
 pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
 
 #[cfg(test)]
