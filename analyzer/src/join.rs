@@ -128,6 +128,57 @@ pub trait Sink {
     fn finish(self, info: RunInfo) -> Self::Output;
 }
 
+/// Two sinks fed by one join, in one pass over the trace: the model and
+/// its summary are made together, never one replayed from the other.
+pub struct Both<A, B>(pub A, pub B);
+
+impl<A: Sink, B: Sink> Sink for Both<A, B> {
+    type Output = (A::Output, B::Output);
+    fn started(&mut self, id: ConstructId, c: &Construct) {
+        self.0.started(id, c);
+        self.1.started(id, c);
+    }
+    fn construct(
+        &mut self,
+        id: ConstructId,
+        c: Construct,
+        launches: &[LaunchRequest],
+        at: &At,
+        open_at_end: bool,
+    ) {
+        self.0.construct(id, c.clone(), launches, at, open_at_end);
+        self.1.construct(id, c, launches, at, open_at_end);
+    }
+    fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
+        self.0.kernel(k.clone(), order, at);
+        self.1.kernel(k, order, at);
+    }
+    fn transfer(&mut self, t: Transfer, order: Order, at: Option<&At>) {
+        self.0.transfer(t.clone(), order, at);
+        self.1.transfer(t, order, at);
+    }
+    fn memset(&mut self, m: Memset, order: Order, at: Option<&At>) {
+        self.0.memset(m.clone(), order, at);
+        self.1.memset(m, order, at);
+    }
+    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
+        self.0.alloc(id, a.clone());
+        self.1.alloc(id, a);
+    }
+    fn freed(&mut self, id: AllocId, free_ns: u64) {
+        self.0.freed(id, free_ns);
+        self.1.freed(id, free_ns);
+    }
+    fn hash(&mut self, h: &BufferHash) {
+        self.0.hash(h);
+        self.1.hash(h);
+    }
+    fn finish(self, info: RunInfo) -> Self::Output {
+        let b = self.1.finish(info.clone());
+        (self.0.finish(info), b)
+    }
+}
+
 fn plausible(start_ns: u64, end_ns: u64) -> bool {
     end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }

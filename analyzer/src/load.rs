@@ -146,7 +146,7 @@ fn symbolizer(opts: &LoadOptions) -> Symbolizer {
 /// Reads one trace file and summarizes it as it reads, without building
 /// its model: memory follows the distinct lines and launch shapes and what
 /// is in flight, not the number of events. The summary is the one
-/// [`crate::summary::summarize`] makes of the model.
+/// the model carries ([`Run::summary`]).
 pub fn summarize_run_with(
     path: &Path,
     opts: &LoadOptions,
@@ -168,7 +168,7 @@ pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> 
     let reader = reader(path, opts)?;
     let mut symbolizer = symbolizer(opts);
     let mut run = model::build_from_reader(reader, &mut symbolizer);
-    run.notes.append(&mut symbolizer.notes);
+    run.add_notes(std::mem::take(&mut symbolizer.notes));
     Ok(run)
 }
 

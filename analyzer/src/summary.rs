@@ -29,9 +29,8 @@ use accprof_trace::{
 use crate::idhash::IdHashMap;
 use crate::join::{At, Order, RunInfo, Sink};
 use crate::model::{
-    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelId, KernelSource,
-    LaunchRequest, Memset, NameId, Run, SiteId, Transfer, TransferId, TransferSource,
-    ACC_DEVICE_HOST,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
+    Memset, NameId, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
 };
 
 /// Count, total, min and max of a set of durations, in ns.
@@ -445,13 +444,6 @@ fn construct_label(
         }
         _ => what.to_string(),
     }
-}
-
-/// The construct that was running when the program ended abnormally: the
-/// latest-started of the outermost constructs still open at the end of the
-/// trace. None when the program ended normally or nothing was open.
-pub fn in_flight(run: &Run) -> Option<InFlight> {
-    run_facts(run).in_flight
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1095,113 +1087,6 @@ impl SummarySink {
     }
 }
 
-/// Where construct `id` of a finished run stands, as the join said it
-/// when it handed the construct's entities over.
-fn at_of(run: &Run, id: ConstructId) -> At {
-    let c = run.construct(id);
-    let top = run.top_level(id);
-    let t = run.construct(top);
-    At {
-        construct: id,
-        line_site: run.line_site(id),
-        top,
-        top_class: t.class,
-        host_ns: c.host_ns(),
-        top_host_ns: t.host_ns(),
-    }
-}
-
-/// Hands `run`'s entities to `s` as the join would have: the outermost
-/// constructs open at the end first (only they can be in flight), then
-/// the kernels, the transfers, and the constructs innermost first. With
-/// `only` given (in start order), just the entities of those constructs.
-fn replay(run: &Run, s: &mut SummarySink, only: Option<&[ConstructId]>) {
-    let at = |id: ConstructId| at_of(run, id);
-    for &o in &run.open_at_end {
-        let top = run.top_level(o);
-        s.started(top, &run.construct(top));
-    }
-    // The handles to hand over, in the run's order (the constructs
-    // innermost first).
-    type Ids<'a, I> = Box<dyn Iterator<Item = I> + 'a>;
-    let (kernels, transfers, constructs): (Ids<KernelId>, Ids<TransferId>, Ids<ConstructId>) =
-        match only {
-            None => (
-                Box::new((0..run.kernels().len()).map(KernelId::at)),
-                Box::new((0..run.transfers().len()).map(TransferId::at)),
-                Box::new((0..run.constructs().len()).rev().map(ConstructId::at)),
-            ),
-            Some(cs) => {
-                let mut k: Vec<KernelId> = cs
-                    .iter()
-                    .flat_map(|&c| run.kernels_of(c))
-                    .copied()
-                    .collect();
-                let mut t: Vec<TransferId> = cs
-                    .iter()
-                    .flat_map(|&c| run.transfers_of(c))
-                    .copied()
-                    .collect();
-                k.sort_unstable();
-                t.sort_unstable();
-                (
-                    Box::new(k.into_iter()),
-                    Box::new(t.into_iter()),
-                    Box::new(cs.iter().rev().copied()),
-                )
-            }
-        };
-    for id in kernels {
-        let k = run.kernel(id);
-        let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
-        s.kernel(k, order, at.as_ref());
-    }
-    for id in transfers {
-        let t = run.transfer(id);
-        let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
-        s.transfer(t, order, at.as_ref());
-    }
-    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
-    for id in constructs {
-        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
-        s.construct(
-            id,
-            run.construct(id),
-            &launches,
-            &at(id),
-            open.contains(&id),
-        );
-    }
-}
-
-/// Builds the summary of one run: its entities go through the summary
-/// sink as the join would hand them over.
-pub fn summarize(run: &Run) -> Summary {
-    let mut s = SummarySink::new();
-    replay(run, &mut s, None);
-    s.finish(run.info())
-}
-
-/// The facts of one run, the same as [`summarize`] gives, without the
-/// summary by line: only the constructs that were open when the trace
-/// ended, and what ran inside them, are looked at (for what was in
-/// flight).
-pub fn run_facts(run: &Run) -> RunFacts {
-    let mut s = SummarySink::new();
-    let tops: std::collections::BTreeSet<ConstructId> =
-        run.open_at_end.iter().map(|&o| run.top_level(o)).collect();
-    if let Some(&first) = tops.first() {
-        // Constructs start after their outermost one: the families of the
-        // open ones lie from the first of them on.
-        let family: Vec<ConstructId> = (first.index()..run.constructs().len())
-            .map(ConstructId::at)
-            .filter(|&id| tops.contains(&run.top_level(id)))
-            .collect();
-        replay(run, &mut s, Some(&family));
-    }
-    s.facts(&run.info())
-}
-
 /// Reads a trace and summarizes it without building the model: memory
 /// follows the distinct lines and launch shapes and what is in flight,
 /// not the number of events.
@@ -1421,9 +1306,9 @@ mod tests {
         let big = b.buf(8_421_408, 2);
         b.copy(c, CopyKind::HostToDevice, small, 1_000);
         b.copy(c, CopyKind::DeviceToHost, big, 2_000);
-        let mut run = b.build();
-        run.open_at_end.push(c);
-        let f = in_flight(&run).expect("a construct in flight");
+        b.run.open_at_end.push(c);
+        let run = b.build();
+        let f = run.in_flight().expect("a construct in flight");
         assert_eq!(
             f.transfers,
             ["host->device 88 B", "device->host 8.03 MiB"],

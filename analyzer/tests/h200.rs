@@ -264,7 +264,7 @@ fn transfer_totals_agree_with_the_lines() {
         "heat2d_data",
     ] {
         let run = load(name);
-        let s = accprof_analyzer::summary::summarize(&run);
+        let s = run.summary();
         let lines = s.functions.iter().flat_map(|f| &f.lines);
         let transfers = lines.clone().flat_map(|l| &l.transfers);
         assert_eq!(

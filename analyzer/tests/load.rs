@@ -38,7 +38,7 @@ fn sequential(trace: &Path) -> String {
     let mut symbolizer = Symbolizer::with_search_dirs(vec![bin_dir(trace)]);
     symbolizer.recorded_paths = false;
     let mut run = model::build_from_reader(reader, &mut symbolizer);
-    run.notes.append(&mut symbolizer.notes);
+    run.add_notes(std::mem::take(&mut symbolizer.notes));
     format!("{run:?}")
 }
 

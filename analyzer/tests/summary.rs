@@ -3,7 +3,7 @@
 //! without source lines stay apart.
 
 use accprof_analyzer::model;
-use accprof_analyzer::summary::{merge, summarize, LineSummary, Reached, Summary};
+use accprof_analyzer::summary::{merge, LineSummary, Reached, Summary};
 use accprof_analyzer::testkit::trace::{self, TraceBuilder};
 use accprof_trace::*;
 
@@ -23,7 +23,7 @@ fn header(rank: Option<u32>, pid: u32) -> Header {
 type T = TraceBuilder;
 
 fn summary(t: T, rank: Option<u32>, pid: u32) -> Summary {
-    summarize(&t.build(header(rank, pid)))
+    t.build(header(rank, pid)).summary().clone()
 }
 
 fn at(s: &Summary, line: u32) -> Option<&LineSummary> {
@@ -251,7 +251,7 @@ fn api_routine_calls_are_constructs_at_their_call_sites() {
     let c = |i: usize| Some(ids[i]);
     assert_eq!(owners, [c(1), c(0), c(3)]);
 
-    let s = summarize(&run);
+    let s = run.summary();
     /// Address, API calls, constructs reached, transfers of one line.
     type Line = (
         Option<u64>,

@@ -134,7 +134,7 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
         ..Options::default()
     };
     let analysis = analysis::analyze(&run, &sources, &opts);
-    let facts = accprof_analyzer::summary::run_facts(&run);
+    let facts = run.facts().clone();
     Ok((run, sources, analysis, facts))
 }
 

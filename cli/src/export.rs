@@ -134,7 +134,7 @@ pub fn load_all(
         let (opts, bar) = crate::progress::with_bar(path, &opts);
         let loaded = if model || findings {
             let run = accprof_analyzer::load_run_with(path, &opts)?;
-            let summary = accprof_analyzer::summary::summarize(&run);
+            let summary = run.summary().clone();
             let analysis = findings.then(|| {
                 let set =
                     SourceSet::load_with(&run, &sources.source_dirs, &sources.source_maps, &|p| {

@@ -368,7 +368,7 @@ fn report_traces(
                     if several {
                         eprintln!("accprof: summary of {} (pid {pid}):", shown(path));
                     }
-                    let summary = accprof_analyzer::summary::summarize(&run);
+                    let summary = run.summary();
                     let opts = accprof_reports::text::TextOptions {
                         extended: args.extended,
                         sort_by_time: false,

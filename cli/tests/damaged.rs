@@ -539,7 +539,7 @@ fn a_program_that_aborts_inside_a_compute_construct_names_it() {
     let here = format!("abort_inside.c:{line} (main) compute region");
 
     let run = accprof_analyzer::load_run(&t[0]).expect("loads");
-    let facts = accprof_analyzer::summary::summarize(&run).runs.remove(0);
+    let facts = run.facts().clone();
     let f = facts.in_flight.expect("a construct in flight");
     assert_eq!(f.line, Some(line), "{f:?}");
     // The collector writes an End record for signals only in newer

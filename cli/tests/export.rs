@@ -693,7 +693,7 @@ fn svg_plot_has_one_bar_segment_per_line_and_series() {
             .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(colour))
             .count()
     };
-    let summary = accprof_analyzer::summary::summarize(&support::h200_fixture("laplace_bad_c"));
+    let summary = support::h200_fixture("laplace_bad_c").summary().clone();
     let lines: Vec<_> = summary.functions.iter().flat_map(|f| &f.lines).collect();
     let with_kernels = lines
         .iter()

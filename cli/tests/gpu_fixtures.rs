@@ -245,7 +245,7 @@ fn a_device_fault_leaves_its_error_its_status_and_the_construct_it_died_in() {
         "{:?}",
         run.diagnostics
     );
-    let f = accprof_analyzer::summary::in_flight(&run).expect("a construct in flight");
+    let f = run.in_flight().expect("a construct in flight");
     assert!(f.file.ends_with("device_fault.c"), "{f:?}");
     assert_eq!(f.line, Some(61), "{f:?}");
     let out = support::accprof_on_fixtures("report")

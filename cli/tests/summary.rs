@@ -90,7 +90,7 @@ fn summary_of(name: &str) -> Summary {
         "{name}: every site should have a source line: {:?}",
         run.notes
     );
-    accprof_analyzer::summary::summarize(&run)
+    run.summary().clone()
 }
 
 /// The arguments record.sh ran a fixture's program with.

@@ -437,7 +437,7 @@ fn main() {
         let t = Instant::now();
         let run = accprof_analyzer::load_run(&path).expect("load");
         let t_load = t.elapsed().as_secs_f64();
-        let summary = accprof_analyzer::summary::summarize(&run);
+        let summary = run.summary();
         let t_sum = t.elapsed().as_secs_f64() - t_load;
         let text = accprof_reports::text::render(&run, &summary, &opts);
         let total = t.elapsed().as_secs_f64();

@@ -339,7 +339,7 @@ impl Group {
 
 /// The summary by source line, in the summary's own numbers.
 fn line_rows(run: &Run) -> Vec<LineRow> {
-    let summary = accprof_analyzer::summary::summarize(run);
+    let summary = run.summary();
     let mut rows = Vec::new();
     for f in &summary.functions {
         for l in &f.lines {

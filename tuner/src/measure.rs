@@ -181,7 +181,7 @@ mod tests {
         let opts = accprof_analyzer::LoadOptions::only_in(vec![dir.join("bin")]);
         let run = accprof_analyzer::load_run_with(&dir.join("launch_storm.trace"), &opts)
             .expect("fixture loads");
-        let summary = accprof_analyzer::summary::summarize(&run);
+        let summary = run.summary();
         let file = Path::new("samples/launch_storm.c");
         let t = measure_site(&summary, file, 87).expect("line 87 reached");
         // The model's own kernels of the constructs at that line.

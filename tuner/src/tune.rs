@@ -662,7 +662,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         let run = accprof_analyzer::load_run(&out.trace)?;
         let _ = std::fs::remove_file(&out.trace);
         let key = self.states[i].config.key();
-        let summary = accprof_analyzer::summary::summarize(&run);
+        let summary = run.summary();
         let Some(t) = measure::measure_site(&summary, self.plan.source, self.plan.line) else {
             return Ok(Err(format!(
                 "the run (exit code {}) never reached {}:{}",

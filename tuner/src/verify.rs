@@ -270,7 +270,7 @@ fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
         });
     }
     let run = accprof_analyzer::load_run(&out.trace)?;
-    let summary = accprof_analyzer::summary::summarize(&run);
+    let summary = run.summary().clone();
     let device = if summary.cupti {
         Ok(DeviceTimes {
             transfer_ns: summary.transfer_ns,
@@ -347,7 +347,7 @@ mod tests {
 
     fn summary_of(name: &str) -> accprof_analyzer::summary::Summary {
         let run = accprof_analyzer::load_run(&fixture(name)).expect("fixture loads");
-        accprof_analyzer::summary::summarize(&run)
+        run.summary().clone()
     }
 
     #[test]

@@ -4,10 +4,13 @@
 use accprof_trace::{BufferHash, Header, Trace};
 
 use super::entities::*;
+#[cfg(any(test, feature = "testkit"))]
+use super::facts::{Placement, Totals};
 use super::index::*;
 use super::run::*;
 use super::tables::*;
-use crate::join::{At, Order, RunInfo, Sink};
+use crate::join::{At, Both, Order, RunInfo, Sink};
+use crate::summary::{Summary, SummarySink};
 use crate::symbolize::Symbolizer;
 
 /// The sink that keeps everything: the full [`Run`].
@@ -159,6 +162,7 @@ impl Sink for RunSink {
             related: Related::default(),
             totals: info.totals,
             placement: info.placement,
+            summary: Summary::default(),
         };
         run.derive_indices();
         run
@@ -169,7 +173,7 @@ impl Run {
     /// A run with no entities (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn empty(header: Header) -> Run {
-        Run {
+        let mut run = Run {
             placement: Placement::new(&header),
             header,
             version: (1, 0),
@@ -199,10 +203,14 @@ impl Run {
             data_names: Default::default(),
             related: Related::default(),
             totals: Totals::default(),
-        }
+            summary: Summary::default(),
+        };
+        run.summary = SummarySink::new().finish(run.info());
+        run
     }
 
     /// What a sink gets besides the entities, read from the run.
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn info(&self) -> RunInfo {
         RunInfo {
             header: self.header.clone(),
@@ -273,8 +281,9 @@ impl Run {
 
 /// Builds the model of one trace, symbolizing call sites with `symbolizer`.
 pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
-    let sink = RunSink::new(&trace.header);
-    let mut run = crate::join::join_trace(trace, symbolizer, sink);
+    let sink = Both(RunSink::new(&trace.header), SummarySink::new());
+    let (mut run, summary) = crate::join::join_trace(trace, symbolizer, sink);
+    run.summary = summary;
     read_binaries(&mut run, symbolizer);
     run
 }
@@ -309,8 +318,9 @@ pub fn build_from_reader(
     reader: impl accprof_trace::RecordSource,
     symbolizer: &mut Symbolizer,
 ) -> Run {
-    let sink = RunSink::new(reader.header());
-    let mut run = crate::join::join_reader(reader, symbolizer, sink);
+    let sink = Both(RunSink::new(reader.header()), SummarySink::new());
+    let (mut run, summary) = crate::join::join_reader(reader, symbolizer, sink);
+    run.summary = summary;
     read_binaries(&mut run, symbolizer);
     run
 }

@@ -27,15 +27,6 @@ pub struct Totals {
 }
 
 impl Totals {
-    #[cfg(any(test, feature = "testkit"))]
-    pub(super) fn of(run: &Run) -> Totals {
-        let mut t = Totals::default();
-        run.kernels().for_each(|(_, k)| t.add_kernel(&k));
-        run.transfers().for_each(|(_, x)| t.add_transfer(&x));
-        run.constructs().for_each(|(_, c)| t.add_construct(&c));
-        t
-    }
-
     pub(crate) fn add_construct(&mut self, c: &Construct) {
         if c.cut {
             self.cut_constructs += 1;
@@ -103,12 +94,5 @@ impl Placement {
     /// The OpenACC runtime is GCC's libgomp.
     pub(crate) fn libgomp(&self) -> bool {
         self.libgomp
-    }
-
-    #[cfg(any(test, feature = "testkit"))]
-    pub(super) fn of(run: &Run) -> Placement {
-        let mut p = Placement::new(&run.header);
-        run.constructs().for_each(|(_, c)| p.add(&c));
-        p
     }
 }

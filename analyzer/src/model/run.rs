@@ -2,6 +2,8 @@
 
 use accprof_trace::{BufferHash, Device, DropSource, Header, Level, Loss};
 
+use crate::summary::{InFlight, RunFacts, Summary};
+
 use super::entities::*;
 use super::facts::*;
 use super::index::*;
@@ -76,9 +78,43 @@ pub struct Run {
     pub(crate) totals: Totals,
     /// Where the constructs ran and which runtime ran them, read once.
     pub(crate) placement: Placement,
+    /// The PGI_ACC_TIME-style summary, made by the same join that made
+    /// the entities ([`Run::summary`]).
+    pub(crate) summary: Summary,
 }
 
 impl Run {
+    /// The summary by file, function and line (the `PGI_ACC_TIME` layout)
+    /// with the run's facts, made in the same pass over the trace as the
+    /// model itself.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// The run's own facts: who ran it, its totals, losses, how it ended
+    /// and what was in flight then.
+    pub fn facts(&self) -> &RunFacts {
+        // Every run's summary holds its one run's facts: the summary's
+        // sink makes them at the end of the join (and of a run made by
+        // hand, from its finished tables).
+        &self.summary.runs[0]
+    }
+
+    /// Adds what the analyzer could not do to the run's notes, and to its
+    /// facts, which the summary shows.
+    pub fn add_notes(&mut self, notes: Vec<String>) {
+        self.summary.runs[0].notes.extend(notes.iter().cloned());
+        self.notes.extend(notes);
+    }
+
+    /// The construct that was running when the program ended abnormally:
+    /// the latest-started of the outermost constructs still open at the end
+    /// of the trace. None when the program ended normally or nothing was
+    /// open.
+    pub fn in_flight(&self) -> Option<&InFlight> {
+        self.facts().in_flight.as_ref()
+    }
+
     /// The name of an API routine (`acc_copyin`, ...).
     pub fn routine(&self, r: ApiRoutine) -> &str {
         self.routines.get(r.0 as usize).map_or("?", String::as_str)
@@ -550,3 +586,25 @@ impl<I, R, T> DoubleEndedIterator for Rows<'_, I, R, T> {
 }
 
 impl<I, R, T> ExactSizeIterator for Rows<'_, I, R, T> {}
+
+// Runs made by hand (tests) sum their totals and read their placement
+// from their finished tables; the join does it as it goes.
+impl Totals {
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn of(run: &Run) -> Totals {
+        let mut t = Totals::default();
+        run.kernels().for_each(|(_, k)| t.add_kernel(&k));
+        run.transfers().for_each(|(_, x)| t.add_transfer(&x));
+        run.constructs().for_each(|(_, c)| t.add_construct(&c));
+        t
+    }
+}
+
+impl Placement {
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn of(run: &Run) -> Placement {
+        let mut p = Placement::new(&run.header);
+        run.constructs().for_each(|(_, c)| p.add(&c));
+        p
+    }
+}

@@ -4,12 +4,14 @@
 
 use accprof_trace::{Clock, CopyKind, Device, HashMode, Header, MemoryKind, SourceState, Sources};
 
+use crate::join::{At, Sink};
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
     KernelSource, LaunchRequest, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
+use crate::summary::SummarySink;
 
 /// Builds a [`Run`] entity by entity.
 pub struct RunBuilder {
@@ -298,7 +300,65 @@ impl RunBuilder {
         self.run
             .set_entities(&self.kernels, &self.transfers, &self.allocs);
         self.run.derive();
+        let mut s = SummarySink::new();
+        replay(&self.run, &mut s);
+        self.run.summary = s.finish(self.run.info());
         self.run
+    }
+}
+
+// A run made by hand has no join to make its summary in the same pass as
+// its entities: its entities are handed to the summary's sink afterwards,
+// as the join would have handed them over.
+
+/// Where construct `id` of a finished run stands, as the join said it
+/// when it handed the construct's entities over.
+fn at_of(run: &Run, id: ConstructId) -> At {
+    let c = run.construct(id);
+    let top = run.top_level(id);
+    let t = run.construct(top);
+    At {
+        construct: id,
+        line_site: run.line_site(id),
+        top,
+        top_class: t.class,
+        host_ns: c.host_ns(),
+        top_host_ns: t.host_ns(),
+    }
+}
+
+/// Hands `run`'s entities to `s` as the join would have: the outermost
+/// constructs open at the end first (only they can be in flight), then
+/// the kernels, the transfers, and the constructs innermost first.
+fn replay(run: &Run, s: &mut SummarySink) {
+    let at = |id: ConstructId| at_of(run, id);
+    for &o in &run.open_at_end {
+        let top = run.top_level(o);
+        s.started(top, &run.construct(top));
+    }
+    let kernels = (0..run.kernels().len()).map(KernelId::at);
+    let transfers = (0..run.transfers().len()).map(TransferId::at);
+    let constructs = (0..run.constructs().len()).rev().map(ConstructId::at);
+    for id in kernels {
+        let k = run.kernel(id);
+        let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
+        s.kernel(k, order, at.as_ref());
+    }
+    for id in transfers {
+        let t = run.transfer(id);
+        let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
+        s.transfer(t, order, at.as_ref());
+    }
+    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
+    for id in constructs {
+        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
+        s.construct(
+            id,
+            run.construct(id),
+            &launches,
+            &at(id),
+            open.contains(&id),
+        );
     }
 }
 
