@@ -373,7 +373,7 @@ fn report_traces(
                         extended: args.extended,
                         sort_by_time: false,
                     };
-                    let text = accprof_reports::text::render(&run, &summary, &opts);
+                    let text = accprof_reports::text::render(&run, summary, &opts);
                     use std::io::Write;
                     let _ = std::io::stderr().write_all(&text);
                 }

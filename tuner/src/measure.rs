@@ -183,7 +183,7 @@ mod tests {
             .expect("fixture loads");
         let summary = run.summary();
         let file = Path::new("samples/launch_storm.c");
-        let t = measure_site(&summary, file, 87).expect("line 87 reached");
+        let t = measure_site(summary, file, 87).expect("line 87 reached");
         // The model's own kernels of the constructs at that line.
         let (mut ns, mut n) = (0, 0);
         for (id, _) in run.constructs() {
@@ -206,8 +206,8 @@ mod tests {
             })
         );
         assert_eq!(t.registers, Some(22));
-        assert!(measure_site(&summary, file, 88).is_none());
-        assert!(measure_site(&summary, Path::new("other.c"), 87).is_none());
+        assert!(measure_site(summary, file, 88).is_none());
+        assert!(measure_site(summary, Path::new("other.c"), 87).is_none());
         assert_eq!(device_of(&run).sm_count, Some(132));
     }
 }

@@ -663,7 +663,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         let _ = std::fs::remove_file(&out.trace);
         let key = self.states[i].config.key();
         let summary = run.summary();
-        let Some(t) = measure::measure_site(&summary, self.plan.source, self.plan.line) else {
+        let Some(t) = measure::measure_site(summary, self.plan.source, self.plan.line) else {
             return Ok(Err(format!(
                 "the run (exit code {}) never reached {}:{}",
                 out.code,
