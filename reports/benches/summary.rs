@@ -439,7 +439,7 @@ fn main() {
         let t_load = t.elapsed().as_secs_f64();
         let summary = run.summary();
         let t_sum = t.elapsed().as_secs_f64() - t_load;
-        let text = accprof_reports::text::render(&run, &summary, &opts);
+        let text = accprof_reports::text::render(&run, summary, &opts);
         let total = t.elapsed().as_secs_f64();
         std::hint::black_box(&text);
         best = best.min(total);
