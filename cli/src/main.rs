@@ -203,12 +203,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Report(args) if args.at_exit => Ok(report_at_exit(&args)),
-        Command::Report(args) => report(&args).map(|_| 0),
-        Command::Analyze(args) => analyze::analyze(&args),
+        Command::Report(args) => {
+            existing_dirs("--symbols", &args.symbols).and_then(|_| report(&args).map(|_| 0))
+        }
+        Command::Analyze(args) => existing_dirs("--symbols", &args.symbols)
+            .and_then(|_| existing_dirs("--source-dir", &args.source_dirs))
+            .and_then(|_| analyze::analyze(&args)),
         Command::Tune(args) => tune::tune(&args),
-        Command::Export(args) => export::export(&args),
-        Command::Diff(args) => export::diff(&args),
-        Command::Tui(args) => tui::tui(&args),
+        Command::Export(args) => {
+            existing_source_dirs(&args.sources).and_then(|_| export::export(&args))
+        }
+        Command::Diff(args) => {
+            existing_source_dirs(&args.sources).and_then(|_| export::diff(&args))
+        }
+        Command::Tui(args) => existing_dirs("--symbols", &args.symbols)
+            .and_then(|_| existing_dirs("--source-dir", &args.source_dirs))
+            .and_then(|_| tui::tui(&args)),
         Command::Completions { shell } => completions(shell),
     };
     match result {
@@ -218,6 +228,28 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A directory flag that names no directory is a mistake to say, not an
+/// empty place to search: binaries and sources would silently be looked
+/// for elsewhere.
+fn existing_dirs(flag: &str, dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for d in dirs {
+        if !d.is_dir() {
+            let what = if d.exists() {
+                "is not a directory"
+            } else {
+                "no such directory"
+            };
+            anyhow::bail!("{flag} {}: {what}", d.display());
+        }
+    }
+    Ok(())
+}
+
+fn existing_source_dirs(s: &export::SourceArgs) -> anyhow::Result<()> {
+    existing_dirs("--symbols", &s.symbols)?;
+    existing_dirs("--source-dir", &s.source_dirs)
 }
 
 /// Writes the completion script for `shell` to stdout.

@@ -594,3 +594,48 @@ fn buffers_are_named_by_the_symbols_of_the_binary_given() {
         "{unnamed}"
     );
 }
+
+/// A directory flag that names no directory is an error of one line, exit
+/// 2, in every command that takes it, not an empty place to look.
+#[test]
+fn missing_symbol_and_source_directories_are_errors() {
+    let t = fixture("laplace_bad_c");
+    let t = path_str(&t);
+    let cases: [&[&str]; 8] = [
+        &["analyze", "--symbols", "/nonexistent", t],
+        &["analyze", "--source-dir", "/nonexistent", t],
+        &["report", "--symbols", "/nonexistent", t],
+        &["tui", "--symbols", "/nonexistent", t],
+        &["tui", "--source-dir", "/nonexistent", t],
+        &["export", "--format", "csv", "--symbols", "/nonexistent", t],
+        &[
+            "export",
+            "--format",
+            "json",
+            "--source-dir",
+            "/nonexistent",
+            t,
+        ],
+        &["diff", "--source-dir", "/nonexistent", t, t],
+    ];
+    for args in cases {
+        let out = Command::new(accprof())
+            .args(args)
+            .env_remove("ACCPROF_SYMBOL_PATH")
+            .output()
+            .expect("accprof runs");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let at = args
+            .iter()
+            .position(|a| *a == "/nonexistent")
+            .expect("a missing directory");
+        let flag = args[at - 1];
+        assert!(
+            err.contains(&format!("{flag} /nonexistent: no such directory")),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
