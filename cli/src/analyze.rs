@@ -212,8 +212,15 @@ fn apply(args: &AnalyzeArgs, sources: &SourceSet, combined: &Combined) -> anyhow
             );
         }
         std::fs::write(&dest, text).with_context(|| format!("cannot write {}", dest.display()))?;
+        // The file read is named: the recorded path, a --source-dir or a
+        // --source-map may each hold a copy.
+        let from = if args.in_place {
+            "in place".to_string()
+        } else {
+            format!("from {}", src.found_at.display())
+        };
         eprintln!(
-            "accprof: wrote {} ({} of {} findings applied)",
+            "accprof: wrote {} {from} ({} of {} findings applied)",
             dest.display(),
             combined.applied.len(),
             combined.applied.len() + combined.skipped.len()

@@ -639,3 +639,43 @@ fn missing_symbol_and_source_directories_are_errors() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// --source-dir wins over a file at the recorded path (on the recording
+/// machine, or another checkout on this one), and --apply writes the
+/// patched copy next to the file it read, naming it.
+#[test]
+fn source_dir_wins_and_apply_writes_where_it_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("laplace_bad.c");
+    // Marked, so the patched copy shows which file was read.
+    let mut text_in =
+        std::fs::read_to_string(repo().join("samples/laplace_bad.c")).expect("sample");
+    text_in.push_str("/* the copy under --source-dir */\n");
+    std::fs::write(&copy, &text_in).expect("write copy");
+    let t = fixture("laplace_bad_c");
+    let out = analyze_only(&[
+        "--source-dir",
+        path_str(dir.path()),
+        "--apply",
+        path_str(&t),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let written = dir.path().join("laplace_bad.accprof.c");
+    let patched = std::fs::read_to_string(&written).expect("patched copy next to the copy");
+    assert!(patched.contains("/* the copy under --source-dir */"));
+    assert!(
+        err.contains(&format!(
+            "wrote {} from {} (",
+            written.display(),
+            copy.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !Path::new(H200_SAMPLES)
+            .join("laplace_bad.accprof.c")
+            .exists(),
+        "nothing written at the recorded path"
+    );
+}

@@ -19,16 +19,17 @@ pub struct SourceSet {
 }
 
 impl SourceSet {
-    /// Reads every source file a site of `run` names. A file is looked for at
-    /// its recorded path, then under each of `roots` (by its path relative to
-    /// the root and by file name).
+    /// Reads every source file a site of `run` names. A file is looked for
+    /// under each of `roots` (by its path relative to the root and by file
+    /// name), then at its recorded path.
     pub fn load(run: &Run, roots: &[PathBuf]) -> SourceSet {
         Self::load_with(run, roots, &[], &|p| std::fs::read_to_string(p))
     }
 
     /// [`SourceSet::load`] with path maps (a recorded path starting with
-    /// the first directory is read from the second instead) and the file
-    /// reading given (tests use it to make sources missing).
+    /// the first directory is read from the second instead, never from
+    /// the recorded path) and the file reading given (tests use it to
+    /// make sources missing).
     pub fn load_with(
         run: &Run,
         roots: &[PathBuf],
@@ -91,18 +92,24 @@ impl SourceSet {
             self.unsupported.insert(recorded.to_string());
             return;
         };
-        // A mapped prefix replaces the recorded path; roots come after.
+        // What the user named wins over what the trace recorded: a mapped
+        // prefix replaces the recorded path, and the roots come before it
+        // (a file at the recorded path may be another checkout's).
         let mapped = self.maps.iter().find_map(|(from, to)| {
             let rest = Path::new(recorded).strip_prefix(from).ok()?;
             Some(to.join(rest))
         });
-        let mut candidates = vec![mapped.unwrap_or_else(|| PathBuf::from(recorded))];
+        let mut candidates = Vec::new();
+        candidates.extend(mapped.clone());
         let rel = Path::new(recorded.trim_start_matches('/'));
         for r in roots {
             candidates.push(r.join(rel));
             if let Some(name) = Path::new(recorded).file_name() {
                 candidates.push(r.join(name));
             }
+        }
+        if mapped.is_none() {
+            candidates.push(PathBuf::from(recorded));
         }
         for c in candidates {
             if let Ok(text) = read(&c) {

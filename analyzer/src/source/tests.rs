@@ -211,3 +211,33 @@ fn literal_trip_counts() {
         .collect();
     assert_eq!(counts, [Some(16), None]);
 }
+
+/// What the user names wins over the path the trace recorded: a file
+/// under a root (--source-dir) is read before one at the recorded path (a
+/// copy in another checkout), and a mapped prefix (--source-map) is never
+/// read at the recorded path.
+#[test]
+fn named_directories_win_over_the_recorded_path() {
+    use std::path::Path;
+    let mut b = crate::testkit::runs::RunBuilder::new(accprof_trace::HashMode::Off);
+    b.site("/other/checkout/laplace_bad.c", 148);
+    let run = b.build();
+    let read = |p: &Path| -> std::io::Result<String> {
+        if p == Path::new("/other/checkout/laplace_bad.c") || p == Path::new("/mine/laplace_bad.c")
+        {
+            Ok(LAPLACE_C.to_string())
+        } else {
+            Err(std::io::ErrorKind::NotFound.into())
+        }
+    };
+    let recorded = "/other/checkout/laplace_bad.c";
+    let found = |set: &SourceSet| set.get(recorded).map(|f| f.found_at.clone());
+    let set = SourceSet::load_with(&run, &[PathBuf::from("/mine")], &[], &read);
+    assert_eq!(found(&set), Some(PathBuf::from("/mine/laplace_bad.c")));
+    let set = SourceSet::load_with(&run, &[], &[], &read);
+    assert_eq!(found(&set), Some(PathBuf::from(recorded)));
+    let map = [(PathBuf::from("/other/checkout"), PathBuf::from("/gone"))];
+    let set = SourceSet::load_with(&run, &[], &map, &read);
+    assert_eq!(found(&set), None);
+    assert!(set.is_missing(recorded));
+}
