@@ -43,17 +43,12 @@ pub fn combined_patch(analysis: &Analysis, sources: &SourceSet) -> Combined {
 }
 
 /// Runs every rule on `run`, ranks the findings by cost (largest first;
-/// unmeasured last) and fills in each proposal's own patch.
+/// unmeasured last; those whose saving is known to be nothing after all
+/// others) and fills in each proposal's own patch.
 pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
     let out = rules::run_all(run, sources, opts);
     let mut findings = out.findings;
-    findings.sort_by(|a, b| {
-        b.cost_ns
-            .is_some()
-            .cmp(&a.cost_ns.is_some())
-            .then(b.cost_ns.cmp(&a.cost_ns))
-            .then(a.id.cmp(b.id))
-    });
+    rank(&mut findings);
     for f in &mut findings {
         if !f.proposal.edits.is_empty() {
             match crate::patch::render(sources, &f.proposal.edits) {
@@ -75,6 +70,21 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
         wall_ns: run.wall_ns(),
         total_saving_ns,
     }
+}
+
+/// The findings' order. A finding that can save nothing (its saving
+/// measured as zero) costs time it cannot give back: it ranks after every
+/// other, however large its cost, so that what can be won, or what is
+/// not measured yet (a race, say), comes first.
+pub fn rank(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        let saves_nothing = |f: &Finding| f.saving_ns == Some(0);
+        saves_nothing(a)
+            .cmp(&saves_nothing(b))
+            .then(b.cost_ns.is_some().cmp(&a.cost_ns.is_some()))
+            .then(b.cost_ns.cmp(&a.cost_ns))
+            .then(a.id.cmp(b.id))
+    });
 }
 
 /// Sum of savings with every transfer counted once: findings that save

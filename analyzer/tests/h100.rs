@@ -66,6 +66,29 @@ fn caller_loop_c() {
     golden("caller_loop_c.patch", &patch_text(&a, &src));
 }
 
+/// On the run whose check failed, the race (S4) comes first; D6 there can
+/// save nothing (every upload carries new host data, every download is
+/// read by the host inside the loop) and ranks after every other finding.
+#[test]
+fn a_finding_that_saves_nothing_ranks_last() {
+    let (_, _, a) = analyze("default_async_fail");
+    let ids: Vec<&str> = a.findings.iter().map(|f| f.id).collect();
+    assert_eq!(ids.first(), Some(&"S4"), "{ids:?}");
+    let d6 = the_only_d6(&a);
+    assert_eq!(d6.saving_ns, Some(0));
+    let first_nothing = a
+        .findings
+        .iter()
+        .position(|f| f.saving_ns == Some(0))
+        .expect("D6 saves nothing");
+    assert!(
+        a.findings[first_nothing..]
+            .iter()
+            .all(|f| f.saving_ns == Some(0)),
+        "{ids:?}"
+    );
+}
+
 #[test]
 fn caller_files_two_files() {
     let (_, src, a) = analyze("caller_files");
