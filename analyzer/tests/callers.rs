@@ -100,6 +100,8 @@ fn caller_loop_c_region_goes_two_callers_up() {
     // 40 transfers of which 36 are avoidable: one upload and one download
     // of each buffer stay.
     assert_eq!(f.evidence.count("avoidable_transfers"), Some(36));
+    // 20 reaches, two per step (advance calls heat_step twice): 10 steps.
+    assert_eq!(f.evidence.count("iterations"), Some(10));
     golden("caller_loop_c.patch", &patch_text(&a, &src));
 }
 

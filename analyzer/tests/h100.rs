@@ -50,7 +50,21 @@ fn caller_loop_c() {
     let f = the_only_d6(&a);
     // Heap arrays named from the construct's clauses (in its first
     // instance each clause item is one buffer).
-    assert!(f.title.ends_with(": u, unew moved 40 times"), "{}", f.title);
+    // 40 reaches of the construct, 2 per iteration of main's loop (advance
+    // calls heat_step twice): 20 iterations, as the program ran.
+    assert!(
+        f.title
+            .ends_with(": u, unew moved 40 times in 20 iterations"),
+        "{}",
+        f.title
+    );
+    assert_eq!(f.evidence.count("iterations"), Some(20));
+    let said = f.evidence.text.join("\n");
+    assert!(
+        said.contains("reached 40 times (2 per iteration: the calls in the loop)"),
+        "{said}"
+    );
+    assert!(said.contains("(1 up and 1 down per reach)"), "{said}");
     assert_eq!(
         places(f),
         ["host loop caller_loop.c:134", "construct caller_loop.c:78"]
@@ -64,6 +78,24 @@ fn caller_loop_c() {
         Some("#pragma acc data copy(u[0:nx*ny], unew[0:nx*ny])")
     );
     golden("caller_loop_c.patch", &patch_text(&a, &src));
+}
+
+/// default_async 4096 10 1 ran 10 rounds, each entering and leaving the
+/// `data` region of line 74 once: 10 iterations, one upload (a and b in
+/// one block) and one download (c) per reach, not 20 "instances" with
+/// none each.
+#[test]
+fn default_async_counts_rounds_not_region_entries_and_exits() {
+    let (_, _, a) = analyze("default_async_fail");
+    let f = the_only_d6(&a);
+    assert_eq!(f.evidence.count("iterations"), Some(10));
+    assert!(f.title.ends_with(" moved 10 times"), "{}", f.title);
+    let said = f.evidence.text.join("\n");
+    assert!(
+        said.contains("default_async.c:74: reached 10 times; 10 uploads and 10 downloads"),
+        "{said}"
+    );
+    assert!(said.contains("(1 up and 1 down per reach)"), "{said}");
 }
 
 /// On the run whose check failed, the race (S4) comes first; D6 there can

@@ -260,3 +260,46 @@ fn a_device_fault_leaves_its_error_its_status_and_the_construct_it_died_in() {
     assert!(text.contains("device_fault.c:61"), "{text}");
     assert!(text.contains("error: cuStreamSynchronize failed"), "{text}");
 }
+
+/// `accprof analyze` of a fixture with its binaries and the repository's
+/// samples, as the fixtures' README says; stdout with its wrapped lines
+/// read as one.
+fn analyze_fixture(gpu: &str, name: &str) -> String {
+    let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let out = std::process::Command::new(support::accprof())
+        .arg("analyze")
+        .arg("--symbols")
+        .arg(dir.join("bin"))
+        .arg("--source-dir")
+        .arg(&samples)
+        .arg(dir.join(format!("{name}.trace")))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// default_async ran 10 rounds of a `data` region: D6 counts 10
+/// iterations with one upload and one download each, and, saving nothing,
+/// ranks after the race (S4) that made the run fail its check.
+#[test]
+fn default_async_findings_say_what_the_trace_shows() {
+    let s = analyze_fixture("h100", "default_async_fail");
+    assert!(s.contains("#1 S4 "), "{s}");
+    assert!(s.contains("evidence: iterations 10,"), "{s}");
+    assert!(s.contains("reached 10 times;"), "{s}");
+    assert!(s.contains("(1 up and 1 down per reach)"), "{s}");
+    let d6 = s.find(" D6 ").expect("D6");
+    assert!(d6 > s.find(" A1 ").expect("A1"), "{s}");
+}

@@ -60,6 +60,11 @@ pub struct Lifted {
     /// that leads to it).
     loop_callee: String,
     items: Vec<Item>,
+    /// How often one iteration of the loop reaches the construct, as the
+    /// source counts the calls on the way (`advance` calling `heat_step`
+    /// twice: 2); None where a call sits in another loop of its own, so
+    /// the count varies.
+    pub calls_per_iteration: Option<u64>,
     /// Distinct host buffers the run uploaded and downloaded at the
     /// construct (set by the rule from the trace): more than its clauses
     /// name means it is also called with other arrays than the recorded
@@ -127,6 +132,7 @@ pub fn lift(sources: &SourceSet, site: &Site, callers: &[Site]) -> Result<Lifted
     let mut cur = f;
     let mut calls = Vec::new();
     let mut seen = Vec::new();
+    let mut per_iteration = Some(1u64);
     for (k, frame) in callers.iter().enumerate() {
         let Some(fline) = frame.line else {
             return Err(format!(
@@ -162,7 +168,22 @@ pub fn lift(sources: &SourceSet, site: &Site, callers: &[Site]) -> Result<Lifted
                 .unwrap_or_else(|| frame.function.clone()),
             frame.file
         ));
-        if let Some(lp) = fsrc.enclosing_loops(fline).first() {
+        let lp = fsrc.enclosing_loops(fline).first().copied();
+        // The calls of this function one pass through the loop's body (or
+        // through the caller, further down the chain) makes.
+        let (a, b) = match lp {
+            Some(lp) => (lp.header_line + 1, lp.end_line),
+            None => fsrc.unit_of(fline).unwrap_or((fline, fline)),
+        };
+        let here = fsrc.calls_in(a, b, &cur.name);
+        let straight = here.iter().all(|&(line, _)| {
+            fsrc.enclosing_loops(line).first().map(|l| l.header_line) == lp.map(|l| l.header_line)
+        });
+        per_iteration = match per_iteration {
+            Some(n) if straight && !here.is_empty() => Some(n * here.len() as u64),
+            _ => None,
+        };
+        if let Some(lp) = lp {
             return Ok(Lifted {
                 file: frame.file.clone(),
                 loop_line: lp.header_line,
@@ -176,6 +197,7 @@ pub fn lift(sources: &SourceSet, site: &Site, callers: &[Site]) -> Result<Lifted
                 calls,
                 loop_callee: cur.name.clone(),
                 items,
+                calls_per_iteration: per_iteration,
                 buffers_in: 0,
                 buffers_out: 0,
             });

@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 
 use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::{ConstructClass, SiteId};
+use accprof_trace::ConstructKind;
+
+use crate::model::{ConstructClass, ConstructId, SiteId};
 use crate::proposals::caller_region::{self, Lifted};
 use crate::proposals::data_region::{self, RegionPlan};
 use crate::units;
@@ -24,7 +26,9 @@ use crate::units;
 /// The repeated transfers of one site.
 struct SiteGroup<'a> {
     site: SiteId,
-    instances: usize,
+    /// How often the program reached the construct: a structured `data`
+    /// region's entry and exit are one reach.
+    reaches: usize,
     xfers: Vec<&'a Xfer>,
 }
 
@@ -114,7 +118,8 @@ fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteG
     let mut origins: Vec<_> = xs.iter().filter_map(|x| x.origin).collect();
     origins.sort_unstable();
     origins.dedup();
-    if origins.len() < cx.opts.min_repeats {
+    let reaches = origins.iter().filter(|&&c| is_reach(cx, c)).count();
+    if reaches < cx.opts.min_repeats {
         return None;
     }
     if avoidable(cx, &xs).0.is_empty() {
@@ -122,9 +127,26 @@ fn site_group<'a>(cx: &Context, site: SiteId, xs: Vec<&'a Xfer>) -> Option<SiteG
     }
     Some(SiteGroup {
         site,
-        instances: origins.len(),
+        reaches,
         xfers: xs,
     })
+}
+
+/// False for the exit of a structured `data` region: the program reached
+/// the region once, at its entry (an `exit data` directive is a reach of
+/// its own).
+fn is_reach(cx: &Context, c: ConstructId) -> bool {
+    let c = cx.run.construct(c);
+    !(c.class == ConstructClass::ExitData && c.kind != Some(ConstructKind::ExitData))
+}
+
+/// `n` per reach, whole when it divides evenly.
+fn per_reach(n: usize, reaches: usize) -> String {
+    match reaches {
+        0 => "?".to_string(),
+        r if n % r == 0 => (n / r).to_string(),
+        r => format!("{:.1}", n as f64 / r as f64),
+    }
 }
 
 /// The transfers a region around all of `xs` would not need: every upload
@@ -177,7 +199,27 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
     // Across all constructs of the loop: one upload and one download of
     // each buffer remain.
     let (mut saved, changed) = avoidable(cx, &all);
-    let iterations = gs.iter().map(|g| g.instances).max().unwrap_or(0);
+    // The loop's iterations: the reaches of a construct in the loop's own
+    // body, divided by the calls one iteration makes where the loop is in
+    // a caller (`advance` calls `heat_step` twice per iteration). Where
+    // that count varies, a reach stands for an iteration.
+    let reaches = gs.iter().map(|g| g.reaches).max().unwrap_or(0);
+    let per_iteration = |k: usize| -> Option<u64> {
+        match group.lifted.get(k) {
+            Some(l) => l.calls_per_iteration,
+            None if group.lifted.is_empty() => Some(1),
+            None => None,
+        }
+    };
+    let iterations = gs
+        .iter()
+        .enumerate()
+        .map(|(k, g)| match per_iteration(k) {
+            Some(n) if n > 0 && g.reaches as u64 % n == 0 => g.reaches / n as usize,
+            _ => g.reaches,
+        })
+        .max()
+        .unwrap_or(0);
     let src = cx.sources.get(file);
     let lp = src.and_then(|s| s.loop_at(loop_line).cloned());
     let plan: Option<RegionPlan> = match (src, &lp) {
@@ -238,15 +280,19 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
             },
         ),
         (Some(l), None) => format!("the `{}` loop at {file}:{}", l.kind, l.header_line),
-        (None, _) => format!("{} ({iterations} times)", first_site.place()),
+        (None, _) => format!("{} ({reaches} times)", first_site.place()),
+    };
+    let times = if reaches == iterations {
+        format!("{reaches} times")
+    } else {
+        format!("{reaches} times in {iterations} iterations")
     };
     let mut f = Finding::new(
         "D6",
         Category::DataMovement,
         format!(
-            "transfers repeated in every iteration of {where_}: {} moved {} times",
+            "transfers repeated in every iteration of {where_}: {} moved {times}",
             super::vars_label(cx, &all),
-            iterations
         ),
     );
     f.confidence = Confidence::Certain;
@@ -280,22 +326,28 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         .field("avoidable_transfers", Value::Count(saved.len() as u64));
     f.evidence
         .field("uploads_of_new_host_data", Value::Count(changed as u64));
-    for g in gs {
+    for (k, g) in gs.iter().enumerate() {
         let here: Vec<&Xfer> = g.xfers.clone();
         let u = here.iter().filter(|x| x.dir == Dir::Upload).count();
         let d = here.len() - u;
         let label = super::vars_label(cx, &here);
         f.locations
             .push(cx.location("construct", Some(g.site), Some(label.clone())));
-        let per = |n: usize| n as f64 / g.instances as f64;
         let loc = cx.location("", Some(g.site), None);
+        let calls = match (per_iteration(k), group.lifted.is_empty()) {
+            (_, true) => String::new(),
+            (Some(n), false) => format!(" ({n} per iteration: the calls in the loop)"),
+            (None, false) => {
+                " (the calls per iteration could not be counted from the source: each reach is counted as an iteration)".to_string()
+            }
+        };
         f.evidence.say(format!(
-            "{}: reached {} times; {u} uploads and {d} downloads of {} ({:.0} up and {:.0} down per instance), {} in all",
+            "{}: reached {} times{calls}; {u} uploads and {d} downloads of {} ({} up and {} down per reach), {} in all",
             loc.place(),
-            g.instances,
+            g.reaches,
             label,
-            per(u),
-            per(d),
+            per_reach(u, g.reaches),
+            per_reach(d, g.reaches),
             units::bytes(here.iter().map(|x| x.bytes).sum()),
         ));
     }
