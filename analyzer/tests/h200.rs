@@ -380,6 +380,33 @@ fn findings_point_at_their_entities() {
     assert!(seen.len() >= 4, "findings of several kinds: {seen:?}");
 }
 
+/// device_fault died of an illegal address: the driver's error broke the
+/// context, and CUPTI never delivered the kernel records of lines 55 and
+/// 58. The allocation of line 53 was used by both; with the records lost,
+/// no kernel in the trace proves nothing, so A2 and U1 are not reported
+/// (and the note says why).
+#[test]
+fn lost_device_records_prove_no_allocation_unused() {
+    let (run, _, a) = analyze("device_fault");
+    assert!(run.cupti_active());
+    assert!(
+        run.diagnostics
+            .iter()
+            .any(|(_, m)| m.contains("device records not yet delivered by CUPTI are lost")),
+        "{:?}",
+        run.diagnostics
+    );
+    let ids: Vec<&str> = a.findings.iter().map(|f| f.id).collect();
+    assert!(!ids.contains(&"A2") && !ids.contains(&"U1"), "{ids:?}");
+    assert!(
+        a.notes.iter().any(|n| n.contains(
+            "U1/A2 (unused uploads and allocations) not checked: 2 compute constructs ran on the device with no kernel record (lines 55, 58)"
+        )),
+        "{:?}",
+        a.notes
+    );
+}
+
 /// D6 on laplace_bad_c is about exactly the large transfers of the two
 /// constructs in its loop, and its host loop is a place of the source, not
 /// a site of the run.

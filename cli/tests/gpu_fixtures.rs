@@ -303,3 +303,20 @@ fn default_async_findings_say_what_the_trace_shows() {
     let d6 = s.find(" D6 ").expect("D6");
     assert!(d6 > s.find(" A1 ").expect("A1"), "{s}");
 }
+
+/// device_fault's kernels ran (and faulted) but CUPTI never delivered
+/// their records: the allocation they used is not called unused.
+#[test]
+fn lost_device_records_are_no_evidence_of_unused_memory() {
+    let s = analyze_fixture("h200", "device_fault");
+    assert!(
+        s.contains("device records not yet delivered by CUPTI are lost"),
+        "{s}"
+    );
+    assert!(!s.contains(" A2 ") && !s.contains(" U1 "), "{s}");
+    assert!(s.contains("No findings."), "{s}");
+    assert!(
+        s.contains("U1/A2 (unused uploads and allocations) not checked: 2 compute constructs ran on the device with no kernel record (lines 55, 58)"),
+        "{s}"
+    );
+}

@@ -5,8 +5,6 @@
 //! Evidence needed: the runtime's alloc/free events and kernel activity.
 //! Certain when both are present.
 
-use accprof_trace::DropSource;
-
 use super::{alloc_finding, group_by, Checked, Context};
 use crate::findings::Value;
 use crate::units;
@@ -18,13 +16,9 @@ pub fn check(cx: &Context) -> Checked {
         // A1 and U1 say why.
         return out;
     }
-    // A cut trace lacks the device records of its lost part (U1 says so).
-    if run
-        .dropped
-        .iter()
-        .any(|(s, n)| *s == DropSource::Cupti && *n > 0)
-        || (run.cupti_active() && !run.losses.is_empty())
-    {
+    // Kernel records known to be missing (dropped, cut, or lost with a
+    // broken device context) prove nothing by their absence (U1 says so).
+    if cx.kernel_records_incomplete().is_some() {
         return out;
     }
     let end = run.span_ns.1;

@@ -407,6 +407,64 @@ impl<'a> Context<'a> {
         self.kernel_source.is_some()
     }
 
+    /// Why CUPTI's kernel records are known to be incomplete, so that a
+    /// kernel missing from them proves nothing (U1 and A2 rest on that
+    /// absence); None when nothing says so. Besides drops and a cut
+    /// trace: compute constructs that ran on the device with no kernel
+    /// record, as when the device context broke and CUPTI never
+    /// delivered the records it held.
+    pub fn kernel_records_incomplete(&self) -> Option<String> {
+        let run = self.run;
+        if !run.cupti_active() {
+            return None;
+        }
+        if !run.losses.is_empty() {
+            return Some("the trace was cut, so CUPTI's kernel records are incomplete".into());
+        }
+        if run
+            .dropped
+            .iter()
+            .any(|(s, n)| *s == accprof_trace::DropSource::Cupti && *n > 0)
+        {
+            return Some("CUPTI dropped records".into());
+        }
+        let unrecorded: Vec<ConstructId> = run
+            .constructs()
+            .filter(|(id, c)| {
+                c.class == ConstructClass::Compute
+                    && c.parent.is_none()
+                    && c.device_type() != Some(crate::model::ACC_DEVICE_HOST)
+                    && run.kernels_of(*id).is_empty()
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if unrecorded.is_empty() {
+            return None;
+        }
+        let mut lines: Vec<u32> = unrecorded
+            .iter()
+            .filter_map(|&id| run.site(run.line_site(id)).line)
+            .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        let at = match lines.as_slice() {
+            [] => String::new(),
+            [one] => format!(" (line {one})"),
+            more => format!(
+                " (lines {})",
+                more.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        Some(format!(
+            "{} compute construct{} ran on the device with no kernel record{at}: device records were lost",
+            unrecorded.len(),
+            if unrecorded.len() == 1 { "" } else { "s" },
+        ))
+    }
+
     pub fn hash_mode(&self) -> HashMode {
         self.run.header.sources.hashing
     }

@@ -3,9 +3,8 @@
 //! device code could have read it.
 //!
 //! Evidence needed: kernel activity (CUPTI kernels, or the runtime's launch
-//! events). Certain when present; not checked when CUPTI dropped records.
-
-use accprof_trace::DropSource;
+//! events). Certain when present; not checked when the trace shows that
+//! device records are missing ([`Context::kernel_records_incomplete`]).
 
 use super::{group_by, transfer_finding, xfer_evidence, Checked, Context, Dir, Xfer};
 use crate::findings::Value;
@@ -16,17 +15,10 @@ pub fn check(cx: &Context) -> Checked {
         out.note("U1/A2 (unused uploads and allocations) not checked: the run recorded no kernel activity");
         return out;
     }
-    if cx.run.cupti_active() && !cx.run.losses.is_empty() {
-        out.note("U1/A2 not checked: the trace was cut, so CUPTI's kernel records are incomplete and a missing kernel proves nothing");
-        return out;
-    }
-    if cx
-        .run
-        .dropped
-        .iter()
-        .any(|(s, n)| *s == DropSource::Cupti && *n > 0)
-    {
-        out.note("U1/A2 not checked: CUPTI dropped records, so a missing kernel proves nothing");
+    if let Some(why) = cx.kernel_records_incomplete() {
+        out.note(format!(
+            "U1/A2 (unused uploads and allocations) not checked: {why}, so a missing kernel proves nothing"
+        ));
         return out;
     }
     let end_of_run = cx.run.span_ns.1;
