@@ -102,6 +102,9 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
     for w in &warnings {
         eprintln!("accprof: {w}");
     }
+    for (f, why) in sources.newer_than_binary() {
+        eprintln!("accprof: warning: source {f}: {why}: the findings read it as it is now, which may not be what ran");
+    }
     for s in &combined.skipped {
         eprintln!("accprof: left out of the patch: {s}");
     }

@@ -679,3 +679,81 @@ fn source_dir_wins_and_apply_writes_where_it_read() {
         "nothing written at the recorded path"
     );
 }
+
+/// Sets a file's modification time.
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(t))
+        .expect("set mtime");
+}
+
+/// A source edited after the binary was built (here by --in-place) may
+/// not be what ran: the next analysis says so instead of reading its new
+/// clauses as the run's. Built and written at the same time, nothing is
+/// said.
+#[test]
+fn a_source_newer_than_the_binary_is_said() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let h100 = repo().join("cli/tests/fixtures/h100");
+    let (bin, src) = (dir.path().join("bin"), dir.path().join("src"));
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::copy(h100.join("bin/caller_loop"), bin.join("caller_loop")).expect("copy binary");
+    std::fs::copy(
+        repo().join("samples/caller_loop.c"),
+        src.join("caller_loop.c"),
+    )
+    .expect("copy sample");
+    let built = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    set_mtime(&bin.join("caller_loop"), built);
+    set_mtime(&src.join("caller_loop.c"), built);
+    let map = format!("/work/snapD/samples={}", src.display());
+    let run = |extra: &[&str]| {
+        Command::new(accprof())
+            .arg("analyze")
+            .arg("--symbols")
+            .arg(&bin)
+            .args(["--source-map", &map])
+            .args(extra)
+            .arg(h100.join("caller_loop.trace"))
+            .env_remove("ACCPROF_SYMBOL_PATH")
+            .env("ACCPROF_SYMBOLS_ONLY", "1")
+            .output()
+            .expect("accprof runs")
+    };
+    let out = run(&["--in-place"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("after the binary"), "{err}");
+    assert!(err.contains("in place"), "{err}");
+
+    let out = run(&[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: source /work/snapD/samples/caller_loop.c: {} was modified ",
+            src.join("caller_loop.c").display()
+        )) && err.contains(&format!(
+            "after the binary {} was built",
+            bin.join("caller_loop").display()
+        )),
+        "{err}"
+    );
+    // The finding that read the edited clauses says where its reason
+    // may come from (the report's lines wrapped, read as one).
+    let s = text(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(s.contains("has no data clauses to move there"), "{s}");
+    assert!(
+        s.contains(&format!(
+            "(but {} was modified",
+            src.join("caller_loop.c").display()
+        )),
+        "{s}"
+    );
+}

@@ -76,6 +76,12 @@ pub fn check(cx: &Context) -> Checked {
                 e.lifted.push(l);
             }
             Err(why) => {
+                // Read from a source edited since the build, the reason may
+                // be the edit's, not the run's.
+                let why = match cx.sources.newer(&s.file) {
+                    Some(newer) => format!("{why} (but {newer}: it may not be what ran)"),
+                    None => why,
+                };
                 // No loop known: keyed by the site itself (line 0 never clashes).
                 let e = by_loop
                     .entry((format!("{}#{}", s.file, g.site.index()), 0, false))

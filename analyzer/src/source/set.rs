@@ -16,7 +16,15 @@ pub struct SourceSet {
     unsupported: BTreeSet<String>,
     /// Files read but not matching the run, with the reason.
     stale: std::collections::BTreeMap<String, String>,
+    /// Files read that were modified after the binary that ran was
+    /// built, with what was compared: they may not be what ran.
+    newer: std::collections::BTreeMap<String, String>,
 }
+
+/// How much later than the binary a source may be modified before it is
+/// said to be newer: a checkout writes a tree's binaries and sources a
+/// moment apart, in either order.
+const MTIME_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl SourceSet {
     /// Reads every source file a site of `run` names. A file is looked for
@@ -51,7 +59,61 @@ impl SourceSet {
             set.load_file(f, roots, read);
         }
         set.drop_stale(run);
+        set.find_newer(run);
         set
+    }
+
+    /// Sources of the executable modified after the executable itself:
+    /// edited since the build (by hand, or by `analyze --in-place`), so
+    /// their lines and clauses may not be the ones that ran.
+    fn find_newer(&mut self, run: &Run) {
+        let (Some(exe), Some(binary)) = (run.executable_module(), &run.executable_binary) else {
+            return;
+        };
+        let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+            return;
+        };
+        let of_exe: BTreeSet<&str> = run
+            .sites
+            .iter()
+            .filter(|s| s.address.as_ref().is_some_and(|(m, _)| *m == exe.path))
+            .map(|s| s.file.as_str())
+            .collect();
+        for f in of_exe {
+            let Some(src) = self.files.get(f) else {
+                continue;
+            };
+            let Ok(changed) = std::fs::metadata(&src.found_at).and_then(|m| m.modified()) else {
+                continue;
+            };
+            if let Ok(after) = changed.duration_since(built) {
+                if after > MTIME_SLACK {
+                    self.newer.insert(
+                        f.to_string(),
+                        format!(
+                            "{} was modified {} after the binary {} was built",
+                            src.found_at.display(),
+                            crate::units::duration_ns(
+                                after.as_nanos().min(u128::from(u64::MAX)) as u64
+                            ),
+                            binary.display()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Why `path` may not be the source that ran (modified after the
+    /// binary was built), if it is so.
+    pub fn newer(&self, path: &str) -> Option<&str> {
+        self.newer.get(path).map(String::as_str)
+    }
+
+    /// Sources modified after the binary that ran was built, with what
+    /// was compared.
+    pub fn newer_than_binary(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.newer.iter().map(|(f, w)| (f.as_str(), w.as_str()))
     }
 
     /// A source whose compute-construct lines hold no OpenACC directive is
@@ -169,6 +231,9 @@ impl SourceSet {
                 )
             })
             .collect();
+        notes.extend(self.newer.iter().map(|(f, why)| {
+            format!("source {f}: {why}: it may not be what ran, and the findings' lines, clauses and proposals are read from it as it is now")
+        }));
         notes.extend(self.stale.iter().map(|(f, why)| {
             format!("source {f} does not match the run: {why}; it changed since the trace was recorded, so its findings show lines only")
         }));
