@@ -757,3 +757,47 @@ fn a_source_newer_than_the_binary_is_said() {
         "{s}"
     );
 }
+
+/// A file that only holds a caller of a construct (caller_files.c, whose
+/// loop repeats the construct of caller_files_step.c) is a source of the
+/// run too: edited after the build, it is said.
+#[test]
+fn a_caller_only_source_newer_than_the_binary_is_said() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let h100 = repo().join("cli/tests/fixtures/h100");
+    let (bin, src) = (dir.path().join("bin"), dir.path().join("src"));
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::copy(h100.join("bin/caller_files"), bin.join("caller_files")).expect("copy binary");
+    let built = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    set_mtime(&bin.join("caller_files"), built);
+    for (name, t) in [
+        ("caller_files.c", std::time::SystemTime::now()),
+        ("caller_files_step.c", built),
+    ] {
+        std::fs::copy(repo().join("samples").join(name), src.join(name)).expect("copy sample");
+        set_mtime(&src.join(name), t);
+    }
+    let out = Command::new(accprof())
+        .arg("analyze")
+        .arg("--symbols")
+        .arg(&bin)
+        .arg("--source-map")
+        .arg(format!("/work/snapD/samples={}", src.display()))
+        .arg(h100.join("caller_files.trace"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("after the binary"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(
+        said[0].contains("source /work/snapD/samples/caller_files.c:"),
+        "{err}"
+    );
+}

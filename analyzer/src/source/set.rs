@@ -76,6 +76,7 @@ impl SourceSet {
         let of_exe: BTreeSet<&str> = run
             .sites
             .iter()
+            .chain(run.callers.values().flatten())
             .filter(|s| s.address.as_ref().is_some_and(|(m, _)| *m == exe.path))
             .map(|s| s.file.as_str())
             .collect();
