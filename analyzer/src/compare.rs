@@ -131,6 +131,11 @@ pub struct Comparison {
     pub after: Totals,
     /// Largest change in time first (either way), then by place.
     pub rows: Vec<Row>,
+    /// The two executables' names, when the runs look like different
+    /// programs (no name of an executable or source file in common): lines
+    /// are then paired by construct order alone, which says little of two
+    /// unrelated programs.
+    pub unrelated: Option<(String, String)>,
 }
 
 /// The construct kind a line is matched by: its compute region if it has
@@ -169,8 +174,9 @@ fn entries(l: &LineSummary) -> Vec<(Entry, Amount)> {
     let mut out = vec![(
         Entry::Host,
         Amount {
-            count: l.reached.values().map(|s| s.count).sum::<u64>()
-                + l.api_calls.values().map(|s| s.count).sum::<u64>(),
+            // Top-level constructs, as the run's total counts them: the
+            // implicit data regions of a compute construct are its own.
+            count: l.constructs,
             time_ns: l.host_ns,
             bytes: None,
         },
@@ -317,7 +323,39 @@ pub fn compare(before: &Summary, after: &Summary) -> Comparison {
         before: Totals::of(before),
         after: Totals::of(after),
         rows,
+        unrelated: unrelated(before, after),
     }
+}
+
+/// The executables' names of two runs that look like different programs:
+/// their executables and source files share no name, nor the stem of one
+/// (what comes before the first character that is not a letter or digit,
+/// so `laplace_bad` and `laplace_good.c` are kin, `heat2d` and `storm`
+/// are not).
+fn unrelated(before: &Summary, after: &Summary) -> Option<(String, String)> {
+    fn base(path: &str) -> String {
+        std::path::Path::new(path)
+            .file_name()
+            .map_or(path.to_string(), |n| n.to_string_lossy().into_owned())
+    }
+    fn stems(s: &Summary) -> std::collections::BTreeSet<String> {
+        let exe = s.runs.iter().map(|r| base(&r.executable));
+        let files = s.functions.iter().map(|f| base(&f.file));
+        exe.chain(files)
+            .map(|n| {
+                n.chars()
+                    .take_while(|c| c.is_alphanumeric())
+                    .collect::<String>()
+                    .to_lowercase()
+            })
+            .filter(|stem| !stem.is_empty())
+            .collect()
+    }
+    let program = |s: &Summary| s.runs.first().map(|r| base(&r.executable));
+    let (b, a) = (program(before)?, program(after)?);
+    let (sb, sa) = (stems(before), stems(after));
+    let unrelated = b != a && !sb.is_empty() && !sa.is_empty() && sb.is_disjoint(&sa);
+    unrelated.then_some((b, a))
 }
 
 /// Pairs the lines of one function: same line and kind first, then the
@@ -449,6 +487,7 @@ mod tests {
         let mut l = LineSummary {
             line: Some(n),
             host_ns,
+            constructs: 1,
             ..LineSummary::default()
         };
         let mut s = Stats::default();

@@ -224,6 +224,10 @@ pub struct LineSummary {
     pub address: Option<u64>,
     /// Host time of the top-level constructs at this line.
     pub host_ns: u64,
+    /// Top-level constructs reached at this line (API routine calls
+    /// included), counted as the run's total counts them: a construct's
+    /// implicit data regions count with it.
+    pub constructs: u64,
 }
 
 impl LineSummary {
@@ -274,6 +278,7 @@ impl LineSummary {
             transfer_entry(&mut self.transfers, t.direction).merge(t);
         }
         self.host_ns = self.host_ns.saturating_add(o.host_ns);
+        self.constructs = self.constructs.saturating_add(o.constructs);
     }
 }
 
@@ -523,6 +528,7 @@ struct SiteAcc {
     kernels: Vec<KernelAcc>,
     transfers: Vec<TransferAcc>,
     host_ns: u64,
+    constructs: u64,
     /// The first construct (by handle) with a device type: its type and
     /// device number.
     typed: Option<(ConstructId, u32, Option<u32>)>,
@@ -710,6 +716,7 @@ impl Sink for SummarySink {
         }
         if !nested {
             a.host_ns = a.host_ns.saturating_add(host);
+            a.constructs += 1;
         }
     }
 
@@ -876,6 +883,7 @@ impl Sink for SummarySink {
                 line,
                 address,
                 host_ns: a.host_ns,
+                constructs: a.constructs,
                 kernels: kernels
                     .into_iter()
                     .map(|k| KernelLine {

@@ -356,6 +356,9 @@ pub fn diff(args: &DiffArgs) -> anyhow::Result<u8> {
         false,
     )?;
     let c = accprof_analyzer::compare::compare(&loaded[0].summary, &loaded[1].summary);
+    for w in accprof_reports::diff::warnings(&c) {
+        eprintln!("accprof: {w}");
+    }
     let (b, a) = (
         args.before.display().to_string(),
         args.after.display().to_string(),

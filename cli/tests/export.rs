@@ -391,6 +391,119 @@ fn diff_of_laplace_at_1024_points_cuts_transfer_time_more_than_50x() {
     }
 }
 
+/// The rows count what the totals count: the constructs reached at each
+/// line (a compute construct's implicit data regions are its own), so the
+/// host rows add up to "OpenACC constructs reached".
+#[test]
+fn diff_rows_count_the_constructs_the_totals_count() {
+    for (b, a) in [
+        ("laplace_bad_c", "laplace_good_c"),
+        ("laplace_bad_f90", "laplace_good_f90"),
+        ("heat2d_naive", "heat2d_data"),
+    ] {
+        let doc: serde_json::Value =
+            serde_json::from_str(&ok(&on_fixtures("diff", &["--json", &trace(b), &trace(a)])))
+                .expect("parses");
+        let rows = doc["rows"].as_array().expect("rows");
+        for side in ["before", "after"] {
+            let counted: u64 = rows
+                .iter()
+                .filter(|r| r["entry"] == "host")
+                .filter_map(|r| r[side]["count"].as_u64())
+                .sum();
+            let total = doc["totals"][side]["constructs"].as_u64().expect("total");
+            assert_eq!(counted, total, "{b} -> {a}, {side}");
+        }
+    }
+    // laplace_bad.c line 154: 20 iterations reach its compute region once
+    // each (its data clauses' implicit data regions are not counted apart).
+    let doc: serde_json::Value = serde_json::from_str(&ok(&on_fixtures(
+        "diff",
+        &["--json", &trace("laplace_bad_c"), &trace("laplace_good_c")],
+    )))
+    .expect("parses");
+    let host154 = doc["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["entry"] == "host" && r["before_line"] == 154)
+        .expect("host row of line 154");
+    assert_eq!(host154["before"]["count"], 20, "{host154}");
+}
+
+/// Two unrelated programs: warned of on stderr (and in the JSON), since
+/// their lines can only be paired by construct order. A program and its
+/// fix under another name (laplace_bad, laplace_good) are not.
+#[test]
+fn diff_of_unrelated_programs_warns() {
+    let out = on_fixtures("diff", &[&trace("heat2d_naive"), &trace("launch_storm")]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: before and after look like different programs (heat2d_naive, launch_storm: no executable or source file name in common)"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&ok(&on_fixtures(
+        "diff",
+        &["--json", &trace("heat2d_naive"), &trace("launch_storm")],
+    )))
+    .expect("parses");
+    let warnings = doc["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // One program before and after its fix, under other names.
+    for (b, a) in [
+        ("heat2d_naive", "heat2d_data"),
+        ("laplace_bad_c", "laplace_good_c"),
+    ] {
+        let out = on_fixtures("diff", &[&trace(b), &trace(a)]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("different programs"), "{b} -> {a}: {err}");
+    }
+}
+
+/// The note on CUPTI names the run without it, or says neither has it.
+#[test]
+fn diff_says_which_run_has_no_cupti() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("bad.trace");
+    let good = dir.path().join("good.trace");
+    for (from, to) in [("laplace_bad_c", &bad), ("laplace_good_c", &good)] {
+        let t =
+            accprof_trace::read_file(&support::h200_fixtures().join(trace(from))).expect("reads");
+        let mut header = t.header.clone();
+        header.sources.cupti = accprof_trace::SourceState::Inactive("off for the test".into());
+        let records: Vec<accprof_trace::Record> = t
+            .records
+            .into_iter()
+            .filter(|r| {
+                !matches!(
+                    r,
+                    accprof_trace::Record::Kernel(_)
+                        | accprof_trace::Record::Memcpy(_)
+                        | accprof_trace::Record::Memset(_)
+                )
+            })
+            .collect();
+        accprof_analyzer::testkit::trace::write_trace(to, &header, &records);
+    }
+    let (b, g) = (bad.to_str().expect("utf-8"), good.to_str().expect("utf-8"));
+    let (cb, cg) = (trace("laplace_bad_c"), trace("laplace_good_c"));
+    let cases = [
+        ([b, g], "note: neither run has CUPTI device times"),
+        ([b, cg.as_str()], "note: before has no CUPTI device times"),
+        ([cb.as_str(), g], "note: after has no CUPTI device times"),
+    ];
+    for (args, says) in cases {
+        let text = ok(&on_fixtures("diff", &args));
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("note:")).collect();
+        assert_eq!(notes.len(), 1, "{text}");
+        assert!(notes[0].contains(says), "{text}");
+    }
+    let text = ok(&on_fixtures("diff", &[&cb, &cg]));
+    assert!(!text.contains("CUPTI"), "{text}");
+}
+
 #[test]
 fn diff_csv_has_the_rows_and_the_totals() {
     let (b, a) = (trace("laplace_bad_c"), trace("laplace_good_c"));

@@ -193,16 +193,32 @@ pub fn render_lines(s: &mut String, c: &Comparison) {
     }
 }
 
+/// What the reader of a comparison must be told, one line each, for
+/// stderr (and the JSON's `warnings`).
+pub fn warnings(c: &Comparison) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some((b, a)) = &c.unrelated {
+        w.push(format!(
+            "warning: before and after look like different programs ({b}, {a}: no executable or source file name in common): their lines are paired by construct order alone and may not correspond"
+        ));
+    }
+    w
+}
+
 /// The whole comparison as text.
 pub fn render_text(c: &Comparison, before: &str, after: &str) -> Vec<u8> {
     let mut s = String::new();
     let _ = writeln!(s, "accprof diff\n  before: {before}\n  after:  {after}");
-    if !c.before.cupti || !c.after.cupti {
-        let _ = writeln!(
-            s,
-            "  note: {} has no CUPTI device times: its kernel and transfer times are host times of the runtime's events",
-            if !c.before.cupti { "before" } else { "after" }
-        );
+    let without = match (c.before.cupti, c.after.cupti) {
+        (false, false) => Some("neither run has CUPTI device times: kernel and transfer times are"),
+        (false, true) => {
+            Some("before has no CUPTI device times: its kernel and transfer times are")
+        }
+        (true, false) => Some("after has no CUPTI device times: its kernel and transfer times are"),
+        (true, true) => None,
+    };
+    if let Some(without) = without {
+        let _ = writeln!(s, "  note: {without} host times of the runtime's events");
     }
     render_totals(&mut s, &c.before, &c.after);
     render_lines(&mut s, c);
@@ -280,6 +296,7 @@ pub fn render_json(c: &Comparison, before: &str, after: &str) -> Vec<u8> {
             },
         },
         "rows": rows,
+        "warnings": warnings(c),
     });
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
