@@ -315,30 +315,43 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         sort_by_time: args.sort == SortArg::Time,
     };
     let load = load_options(args);
-    // Each trace is summarized as it is read, never held as a model. An
-    // unreadable trace among several is named and left out; the others
-    // are reported, and the exit code still says that one failed.
+    // Every input is checked before anything is written: a summary of
+    // some of the traces would read as the summary of all of them. The
+    // headers of files are read first, so a missing trace costs nothing;
+    // then each trace is summarized as it is read, never held as a model.
+    let mut failed: Vec<anyhow::Error> = args
+        .traces
+        .iter()
+        .filter_map(|p| check_trace(p).err())
+        .collect();
     let mut summaries = Vec::with_capacity(args.traces.len());
     let mut read = Vec::with_capacity(args.traces.len());
-    let mut failed = Vec::new();
-    for path in &args.traces {
-        let (load, bar) = progress::with_bar(path, &load);
-        let summarized = accprof_analyzer::summarize_run_with(path, &load);
-        drop(bar);
-        match summarized {
-            Ok(summary) => {
-                summaries.push(summary);
-                read.push(path);
+    if failed.is_empty() {
+        for path in &args.traces {
+            let (load, bar) = progress::with_bar(path, &load);
+            let summarized = accprof_analyzer::summarize_run_with(path, &load);
+            drop(bar);
+            match summarized {
+                Ok(summary) => {
+                    summaries.push(summary);
+                    read.push(path);
+                }
+                Err(e) => failed.push(e.into()),
             }
-            Err(e) if args.traces.len() == 1 => return Err(e.into()),
-            Err(e) => failed.push(e),
         }
     }
-    if summaries.is_empty() {
-        for e in &failed {
-            eprintln!("accprof: {e}");
+    match failed.len() {
+        0 => {}
+        1 => return Err(failed.remove(0)),
+        n => {
+            for e in &failed {
+                eprintln!("accprof: {}", one_line(e));
+            }
+            anyhow::bail!(
+                "{n} of {} traces could not be read; nothing is reported",
+                args.traces.len()
+            )
         }
-        anyhow::bail!("none of the {} traces could be read", args.traces.len());
     }
     if args.json || args.csv {
         let merged = accprof_analyzer::summary::merge(&summaries);
@@ -387,16 +400,28 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     for w in warnings {
         eprintln!("accprof: {w}");
     }
-    match failed.len() {
-        0 => Ok(()),
-        1 => Err(failed.remove(0).into()),
-        n => {
-            for e in &failed {
-                eprintln!("accprof: {e}");
-            }
-            anyhow::bail!("{n} of {} traces could not be read", args.traces.len())
-        }
+    Ok(())
+}
+
+/// Reads a trace file's header, to refuse a missing, unreadable or
+/// foreign file before any trace is summarized. Standard input and pipes
+/// are read once, when summarized.
+fn check_trace(path: &std::path::Path) -> anyhow::Result<()> {
+    use accprof_analyzer::load;
+    if path.as_os_str() == load::STDIN
+        || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+    {
+        return Ok(());
     }
+    load::open_input(path)
+        .and_then(|input| accprof_trace::Reader::new(std::io::BufReader::new(input)).map(drop))
+        .map_err(|source| {
+            accprof_analyzer::LoadError {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into()
+        })
 }
 
 /// Warnings about merging several traces as ranks of one job: traces of

@@ -182,28 +182,55 @@ fn one_flipped_byte_costs_one_block_not_the_rest() {
     );
 }
 
+/// A summary of some of the traces would read as the summary of all of
+/// them: every input is checked before anything is written, in any order
+/// and in every output format.
 #[test]
-fn several_traces_with_an_unreadable_one_report_the_others_and_exit_2() {
+fn several_traces_with_an_unreadable_one_report_nothing_and_exit_2() {
     let dir = tempdir();
-    let bad = dir.path().join("junk.trace");
-    std::fs::write(&bad, "not a trace").expect("write");
+    let junk = dir.path().join("junk.trace");
+    std::fs::write(&junk, "not a trace").expect("write");
+    let missing = dir.path().join("missing.trace");
     let good = fixture("laplace_good_c");
     let also = fixture("laplace_bad_c");
-    let out = report(&[&good, &bad, &also], &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(
-        text.contains("laplace_good.c") && text.contains("laplace_bad.c"),
-        "{text}"
-    );
-    assert!(text.contains("Ranks (2 traces)"), "{text}");
+    let cases: [(&[&Path], &str); 4] = [
+        (&[&good, &missing], "no such trace file"),
+        (&[&missing, &good], "no such trace file"),
+        (&[&good, &junk, &also], "not an accprof trace"),
+        (&[&junk, &good], "not an accprof trace"),
+    ];
+    for (paths, says) in cases {
+        for extra in [&[][..], &["--json"], &["--csv"], &["--extended"]] {
+            let out = report(paths, extra);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{paths:?} {extra:?}: {err}");
+            assert_eq!(stdout(&out), "", "{paths:?} {extra:?}: {err}");
+            let bad = paths
+                .iter()
+                .find(|p| **p == missing || **p == junk)
+                .expect("one bad input");
+            let named: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains(&bad.display().to_string()))
+                .collect();
+            assert_eq!(named.len(), 1, "{err}");
+            assert!(named[0].contains(says), "{err}");
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+        }
+    }
+    // Two bad inputs: both named, then what it comes to.
+    let out = report(&[&missing, &good, &junk], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout(&out), "");
     let err = stderr(&out);
-    let named: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains(&bad.display().to_string()))
-        .collect();
-    assert_eq!(named.len(), 1, "{err}");
-    assert!(named[0].contains("not an accprof trace"), "{err}");
+    assert!(
+        err.contains("no such trace file") && err.contains("not an accprof trace"),
+        "{err}"
+    );
+    assert!(
+        err.contains("2 of 3 traces could not be read; nothing is reported"),
+        "{err}"
+    );
 }
 
 #[test]
