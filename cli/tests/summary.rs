@@ -646,6 +646,9 @@ fn a_newer_major_version_is_one_clear_error() {
     // Magic (8 bytes), then the major version as a little-endian u16.
     let major = accprof_trace::FORMAT_MAJOR + 1;
     bytes[8..10].copy_from_slice(&major.to_le_bytes());
+    // A newer major's header is not this one's (an intact header of this
+    // major behind another version number reads as a damaged version).
+    bytes[12..16].copy_from_slice(b"HDR2");
     std::fs::write(&path, &bytes).expect("write");
     assert_clear_error(&path, "newer major");
     let out = Command::new(accprof())
@@ -654,7 +657,8 @@ fn a_newer_major_version_is_one_clear_error() {
         .output()
         .expect("runs");
     assert!(
-        stderr(&out).contains(&format!("version {major}.")),
+        stderr(&out).contains(&format!("version {major}."))
+            && stderr(&out).contains(&format!("use an accprof that supports {major}.x")),
         "{}",
         stderr(&out)
     );

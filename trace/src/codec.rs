@@ -987,11 +987,15 @@ pub(crate) fn encode_header(out: &mut Vec<u8>, h: &Header) {
     put_source(out, &h.sources.acc_prof);
     put_source(out, &h.sources.cupti);
     out.push(hash_mode_code(h.sources.hashing));
+    out.extend_from_slice(&FORMAT_MAJOR.to_le_bytes());
+    out.extend_from_slice(&FORMAT_MINOR.to_le_bytes());
 }
 
-/// Decodes the header block payload. Bytes after the known fields are
-/// fields of a later minor version and are ignored.
-pub(crate) fn decode_header(payload: &[u8]) -> DResult<Header> {
+/// Decodes the header block payload, and the copy of the format version
+/// that format 1.3 and later write after the fields of 1.0 (None before).
+/// Bytes after the known fields are fields of a later minor version and
+/// are ignored.
+pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16)>)> {
     let c = &mut Cursor::new(payload);
     let host = c.string();
     let pid = c.varint_u32();
@@ -1028,7 +1032,11 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<Header> {
         let m = hash_mode_from(c.u8());
         known(c, m, HashMode::Off, "hash mode")
     };
-    c.finish(Header {
+    let version = (!c.failed() && c.remaining() >= 4).then(|| {
+        let mut half = || u16::from_le_bytes([c.u8(), c.u8()]);
+        (half(), half())
+    });
+    let header = c.finish(Header {
         host,
         pid,
         rank,
@@ -1044,7 +1052,8 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<Header> {
             cupti,
             hashing,
         },
-    })
+    })?;
+    Ok((header, version))
 }
 
 /// Checks that `payload` is exactly a sequence of framed records and counts

@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.2.
+//! The binary layout of a trace file, version 1.3.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (2)
+//! minor     u16      FORMAT_MINOR (3)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -142,8 +142,15 @@
 //! clock u8 (0 = monotonic, n = Clock::Other(n)),
 //! runtime str, collector str,
 //! acc_prof source, cupti source (each: u8 0 = active, 1 = inactive + reason str),
-//! hashing u8 (HashMode code)
+//! hashing u8 (HashMode code),
+//! (1.3) major u16, minor u16: the file's version again
 //! ```
+//!
+//! The copy of the version sits under the header block's checksum, which
+//! the version field before it does not: a reader that finds the two
+//! differ (or a minor of 1.3 or later without the copy, or another major
+//! before a header that reads as its own) reports a damaged version field,
+//! never a format it does not know.
 
 /// Major version of the format this crate writes and reads. A reader
 /// refuses any other major.
@@ -151,7 +158,10 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 2;
+pub const FORMAT_MINOR: u16 = 3;
+
+/// The first minor whose header holds a copy of the version.
+pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;
 
 /// The first 8 bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"ACCPROF\0";

@@ -113,41 +113,30 @@ impl<R: Read> Reader<R> {
         }
         let major = u16::from_le_bytes([prefix[8], prefix[9]]);
         let minor = u16::from_le_bytes([prefix[10], prefix[11]]);
+        let found = (major, minor);
+        let mut block = Vec::new();
+        let read = read_header_block(&mut src, &mut block);
+        let damaged = |copy: Option<(u16, u16)>| TraceError::BadHeader {
+            reason: damaged_version(found, copy),
+        };
         if major != FORMAT_MAJOR {
-            return Err(TraceError::UnsupportedVersion {
-                found_major: major,
-                found_minor: minor,
+            // A header that reads as this major's tells a damaged version
+            // field from a newer format; anything else is taken at its word.
+            return Err(match read {
+                Ok((_, Some(copy))) if copy != found => damaged(Some(copy)),
+                Ok((_, None)) => damaged(None),
+                _ => TraceError::UnsupportedVersion {
+                    found_major: major,
+                    found_minor: minor,
+                },
             });
         }
-
-        let bad = |reason: String| TraceError::BadHeader { reason };
-        let mut hdr = [0u8; BLOCK_HEADER_LEN];
-        if src.fill(&mut hdr)? < BLOCK_HEADER_LEN {
-            return Err(TraceError::Truncated { bytes: src.offset });
+        let (header, copy) = read?;
+        match copy {
+            Some(copy) if copy != found => return Err(damaged(Some(copy))),
+            None if minor >= FIRST_MINOR_WITH_VERSION_COPY => return Err(damaged(None)),
+            _ => {}
         }
-        let (magic, len, count, crc) = split_block_header(&hdr);
-        if magic != HEADER_BLOCK_MAGIC {
-            return Err(bad(format!("bad header block magic {magic:#010x}")));
-        }
-        if len > MAX_BLOCK_PAYLOAD {
-            return Err(bad(format!("header block length {len} is over the limit")));
-        }
-        if count != 1 {
-            return Err(bad(format!(
-                "header block says it holds {count} records, not 1"
-            )));
-        }
-        let mut block = Vec::new();
-        if src.read_into(len, &mut block)? < len {
-            return Err(TraceError::Truncated { bytes: src.offset });
-        }
-        let found = crc32fast::hash(&block);
-        if found != crc {
-            return Err(bad(format!(
-                "checksum mismatch (stored {crc:#010x}, computed {found:#010x})"
-            )));
-        }
-        let header = decode_header(&block).map_err(|e| bad(e.to_string()))?;
         block.clear();
         Ok(Reader {
             src,
@@ -582,6 +571,58 @@ fn malformed(
         reason: format!("malformed record (kind {tag}): {e}"),
     });
     *pos = block.len();
+}
+
+/// Reads the header block after the file prefix: its framing, its
+/// checksum, its contents, and the copy of the format version that format
+/// 1.3 and later keep in it.
+fn read_header_block<R: Read>(
+    src: &mut Source<R>,
+    block: &mut Vec<u8>,
+) -> Result<(Header, Option<(u16, u16)>), TraceError> {
+    let bad = |reason: String| TraceError::BadHeader { reason };
+    let mut hdr = [0u8; BLOCK_HEADER_LEN];
+    if src.fill(&mut hdr)? < BLOCK_HEADER_LEN {
+        return Err(TraceError::Truncated { bytes: src.offset });
+    }
+    let (magic, len, count, crc) = split_block_header(&hdr);
+    if magic != HEADER_BLOCK_MAGIC {
+        return Err(bad(format!("bad header block magic {magic:#010x}")));
+    }
+    if len > MAX_BLOCK_PAYLOAD {
+        return Err(bad(format!("header block length {len} is over the limit")));
+    }
+    if count != 1 {
+        return Err(bad(format!(
+            "header block says it holds {count} records, not 1"
+        )));
+    }
+    if src.read_into(len, block)? < len {
+        return Err(TraceError::Truncated { bytes: src.offset });
+    }
+    let found = crc32fast::hash(block);
+    if found != crc {
+        return Err(bad(format!(
+            "checksum mismatch (stored {crc:#010x}, computed {found:#010x})"
+        )));
+    }
+    decode_header(block).map_err(|e| bad(e.to_string()))
+}
+
+/// Why a version field that the header contradicts is damage.
+fn damaged_version(found: (u16, u16), copy: Option<(u16, u16)>) -> String {
+    let (major, minor) = found;
+    match copy {
+        Some((cm, cn)) => format!(
+            "its version field reads {major}.{minor} but the header, under its checksum, says {cm}.{cn} (a damaged byte, not another format)"
+        ),
+        None if major != FORMAT_MAJOR => format!(
+            "its version field reads {major}.{minor} but the header after it is an intact format {FORMAT_MAJOR} header (a damaged byte, not a newer format)"
+        ),
+        None => format!(
+            "its version field reads {major}.{minor} but the header lacks the copy of the version that every header of format {FORMAT_MAJOR}.{FIRST_MINOR_WITH_VERSION_COPY} or later holds (a damaged byte, not a newer format)"
+        ),
+    }
 }
 
 fn split_block_header(h: &[u8; BLOCK_HEADER_LEN]) -> (u32, usize, u32, u32) {

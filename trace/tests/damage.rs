@@ -147,17 +147,18 @@ fn flips_are_caught(patterns: &[u8]) {
             let ctx = || format!("byte {pos} ^ {x:#04x}");
             match pos {
                 0..=7 => assert!(matches!(res, Err(TraceError::NotATrace)), "{}", ctx()),
-                8..=9 => assert!(
-                    matches!(res, Err(TraceError::UnsupportedVersion { .. })),
-                    "{}",
-                    ctx()
-                ),
-                10..=11 => {
-                    // Another minor of the same major: read in full.
-                    let t = res.unwrap_or_else(|e| panic!("{}: {e}", ctx()));
-                    assert_eq!(t.records, s.first_blocks(s.blocks.len()), "{}", ctx());
-                    assert!(t.losses.is_empty());
-                }
+                // The header's checksummed copy of the version tells a
+                // damaged version field from another format.
+                8..=11 => match res {
+                    Err(TraceError::BadHeader { reason }) => assert!(
+                        reason.contains(&format!(
+                            "under its checksum, says {FORMAT_MAJOR}.{FORMAT_MINOR} (a damaged byte, not another format)"
+                        )),
+                        "{}: {reason}",
+                        ctx()
+                    ),
+                    other => panic!("{}: {other:?}", ctx()),
+                },
                 p if p < s.data_start => assert!(
                     matches!(
                         res,
@@ -337,6 +338,7 @@ fn newer_minor_versions_are_read() {
     let s = Sample::new();
     let mut l = Layout::parse(&s.bytes);
     l.prefix[10..12].copy_from_slice(&7u16.to_le_bytes());
+    set_version_copy(&mut l, 1, 7);
     // A later minor may append header fields, append fields to known
     // bodies and add kinds.
     l.header.extend_from_slice(&[1, 2, 3, 4]);
@@ -354,14 +356,89 @@ fn newer_minor_versions_are_read() {
     assert_eq!(t.records, s.first_blocks(s.blocks.len()));
 }
 
+/// Sets the copy of the version at the end of the header (format 1.3 on),
+/// as a writer of that version would.
+fn set_version_copy(l: &mut Layout, major: u16, minor: u16) {
+    let n = l.header.len();
+    l.header[n - 4..n - 2].copy_from_slice(&major.to_le_bytes());
+    l.header[n - 2..].copy_from_slice(&minor.to_le_bytes());
+}
+
 #[test]
 fn newer_and_older_majors_are_refused() {
     let s = Sample::new();
     for (major, minor) in [(2u16, 0u16), (3, 5), (0, 9), (u16::MAX, u16::MAX)] {
+        // Written as that version: the header says it too.
+        let mut l = Layout::parse(&s.bytes);
+        l.prefix[8..10].copy_from_slice(&major.to_le_bytes());
+        l.prefix[10..12].copy_from_slice(&minor.to_le_bytes());
+        set_version_copy(&mut l, major, minor);
+        let with_copy = l.bytes();
+        // A header of another layout altogether.
+        let mut foreign = with_copy[..12].to_vec();
+        foreign.extend_from_slice(&[0x5a; 40]);
+        for b in [with_copy, foreign] {
+            check_refused(&b, major, minor);
+        }
+    }
+}
+
+#[test]
+fn a_damaged_version_field_is_damage_not_another_format() {
+    let s = Sample::new();
+    // This version's trace: the header's copy says what the field said.
+    for (at, x) in [(8, 0xffu8), (9, 0xff), (10, 0x01), (11, 0x01)] {
         let mut b = s.bytes.clone();
-        b[8..10].copy_from_slice(&major.to_le_bytes());
-        b[10..12].copy_from_slice(&minor.to_le_bytes());
+        b[at] ^= x;
         let err = read_trace(&b[..]).expect_err("refused");
+        let msg = err.to_string();
+        assert!(matches!(err, TraceError::BadHeader { .. }), "{msg}");
+        assert!(
+            msg.contains(&format!(
+                "the header, under its checksum, says {FORMAT_MAJOR}.{FORMAT_MINOR} (a damaged byte, not another format)"
+            )),
+            "{msg}"
+        );
+        assert!(!msg.contains("use an accprof"), "{msg}");
+    }
+    // Before 1.3 the header holds no copy: a major byte flipped before an
+    // intact format 1 header is damage, and so is a minor from 1.3 on
+    // without the copy. Written as 1.0 (the header without its copy).
+    let mut l = Layout::parse(&s.bytes);
+    let n = l.header.len();
+    l.header.truncate(n - 4);
+    l.prefix[10..12].copy_from_slice(&0u16.to_le_bytes());
+    let old = l.bytes();
+    let t = read_trace(&old[..]).expect("a 1.0 trace reads");
+    assert_eq!(t.version, (1, 0));
+    for (at, x, says) in [
+        (
+            9,
+            0xffu8,
+            "reads 65281.0 but the header after it is an intact format 1 header",
+        ),
+        (
+            11,
+            0x01,
+            "reads 1.256 but the header lacks the copy of the version",
+        ),
+        (
+            10,
+            0x04,
+            "reads 1.4 but the header lacks the copy of the version",
+        ),
+    ] {
+        let mut b = old.clone();
+        b[at] ^= x;
+        let msg = read_trace(&b[..]).expect_err("refused").to_string();
+        assert!(msg.contains(says), "{msg}");
+        assert!(msg.contains("a damaged byte, not a newer format"), "{msg}");
+    }
+}
+
+fn check_refused(b: &[u8], major: u16, minor: u16) {
+    {
+        let err = read_trace(b).expect_err("refused");
         match err {
             TraceError::UnsupportedVersion {
                 found_major,
@@ -373,6 +450,10 @@ fn newer_and_older_majors_are_refused() {
         assert!(msg.contains(&format!("{major}.{minor}")), "{msg}");
         assert!(
             msg.contains(&format!("{FORMAT_MAJOR}.{FORMAT_MINOR}")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("use an accprof that supports {major}.x")),
             "{msg}"
         );
     }
