@@ -327,6 +327,11 @@ pub struct RunFacts {
     /// Errors the collector recorded (a failed driver call, a broken
     /// device context), in the order they happened.
     pub errors: Vec<String>,
+    /// The process was still running when the trace was read, so the
+    /// trace ends where reading stopped, not where the program did. The
+    /// trace cannot say; whoever reads it on the process's host sets it
+    /// (always false here).
+    pub running: bool,
 }
 
 /// The construct that was running when the program ended abnormally (by
@@ -987,6 +992,7 @@ impl SummarySink {
                 .filter(|(level, _)| *level == accprof_trace::Level::Error)
                 .map(|(_, m)| m.clone())
                 .collect(),
+            running: false,
         }
     }
 

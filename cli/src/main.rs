@@ -6,6 +6,7 @@
 mod analyze;
 mod embedded;
 mod export;
+mod live;
 mod progress;
 mod run;
 mod tui;
@@ -332,7 +333,8 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
             let summarized = accprof_analyzer::summarize_run_with(path, &load);
             drop(bar);
             match summarized {
-                Ok(summary) => {
+                Ok(mut summary) => {
+                    live::mark(path, &mut summary.runs);
                     summaries.push(summary);
                     read.push(path);
                 }

@@ -783,3 +783,82 @@ fn a_newer_format_still_asks_for_a_newer_accprof() {
         "{err}"
     );
 }
+
+/// A trace read while its program still runs (inside a compute construct)
+/// says so: not that the program may have died there, nor that it was
+/// killed with SIGKILL. Once the program has ended, the same trace reads
+/// as a finished run.
+#[test]
+fn a_trace_read_while_its_program_runs_says_it_is_still_running() {
+    use std::io::BufRead as _;
+    let dir = tempdir();
+    let path = dir.path().join("t.trace");
+    let mut child = Command::new(accprof())
+        .arg("run")
+        .arg("--lib")
+        .arg(collector_lib())
+        .arg("--no-summary")
+        .arg("-o")
+        .arg(&path)
+        .arg("--")
+        .arg(program("wait_inside"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("accprof runs");
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut ready)
+        .expect("reads");
+    assert!(ready.starts_with("ready"), "{ready:?}");
+    let line = marked_line("wait_inside", "WAITS-HERE");
+    let here = format!("wait_inside.c:{line} (main) compute region");
+    // The collector's writer flushes a few times a second.
+    // Read where it was recorded: the binary at its own path.
+    let report = |p: &Path| {
+        Command::new(accprof())
+            .arg("report")
+            .arg(p)
+            .output()
+            .expect("accprof runs")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let out = loop {
+        let out = report(&path);
+        if stdout(&out).contains(&here) {
+            break out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting construct never showed: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("running when the trace was read (the program is still running): ")
+            && l.contains(&here)),
+        "{text}"
+    );
+    assert!(
+        text.contains("(not ended when the trace was read)"),
+        "{text}"
+    );
+    assert!(!text.contains("may have died"), "{text}");
+    assert!(err.contains("is still running"), "{err}");
+    assert!(!err.contains("SIGKILL"), "{err}");
+
+    drop(child.stdin.take());
+    let status = child.wait().expect("waits");
+    assert!(status.success(), "{status:?}");
+    let out = report(&path);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!text.contains("running when"), "{text}");
+    assert!(!err.contains("still running"), "{err}");
+}

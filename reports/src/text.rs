@@ -166,13 +166,22 @@ fn write_run_end(out: &mut String, r: &RunFacts, who: &str) {
             let _ = writeln!(out, "{who}no OpenACC events were recorded{why}");
         }
         if r.cut_constructs > 0 {
+            let them = if r.cut_constructs == 1 { "it" } else { "them" };
+            let why = if r.running && r.ending.is_none() {
+                "not ended when the trace was read".to_string()
+            } else {
+                format!("callbacks toggled off, or the program died inside {them}")
+            };
             let _ = writeln!(
                 out,
-                "{who}{} construct{} without an end event (callbacks toggled off, or the program died inside {}); {} host time is not counted",
+                "{who}{} construct{} without an end event ({why}); {} host time is not counted",
                 r.cut_constructs,
                 plural(r.cut_constructs),
-                if r.cut_constructs == 1 { "it" } else { "them" },
-                if r.cut_constructs == 1 { "its" } else { "their" },
+                if r.cut_constructs == 1 {
+                    "its"
+                } else {
+                    "their"
+                },
             );
         }
         for e in &r.errors {
@@ -182,17 +191,17 @@ fn write_run_end(out: &mut String, r: &RunFacts, who: &str) {
             let _ = writeln!(out, "{who}ending: {e}");
         }
         if let Some(f) = &r.in_flight {
-            write_in_flight(out, who, f, r.ending.is_none());
+            write_in_flight(out, who, f, r.ending.is_none(), r.running);
         }
     }
 }
 
-fn write_in_flight(out: &mut String, who: &str, f: &InFlight, no_end: bool) {
+fn write_in_flight(out: &mut String, who: &str, f: &InFlight, no_end: bool, running: bool) {
     let line = f.line.map_or("?".to_string(), |l| l.to_string());
-    let when = if no_end {
-        "running when the trace ends (the program may have died there)"
-    } else {
-        "running when the program ended"
+    let when = match (no_end, running) {
+        (true, true) => "running when the trace was read (the program is still running)",
+        (true, false) => "running when the trace ends (the program may have died there)",
+        (false, _) => "running when the program ended",
     };
     let inside = f
         .inside
@@ -250,7 +259,12 @@ pub fn run_warnings(r: &RunFacts, who: &str, still_running: bool) -> Vec<String>
             l.offset, l.reason, l.bytes
         ));
     }
-    if !still_running && r.no_end_record() {
+    if r.running && r.ending.is_none() {
+        w.push(format!(
+            "note: {who}the program (pid {}) is still running: the trace ends where it was read, and its totals are so far",
+            r.pid
+        ));
+    } else if !still_running && r.no_end_record() {
         w.push(format!(
             "warning: {who}the trace has no end record: it may have been cut (the program killed with SIGKILL, or the collector stopped before writing it)"
         ));
