@@ -152,9 +152,15 @@ pub struct RunArgs {
     /// to this binary, else the copy built into it].
     #[arg(long, value_name = "FILE")]
     pub lib: Option<PathBuf>,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<String>,
+    /// The program and its arguments (any bytes: names and arguments need
+    /// not be UTF-8).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(std::ffi::OsString)
+    )]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -284,7 +284,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     let base = std::env::current_dir().context("cannot read the current directory")?;
     check_output(&s, &base, args.force)?;
     let manifest = Manifest::new()?;
-    let program = &args.command[0];
+    let program = args.command[0].to_string_lossy();
     let launch = Launch {
         lib: &lib,
         output: &s.output,
@@ -294,7 +294,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         manifest: manifest.path(),
     };
     let mut cmd = launch::collector_command(&args.command, &launch);
-    let mut child = cmd.spawn().map_err(|e| launch::spawn_error(program, e))?;
+    let mut child = cmd.spawn().map_err(|e| launch::spawn_error(&program, e))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill(2).
     unsafe {
@@ -305,7 +305,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         .wait()
         .with_context(|| format!("waiting for {program}"))?;
     let code = launch::exit_code(&status);
-    let with_openacc = report_traces(program, &status, &manifest.entries(), args);
+    let with_openacc = report_traces(&program, &status, &manifest.entries(), args);
     if args.tui && !with_openacc.is_empty() {
         crate::tui::open(&with_openacc, &[], &[])?;
     }

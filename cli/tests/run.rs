@@ -556,3 +556,36 @@ fn help_ends_with_examples_and_completions_cover_the_subcommands() {
         );
     }
 }
+
+/// Names and arguments are bytes on Linux: a program, its arguments and
+/// the directory it runs in need not be UTF-8. The trace written in such
+/// a directory is found through the manifest and summarized.
+#[test]
+fn names_arguments_and_directories_that_are_not_utf8_work() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let top = tempdir();
+    // "café" in Latin-1.
+    let dir = top.path().join(OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    let exe = dir.join(OsStr::from_bytes(b"echo\xff"));
+    std::fs::copy(program("echo_acc"), &exe).expect("copy");
+    let arg = OsStr::from_bytes(b"3\xfe");
+    let mut cmd = run_cmd(&dir, &[], &exe, &[]);
+    let out = cmd.arg(arg).output().expect("accprof runs");
+    let err = stderr(&out);
+    // atoi("3\xfe") is 3: the argument came through as its bytes.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(stdout(&out), "sum 499500\n");
+    assert!(!err.contains("invalid UTF-8"), "{err}");
+    assert!(!err.contains("removed before the run ended"), "{err}");
+    assert!(err.contains("Accelerator Kernel Timing data"), "{err}");
+    assert!(err.contains("compute region reached 1 time"), "{err}");
+    let written = traces(&dir);
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().expect("name").to_string_lossy();
+    assert!(
+        err.contains(&format!("accprof: trace written to {name}")),
+        "{err}"
+    );
+}

@@ -143,14 +143,14 @@ pub(crate) fn add_to_manifest(pid: u32, trace: &Path) {
     let Some(manifest) = &crate::config::config().manifest else {
         return;
     };
-    let line = contract::manifest_line(pid, &trace.to_string_lossy());
+    let line = contract::manifest_line(pid, trace);
     let res = OpenOptions::new()
         .append(true)
         .create(true)
         .custom_flags(libc::O_CLOEXEC)
         .open(manifest)
         .and_then(|mut f| {
-            let n = f.write(line.as_bytes())?;
+            let n = f.write(&line)?;
             if n == line.len() {
                 Ok(())
             } else {

@@ -5,6 +5,10 @@
 //! files it wrote. Both sides use this module and nothing else for these
 //! facts, so they cannot drift apart.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
 use crate::HashMode;
 
 /// Environment variable names, as the collector reads them.
@@ -146,44 +150,47 @@ pub fn pattern_is_per_process(pattern: &str) -> bool {
 }
 
 /// One manifest line: the pid of the process that wrote a trace and the
-/// trace's absolute path, tab-separated. Paths with a newline or tab are
-/// written with those bytes escaped as `\n`, `\t` and `\\`.
-pub fn manifest_line(pid: u32, path: &str) -> String {
-    let mut s = format!("{pid}\t");
-    for c in path.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\t' => s.push_str("\\t"),
-            c => s.push(c),
+/// trace's absolute path, tab-separated. The path is written as its bytes,
+/// whatever they are (a Linux path need not be UTF-8), with a newline, tab
+/// or backslash escaped as `\n`, `\t` and `\\`.
+pub fn manifest_line(pid: u32, path: &Path) -> Vec<u8> {
+    let bytes = path.as_os_str().as_bytes();
+    let mut s = format!("{pid}\t").into_bytes();
+    s.reserve(bytes.len() + 1);
+    for &b in bytes {
+        match b {
+            b'\\' => s.extend_from_slice(b"\\\\"),
+            b'\n' => s.extend_from_slice(b"\\n"),
+            b'\t' => s.extend_from_slice(b"\\t"),
+            b => s.push(b),
         }
     }
-    s.push('\n');
+    s.push(b'\n');
     s
 }
 
 /// The entries of a manifest, in the order written; malformed lines (a
 /// process killed mid-write) are skipped.
-pub fn parse_manifest(text: &str) -> Vec<(u32, String)> {
-    text.lines()
+pub fn parse_manifest(text: &[u8]) -> Vec<(u32, PathBuf)> {
+    text.split(|&b| b == b'\n')
         .filter_map(|l| {
-            let (pid, path) = l.split_once('\t')?;
-            let pid = pid.parse().ok()?;
-            let mut out = String::with_capacity(path.len());
-            let mut chars = path.chars();
-            while let Some(c) = chars.next() {
-                if c == '\\' {
-                    match chars.next()? {
-                        'n' => out.push('\n'),
-                        't' => out.push('\t'),
-                        '\\' => out.push('\\'),
+            let tab = l.iter().position(|&b| b == b'\t')?;
+            let pid = std::str::from_utf8(&l[..tab]).ok()?.parse().ok()?;
+            let mut out = Vec::with_capacity(l.len() - tab);
+            let mut bytes = l[tab + 1..].iter();
+            while let Some(&b) = bytes.next() {
+                if b == b'\\' {
+                    match bytes.next()? {
+                        b'n' => out.push(b'\n'),
+                        b't' => out.push(b'\t'),
+                        b'\\' => out.push(b'\\'),
                         _ => return None,
                     }
                 } else {
-                    out.push(c);
+                    out.push(b);
                 }
             }
-            Some((pid, out))
+            (!out.is_empty()).then(|| (pid, PathBuf::from(OsString::from_vec(out))))
         })
         .collect()
 }
@@ -233,11 +240,20 @@ mod tests {
 
     #[test]
     fn manifest_lines_round_trip() {
-        let odd = "/tmp/a\tb\\c\nd.trace";
-        let text = manifest_line(7, "/tmp/x.trace") + &manifest_line(8, odd) + "garbage\n9";
+        let odd = Path::new("/tmp/a\tb\\c\nd.trace");
+        // Not UTF-8: a directory named in Latin-1.
+        let latin1 = PathBuf::from(OsString::from_vec(b"/tmp/caf\xe9/t.trace".to_vec()));
+        let mut text = manifest_line(7, Path::new("/tmp/x.trace"));
+        text.extend(manifest_line(8, odd));
+        text.extend(manifest_line(9, &latin1));
+        text.extend_from_slice(b"garbage\n9");
         assert_eq!(
             parse_manifest(&text),
-            vec![(7, "/tmp/x.trace".to_string()), (8, odd.to_string())]
+            vec![
+                (7, PathBuf::from("/tmp/x.trace")),
+                (8, odd.to_path_buf()),
+                (9, latin1)
+            ]
         );
     }
 }

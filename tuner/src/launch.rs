@@ -4,6 +4,7 @@
 //! the manifest it names its traces in, and the exit code as a shell
 //! reports it.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -31,18 +32,21 @@ pub struct Launch<'a> {
 /// `command` set up to run with the collector preloaded, writing its
 /// traces as `launch` says and naming them in the manifest; the collector
 /// prints no summary of its own.
-pub fn collector_command(command: &[String], launch: &Launch<'_>) -> Command {
+pub fn collector_command(command: &[impl AsRef<OsStr>], launch: &Launch<'_>) -> Command {
     let lib = launch.lib;
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(old) if !old.is_empty() => format!("{}:{old}", lib.display()),
         _ => lib.display().to_string(),
     };
-    let (program, args) = match command.split_first() {
-        Some((p, a)) => (p.as_str(), a),
-        None => ("", &[][..]),
+    let mut cmd = match command.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+        None => Command::new(""),
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
+    cmd
         .env("LD_PRELOAD", preload)
         .env(env::OUTPUT, launch.output)
         .env(env::HASH, contract::hash_name(launch.hash))
@@ -86,8 +90,7 @@ impl Manifest {
     pub fn entries(&self) -> Vec<(u32, PathBuf)> {
         let text = std::fs::read(self.path()).unwrap_or_default();
         let mut seen: Vec<(u32, PathBuf)> = Vec::new();
-        for (pid, path) in contract::parse_manifest(&String::from_utf8_lossy(&text)) {
-            let path = PathBuf::from(path);
+        for (pid, path) in contract::parse_manifest(&text) {
             if !seen.iter().any(|(_, p)| *p == path) {
                 seen.push((pid, path));
             }
