@@ -6,6 +6,8 @@
 //! unprofiled run. Afterwards the collectors' manifest says which traces the
 //! program's process tree wrote, under their real names.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -285,6 +287,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
     check_output(&s, &base, args.force)?;
     let manifest = Manifest::new()?;
     let program = args.command[0].to_string_lossy();
+    check_program(Path::new(&args.command[0]))?;
     let launch = Launch {
         lib: &lib,
         output: &s.output,
@@ -293,8 +296,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         base: &base,
         manifest: manifest.path(),
     };
-    let mut cmd = launch::collector_command(&args.command, &launch);
-    let mut child = cmd.spawn().map_err(|e| launch::spawn_error(&program, e))?;
+    let spawn = |command: &[OsString]| launch::collector_command(command, &launch).spawn();
+    let mut child = match spawn(&args.command) {
+        Err(e) if is_script(Path::new(&args.command[0]), &e) => {
+            let mut with_shell = vec![OsString::from("/bin/sh")];
+            with_shell.extend_from_slice(&args.command);
+            spawn(&with_shell)
+        }
+        spawned => spawned,
+    }
+    .map_err(|e| launch::spawn_error(&program, e))?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill(2).
     unsafe {
@@ -310,6 +321,30 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         crate::tui::open(&with_openacc, &[], &[])?;
     }
     Ok(code)
+}
+
+/// Refuses a directory as the program: the kernel would only say
+/// "Permission denied".
+fn check_program(program: &Path) -> anyhow::Result<()> {
+    if program.as_os_str().as_bytes().contains(&b'/') && program.is_dir() {
+        bail!("{} is a directory, not a program", program.display());
+    }
+    Ok(())
+}
+
+/// A file the kernel refused to execute (ENOEXEC) that is no binary: a
+/// script without a `#!` line, which `execvp` and shells hand to
+/// `/bin/sh`, as this does.
+fn is_script(program: &Path, e: &std::io::Error) -> bool {
+    use std::io::Read;
+    if e.raw_os_error() != Some(libc::ENOEXEC) {
+        return false;
+    }
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(program)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    head[..n] != *b"\x7fELF"
 }
 
 /// Says what the run left: the summary of each trace with OpenACC events

@@ -589,3 +589,37 @@ fn names_arguments_and_directories_that_are_not_utf8_work() {
         "{err}"
     );
 }
+
+/// A script without a `#!` line runs under /bin/sh, as a shell runs it;
+/// the environment (and so the collector) reaches what it starts.
+#[test]
+fn a_script_without_a_shebang_runs_under_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let script = dir.path().join("plain-script");
+    std::fs::write(
+        &script,
+        format!(
+            "echo \"script got $# args: $*\"\n{} 5\n",
+            program("echo_acc").display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = run_in(dir.path(), &["-o", "s-%p.trace"], &script, &["a", "b c"]);
+    let err = stderr(&out);
+    assert!(!err.contains("Exec format error"), "{err}");
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(stdout(&out), "script got 2 args: a b c\nsum 499500\n");
+    assert!(err.contains("compute region reached 1 time"), "{err}");
+}
+
+/// A directory is not a program: said so, not "Permission denied".
+#[test]
+fn a_directory_as_the_program_is_refused_as_one() {
+    let dir = tempdir();
+    let out = run_in(dir.path(), &[], dir.path(), &[]);
+    assert_refused(&out, "is a directory, not a program");
+    assert!(!stderr(&out).contains("Permission denied"));
+    assert!(traces(dir.path()).is_empty());
+}
