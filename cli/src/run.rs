@@ -296,7 +296,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         base: &base,
         manifest: manifest.path(),
     };
-    let spawn = |command: &[OsString]| launch::collector_command(command, &launch).spawn();
+    let spawn = |command: &[OsString]| {
+        let mut cmd = launch::collector_command(command, &launch);
+        die_with_launcher(&mut cmd);
+        cmd.spawn()
+    };
     let mut child = match spawn(&args.command) {
         Err(e) if is_script(Path::new(&args.command[0]), &e) => {
             let mut with_shell = vec![OsString::from("/bin/sh")];
@@ -345,6 +349,29 @@ fn is_script(program: &Path, e: &std::io::Error) -> bool {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     head[..n] != *b"\x7fELF"
+}
+
+/// The program is sent SIGTERM when the launcher dies, whatever kills it
+/// (SIGKILL included): a profiled program must not run on unwatched, its
+/// summary never printed.
+fn die_with_launcher(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid is async-signal-safe.
+    let launcher = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher died before the request took hold.
+            if libc::getppid() != launcher {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Says what the run left: the summary of each trace with OpenACC events

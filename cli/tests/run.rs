@@ -623,3 +623,63 @@ fn a_directory_as_the_program_is_refused_as_one() {
     assert!(!stderr(&out).contains("Permission denied"));
     assert!(traces(dir.path()).is_empty());
 }
+
+/// Killed with SIGKILL, the launcher takes its program with it, and
+/// leaves no manifest in the temporary directory.
+#[test]
+fn a_killed_launcher_takes_its_program_with_it_and_leaves_no_files() {
+    let dir = tempdir();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("mkdir");
+    let mut launcher = run_cmd(
+        dir.path(),
+        &["-o", "k-%p.trace"],
+        Path::new("sleep"),
+        &["60"],
+    )
+    .env("TMPDIR", &tmp)
+    .spawn()
+    .expect("accprof runs");
+    let children = format!("/proc/{0}/task/{0}/children", launcher.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let child: u32 = loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next() {
+            break pid.parse().expect("a pid");
+        }
+        assert!(std::time::Instant::now() < deadline, "no child started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // The program is running (not the launcher between fork and exec).
+    let comm = format!("/proc/{child}/comm");
+    while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    launcher.kill().expect("SIGKILL");
+    launcher.wait().expect("reaped");
+    // Gone, or a zombie until init reaps it.
+    let stat = format!("/proc/{child}/stat");
+    let gone = || {
+        std::fs::read_to_string(&stat).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with(['Z', 'X']))
+        })
+    };
+    while !gone() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program outlived its launcher"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("tmp")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}

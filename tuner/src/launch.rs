@@ -46,8 +46,7 @@ pub fn collector_command(command: &[impl AsRef<OsStr>], launch: &Launch<'_>) -> 
         }
         None => Command::new(""),
     };
-    cmd
-        .env("LD_PRELOAD", preload)
+    cmd.env("LD_PRELOAD", preload)
         .env(env::OUTPUT, launch.output)
         .env(env::HASH, contract::hash_name(launch.hash))
         .env(env::MANIFEST, launch.manifest)
@@ -64,31 +63,50 @@ pub fn collector_command(command: &[impl AsRef<OsStr>], launch: &Launch<'_>) -> 
     cmd
 }
 
-/// The manifest the collectors of one run append to: a temporary file,
-/// removed when dropped.
-pub struct Manifest(tempfile::NamedTempFile);
+/// The manifest the collectors of one run append to: a file with no name
+/// on disk, which the collectors open as `/proc/<launcher>/fd/<n>`. It
+/// goes with the launcher however the launcher ends (SIGKILL too), and
+/// nothing is left in the temporary directory.
+pub struct Manifest {
+    file: std::fs::File,
+    path: PathBuf,
+}
 
 impl Manifest {
     pub fn new() -> Result<Manifest, Error> {
+        use std::os::fd::AsRawFd;
         let dir = std::env::temp_dir();
-        tempfile::Builder::new()
-            .prefix("accprof-manifest-")
-            .tempfile_in(&dir)
-            .map(Manifest)
-            .map_err(|e| Error::Manifest {
-                dir,
-                source: without_path(e),
-            })
+        let file = tempfile::tempfile_in(&dir).map_err(|e| Error::Manifest {
+            dir: dir.clone(),
+            source: without_path(e),
+        })?;
+        let path = PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            file.as_raw_fd()
+        ));
+        // Without /proc the collectors could not open it: say so now.
+        std::fs::metadata(&path).map_err(|e| Error::Manifest { dir, source: e })?;
+        Ok(Manifest { file, path })
     }
 
     pub fn path(&self) -> &Path {
-        self.0.path()
+        &self.path
     }
 
     /// (pid, trace) for each trace written, in the order written, each
     /// trace once.
     pub fn entries(&self) -> Vec<(u32, PathBuf)> {
-        let text = std::fs::read(self.path()).unwrap_or_default();
+        use std::io::{Read, Seek};
+        let mut text = Vec::new();
+        let mut file = &self.file;
+        if file
+            .rewind()
+            .and_then(|_| file.read_to_end(&mut text))
+            .is_err()
+        {
+            text.clear();
+        }
         let mut seen: Vec<(u32, PathBuf)> = Vec::new();
         for (pid, path) in contract::parse_manifest(&text) {
             if !seen.iter().any(|(_, p)| *p == path) {
