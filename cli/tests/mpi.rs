@@ -2,8 +2,11 @@
 //! the host ranges each point-to-point and collective call reads and
 //! writes, found only when the program calls MPI (the library's entries are
 //! looked up at the first call), so a program without MPI looks up no MPI
-//! symbol at all. Host fallback: the halo sample's MPI calls are the same
-//! on any machine.
+//! symbol at all. The Fortran bindings (`use mpi`, `mpif.h`, `use mpi_f08`)
+//! reach the library through its `PMPI_` entries, which the collector takes
+//! too, so their calls are recorded as C's are, each once. Host fallback:
+//! the samples' MPI calls are the same on any machine. These tests need
+//! mpicc, mpif90 and mpirun and fail without them.
 
 mod support;
 
@@ -14,12 +17,14 @@ use accprof_analyzer::{load_run, MpiCall, Run};
 use accprof_trace::contract::env;
 use support::*;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
+/// Fails the test when `tool` is not installed.
+fn need(tool: &str) {
+    let found = Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {tool} >/dev/null 2>&1"))
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    assert!(found, "{tool} not found: the MPI tests need it");
 }
 
 #[test]
@@ -44,7 +49,9 @@ fn a_program_without_mpi_looks_up_no_mpi_symbol() {
 /// Runs `sample` on `np` ranks with the collector preloaded; one trace per
 /// rank, in rank order.
 fn ranks(dir: &Path, sample: &str, np: usize, args: &[&str]) -> Vec<Run> {
+    need("mpirun");
     let bin = samples().join(sample);
+    assert!(bin.is_file(), "{} was not built", bin.display());
     let mut cmd = Command::new("mpirun");
     cmd.current_dir(dir)
         .env("LD_PRELOAD", collector_lib())
@@ -87,10 +94,7 @@ fn range(c: &MpiCall, write: bool) -> (u64, u64) {
 }
 
 fn halo_ranges(np: usize) {
-    if !have("mpirun") || !samples().join("mpi_halo").is_file() {
-        eprintln!("note: mpirun or mpicc missing, MPI ranges not checked");
-        return;
-    }
+    need("mpicc");
     let dir = tempfile::tempdir().expect("tempdir");
     let (nx, ny, steps) = (64u64, 48u64, 20usize);
     let runs = ranks(dir.path(), "mpi_halo", np, &["64", "48", "20"]);
@@ -149,4 +153,65 @@ fn halo_exchange_ranges_on_2_ranks() {
 #[test]
 fn halo_exchange_ranges_on_4_ranks() {
     halo_ranges(4);
+}
+
+/// The Fortran slab sample built with `binding`, on 2 ranks: each rank's
+/// two MPI_SENDRECV calls per step are recorded once each, with the planes
+/// of s they send and receive, and so are its MPI_REDUCE and MPI_BCAST.
+fn slab_ranges(binding: &str) {
+    need("mpif90");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (nx, ny, nz, steps, np) = (16u64, 12u64, 8u64, 5usize, 2usize);
+    let runs = ranks(
+        dir.path(),
+        &format!("mpi_slab_{binding}"),
+        np,
+        &["16", "12", "8", "5"],
+    );
+    let plane = 8 * nx * ny;
+    let nzl = nz / np as u64;
+    for (rank, run) in runs.iter().enumerate() {
+        let sr = calls(run, "MPI_Sendrecv");
+        assert_eq!(sr.len(), 2 * steps, "rank {rank}: {:#?}", run.mpi_calls());
+        for pair in sr.chunks(2) {
+            // s(:,:,1) down and s(:,:,nzl+1) from above, then s(:,:,nzl)
+            // up and s(:,:,0) from below, in the block s(:,:,0) starts.
+            let (up_send, up_recv) = (range(pair[0], false), range(pair[0], true));
+            let (down_send, down_recv) = (range(pair[1], false), range(pair[1], true));
+            for (_, bytes) in [up_send, up_recv, down_send, down_recv] {
+                assert_eq!(bytes, plane, "rank {rank}");
+            }
+            let s = down_recv.0;
+            assert_eq!(up_send.0, s + plane, "rank {rank}");
+            assert_eq!(up_recv.0, s + (nzl + 1) * plane, "rank {rank}");
+            assert_eq!(down_send.0, s + nzl * plane, "rank {rank}");
+            assert!(pair[0].end_ns <= pair[1].start_ns);
+        }
+        let reduce: Vec<(u64, u64)> = calls(run, "MPI_Reduce")
+            .iter()
+            .map(|c| (range(c, false).1, range(c, true).1))
+            .collect();
+        assert_eq!(reduce, [(16, 16)], "rank {rank}");
+        let bcast: Vec<u64> = calls(run, "MPI_Bcast")
+            .iter()
+            .map(|c| range(c, true).1)
+            .collect();
+        assert_eq!(bcast, [4], "rank {rank}");
+        assert_eq!(run.mpi_calls().len(), 2 * steps + 2, "rank {rank}");
+    }
+}
+
+#[test]
+fn fortran_use_mpi_calls_are_recorded() {
+    slab_ranges("f90");
+}
+
+#[test]
+fn fortran_mpif_h_calls_are_recorded() {
+    slab_ranges("fh");
+}
+
+#[test]
+fn fortran_use_mpi_f08_calls_are_recorded() {
+    slab_ranges("f08");
 }

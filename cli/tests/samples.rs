@@ -63,6 +63,7 @@ const SOURCES: &[&str] = &[
     "threads.c",
     "mpi_halo.c",
     "mpi_halo_whole.c",
+    "mpi_slab.f90",
     "default_async.c",
     "small_kernels.c",
     "device_fault.c",

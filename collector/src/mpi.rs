@@ -3,11 +3,23 @@
 //! be set beside the `update`s around it: each call's host ranges (what it
 //! sends from and receives into) are recorded as an [`MpiCall`].
 //!
-//! The preload exports `MPI_Send`, `MPI_Sendrecv`, ...; a program linked
-//! with MPI calls these first. Each looks up the library's `PMPI_` entry
-//! (and `PMPI_Type_size`, and `MPIX_Query_cuda_support` where the library
-//! has it) with `dlsym` at its first call, so the collector links no MPI
-//! library and a program without MPI never looks up an MPI symbol.
+//! The preload exports `MPI_Send`, `MPI_Sendrecv`, ... and their `PMPI_`
+//! twins. A C program calls the `MPI_` entry; the Fortran bindings do not:
+//! Open MPI's `mpi_sendrecv_` (`use mpi`, `mpif.h`) and `mpi_sendrecv_f08_`
+//! (`use mpi_f08`) convert the Fortran handles and call `PMPI_Sendrecv`
+//! through the PLT, past `MPI_Sendrecv` (MPICH's Fortran layer does the
+//! same). Taking the C `PMPI_` entry catches every binding with C handles
+//! and C sentinels (MPI_IN_PLACE, MPI_BOTTOM) already converted, so no
+//! Fortran symbol, calling convention or handle table is needed here. A
+//! call is recorded once: the outermost wrapper on the thread records, and
+//! the `MPI_` wrapper calls the library's own `PMPI_` entry, never ours.
+//!
+//! Each wrapper looks up the next `PMPI_` entry after this library
+//! (`dlsym(RTLD_NEXT)`, not `RTLD_DEFAULT`, which would find our own) at
+//! its first call, with `PMPI_Type_size` and `MPIX_Query_cuda_support`
+//! where the library has it, so the collector links no MPI library and a
+//! program without MPI never looks up an MPI symbol. The wrappers are only
+//! reached when the library is preloaded, ahead of the MPI library.
 //!
 //! MPI handles (datatypes, communicators, requests) differ by ABI (Open
 //! MPI: pointers, MPICH: ints); they are passed through untouched as
@@ -15,9 +27,9 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use accprof_trace::{MpiCall, MpiRange, Record};
+use accprof_trace::{MpiCall, MpiRange, Record, StringId};
 
 use crate::{clock, sink, state};
 
@@ -56,6 +68,9 @@ const ALLREDUCE: usize = 7;
 
 /// The library's entries, 0 until looked up (a failed lookup is retried).
 static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
+/// The routines' interned names, 0 until first recorded: the hot path
+/// takes no lock for them.
+static ROUTINE: [AtomicU32; NAMES.len()] = [const { AtomicU32::new(0) }; NAMES.len()];
 static TYPE_SIZE: AtomicUsize = AtomicUsize::new(0);
 /// 0 not asked yet, 1 no query, 2 not CUDA-aware, 3 CUDA-aware.
 static CUDA_AWARE: AtomicUsize = AtomicUsize::new(0);
@@ -70,17 +85,17 @@ thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The library's `PMPI_` entry for routine `i` (else the next `MPI_` one).
+/// The library's `PMPI_` entry for routine `i` (else its next `MPI_` one).
 fn real(i: usize) -> usize {
     let f = REAL[i].load(Ordering::Acquire);
     if f != 0 {
         return f;
     }
-    // SAFETY: dlsym with NUL-terminated names; RTLD_DEFAULT finds the
-    // PMPI_ entry wherever the MPI library is loaded, RTLD_NEXT the next
-    // MPI_ one after this object.
+    // SAFETY: dlsym with NUL-terminated names. RTLD_NEXT searches the
+    // objects after this one: the MPI library's PMPI_ entry, never the
+    // twin this library exports (calling that would recurse).
     let f = unsafe {
-        let p = libc::dlsym(libc::RTLD_DEFAULT, PMPI_NAMES[i].as_ptr());
+        let p = libc::dlsym(libc::RTLD_NEXT, PMPI_NAMES[i].as_ptr());
         if p.is_null() {
             libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr())
         } else {
@@ -89,6 +104,19 @@ fn real(i: usize) -> usize {
     } as usize;
     REAL[i].store(f, Ordering::Release);
     f
+}
+
+/// Routine `i`'s name in the trace's string table, interned at its first
+/// call.
+fn routine(i: usize) -> StringId {
+    match ROUTINE[i].load(Ordering::Relaxed) {
+        0 => {
+            let id = sink::intern(NAMES[i].to_bytes());
+            ROUTINE[i].store(id.0, Ordering::Relaxed);
+            id
+        }
+        id => StringId(id),
+    }
 }
 
 /// Bytes of `count` elements of `datatype`; None when the library cannot
@@ -176,14 +204,13 @@ fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_
         let end_ns = clock::now_ns();
         let _ = std::panic::catch_unwind(|| {
             let ranges: Vec<MpiRange> = buffers.iter().filter_map(|&b| range_of(b)).collect();
-            let name = NAMES[i].to_bytes();
             let rec = Record::MpiCall(MpiCall {
                 start_ns,
                 end_ns,
                 thread: crate::tls::THREAD
                     .try_with(clock::thread_id_in)
                     .unwrap_or(0),
-                routine: sink::intern(name),
+                routine: routine(i),
                 cuda_aware: cuda_aware(),
                 ranges,
             });
@@ -223,8 +250,7 @@ type AllreduceFn =
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Send(
+unsafe fn send(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -240,8 +266,7 @@ pub unsafe extern "C" fn MPI_Send(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Recv(
+unsafe fn recv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -260,9 +285,8 @@ pub unsafe extern "C" fn MPI_Recv(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn MPI_Sendrecv(
+unsafe fn sendrecv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -293,8 +317,7 @@ pub unsafe extern "C" fn MPI_Sendrecv(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Isend(
+unsafe fn isend(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -313,8 +336,7 @@ pub unsafe extern "C" fn MPI_Isend(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Irecv(
+unsafe fn irecv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -335,8 +357,7 @@ pub unsafe extern "C" fn MPI_Irecv(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Bcast(
+unsafe fn bcast(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -351,8 +372,7 @@ pub unsafe extern "C" fn MPI_Bcast(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce(
+unsafe fn reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -377,8 +397,7 @@ pub unsafe extern "C" fn MPI_Reduce(
 
 /// # Safety
 /// As the MPI routine.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Allreduce(
+unsafe fn allreduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -399,3 +418,61 @@ pub unsafe extern "C" fn MPI_Allreduce(
         }
     })
 }
+
+/// The two exported entries of a wrapped routine, `MPI_X` (called by C
+/// programs) and `PMPI_X` (called by the Fortran bindings), both running
+/// the private wrapper: a call between them inside this library would go
+/// through the PLT and make the loader look MPI names up in every program.
+macro_rules! entries {
+    ($mpi:ident, $pmpi:ident => $inner:ident($($arg:ident: $ty:ty),* $(,)?)) => {
+        /// # Safety
+        /// As the MPI routine.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
+            // SAFETY: the caller's arguments, passed on unchanged.
+            unsafe { $inner($($arg),*) }
+        }
+
+        /// # Safety
+        /// As the MPI routine.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $pmpi($($arg: $ty),*) -> c_int {
+            // SAFETY: the caller's arguments, passed on unchanged.
+            unsafe { $inner($($arg),*) }
+        }
+    };
+}
+
+entries!(MPI_Send, PMPI_Send => send(
+    buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle,
+));
+entries!(MPI_Recv, PMPI_Recv => recv(
+    buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle,
+    status: *mut c_void,
+));
+entries!(MPI_Sendrecv, PMPI_Sendrecv => sendrecv(
+    sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+    recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
+    comm: Handle, status: *mut c_void,
+));
+entries!(MPI_Isend, PMPI_Isend => isend(
+    buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle,
+    request: *mut c_void,
+));
+entries!(MPI_Irecv, PMPI_Irecv => irecv(
+    buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle,
+    request: *mut c_void,
+));
+entries!(MPI_Bcast, PMPI_Bcast => bcast(
+    buf: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle,
+));
+entries!(MPI_Reduce, PMPI_Reduce => reduce(
+    sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle,
+    root: c_int, comm: Handle,
+));
+entries!(MPI_Allreduce, PMPI_Allreduce => allreduce(
+    sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle,
+    comm: Handle,
+));
