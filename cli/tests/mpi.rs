@@ -215,3 +215,93 @@ fn fortran_mpif_h_calls_are_recorded() {
 fn fortran_use_mpi_f08_calls_are_recorded() {
     slab_ranges("f08");
 }
+
+/// `accprof analyze --json` of an H100 fixture trace, reading the binary
+/// from the fixture folder only and the source from samples/.
+fn analyze_h100(name: &str) -> serde_json::Value {
+    let fixtures = accprof_analyzer::testkit::fixtures::dir("h100");
+    let trace = fixtures.join(format!("{name}.trace"));
+    let out = Command::new(accprof())
+        .arg("analyze")
+        .arg("--json")
+        .arg("--symbols")
+        .arg(fixtures.join("bin"))
+        .arg("--source-dir")
+        .arg(accprof_analyzer::testkit::fixtures::samples())
+        .arg(&trace)
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success(), "{name}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The Fortran slab sample (`use mpi`) recorded on an H100 with 2 ranks:
+/// on each rank the whole-array `update host(s)` before the MPI_SENDRECV
+/// calls and `update device(s)` after them are P1, named by the variable
+/// and the lines of mpi_slab.f90, with the bytes MPI used: two planes of
+/// 128 x 128 doubles of the 66 planes moved.
+#[test]
+fn fortran_slab_on_h100_moves_whole_arrays_for_mpi() {
+    let src = accprof_analyzer::testkit::fixtures::samples().join("mpi_slab.f90");
+    let [host] = directive_lines(&src, &["update host(s)"])[..] else {
+        panic!("one `update host(s)` in {}", src.display());
+    };
+    let [device] = directive_lines(&src, &["update device(s)"])[..] else {
+        panic!("one `update device(s)` in {}", src.display());
+    };
+    let plane = 8 * 128 * 128u64;
+    for rank in 0..2 {
+        let v = analyze_h100(&format!("mpi_slab_f90_np2.r{rank}"));
+        let p1: Vec<&serde_json::Value> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["id"] == "P1")
+            .collect();
+        let mut got: Vec<(String, u64, String, u64, u64)> = p1
+            .iter()
+            .map(|f| {
+                let at = &f["locations"][0];
+                let field = |name: &str| {
+                    f["evidence"]["fields"]
+                        .as_array()
+                        .expect("fields")
+                        .iter()
+                        .find(|x| x["name"] == name)
+                        .and_then(|x| x["value"].as_u64())
+                        .unwrap_or_else(|| panic!("{name} in {f}"))
+                };
+                let moved = field("bytes_moved");
+                let used = field("bytes_mpi_used");
+                let file = at["file"].as_str().expect("file");
+                (
+                    file.rsplit('/').next().unwrap_or(file).to_string(),
+                    at["line"].as_u64().expect("line"),
+                    at["variable"].as_str().expect("variable").to_string(),
+                    moved,
+                    used,
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got.len(), 2, "rank {rank}: {:#}", v["findings"]);
+        for (i, line) in [host, device].into_iter().enumerate() {
+            let (file, at, var, moved, used) = &got[i];
+            assert_eq!(
+                (file.as_str(), *at, var.as_str()),
+                ("mpi_slab.f90", line as u64, "s"),
+                "rank {rank}"
+            );
+            // 20 steps of the whole array (64 owned planes and 2 halos)
+            // against one plane each way per exchange, where a neighbour
+            // is.
+            assert_eq!(*moved, 20 * 66 * plane, "rank {rank} line {line}");
+            assert!(
+                *used >= 20 * plane && *used <= 40 * plane,
+                "rank {rank}: {used}"
+            );
+        }
+    }
+}
