@@ -142,6 +142,9 @@ fn halo_ranges(np: usize) {
             .map(|c| (range(c, false).1, range(c, true).1))
             .collect();
         assert_eq!(reduce, [(8, 8), (16, 16)], "rank {rank}");
+        // And the final broadcast: each call once, through MPI_ or PMPI_.
+        assert_eq!(calls(run, "MPI_Bcast").len(), 1, "rank {rank}");
+        assert_eq!(run.mpi_calls().len(), 2 * steps + 3, "rank {rank}");
     }
 }
 

@@ -7,12 +7,15 @@
 //! twins. A C program calls the `MPI_` entry; the Fortran bindings do not:
 //! Open MPI's `mpi_sendrecv_` (`use mpi`, `mpif.h`) and `mpi_sendrecv_f08_`
 //! (`use mpi_f08`) convert the Fortran handles and call `PMPI_Sendrecv`
-//! through the PLT, past `MPI_Sendrecv` (MPICH's Fortran layer does the
-//! same). Taking the C `PMPI_` entry catches every binding with C handles
-//! and C sentinels (MPI_IN_PLACE, MPI_BOTTOM) already converted, so no
-//! Fortran symbol, calling convention or handle table is needed here. A
-//! call is recorded once: the outermost wrapper on the thread records, and
-//! the `MPI_` wrapper calls the library's own `PMPI_` entry, never ours.
+//! through the PLT, past `MPI_Sendrecv`. Taking the C `PMPI_` entry catches
+//! every binding with C handles and C sentinels (MPI_IN_PLACE, MPI_BOTTOM)
+//! already converted, so no Fortran symbol, calling convention or handle
+//! table is needed here. A call is recorded once: the outermost wrapper on
+//! the thread records, and the `MPI_` wrapper calls the library's own
+//! `PMPI_` entry, never ours. Calls the library makes of its own `PMPI_`
+//! entries through the PLT are recorded too (Open MPI's
+//! `PMPI_Sendrecv_replace` towards MPI_PROC_NULL, ROMIO's collectives):
+//! they read and write the ranges they name all the same.
 //!
 //! Each wrapper looks up the next `PMPI_` entry after this library
 //! (`dlsym(RTLD_NEXT)`, not `RTLD_DEFAULT`, which would find our own) at
