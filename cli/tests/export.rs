@@ -828,6 +828,101 @@ fn svg_plot_has_one_bar_segment_per_line_and_series() {
     assert_eq!(root.attribute("width"), Some("1200"));
 }
 
+/// `accprof export TRACE -f svg --plot PLOT`, parsed: every text with its
+/// left and right edge as the built-in monospaced font draws it (0.602 of
+/// its size per character, from its anchor) and its baseline.
+fn svg_texts(trace_name: &str, plot: &str) -> (String, Vec<(String, f64, f64, f64)>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("plot.svg");
+    ok(&on_fixtures(
+        "export",
+        &[
+            &trace(trace_name),
+            "-f",
+            "svg",
+            "--plot",
+            plot,
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let svg = std::fs::read_to_string(&out).expect("read");
+    let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
+    let texts = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| {
+            let num = |a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok()).expect(a);
+            let text = n.text().unwrap_or("").trim().to_string();
+            let w = text.chars().count() as f64 * num("font-size") * 0.602;
+            let left = match n.attribute("text-anchor") {
+                Some("middle") => num("x") - w / 2.0,
+                Some("end") => num("x") - w,
+                _ => num("x"),
+            };
+            (text, left, left + w, num("y"))
+        })
+        .collect();
+    (svg, texts)
+}
+
+#[test]
+fn a_lines_plot_of_one_line_gives_it_a_full_row_and_its_label() {
+    // heat2d_naive spends all its time at one line.
+    let (svg, texts) = svg_texts("heat2d_naive", "lines");
+    let label = texts
+        .iter()
+        .find(|t| t.0 == "heat2d_naive.c:111")
+        .unwrap_or_else(|| panic!("the line's label: {svg}"));
+    let doc = roxmltree::Document::parse(&svg).expect("SVG is XML");
+    // The host segment (the line's largest) and the legend's box.
+    let bar = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#969696"))
+        .map(|n| {
+            let num = |a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok()).expect(a);
+            (num("y"), num("height"))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("a bar");
+    // One bar in a 168-pixel image: its row is about 70 pixels high.
+    assert!(bar.1 >= 40.0, "bar {bar:?}");
+    assert!(
+        bar.0 < label.3 && label.3 < bar.0 + bar.1,
+        "{label:?} beside {bar:?}"
+    );
+}
+
+#[test]
+fn a_sizes_plot_has_a_label_per_size_that_occurs_and_none_overlap() {
+    let (svg, texts) = svg_texts("laplace_bad_c", "sizes");
+    let run = support::h200_fixture("laplace_bad_c");
+    let mut sizes: Vec<u32> = run
+        .transfers()
+        .filter(|(_, t)| t.is_host_device())
+        .map(|(_, t)| 63 - t.bytes.max(1).leading_zeros())
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let names: Vec<_> = texts
+        .iter()
+        .filter(|t| t.0.ends_with(" B") || t.0.ends_with("iB"))
+        .collect();
+    let want: Vec<String> = sizes
+        .iter()
+        .map(|&b| accprof_analyzer::units::bytes(1 << b))
+        .collect();
+    let got: Vec<String> = names.iter().map(|t| t.0.clone()).collect();
+    assert_eq!(got, want, "{svg}");
+    let rates: Vec<_> = texts.iter().filter(|t| t.0.ends_with("B/s")).collect();
+    assert_eq!(rates.len(), sizes.len(), "{svg}");
+    for row in [names, rates] {
+        for w in row.windows(2) {
+            assert!(w[0].2 <= w[1].1, "{:?} overlaps {:?}", w[0], w[1]);
+        }
+    }
+}
+
 #[test]
 fn png_plots_are_png_files_of_the_expected_size() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -856,10 +951,18 @@ fn png_plots_are_png_files_of_the_expected_size() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ok(&on_fixtures("export", &args));
         let png = std::fs::read(&out).expect("read");
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{plot}");
-        assert_eq!(&png[12..16], b"IHDR");
-        let w = u32::from_be_bytes(png[16..20].try_into().expect("4"));
-        let h = u32::from_be_bytes(png[20..24].try_into().expect("4"));
+        let mut reader = png::Decoder::new(png.as_slice())
+            .read_info()
+            .unwrap_or_else(|e| panic!("{plot}: not a PNG: {e}"));
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let frame = reader.next_frame(&mut pixels).expect("decodes");
+        let (w, h) = (frame.width, frame.height);
+        // Something is drawn: not every pixel is the white ground.
+        let drawn = pixels[..frame.buffer_size()]
+            .chunks(3)
+            .filter(|p| p.iter().any(|&c| c < 200))
+            .count();
+        assert!(drawn > 1000, "{plot}: {drawn} pixels drawn");
         assert_eq!(w, 1200, "{plot}");
         if plot == "ranks" {
             // One 28-pixel row per rank below a fixed frame.

@@ -10,10 +10,11 @@ use std::io;
 use std::ops::Range;
 use std::sync::Once;
 
-use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::combinators::WithKeyPoints;
+use plotters::coord::types::RangedCoordi32;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
+use plotters::style::{FontStyle, FontTransform};
 
 use accprof_analyzer::summary::MergedSummary;
 use accprof_trace::CopyKind;
@@ -129,9 +130,12 @@ fn lines(m: &MergedSummary) -> Data {
             };
             let (cin, cout) = (dir(CopyKind::HostToDevice), dir(CopyKind::DeviceToHost));
             let host = l.host_ns.saturating_sub(kernel + cin + cout);
-            let label = match l.line {
-                Some(n) => format!("{}:{n}", base(&f.file)),
-                None => format!("{} {}", base(&f.file), f.function),
+            // A site without a line is told apart by its address, as the
+            // text summary does.
+            let label = match (l.line, l.address) {
+                (Some(n), _) => format!("{}:{n}", base(&f.file)),
+                (None, Some(a)) => format!("{} {a:#x}", base(&f.file)),
+                (None, None) => format!("{} {}", base(&f.file), f.function),
             };
             let total = kernel + cin + cout + host;
             bars.push((
@@ -195,11 +199,12 @@ fn sizes(runs: &[RunInput<'_>]) -> Data {
             e.3 = e.3.saturating_add(t.duration_ns());
         }
     }
-    let first = buckets.iter().position(|b| b.1 > 0).unwrap_or(0);
-    let last = buckets.iter().rposition(|b| b.1 > 0).unwrap_or(0);
+    // Only the sizes that occur: a bar each, not a wide row of empty
+    // powers of two between a few bytes and megabytes.
+    buckets.retain(|b| b.1 > 0);
     Data::Sizes {
         title: "host<->device transfers by size".to_string(),
-        buckets: buckets[first..=last].to_vec(),
+        buckets,
     }
 }
 
@@ -297,6 +302,34 @@ fn height(d: &Data) -> u32 {
     }
 }
 
+/// The plot's outer margin, and the room for the row labels of the bar
+/// plots and of the sizes plot's count axis.
+const MARGIN: u32 = 12;
+const ROW_LABELS: u32 = 220;
+const COUNT_LABELS: u32 = 70;
+/// Label text size; the built-in font is monospaced, each glyph
+/// `GLYPH_EM` of the size wide.
+const LABEL_PX: u32 = 13;
+const SMALL_PX: u32 = 11;
+pub const GLYPH_EM: f64 = 0.602;
+
+/// How wide `text` is drawn at `px`, in pixels.
+fn text_px(text: &str, px: u32) -> f64 {
+    text.chars().count() as f64 * px as f64 * GLYPH_EM
+}
+
+/// `n` rows, two units each, labelled at their middles: every row has its
+/// label, even one alone (a segmented `0..0` has no extent to draw in).
+fn rows(n: usize) -> WithKeyPoints<RangedCoordi32> {
+    let n = n.max(1) as i32;
+    (0..2 * n).with_key_points((0..n).map(|i| 2 * i + 1).collect())
+}
+
+/// The row a label's key point (a row's middle) stands for.
+fn row_of(v: i32) -> usize {
+    (v.max(0) / 2) as usize
+}
+
 fn draw<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, d: &Data) -> io::Result<()>
 where
     DB::ErrorType: 'static,
@@ -315,29 +348,27 @@ where
                 .max()
                 .unwrap_or(0) as f64
                 / 1e6;
-            let n = bars.len().max(1) as i32;
+            let n = bars.len().max(1);
             // The first bar on top; room on the right for the legend.
-            let row = |i: usize| n - 1 - i as i32;
+            let row = |i: usize| 2 * (n - 1 - i) as i32;
             let mut chart = ChartBuilder::on(&area)
                 .caption(title, (f, 20))
-                .margin(12)
+                .margin(MARGIN)
                 .x_label_area_size(40)
-                .y_label_area_size(220)
-                .build_cartesian_2d(0f64..(max_ms * 1.3).max(1e-3), (0..n - 1).into_segmented())
+                .y_label_area_size(ROW_LABELS)
+                .build_cartesian_2d(0f64..(max_ms * 1.3).max(1e-3), rows(n))
                 .map_err(err)?;
             let labels: Vec<&str> = bars.iter().map(|b| b.label.as_str()).collect();
             chart
                 .configure_mesh()
                 .disable_y_mesh()
                 .x_desc("time (ms)")
-                .label_style((f, 13))
-                .y_labels(bars.len().max(1))
-                .y_label_formatter(&|v: &SegmentValue<i32>| match v {
-                    SegmentValue::CenterOf(i) if *i < n => labels
-                        .get((n - 1 - *i) as usize)
+                .label_style((f, LABEL_PX))
+                .y_label_formatter(&|v: &i32| {
+                    labels
+                        .get(n - 1 - row_of(*v).min(n - 1))
                         .map(|s| s.to_string())
-                        .unwrap_or_default(),
-                    _ => String::new(),
+                        .unwrap_or_default()
                 })
                 .draw()
                 .map_err(err)?;
@@ -348,14 +379,8 @@ where
                     (v > 0).then(|| {
                         let x0 = before as f64 / 1e6;
                         let x1 = (before + v) as f64 / 1e6;
-                        let i = row(i);
-                        let mut r = Rectangle::new(
-                            [
-                                (x0, SegmentValue::Exact(i)),
-                                (x1, SegmentValue::Exact(i + 1)),
-                            ],
-                            colour.filled(),
-                        );
+                        let y = row(i);
+                        let mut r = Rectangle::new([(x0, y + 2), (x1, y)], colour.filled());
                         r.set_margin(4, 4, 0, 0);
                         r
                     })
@@ -372,7 +397,7 @@ where
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::LowerRight)
-                .label_font((f, 13))
+                .label_font((f, LABEL_PX))
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .draw()
@@ -383,39 +408,37 @@ where
             span_ms,
             lanes,
         } => {
-            let n = lanes.len().max(1) as i32;
+            let n = lanes.len().max(1);
             let mut chart = ChartBuilder::on(&area)
                 .caption(title, (f, 20))
-                .margin(12)
+                .margin(MARGIN)
                 .x_label_area_size(40)
-                .y_label_area_size(220)
-                .build_cartesian_2d(0f64..span_ms.max(1e-3), (0..n - 1).into_segmented())
+                .y_label_area_size(ROW_LABELS)
+                .build_cartesian_2d(0f64..span_ms.max(1e-3), rows(n))
                 .map_err(err)?;
             let labels: Vec<&str> = lanes.iter().map(|l| l.0.as_str()).collect();
             chart
                 .configure_mesh()
                 .disable_y_mesh()
                 .x_desc("time (ms)")
-                .label_style((f, 13))
-                .y_labels(lanes.len().max(1))
-                .y_label_formatter(&|v: &SegmentValue<i32>| match v {
-                    SegmentValue::CenterOf(i) => labels
-                        .get(*i as usize)
+                .label_style((f, LABEL_PX))
+                .y_label_formatter(&|v: &i32| {
+                    labels
+                        .get(row_of(*v))
                         .map(|s| s.to_string())
-                        .unwrap_or_default(),
-                    _ => String::new(),
+                        .unwrap_or_default()
                 })
                 .draw()
                 .map_err(err)?;
             let per_col = span_ms / TIMELINE_COLUMNS as f64;
             for (i, (_, colour, runs)) in lanes.iter().enumerate() {
-                let i = i as i32;
+                let y = 2 * i as i32;
                 chart
                     .draw_series(runs.iter().map(|r| {
                         let mut rect = Rectangle::new(
                             [
-                                (r.start as f64 * per_col, SegmentValue::Exact(i)),
-                                (r.end as f64 * per_col, SegmentValue::Exact(i + 1)),
+                                (r.start as f64 * per_col, y + 2),
+                                (r.end as f64 * per_col, y),
                             ],
                             colour.filled(),
                         );
@@ -425,84 +448,139 @@ where
                     .map_err(err)?;
             }
         }
-        Data::Sizes { title, buckets } => {
-            let n = buckets.len().max(1) as i32;
-            let max = buckets.iter().map(|b| b.1).max().unwrap_or(1).max(1);
-            let mut chart = ChartBuilder::on(&area)
-                .caption(title, (f, 20))
-                .margin(12)
-                .x_label_area_size(50)
-                .y_label_area_size(70)
-                .build_cartesian_2d((0..n - 1).into_segmented(), 0u64..(max + max / 5 + 1))
-                .map_err(err)?;
-            let names: Vec<String> = buckets
-                .iter()
-                .map(|b| accprof_analyzer::units::bytes(1u64 << b.0.min(63)))
-                .collect();
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_desc("transfer size (at least)")
-                .y_desc("transfers")
-                .label_style((f, 12))
-                .x_labels(buckets.len().max(1))
-                .x_label_formatter(&|v: &SegmentValue<i32>| match v {
-                    SegmentValue::CenterOf(i) => {
-                        names.get(*i as usize).cloned().unwrap_or_default()
-                    }
-                    _ => String::new(),
-                })
-                .draw()
-                .map_err(err)?;
-            chart
-                .draw_series(
-                    buckets
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, b)| b.1 > 0)
-                        .map(|(i, b)| {
-                            let i = i as i32;
-                            let mut r = Rectangle::new(
-                                [
-                                    (SegmentValue::Exact(i), 0),
-                                    (SegmentValue::Exact(i + 1), b.1),
-                                ],
-                                COPYIN.filled(),
-                            );
-                            r.set_margin(0, 0, 4, 4);
-                            r
-                        }),
-                )
-                .map_err(err)?;
-            // Bandwidth of each size above its bar.
-            chart
-                .draw_series(
-                    buckets
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, b)| b.1 > 0)
-                        .map(|(i, b)| {
-                            let gbps = if b.3 == 0 {
-                                "-".to_string()
-                            } else {
-                                format!("{:.2} GB/s", b.2 as f64 / b.3 as f64)
-                            };
-                            Text::new(
-                                gbps,
-                                (SegmentValue::CenterOf(i as i32), b.1),
-                                (f, 11).into_font().color(&BLACK).pos(
-                                    plotters::style::text_anchor::Pos::new(
-                                        plotters::style::text_anchor::HPos::Center,
-                                        plotters::style::text_anchor::VPos::Bottom,
-                                    ),
-                                ),
-                            )
-                        }),
-                )
+        Data::Sizes { title, buckets } => sizes_chart(&area, title, buckets)?,
+    }
+    area.present().map_err(err)
+}
+
+/// One bar per transfer size that occurs, its count up, its bandwidth
+/// written above it. Labels that would not fit their bar's width side by
+/// side are turned upright.
+fn sizes_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    buckets: &[(u32, u64, u64, u64)],
+) -> io::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let f = font();
+    if buckets.is_empty() {
+        let (w, h) = area.dim_in_pixel();
+        area.draw(&Text::new(
+            title.to_string(),
+            (w as i32 / 2, MARGIN as i32),
+            (f, 20)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Top)),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            "no host<->device transfers".to_string(),
+            (w as i32 / 2, h as i32 / 2),
+            (f, LABEL_PX)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Center)),
+        ))
+        .map_err(err)?;
+        return Ok(());
+    }
+    let n = buckets.len();
+    let names: Vec<String> = buckets
+        .iter()
+        .map(|b| accprof_analyzer::units::bytes(1u64 << b.0.min(63)))
+        .collect();
+    let rates: Vec<String> = buckets
+        .iter()
+        .map(|b| accprof_analyzer::units::rate(b.2, b.3).unwrap_or_else(|| "-".to_string()))
+        .collect();
+    let widest = |v: &[String], px| v.iter().map(|s| text_px(s, px)).fold(0.0, f64::max);
+    let (w, _) = area.dim_in_pixel();
+    let slot = (f64::from(w) - f64::from(2 * MARGIN + COUNT_LABELS)) / n as f64;
+    // Side by side, each label keeps a few pixels from the next.
+    let upright_names = widest(&names, LABEL_PX) > slot - 6.0;
+    let upright_rates = widest(&rates, SMALL_PX) > slot - 6.0;
+    let name_room = if upright_names {
+        widest(&names, LABEL_PX) as u32 + 40
+    } else {
+        50
+    };
+    let max = buckets.iter().map(|b| b.1).max().unwrap_or(1).max(1);
+    // Headroom above the tallest bar for its rate.
+    let top = if upright_rates {
+        max + max / 3 + 1
+    } else {
+        max + max / 5 + 1
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (f, 20))
+        .margin(MARGIN)
+        .x_label_area_size(name_room)
+        .y_label_area_size(COUNT_LABELS)
+        .build_cartesian_2d(rows(n), 0u64..top)
+        .map_err(err)?;
+    // The axis draws its labels centred on their ticks, upright ones too
+    // (half of each above the axis): upright names are drawn here instead,
+    // each starting below its tick.
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("transfer size (at least); bandwidth above each bar")
+        .y_desc("transfers")
+        .label_style((f, LABEL_PX))
+        .axis_desc_style((f, LABEL_PX))
+        .x_label_formatter(&|v: &i32| {
+            if upright_names {
+                String::new()
+            } else {
+                names.get(row_of(*v)).cloned().unwrap_or_default()
+            }
+        })
+        .draw()
+        .map_err(err)?;
+    if upright_names {
+        let style = (f, LABEL_PX)
+            .into_font()
+            .transform(FontTransform::Rotate90)
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, name) in names.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(2 * i as i32 + 1, 0));
+            area.draw(&Text::new(name.clone(), (x, y + 8), style.clone()))
                 .map_err(err)?;
         }
     }
-    area.present().map_err(err)
+    chart
+        .draw_series(buckets.iter().enumerate().map(|(i, b)| {
+            let x = 2 * i as i32;
+            let mut r = Rectangle::new([(x, 0), (x + 2, b.1)], COPYIN.filled());
+            r.set_margin(0, 0, 4, 4);
+            r
+        }))
+        .map_err(err)?;
+    let rate_style = if upright_rates {
+        (f, SMALL_PX)
+            .into_font()
+            .color(&BLACK)
+            .transform(FontTransform::Rotate270)
+            .pos(Pos::new(HPos::Left, VPos::Center))
+    } else {
+        (f, SMALL_PX)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Bottom))
+    };
+    chart
+        .draw_series(
+            buckets.iter().zip(&rates).enumerate().map(|(i, (b, r))| {
+                Text::new(r.clone(), (2 * i as i32 + 1, b.1), rate_style.clone())
+            }),
+        )
+        .map_err(err)?;
+    Ok(())
 }
 
 /// The plot as an SVG document or PNG file.
@@ -533,5 +611,144 @@ pub fn render(d: &Data, image: Image) -> io::Result<Vec<u8>> {
             }
             Ok(out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A text of an SVG plot: its string, where it is drawn across (left
+    /// and right edge, in pixels) and its baseline.
+    #[derive(Debug)]
+    struct Label {
+        text: String,
+        left: f64,
+        right: f64,
+        y: f64,
+    }
+
+    /// Every text of the SVG, placed as the built-in monospaced font draws
+    /// it: `GLYPH_EM` of the font size per character, from its anchor; a
+    /// text turned upright takes its font size across.
+    fn labels(svg: &str) -> Vec<Label> {
+        let doc = roxmltree::Document::parse(svg).expect("SVG is XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| {
+                let num = |a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok());
+                let text = n.text().unwrap_or("").trim().to_string();
+                let (x, y) = (num("x").expect("x"), num("y").expect("y"));
+                let size = num("font-size").expect("font-size");
+                let across = if n.attribute("transform").is_some() {
+                    size
+                } else {
+                    text.chars().count() as f64 * size * GLYPH_EM
+                };
+                let left = match n.attribute("text-anchor") {
+                    Some("middle") => x - across / 2.0,
+                    Some("end") => x - across,
+                    _ => x,
+                };
+                Label {
+                    text,
+                    left,
+                    right: left + across,
+                    y,
+                }
+            })
+            .collect()
+    }
+
+    /// No two of `labels` on one row (the same baseline, or both
+    /// upright) overlap.
+    fn apart(labels: &[&Label]) {
+        let mut v: Vec<&&Label> = labels.iter().collect();
+        v.sort_by(|a, b| a.left.total_cmp(&b.left));
+        for w in v.windows(2) {
+            assert!(w[0].right <= w[1].left, "{:?} overlaps {:?}", w[0], w[1]);
+        }
+    }
+
+    fn svg(d: &Data) -> String {
+        String::from_utf8(render(d, Image::Svg).expect("render")).expect("utf-8")
+    }
+
+    fn rects(svg: &str, fill: &str) -> Vec<(f64, f64, f64, f64)> {
+        let doc = roxmltree::Document::parse(svg).expect("SVG is XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(fill))
+            .map(|n| {
+                let num = |a: &str| n.attribute(a).and_then(|v| v.parse().ok()).expect(a);
+                (num("x"), num("y"), num("width"), num("height"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_bar_fills_its_row_beside_its_label() {
+        let d = Data::Stacked {
+            title: "time per source line".into(),
+            series: vec![("kernel", KERNEL), ("host", HOST)],
+            bars: vec![Bar {
+                label: "a.c:12".into(),
+                parts: vec![3_000_000, 1_000_000],
+            }],
+        };
+        let s = svg(&d);
+        let label = labels(&s)
+            .into_iter()
+            .find(|l| l.text == "a.c:12")
+            .expect("the bar's label");
+        // The kernel segment and the legend's kernel box.
+        let bar = rects(&s, "#1F77B4")
+            .into_iter()
+            .max_by(|a, b| a.3.total_cmp(&b.3))
+            .expect("bar");
+        let plot = height(&d) as f64 - 140.0;
+        assert!(bar.3 >= plot * 0.6, "bar {bar:?} of a {plot} px row");
+        assert!(
+            bar.1 < label.y && label.y < bar.1 + bar.3,
+            "label {label:?} beside bar {bar:?}"
+        );
+    }
+
+    fn buckets(sizes: std::ops::Range<u32>) -> Data {
+        Data::Sizes {
+            title: "sizes".into(),
+            buckets: sizes
+                .map(|b| (b, 10 + u64::from(b), 1000 << b, 3000 + 7 * u64::from(b)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn size_and_bandwidth_labels_never_overlap() {
+        // Five sizes side by side, forty upright.
+        for sizes in [2..7, 2..42] {
+            let s = svg(&buckets(sizes.clone()));
+            let all = labels(&s);
+            let names: Vec<&Label> = all
+                .iter()
+                .filter(|l| l.text.ends_with(" B") || l.text.ends_with("iB"))
+                .collect();
+            let rates: Vec<&Label> = all.iter().filter(|l| l.text.ends_with("B/s")).collect();
+            assert_eq!(names.len(), sizes.len(), "{sizes:?}");
+            assert_eq!(rates.len(), sizes.len(), "{sizes:?}");
+            apart(&names);
+            // The rates stand at their bars' heights, which rise: any two
+            // may meet across.
+            apart(&rates);
+        }
+    }
+
+    #[test]
+    fn a_run_without_transfers_says_so() {
+        let s = svg(&buckets(0..0));
+        assert!(s.contains("no host&lt;-&gt;device transfers"), "{s}");
+        let png = render(&buckets(0..0), Image::Png).expect("render");
+        let dec = png::Decoder::new(png.as_slice());
+        let reader = dec.read_info().expect("a PNG");
+        assert_eq!((reader.info().width, reader.info().height), (WIDTH, 600));
     }
 }
