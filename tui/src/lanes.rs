@@ -118,7 +118,24 @@ pub struct Lane {
     /// The events came out of start order and were sorted: the handles
     /// are not in order.
     reordered: bool,
+    /// The time covered by at least one event before each block of
+    /// [`BUSY_BLOCK`] positions: with a walk of at most one block, the
+    /// busy time before any instant (8 bytes per 64 events).
+    busy: Vec<u64>,
     building: Building,
+}
+
+/// Positions per entry of a lane's busy index.
+const BUSY_BLOCK: usize = 64;
+
+/// A walk through a lane's events adding up the time they cover.
+#[derive(Debug, Clone, Copy, Default)]
+struct BusyWalk {
+    /// Events `0..pos` are added up.
+    pos: usize,
+    /// The time they cover, and the latest end among them.
+    busy: u64,
+    reach: u64,
 }
 
 /// What [`Lane::seal`] needs to know of the events pushed.
@@ -131,6 +148,8 @@ struct Building {
     unsorted: bool,
     /// An event ended before an earlier one.
     overlap: bool,
+    /// The time covered by the events so far (while they come in order).
+    busy: u64,
 }
 
 /// What one screen column of a lane shows.
@@ -146,6 +165,10 @@ pub struct Cell {
     pub fill: u8,
     /// Whether that extent sits in the column's left or right half only.
     pub side: Side,
+    /// Share of the column some event covers, in eighths rounded up (1
+    /// for any busy time at all): how busy the lane was there, which the
+    /// extent overstates when short events lie far apart.
+    pub busy: u8,
     /// The event that speaks for the column (the first starting in it, else
     /// the covering one), by position; `u32::MAX` for none.
     pub first: u32,
@@ -173,6 +196,7 @@ impl Lane {
             tag: Tag::Compute,
             reach: Vec::new(),
             reordered: false,
+            busy: Vec::new(),
             building: Building::default(),
         }
     }
@@ -288,6 +312,11 @@ impl Lane {
         let b = &mut self.building;
         b.unsorted |= start < b.last_start;
         b.overlap |= end < b.reach;
+        if n % BUSY_BLOCK == 0 {
+            self.busy.push(b.busy);
+        }
+        // (Made anew by `seal` if the events come out of order.)
+        b.busy += end.saturating_sub(start.max(b.reach));
         b.last_start = start;
         b.reach = b.reach.max(end);
         if self.tags.is_empty() {
@@ -330,6 +359,7 @@ impl Lane {
             // The handles are no longer in order: `find` scans.
             self.reordered = true;
         }
+        let rebuild_busy = unsorted;
         self.reach = Vec::new();
         // Sorted anew, the events may overlap where they did not before.
         if overlap || unsorted {
@@ -346,6 +376,16 @@ impl Lane {
                 self.reach = reach;
             }
         }
+        if rebuild_busy {
+            self.busy.clear();
+            let mut w = BusyWalk::default();
+            while w.pos < n {
+                if w.pos % BUSY_BLOCK == 0 {
+                    self.busy.push(w.busy);
+                }
+                self.walk_one(&mut w);
+            }
+        }
         match &mut self.ids {
             Ids::Constructs(v) => v.shrink_to_fit(),
             Ids::Kernels(v) => v.shrink_to_fit(),
@@ -353,6 +393,58 @@ impl Lane {
             Ids::Memsets(v) => v.shrink_to_fit(),
         }
         self.tags.shrink_to_fit();
+        self.busy.shrink_to_fit();
+    }
+
+    /// Adds the event at `w.pos` to the walk.
+    #[inline]
+    fn walk_one(&self, w: &mut BusyWalk) {
+        let (s, e) = self.span_at(w.pos);
+        w.busy += e.saturating_sub(s.max(w.reach));
+        w.reach = w.reach.max(e);
+        w.pos += 1;
+    }
+
+    /// Moves the walk on to position `to` (not back): from the index
+    /// entry of `to`'s block where that is ahead, then event by event.
+    fn walk_to(&self, w: &mut BusyWalk, to: usize) {
+        let b = to / BUSY_BLOCK;
+        if let Some(&busy) = self.busy.get(b) {
+            let at = b * BUSY_BLOCK;
+            if at > w.pos {
+                *w = BusyWalk {
+                    pos: at,
+                    busy,
+                    reach: if at > 0 { self.reach_at(at - 1) } else { 0 },
+                };
+            }
+        }
+        while w.pos < to {
+            self.walk_one(w);
+        }
+    }
+
+    /// The busy time before `t`, with the walk at the first event that
+    /// starts at or after `t`: the events before it that run past `t`
+    /// cover all of `t..reach`, which is taken off.
+    fn busy_before(w: &BusyWalk, t: f64) -> f64 {
+        if w.pos == 0 {
+            return 0.0;
+        }
+        w.busy as f64 - (w.reach as f64 - t).max(0.0)
+    }
+
+    /// The time in `a..b` (ns of the common clock) that at least one of
+    /// the lane's events covers.
+    pub fn busy_ns(&self, a: f64, b: f64) -> f64 {
+        let n = self.len();
+        let mut w = BusyWalk::default();
+        let i = self.first_not(0, n, |s| (s as f64) < a);
+        self.walk_to(&mut w, i);
+        let before = Self::busy_before(&w, a);
+        let j = self.first_not(i, n, |s| (s as f64) < b.max(a));
+        self.walk_to(&mut w, j);
+        (Self::busy_before(&w, b.max(a)) - before).max(0.0)
     }
 
     /// The first position in `lo..hi` whose event does not start `before`
@@ -415,16 +507,32 @@ impl Lane {
     pub fn cells(&self, t0: f64, per_col: f64, out: &mut [Cell]) {
         let n = self.len();
         let mut lo = self.first_not(0, n, |s| (s as f64) < t0);
+        let mut walk = BusyWalk::default();
+        self.walk_to(&mut walk, lo);
+        let mut busy_before = Self::busy_before(&walk, t0);
         for (c, cell) in out.iter_mut().enumerate() {
             let a = t0 + c as f64 * per_col;
             let b = a + per_col;
             let hi = self.first_not(lo, n, |s| (s as f64) < b);
             let covered = lo > 0 && self.reach_at(lo - 1) as f64 > a;
+            self.walk_to(&mut walk, hi);
+            let busy_by = Self::busy_before(&walk, b);
+            let busy = if per_col > 0.0 {
+                (busy_by - busy_before) / per_col
+            } else {
+                0.0
+            };
+            busy_before = busy_by;
             *cell = Cell {
                 count: (hi - lo) as u32,
                 covered,
                 first: u32::MAX,
                 end: hi as u32,
+                busy: if busy > 0.0 {
+                    ((busy * 8.0).ceil() as u8).clamp(1, 8)
+                } else {
+                    0
+                },
                 ..Cell::default()
             };
             if hi > lo || covered {
@@ -508,7 +616,7 @@ impl Lane {
             Ids::Transfers(v) => v.capacity() * 4,
             Ids::Memsets(v) => v.capacity() * 4,
         };
-        self.reach.capacity() * 8 + self.tags.capacity() + ids
+        self.reach.capacity() * 8 + self.busy.capacity() * 8 + self.tags.capacity() + ids
     }
 }
 
@@ -947,7 +1055,8 @@ mod tests {
         // Non-overlapping events: a handle each, no reach, one kind.
         let l = lane(&[(0, 10), (20, 30)]);
         assert!(l.reach.is_empty() && l.tags.is_empty());
-        assert_eq!(l.heap_bytes(), 2 * 4);
+        // A handle each, and one entry of the busy index.
+        assert_eq!(l.heap_bytes(), 2 * 4 + 8);
         assert_eq!(
             (l.start(1), l.end(0), l.end(1), l.last_end()),
             (20, 10, 30, 30)
@@ -1002,6 +1111,44 @@ mod tests {
         assert_eq!(l.first_at_or_after(55), 6);
         assert_eq!(l.first_at_or_after(0), 0);
         assert_eq!(l.first_at_or_after(200_000), 10_000);
+    }
+
+    #[test]
+    fn busy_time_counts_overlapping_events_once_in_any_window() {
+        // Out of order, overlapping, nested, and 300 short ones after: the
+        // index is walked across several blocks.
+        let mut spans = vec![(50, 60), (0, 30), (10, 20), (25, 40)];
+        spans.extend((0..300u64).map(|i| (100 + i * 10, 100 + i * 10 + 3)));
+        let l = lane(&spans);
+        // Covered: 0..40, 50..60 and 3 ns of every 10 from 100.
+        let truth = |a: u64, b: u64| {
+            (a..b)
+                .filter(|&t| spans.iter().any(|&(s, e)| s <= t && t < e))
+                .count() as f64
+        };
+        for (a, b) in [
+            (0, 100),
+            (5, 55),
+            (35, 37),
+            (0, 3100),
+            (1234, 2345),
+            (99, 101),
+            (4000, 5000),
+        ] {
+            assert_eq!(l.busy_ns(a as f64, b as f64), truth(a, b), "{a}..{b}");
+        }
+        // A window that starts before the first event.
+        assert_eq!(l.busy_ns(-500.0, 100.0), truth(0, 100));
+        let mut cells = [Cell::default(); 2];
+        l.cells(-100.0, 100.0, &mut cells);
+        assert_eq!((cells[0].busy, cells[1].busy), (0, 4));
+        let mut cells = [Cell::default(); 4];
+        l.cells(0.0, 100.0, &mut cells);
+        let busy: Vec<u8> = cells.iter().map(|c| c.busy).collect();
+        // 50 of 100 ns, then 30 of 100 in each column of short events.
+        assert_eq!(busy, [4, 3, 3, 3]);
+        // The extent overstates the short ones: the column looks full.
+        assert_eq!(cells[1].fill, 8);
     }
 
     #[test]

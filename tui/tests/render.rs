@@ -505,3 +505,77 @@ fn without_color_the_kinds_keep_their_glyphs_and_no_color_is_set() {
         accprof_tui::style::full_glyph(Tag::Update)
     );
 }
+
+/// A device that is busy about 7% of a long compute phase: `n` kernels of
+/// 10 us, 130 us apart.
+fn sparse_kernels(n: usize) -> Session {
+    use accprof_analyzer::testkit::runs::RunBuilder;
+    use accprof_analyzer::ConstructClass;
+    let mut b = RunBuilder::new(accprof_trace::HashMode::Off);
+    let site = b.site("sparse.c", 12);
+    let c = b.open(ConstructClass::Compute, site, None);
+    for _ in 0..n {
+        b.kernel(c, 1, 10_000);
+        b.t += 119_000;
+    }
+    b.close(c);
+    Session::open(vec![(PathBuf::from("sparse.trace"), b.build())], &[])
+}
+
+/// The row of the lane whose label starts with `name`: its label part and
+/// its lane part.
+fn row<'a>(text: &'a str, name: &str) -> (&'a str, String) {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} row:\n{text}"));
+    let cut = line
+        .char_indices()
+        .nth(view::LABEL_WIDTH as usize)
+        .map_or(line.len(), |(i, _)| i);
+    let lanes: String = line[cut..].chars().take_while(|&c| c != '│').collect();
+    (&line[..cut], lanes)
+}
+
+#[test]
+fn sparse_kernels_shade_the_device_lane_by_its_busy_share() {
+    let s = sparse_kernels(2_000);
+    let mut st = State::new(&s);
+    let text = screen(&s, &st, W, H);
+    let (label, lane) = row(&text, "dev 0 queue 7");
+    // The label's share is the kernels' time over the window's.
+    let run = &s.groups[0].run;
+    let kernel_ns: u64 = run.kernels().map(|(_, k)| k.end_ns - k.start_ns).sum();
+    let want = format!("{:.0}%", 100.0 * kernel_ns as f64 / st.width_ns);
+    assert_eq!(
+        label.split_whitespace().last(),
+        Some(want.as_str()),
+        "{text}"
+    );
+    assert_eq!(want, "8%");
+    // Every column of the compute phase holds kernels, none is drawn
+    // full: each is the lightest shade.
+    let drawn: Vec<char> = lane.chars().filter(|&c| c != ' ').collect();
+    assert!(drawn.len() > 50, "{lane}");
+    assert!(drawn.iter().all(|&c| c == '░'), "{lane}\n{text}");
+    // The host thread runs the whole phase: full, and 98% of the window.
+    let (label, host) = row(&text, "thread");
+    assert!(label.trim_end().ends_with("98%"), "{label}");
+    assert!(host.contains("████"), "{host}");
+
+    // Zoomed in to 300 us, a kernel fills whole columns, and the gaps
+    // between them are empty.
+    let lane = &s.groups[0].lanes.lanes[lane_of(&s, 0, |k| matches!(k, LaneKind::Stream { .. }))];
+    let a = lane.start(100);
+    st.zoom_to(a, a + 300_000);
+    let text = screen(&s, &st, W, H);
+    let (label, lane) = row(&text, "dev 0 queue 7");
+    assert!(lane.contains('█'), "{lane}");
+    assert!(lane.contains("     "), "{lane}");
+    let share: f64 = label
+        .split_whitespace()
+        .last()
+        .and_then(|p| p.trim_end_matches('%').parse().ok())
+        .expect("a share");
+    assert!((5.0..=12.0).contains(&share), "{label}");
+}

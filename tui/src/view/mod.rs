@@ -20,7 +20,7 @@ pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
 /// Width of the lane names left of the lanes.
-pub const LABEL_WIDTH: u16 = 18;
+pub const LABEL_WIDTH: u16 = 22;
 
 /// Where each part of the screen goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 
 use super::Areas;
 use crate::data::Session;
-use crate::lanes::{Cell, Side};
+use crate::lanes::{Cell, LaneKind, Side};
 use crate::state::{Focus, Row, State};
 use crate::style::{full_glyph, Palette, LEVELS};
 
@@ -61,16 +61,14 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 let gr = &session.groups[g];
                 let lane = &gr.lanes.lanes[l];
                 let sel = state.selected.filter(|e| e.group == g && e.lane == l);
-                label(
-                    buf,
-                    a.labels,
-                    y,
-                    &lane.label,
-                    on_cursor,
-                    sel.is_some(),
-                    palette,
-                );
+                // How busy the lane is in the window, from its index.
+                let share = lane.busy_ns(state.t0, state.t1()) / state.width_ns.max(1.0);
+                let text = format!("{}\t{}", lane.label, percent(share));
+                label(buf, a.labels, y, &text, on_cursor, sel.is_some(), palette);
                 lane.cells(state.t0, per_col, &mut cells);
+                // A device lane holds one kind of event: its shades tell
+                // how busy each column is (a host thread's tell kinds).
+                let device = !matches!(lane.kind, LaneKind::Thread { .. });
                 let marks = gr.derived().map_or(&[][..], |d| d.marks[l].as_slice());
                 let lit_marks = state
                     .highlight
@@ -83,14 +81,12 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     }
                     let x = a.lanes.x + c as u16;
                     let tag = lane.tag(cell.first);
-                    let glyph = if cell.fill >= 5 {
+                    let glyph = if device {
+                        device_glyph(cell)
+                    } else if cell.fill >= 5 {
                         full_glyph(tag)
                     } else {
-                        match cell.side {
-                            Side::Left => "▌",
-                            Side::Right => "▐",
-                            Side::Both => full_glyph(tag),
-                        }
+                        half_glyph(cell).unwrap_or(full_glyph(tag))
                     };
                     let mut style = palette.tag(tag);
                     let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
@@ -169,6 +165,40 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
     }
 }
 
+/// A share as a whole percentage; "<1%" for a little busy time, so that
+/// only an idle lane reads 0%.
+fn percent(share: f64) -> String {
+    let p = (share * 100.0).clamp(0.0, 100.0);
+    if p > 0.0 && p < 1.0 {
+        "<1%".to_string()
+    } else {
+        format!("{:.0}%", p)
+    }
+}
+
+/// The half block of a column whose events sit in one half of it.
+fn half_glyph(cell: &Cell) -> Option<&'static str> {
+    match cell.side {
+        Side::Left => Some("▌"),
+        Side::Right => Some("▐"),
+        Side::Both => None,
+    }
+}
+
+/// A device lane's column by how much of it the lane was busy: full,
+/// a half block where its events fill most of one half, else a shade
+/// (light for any busy time at all, dark for most of the column).
+fn device_glyph(cell: &Cell) -> &'static str {
+    match cell.busy {
+        7.. => "█",
+        b if (3..=4).contains(&cell.fill) && b + 1 >= cell.fill => half_glyph(cell).unwrap_or("▓"),
+        5.. => "▓",
+        3.. => "▒",
+        _ => "░",
+    }
+}
+
+/// A lane's label; text after a tab goes to the right edge.
 fn label(
     buf: &mut Buffer,
     area: Rect,
@@ -187,7 +217,14 @@ fn label(
     }
     let w = area.width as usize - 1;
     let lead = if selected { "▶" } else { " " };
-    let text = format!("{lead}{text:<w$}", w = w - 1);
+    let text = match text.split_once('\t') {
+        Some((left, right)) => {
+            let room = (w - 1).saturating_sub(right.chars().count() + 1);
+            let left: String = left.chars().take(room).collect();
+            format!("{lead}{left:<room$} {right}")
+        }
+        None => format!("{lead}{text:<w$}", w = w - 1),
+    };
     buf.set_stringn(area.x, y, &text, w, style);
 }
 
