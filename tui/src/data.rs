@@ -41,8 +41,12 @@ pub struct Derived {
 /// One trace: a group of lanes.
 pub struct Group {
     pub path: PathBuf,
-    /// "rank 2" for an MPI rank, else the trace's file name.
+    /// "rank 2  r2.trace" for an MPI rank, else the trace's file name.
     pub label: String,
+    /// "rank 2" for an MPI rank, else the trace's file name.
+    pub short: String,
+    /// The lane busy the longest, which stands for the group in one row.
+    pub busiest: Option<usize>,
     pub run: Arc<Run>,
     pub sources: SourceSet,
     pub lanes: RunLanes,
@@ -73,7 +77,10 @@ pub struct FindingRef {
 impl Session {
     /// Builds the session from loaded runs (each with the path it came
     /// from); sources are looked for as `accprof analyze` does.
-    pub fn new(runs: Vec<(PathBuf, Run)>, source_dirs: &[PathBuf]) -> Session {
+    pub fn new(mut runs: Vec<(PathBuf, Run)>, source_dirs: &[PathBuf]) -> Session {
+        // MPI ranks by number (a shell's glob gives r10 before r2); other
+        // traces after them, as given.
+        runs.sort_by_key(|(_, r)| (r.header.rank.is_none(), r.header.rank));
         // The common clock: wall-clock time of each run's first event.
         let unix_of = |r: &Run| -> i128 {
             i128::from(r.header.start_unix_ns) + i128::from(r.span_ns.0)
@@ -172,10 +179,11 @@ impl Group {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        let label = match run.header.rank {
-            Some(r) if several => format!("rank {r}  {name}"),
-            _ => name,
+        let (label, short) = match run.header.rank {
+            Some(r) if several => (format!("rank {r}  {name}"), format!("rank {r}")),
+            _ => (name.clone(), name),
         };
+        let busiest = lanes.busiest();
         let mut line_keys: Vec<(String, Option<u32>)> = Vec::new();
         let mut key_of: HashMap<(String, Option<u32>), u32> = HashMap::new();
         let mut line_of_site = HashMap::new();
@@ -190,6 +198,8 @@ impl Group {
         Group {
             path,
             label,
+            short,
+            busiest,
             run,
             sources,
             lanes,

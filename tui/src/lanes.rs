@@ -1008,6 +1008,19 @@ impl RunLanes {
     pub fn heap_bytes(&self) -> usize {
         self.lanes.iter().map(Lane::heap_bytes).sum::<usize>() + self.memory.heap_bytes()
     }
+
+    /// The lane whose events cover the most time (the first of equals).
+    pub fn busiest(&self) -> Option<usize> {
+        let busy = |l: &Lane| l.busy_ns(l.first_start() as f64, l.last_end() as f64);
+        let mut best: Option<(usize, f64)> = None;
+        for (i, l) in self.lanes.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+            let b = busy(l);
+            if best.map_or(true, |(_, m)| b > m) {
+                best = Some((i, b));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
 }
 
 #[cfg(test)]

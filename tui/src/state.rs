@@ -160,6 +160,16 @@ impl State {
         st
     }
 
+    /// Where the groups' lanes do not fit `height` rows, shows each group
+    /// as one row (its busiest lane) to be opened one by one.
+    pub fn fit_rows(&mut self, s: &Session, height: usize) {
+        if s.groups.len() > 1 && self.rows.len() > height {
+            self.collapsed.fill(true);
+            self.rebuild_rows(s);
+            self.cursor = 0;
+        }
+    }
+
     pub fn rebuild_rows(&mut self, s: &Session) {
         let several = s.groups.len() > 1;
         let mut rows = Vec::new();

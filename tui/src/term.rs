@@ -10,7 +10,6 @@ use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, E
 use ratatui::crossterm::execute;
 
 use crate::data::Session;
-use crate::state::State;
 use crate::style::Palette;
 use crate::update::{update, Control};
 use crate::Error;
@@ -37,7 +36,9 @@ enum Msg {
 pub fn run(session: Arc<Session>) -> Result<(), Error> {
     check_terminal()?;
     let palette = Palette::from_env();
-    let mut state = State::new(&session);
+    let size = ratatui::crossterm::terminal::size()?;
+    let mut state =
+        crate::view::open_state(&session, ratatui::layout::Rect::new(0, 0, size.0, size.1));
     // ratatui's init installs a panic hook that gives the terminal back;
     // the hook set here first turns the mouse reporting off too.
     let mut terminal = ratatui::try_init()?;

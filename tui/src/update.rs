@@ -7,7 +7,7 @@ use ratatui::crossterm::event::{
 use ratatui::layout::Rect;
 
 use crate::data::Session;
-use crate::state::{Focus, Panel, State};
+use crate::state::{Focus, Panel, Row, State};
 use crate::view;
 
 /// What the loop does after an event.
@@ -117,6 +117,8 @@ fn key(s: &Session, st: &mut State, area: Rect, k: &KeyEvent) -> Control {
                 Some(Panel::Lines) => st.choose_line(s),
                 _ => st.choose_finding(s),
             },
+            // A trace's row opens (or closes) its lanes.
+            _ if matches!(st.rows.get(st.cursor), Some(Row::Group(_))) => st.toggle_collapse(s),
             _ => st.select_at_center(s),
         },
         _ => {}

@@ -579,3 +579,89 @@ fn sparse_kernels_shade_the_device_lane_by_its_busy_share() {
         .expect("a share");
     assert!((5.0..=12.0).contains(&share), "{label}");
 }
+
+/// 32 MPI ranks, given in the order a shell's glob gives r*.trace (r0,
+/// r1, r10, ..., r19, r2, r20, ...): rank r ran `r + 1` kernels of 40 us
+/// in a construct of 10 ms.
+fn ranks_32() -> Session {
+    use accprof_analyzer::testkit::runs::RunBuilder;
+    use accprof_analyzer::ConstructClass;
+    let mut names: Vec<String> = (0..32).map(|r| format!("r{r}.trace")).collect();
+    names.sort();
+    let runs = names
+        .iter()
+        .map(|name| {
+            let r: u32 = name[1..name.len() - 6].parse().expect("rank");
+            let mut b = RunBuilder::new(accprof_trace::HashMode::Off);
+            b.run.header.rank = Some(r);
+            b.run.header.pid = 100 + r;
+            let site = b.site("halo.c", 30);
+            let c = b.open(ConstructClass::Compute, site, None);
+            let start = b.t;
+            for _ in 0..=r {
+                b.kernel(c, 1, 40_000);
+            }
+            b.t = start + 10_000_000;
+            b.close(c);
+            (PathBuf::from(name), b.build())
+        })
+        .collect();
+    Session::open(runs, &[])
+}
+
+#[test]
+fn thirty_two_ranks_open_in_rank_order_one_row_each_and_expand_on_enter() {
+    let s = ranks_32();
+    let ranks: Vec<Option<u32>> = s.groups.iter().map(|g| g.run.header.rank).collect();
+    assert_eq!(ranks, (0..32).map(Some).collect::<Vec<_>>());
+    // 45 rows: the lanes (a header, a thread and a queue per rank: 96
+    // rows) do not fit, so each rank opens as one row.
+    let (w, h) = (W, 45);
+    let mut st = view::open_state(&s, Rect::new(0, 0, w, h));
+    assert!(st.collapsed.iter().all(|&c| c));
+    assert_eq!(st.rows, (0..32).map(Row::Group).collect::<Vec<_>>());
+    let text = screen(&s, &st, w, h);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("▸ rank"))
+        .collect();
+    let lanes_h = view::layout(Rect::new(0, 0, w, h), &st)
+        .expect("layout")
+        .lanes
+        .height as usize;
+    assert_eq!(rows.len(), lanes_h.min(32), "{text}");
+    for (r, line) in rows.iter().enumerate() {
+        // In rank order, each drawing its busiest lane: the thread, busy
+        // the whole construct.
+        assert!(
+            line.trim_start().starts_with(&format!("▸ rank {r} thr")),
+            "row {r}: {line}\n{text}"
+        );
+        let thread = lane_of(&s, r, |k| matches!(k, LaneKind::Thread { .. }));
+        assert_eq!(s.groups[r].busiest, Some(thread));
+        let (_, lane) = row(line, "▸ rank");
+        assert!(lane.contains('█'), "row {r}: {line}");
+    }
+    // Enter opens rank 0's lanes under its row; Enter again closes them.
+    keys(&s, &mut st, &[KeyCode::Enter]);
+    assert!(!st.collapsed[0] && st.collapsed[1..].iter().all(|&c| c));
+    assert_eq!(
+        &st.rows[..4],
+        &[
+            Row::Group(0),
+            Row::Lane(0, 0),
+            Row::Lane(0, 1),
+            Row::Group(1)
+        ]
+    );
+    let text = screen(&s, &st, w, h);
+    assert!(text.contains("▾ rank 0  r0.trace"), "{text}");
+    let (_, queue) = row(&text, "dev 0 queue 7");
+    assert!(queue.chars().any(|c| c != ' '), "{text}");
+    keys(&s, &mut st, &[KeyCode::Enter]);
+    assert!(st.collapsed.iter().all(|&c| c));
+    // Four ranks fit: they open with every lane.
+    let s = mpi();
+    let st = view::open_state(&s, Rect::new(0, 0, W, H));
+    assert!(st.collapsed.iter().all(|&c| !c));
+}

@@ -94,6 +94,16 @@ pub fn layout(area: Rect, state: &State) -> Option<Areas> {
     })
 }
 
+/// The state a screen of `area` opens with: every lane, or one row per
+/// trace where they do not fit.
+pub fn open_state(session: &Session, area: Rect) -> State {
+    let mut st = State::new(session);
+    if let Some(a) = layout(area, &st) {
+        st.fit_rows(session, a.lanes.height as usize);
+    }
+    st
+}
+
 /// The first row shown so that the cursor's row is in a view `height` rows tall.
 pub fn first_row(state: &State, height: usize) -> usize {
     let h = height.max(1);
@@ -154,7 +164,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("p", "hide the panel"),
     ("Tab", "move between the timeline and the panel"),
     ("/", "search a kernel, variable or file:line"),
-    ("c", "collapse or expand a trace's lanes"),
+    (
+        "c",
+        "collapse or expand a trace's lanes (Enter on its row too)",
+    ),
     ("Esc", "clear the highlight / close"),
     ("?", "this help"),
     ("q", "quit"),

@@ -34,6 +34,24 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
         let y = a.lanes.y + (i - first) as u16;
         let on_cursor = i == state.cursor && state.focus == Focus::Timeline;
         match row {
+            Row::Group(g) if state.collapsed[g] && session.groups[g].busiest.is_some() => {
+                // One row for the trace: its busiest lane, shaded by how
+                // busy each column is.
+                let gr = &session.groups[g];
+                let l = gr.busiest.unwrap_or(0);
+                let lane = &gr.lanes.lanes[l];
+                let share = lane.busy_ns(state.t0, state.t1()) / state.width_ns.max(1.0);
+                let text = format!("▸ {} {}\t{}", gr.short, lane.label, percent(share));
+                label(buf, a.labels, y, &text, on_cursor, false, palette);
+                lane.cells(state.t0, per_col, &mut cells);
+                for (c, cell) in cells.iter().enumerate() {
+                    if cell.first != u32::MAX {
+                        let x = a.lanes.x + c as u16;
+                        let style = palette.tag(lane.tag(cell.first));
+                        buf.set_string(x, y, device_glyph(cell), style);
+                    }
+                }
+            }
             Row::Group(g) => {
                 let gr = &session.groups[g];
                 let sign = if state.collapsed[g] { "▸" } else { "▾" };
@@ -220,7 +238,14 @@ fn label(
     let text = match text.split_once('\t') {
         Some((left, right)) => {
             let room = (w - 1).saturating_sub(right.chars().count() + 1);
-            let left: String = left.chars().take(room).collect();
+            // A cut label says so: "thread 2…" is not thread 2.
+            let left: String = if left.chars().count() > room {
+                let mut cut: String = left.chars().take(room.saturating_sub(1)).collect();
+                cut.push('…');
+                cut
+            } else {
+                left.to_string()
+            };
             format!("{lead}{left:<room$} {right}")
         }
         None => format!("{lead}{text:<w$}", w = w - 1),
