@@ -120,13 +120,13 @@ pub struct Lane {
     reordered: bool,
     /// The time covered by at least one event before each block of
     /// [`BUSY_BLOCK`] positions: with a walk of at most one block, the
-    /// busy time before any instant (8 bytes per 64 events).
+    /// busy time before any instant (8 bytes per 32 events).
     busy: Vec<u64>,
     building: Building,
 }
 
 /// Positions per entry of a lane's busy index.
-const BUSY_BLOCK: usize = 64;
+const BUSY_BLOCK: usize = 32;
 
 /// A walk through a lane's events adding up the time they cover.
 #[derive(Debug, Clone, Copy, Default)]
@@ -503,20 +503,38 @@ impl Lane {
         }
     }
 
-    /// The columns of the window starting at `t0`, `per_col` ns wide each.
+    /// The columns of the window starting at `t0`, `per_col` ns wide each
+    /// (their busy shares left 0: see [`Lane::busy_cells`]).
     pub fn cells(&self, t0: f64, per_col: f64, out: &mut [Cell]) {
+        let _ = self.cells_with(t0, per_col, out, false);
+    }
+
+    /// The columns with how busy each is too; returns the busy time of
+    /// all of them (ns), as [`Lane::busy_ns`] over the window would.
+    pub fn busy_cells(&self, t0: f64, per_col: f64, out: &mut [Cell]) -> f64 {
+        self.cells_with(t0, per_col, out, true)
+    }
+
+    fn cells_with(&self, t0: f64, per_col: f64, out: &mut [Cell], with_busy: bool) -> f64 {
         let n = self.len();
         let mut lo = self.first_not(0, n, |s| (s as f64) < t0);
         let mut walk = BusyWalk::default();
-        self.walk_to(&mut walk, lo);
+        if with_busy {
+            self.walk_to(&mut walk, lo);
+        }
         let mut busy_before = Self::busy_before(&walk, t0);
+        let first_busy = busy_before;
         for (c, cell) in out.iter_mut().enumerate() {
             let a = t0 + c as f64 * per_col;
             let b = a + per_col;
             let hi = self.first_not(lo, n, |s| (s as f64) < b);
             let covered = lo > 0 && self.reach_at(lo - 1) as f64 > a;
-            self.walk_to(&mut walk, hi);
-            let busy_by = Self::busy_before(&walk, b);
+            let busy_by = if with_busy {
+                self.walk_to(&mut walk, hi);
+                Self::busy_before(&walk, b)
+            } else {
+                0.0
+            };
             let busy = if per_col > 0.0 {
                 (busy_by - busy_before) / per_col
             } else {
@@ -565,6 +583,7 @@ impl Lane {
             }
             lo = hi;
         }
+        (busy_before - first_busy).max(0.0)
     }
 
     /// The event before position `lo` that runs past `t` (a short look
@@ -1153,10 +1172,10 @@ mod tests {
         // A window that starts before the first event.
         assert_eq!(l.busy_ns(-500.0, 100.0), truth(0, 100));
         let mut cells = [Cell::default(); 2];
-        l.cells(-100.0, 100.0, &mut cells);
+        l.busy_cells(-100.0, 100.0, &mut cells);
         assert_eq!((cells[0].busy, cells[1].busy), (0, 4));
         let mut cells = [Cell::default(); 4];
-        l.cells(0.0, 100.0, &mut cells);
+        l.busy_cells(0.0, 100.0, &mut cells);
         let busy: Vec<u8> = cells.iter().map(|c| c.busy).collect();
         // 50 of 100 ns, then 30 of 100 in each column of short events.
         assert_eq!(busy, [4, 3, 3, 3]);

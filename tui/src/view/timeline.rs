@@ -40,10 +40,10 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 let gr = &session.groups[g];
                 let l = gr.busiest.unwrap_or(0);
                 let lane = &gr.lanes.lanes[l];
-                let share = lane.busy_ns(state.t0, state.t1()) / state.width_ns.max(1.0);
+                let busy = lane.busy_cells(state.t0, per_col, &mut cells);
+                let share = busy / state.width_ns.max(1.0);
                 let text = format!("▸ {} {}\t{}", gr.short, lane.label, percent(share));
                 label(buf, a.labels, y, &text, on_cursor, false, palette);
-                lane.cells(state.t0, per_col, &mut cells);
                 for (c, cell) in cells.iter().enumerate() {
                     if cell.first != u32::MAX {
                         let x = a.lanes.x + c as u16;
@@ -80,10 +80,10 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 let lane = &gr.lanes.lanes[l];
                 let sel = state.selected.filter(|e| e.group == g && e.lane == l);
                 // How busy the lane is in the window, from its index.
-                let share = lane.busy_ns(state.t0, state.t1()) / state.width_ns.max(1.0);
+                let busy = lane.busy_cells(state.t0, per_col, &mut cells);
+                let share = busy / state.width_ns.max(1.0);
                 let text = format!("{}\t{}", lane.label, percent(share));
                 label(buf, a.labels, y, &text, on_cursor, sel.is_some(), palette);
-                lane.cells(state.t0, per_col, &mut cells);
                 // A device lane holds one kind of event: its shades tell
                 // how busy each column is (a host thread's tell kinds).
                 let device = !matches!(lane.kind, LaneKind::Thread { .. });
