@@ -296,3 +296,55 @@ fn run_tui_opens_the_timeline_when_the_program_ends() {
     assert_eq!(exit_status(&status), "0");
     assert_eq!(traces(dir.path()).len(), 1);
 }
+
+#[test]
+fn thirty_two_ranks_open_in_rank_order_one_row_each() {
+    use accprof_analyzer::testkit::trace;
+    use accprof_trace::{AccEventKind, Header, Record};
+    assert!(have_tmux(), "tmux is needed (scripts/setup.sh installs it)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Rank r ran one compute construct, on a clock of its own.
+    for r in 0..32u32 {
+        let mut recs = trace::names();
+        for (t, kind) in [
+            (1_000, AccEventKind::ComputeConstructStart),
+            (900_000, AccEventKind::ComputeConstructEnd),
+        ] {
+            recs.push(Record::Acc(trace::acc_event(t, kind, 7, 1, Some(10))));
+        }
+        let header = Header {
+            rank: Some(r),
+            pid: 1000 + r,
+            ..trace::header()
+        };
+        trace::write_trace(&dir.path().join(format!("r{r}.trace")), &header, &recs);
+    }
+    let status = dir.path().join("status");
+    // The shell's glob gives r0 r1 r10 r11 ... r19 r2 r20 ...
+    let command = format!(
+        "cd {} && {} tui r*.trace; echo $? > {}",
+        dir.path().display(),
+        accprof().display(),
+        status.display()
+    );
+    let tmux = Tmux::start("ranks", &command);
+    let first = tmux.wait_for("▸ rank 0 ");
+    let ranks: Vec<u32> = first
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("▸ rank "))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    // One row each, in number order, as many as the 40-row pane holds.
+    assert!(ranks.len() >= 20, "{first}");
+    assert_eq!(
+        ranks,
+        (0..ranks.len() as u32).collect::<Vec<_>>(),
+        "{first}"
+    );
+    // Enter opens rank 0's lanes.
+    tmux.keys(&["Enter"]);
+    let open = tmux.wait_for("▾ rank 0  r0.trace");
+    assert!(open.contains("▸ rank 1 "), "{open}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&status), "0");
+}
