@@ -15,6 +15,9 @@ use plotters::coord::types::RangedCoordi32;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, FontTransform};
+use plotters_backend::{
+    BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind,
+};
 
 use accprof_analyzer::summary::MergedSummary;
 use accprof_trace::CopyKind;
@@ -394,6 +397,24 @@ where
                         Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
                     });
             }
+            // Each bar's total at its end: bars orders of magnitude
+            // shorter than the longest still say what they are.
+            let total_style = (f, SMALL_PX).into_font().color(&BLACK).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Left,
+                    plotters::style::text_anchor::VPos::Center,
+                ),
+            );
+            chart
+                .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                    let total: u64 = b.parts.iter().sum();
+                    Text::new(
+                        format!(" {}", accprof_analyzer::units::duration_ns(total)),
+                        (total as f64 / 1e6, row(i) + 1),
+                        total_style.clone(),
+                    )
+                }))
+                .map_err(err)?;
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::LowerRight)
@@ -424,7 +445,7 @@ where
                 .label_style((f, LABEL_PX))
                 .y_label_formatter(&|v: &i32| {
                     labels
-                        .get(row_of(*v))
+                        .get(n - 1 - row_of(*v).min(n - 1))
                         .map(|s| s.to_string())
                         .unwrap_or_default()
                 })
@@ -432,7 +453,8 @@ where
                 .map_err(err)?;
             let per_col = span_ms / TIMELINE_COLUMNS as f64;
             for (i, (_, colour, runs)) in lanes.iter().enumerate() {
-                let y = 2 * i as i32;
+                // The first lane on top.
+                let y = 2 * (n - 1 - i) as i32;
                 chart
                     .draw_series(runs.iter().map(|r| {
                         let mut rect = Rectangle::new(
@@ -583,6 +605,140 @@ where
     Ok(())
 }
 
+/// The bitmap backend with text drawn glyph by glyph. plotters' ab_glyph
+/// text puts each glyph's ink at its pen position, leaving out the glyph's
+/// left bearing, so narrow glyphs lean on the one before them ("0. 0",
+/// "( ms)"). The font is monospaced: each glyph's ink is centred in its
+/// cell of the text's width instead.
+struct Glyphs<'a>(BitMapBackend<'a>);
+
+type BitMapError = <BitMapBackend<'static> as DrawingBackend>::ErrorType;
+
+impl DrawingBackend for Glyphs<'_> {
+    type ErrorType = BitMapError;
+
+    fn get_size(&self) -> (u32, u32) {
+        self.0.get_size()
+    }
+
+    fn ensure_prepared(&mut self) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.ensure_prepared()
+    }
+
+    fn present(&mut self) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.present()
+    }
+
+    fn draw_pixel(
+        &mut self,
+        point: BackendCoord,
+        color: BackendColor,
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.draw_pixel(point, color)
+    }
+
+    fn draw_line<S: BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.draw_line(from, to, style)
+    }
+
+    fn draw_rect<S: BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.draw_rect(upper_left, bottom_right, style, fill)
+    }
+
+    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.fill_polygon(vert, style)
+    }
+
+    fn blit_bitmap(
+        &mut self,
+        pos: BackendCoord,
+        size: (u32, u32),
+        src: &[u8],
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        self.0.blit_bitmap(pos, size, src)
+    }
+
+    fn draw_text<TStyle: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &TStyle,
+        pos: BackendCoord,
+    ) -> Result<(), DrawingErrorKind<BitMapError>> {
+        use plotters_backend::text_anchor::{HPos, VPos};
+        let font_err = |e: TStyle::FontError| DrawingErrorKind::FontError(Box::new(e));
+        if style.color().alpha == 0.0 {
+            return Ok(());
+        }
+        let ((min_x, min_y), (max_x, max_y)) = style.layout_box(text).map_err(font_err)?;
+        let (width, height) = (max_x - min_x, max_y - min_y);
+        // Where the text's box starts, as plotters places it.
+        let dx = match style.anchor().h_pos {
+            HPos::Left => 0,
+            HPos::Right => -width,
+            HPos::Center => -width / 2,
+        } - min_x;
+        let dy = match style.anchor().v_pos {
+            VPos::Top => 0,
+            VPos::Center => -height / 2,
+            VPos::Bottom => -height,
+        } - min_y;
+        let n = text.chars().count().max(1);
+        let cell = f64::from(width) / n as f64;
+        let trans = style.transform();
+        let (w, h) = self.get_size();
+        let mut glyph = [0u8; 4];
+        let mut ink: Vec<(i32, i32, BackendColor)> = Vec::new();
+        for (i, c) in text.chars().enumerate() {
+            ink.clear();
+            style
+                .draw(c.encode_utf8(&mut glyph), (0, 0), |x, y, colour| {
+                    ink.push((x, y, colour));
+                    Ok::<(), ()>(())
+                })
+                .map_err(font_err)?
+                .ok();
+            let (Some(lo), Some(hi)) =
+                (ink.iter().map(|p| p.0).min(), ink.iter().map(|p| p.0).max())
+            else {
+                continue;
+            };
+            let left = i as f64 * cell + (cell - f64::from(hi - lo + 1)) / 2.0;
+            let shift = left.round() as i32 - lo;
+            for &(x, y, colour) in &ink {
+                let (x, y) = trans.transform(x + shift + dx, y + dy);
+                let (x, y) = (pos.0 + x, pos.1 + y);
+                if x >= 0 && x < w as i32 && y >= 0 && y < h as i32 {
+                    self.0.draw_pixel((x, y), colour)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn estimate_text_size<TStyle: BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &TStyle,
+    ) -> Result<(u32, u32), DrawingErrorKind<BitMapError>> {
+        self.0.estimate_text_size(text, style)
+    }
+}
+
 /// The plot as an SVG document or PNG file.
 pub fn render(d: &Data, image: Image) -> io::Result<Vec<u8>> {
     let h = height(d);
@@ -598,7 +754,8 @@ pub fn render(d: &Data, image: Image) -> io::Result<Vec<u8>> {
         Image::Png => {
             let mut pixels = vec![0u8; (WIDTH * h * 3) as usize];
             {
-                let area = BitMapBackend::with_buffer(&mut pixels, (WIDTH, h)).into_drawing_area();
+                let area =
+                    Glyphs(BitMapBackend::with_buffer(&mut pixels, (WIDTH, h))).into_drawing_area();
                 draw(area, d)?;
             }
             let mut out = Vec::new();
@@ -711,6 +868,31 @@ mod tests {
             bar.1 < label.y && label.y < bar.1 + bar.3,
             "label {label:?} beside bar {bar:?}"
         );
+        // The bar's total at its end.
+        let total = labels(&s)
+            .into_iter()
+            .find(|l| l.text == "4.00 ms")
+            .expect("the bar's total");
+        assert!(total.left >= bar.0 + bar.2 - 1.0, "{total:?} after {bar:?}");
+    }
+
+    #[test]
+    fn the_first_lane_of_a_timeline_is_on_top() {
+        let d = Data::Timeline {
+            title: "timeline".into(),
+            span_ms: 1.0,
+            lanes: vec![
+                ("host 1".into(), HOST, vec![Range { start: 0, end: 10 }]),
+                (
+                    "GPU0 stream 7".into(),
+                    KERNEL,
+                    vec![Range { start: 5, end: 8 }],
+                ),
+            ],
+        };
+        let all = labels(&svg(&d));
+        let y = |name: &str| all.iter().find(|l| l.text == name).expect(name).y;
+        assert!(y("host 1") < y("GPU0 stream 7"), "{all:?}");
     }
 
     fn buckets(sizes: std::ops::Range<u32>) -> Data {
@@ -740,6 +922,52 @@ mod tests {
             // may meet across.
             apart(&rates);
         }
+    }
+
+    /// The runs of inked pixel columns of `text` drawn at 20 px on a
+    /// white bitmap through `Glyphs`: (first, last) column of each.
+    fn ink_runs(text: &str) -> Vec<(usize, usize)> {
+        let (w, h) = (200u32, 40u32);
+        let mut pixels = vec![255u8; (w * h * 3) as usize];
+        {
+            let area = Glyphs(BitMapBackend::with_buffer(&mut pixels, (w, h))).into_drawing_area();
+            area.draw(&Text::new(
+                text.to_string(),
+                (10, 10),
+                (font(), 20).into_font().color(&BLACK),
+            ))
+            .expect("draw");
+            area.present().expect("present");
+        }
+        let inked = |x: u32| (0..h).any(|y| pixels[((y * w + x) * 3) as usize] < 128);
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for x in 0..w {
+            if inked(x) {
+                match runs.last_mut() {
+                    Some(r) if r.1 + 1 == x as usize => r.1 = x as usize,
+                    _ => runs.push((x as usize, x as usize)),
+                }
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn a_narrow_glyph_sits_in_the_middle_of_its_cell() {
+        // "0.0": the point halfway between the digits, not against the
+        // first (plotters' own text left out each glyph's bearing).
+        let runs = ink_runs("0.0");
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        let before = runs[1].0 - runs[0].1;
+        let after = runs[2].0 - runs[1].1;
+        assert!(before.abs_diff(after) <= 1, "{runs:?}");
+        // And the cells are the font's: "00" is as wide as two of them.
+        let two = ink_runs("0 0");
+        assert_eq!(
+            two[1].0 - two[0].0,
+            runs[2].0 - runs[0].0,
+            "{two:?} {runs:?}"
+        );
     }
 
     #[test]
