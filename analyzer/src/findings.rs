@@ -201,7 +201,9 @@ pub struct Proposal {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// Catalogue id: "D6", "L3", ...
+    /// Catalogue id: "D6", "L3", ... (`rule` in every export, as in the
+    /// findings table's CSV).
+    #[serde(rename = "rule")]
     pub id: &'static str,
     pub title: String,
     pub category: Category,

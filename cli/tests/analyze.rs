@@ -95,9 +95,9 @@ fn json_is_typed_and_carries_the_patch() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     let findings = v["findings"].as_array().expect("findings");
-    assert_eq!(findings[0]["id"], "L3");
+    assert_eq!(findings[0]["rule"], "L3");
     assert_eq!(findings[0]["locations"][0]["line"], 65);
-    let d6 = findings.iter().find(|f| f["id"] == "D6").expect("D6");
+    let d6 = findings.iter().find(|f| f["rule"] == "D6").expect("D6");
     assert_eq!(d6["category"], "data_movement");
     assert_eq!(
         d6["proposal"]["directive"],
@@ -160,10 +160,10 @@ fn json_findings_carry_the_handles_of_their_entities() {
         }
         let about = indices(&s["transfers"]);
         for t in indices(&f["saved_transfers"]) {
-            assert!(about.contains(&t), "{}: saved {t}", f["id"]);
+            assert!(about.contains(&t), "{}: saved {t}", f["rule"]);
         }
     }
-    let d6 = findings.iter().find(|f| f["id"] == "D6").expect("D6");
+    let d6 = findings.iter().find(|f| f["rule"] == "D6").expect("D6");
     assert_eq!(
         indices(&d6["subjects"]["transfers"]).len() as u64,
         count(d6, "upload_transfers") + count(d6, "download_transfers")
@@ -174,12 +174,12 @@ fn json_findings_carry_the_handles_of_their_entities() {
     );
     assert_eq!(d6["locations"][0]["role"], "host loop");
     assert!(d6["locations"][0]["site"].is_null());
-    let l3 = findings.iter().find(|f| f["id"] == "L3").expect("L3");
+    let l3 = findings.iter().find(|f| f["rule"] == "L3").expect("L3");
     assert_eq!(
         indices(&l3["subjects"]["kernels"]).len() as u64,
         count(l3, "single_gang_launches")
     );
-    let a1 = findings.iter().find(|f| f["id"] == "A1").expect("A1");
+    let a1 = findings.iter().find(|f| f["rule"] == "A1").expect("A1");
     assert_eq!(
         indices(&a1["subjects"]["allocs"]).len() as u64,
         count(a1, "allocations")
@@ -800,4 +800,43 @@ fn a_caller_only_source_newer_than_the_binary_is_said() {
         said[0].contains("source /work/snapD/samples/caller_files.c:"),
         "{err}"
     );
+}
+
+/// A finding's rule has one name everywhere: `rule` in `analyze --json`
+/// and in the findings table that `export` writes, with the same values in
+/// the same order.
+#[test]
+fn the_rule_key_is_the_same_in_analyze_json_and_the_findings_csv() {
+    let t = fixture("laplace_bad_c");
+    let json = analyze(&["--json", path_str(&t)]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
+    let from_json: Vec<String> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            assert!(f.get("id").is_none(), "no second name for the rule: {f}");
+            f["rule"].as_str().expect("a rule").to_string()
+        })
+        .collect();
+    assert!(!from_json.is_empty());
+    let csv = accprof_on_fixtures("export")
+        .args(["--source-dir", path_str(&repo().join("samples"))])
+        .args([path_str(&t), "--format", "csv", "--what", "findings"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(csv.status.code(), Some(0), "{}", text(&csv.stderr));
+    let mut rows = csv::Reader::from_reader(csv.stdout.as_slice());
+    let col = rows
+        .headers()
+        .expect("a header")
+        .iter()
+        .position(|h| h == "rule")
+        .expect("a rule column");
+    let from_csv: Vec<String> = rows
+        .records()
+        .map(|r| r.expect("a row")[col].to_string())
+        .collect();
+    assert_eq!(from_json, from_csv);
 }

@@ -79,6 +79,51 @@ fn csv_tables_of_laplace_bad_c_match_their_goldens() {
 
 /// The entity tables hold one row per entity of the model, and their ids
 /// join: every construct a kernel or transfer names is a construct row.
+/// The constructs table's `async_queue` holds what the runtime gave, as
+/// its column says: -2 (acc_async_sync) for every construct of a program
+/// with no async clause, and the queue (or -1, acc_async_noval) where GCC
+/// queued the data of an `async` construct.
+#[test]
+fn async_queue_holds_the_runtimes_value_for_synchronous_and_queued_constructs() {
+    fn queues(o: &Output) -> Vec<String> {
+        let csv = ok(o);
+        let mut rows = csv::Reader::from_reader(csv.as_bytes());
+        let col = rows
+            .headers()
+            .expect("a header")
+            .iter()
+            .position(|h| h == "async_queue")
+            .expect("an async_queue column");
+        rows.records()
+            .map(|r| r.expect("a row")[col].to_string())
+            .collect()
+    }
+    let sync = queues(&on_fixtures(
+        "export",
+        &[
+            &trace("laplace_bad_c"),
+            "--format",
+            "csv",
+            "--what",
+            "constructs",
+        ],
+    ));
+    assert!(!sync.is_empty());
+    assert!(sync.iter().all(|q| q == "-2"), "{sync:?}");
+    let h100 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h100");
+    let queued = support::accprof_on_fixtures("export")
+        .arg("--symbols")
+        .arg(h100.join("bin"))
+        .arg(h100.join("default_async_fail.trace"))
+        .args(["--format", "csv", "--what", "constructs"])
+        .output()
+        .expect("accprof runs");
+    let queued = queues(&queued);
+    for q in ["-2", "-1", "1"] {
+        assert!(queued.iter().any(|v| v == q), "{q} in {queued:?}");
+    }
+}
+
 #[test]
 fn csv_rows_are_the_model_entities_and_ids_join() {
     let run = support::h200_fixture("laplace_bad_c");

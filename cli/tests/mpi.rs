@@ -261,7 +261,7 @@ fn fortran_slab_on_h100_moves_whole_arrays_for_mpi() {
             .as_array()
             .expect("findings")
             .iter()
-            .filter(|f| f["id"] == "P1")
+            .filter(|f| f["rule"] == "P1")
             .collect();
         let mut got: Vec<(String, u64, String, u64, u64)> = p1
             .iter()

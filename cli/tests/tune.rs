@@ -497,7 +497,7 @@ fn launch_shapes_in_host_fallback_gets_l1_and_l2_from_its_source() {
         .filter(|f| f["category"] == "launch")
         .map(|f| {
             (
-                f["id"].as_str().unwrap_or("").to_string(),
+                f["rule"].as_str().unwrap_or("").to_string(),
                 f["locations"][0]["line"].as_u64().unwrap_or(0),
             )
         })
@@ -516,7 +516,7 @@ fn launch_shapes_in_host_fallback_gets_l1_and_l2_from_its_source() {
         assert!(
             fields.iter().any(|x| x["name"] == "host_time"),
             "{} is costed in host time: {fields:?}",
-            f["id"]
+            f["rule"]
         );
         let tune = f["proposal"]["tune"].as_str().unwrap_or("");
         assert!(tune.starts_with("accprof tune --at "), "{tune}");
