@@ -23,14 +23,6 @@ fn fixture(name: &str) -> PathBuf {
     fixtures().join(format!("{name}.trace"))
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// `accprof analyze` with the fixture binaries and the repository's samples.
 fn analyze(args: &[&str]) -> Output {
     let samples = repo().join("samples");
@@ -243,8 +235,7 @@ fn applies(dir: &Path, cmd: &[&str], diff: &str) -> bool {
 /// of the git work tree that holds it.
 #[test]
 fn patch_paths_apply_with_patch_p1_and_git_apply() {
-    if !have("git") || !have("patch") {
-        eprintln!("skipped: no git or patch");
+    if !need("git") || !need("patch") {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
@@ -287,8 +278,7 @@ fn patch_paths_apply_with_patch_p1_and_git_apply() {
 /// computes what the CPU reference does.
 #[test]
 fn applied_patch_compiles_and_matches_the_reference() {
-    if !have("gcc") {
-        eprintln!("skipped: no gcc");
+    if !need("gcc") {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
@@ -326,8 +316,7 @@ fn applied_patch_compiles_and_matches_the_reference() {
 
 #[test]
 fn applied_fortran_patch_compiles_and_matches_the_reference() {
-    if !have("gfortran") {
-        eprintln!("skipped: no gfortran");
+    if !need("gfortran") {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
@@ -361,8 +350,7 @@ fn applied_fortran_patch_compiles_and_matches_the_reference() {
 /// transfer and kernel times are named as missing.
 #[test]
 fn verify_in_host_fallback() {
-    if !have("gcc") {
-        eprintln!("skipped: no gcc");
+    if !need("gcc") {
         return;
     }
     let lib = collector_lib();

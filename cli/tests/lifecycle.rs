@@ -499,24 +499,13 @@ fn a_relative_output_is_resolved_where_the_program_started() {
     assert_eq!(computes(&only_trace(&base)), 3);
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn mpi_launcher_processes_leave_the_ranks_traces_alone() {
-    if !have("mpirun") {
-        eprintln!("note: mpirun not found, skipped");
+    if !need("mpirun") || !need("mpicc") {
         return;
     }
     let bin = samples().join("mpi_halo");
-    if !bin.is_file() {
-        eprintln!("note: mpi_halo not built (no mpicc), skipped");
-        return;
-    }
+    assert!(bin.is_file(), "{} was not built", bin.display());
     let dir = tempdir();
     let manifest = dir.path().join("manifest");
     // mpirun itself loads the collector too (LD_PRELOAD is in its own

@@ -5,13 +5,17 @@
 //! their header comments name are the constructs they claim.
 //!
 //! Needs make and gcc (gfortran, mpicc and mpirun for some samples); a
-//! missing tool skips its part with a note on stderr.
+//! missing tool fails the test unless ACCPROF_TEST_ALLOW_MISSING names it.
+
+mod support;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use support::need;
 
 /// C samples and their small (CI) arguments.
 const C_SAMPLES: &[(&str, &[&str])] = &[
@@ -79,15 +83,6 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn samples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }
 
 /// Runs a command to completion with a time limit, capturing its output.
@@ -178,8 +173,7 @@ fn check_run(label: &str, cmd: &mut Command) {
 }
 
 fn build_and_run_all(offload: &str) {
-    if !have("make") || !have("gcc") {
-        eprintln!("note: make or gcc not found, samples not built (OFFLOAD={offload})");
+    if !need("make") || !need("gcc") {
         return;
     }
     let tmp = tempfile::tempdir().expect("temporary directory");
@@ -192,10 +186,8 @@ fn build_and_run_all(offload: &str) {
     );
 
     let mut cases: Vec<(&str, &[&str])> = C_SAMPLES.to_vec();
-    if have("gfortran") {
+    if need("gfortran") {
         cases.extend_from_slice(FORTRAN_SAMPLES);
-    } else {
-        eprintln!("note: gfortran not found, Fortran samples skipped");
     }
     for (name, args) in cases {
         let bin = dir.join(name);
@@ -206,16 +198,14 @@ fn build_and_run_all(offload: &str) {
         );
     }
 
-    if !have("mpicc") {
-        eprintln!("note: mpicc not found, the MPI samples skipped");
+    if !need("mpicc") {
         return;
     }
     for name in ["mpi_halo", "mpi_halo_whole"] {
         let bin = dir.join(name);
         assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
     }
-    if !have("mpirun") {
-        eprintln!("note: mpirun not found, the MPI samples built but not run");
+    if !need("mpirun") {
         return;
     }
     let open_mpi = Command::new("mpirun")

@@ -45,14 +45,6 @@ fn source(name: &str) -> PathBuf {
     manifest().join("../samples").join(name)
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
@@ -842,16 +834,12 @@ fn without_cupti_it_says_host_times_only() {
 
 #[test]
 fn several_traces_merge_with_a_rank_table() {
-    if !have("mpirun") {
-        eprintln!("note: mpirun missing; the MPI merge test is skipped");
+    if !need("mpirun") || !need("mpicc") {
         return;
     }
     let samples = samples();
     let halo = samples.join("mpi_halo");
-    if !halo.is_file() {
-        eprintln!("note: mpi_halo was not built (no mpicc); skipped");
-        return;
-    }
+    assert!(halo.is_file(), "{} was not built", halo.display());
     let dir = tempdir();
     let ranks = 4u64;
     let (nx, ny, steps) = (64u64, 48u64, 20u64);
@@ -981,13 +969,6 @@ fn traces_without_ranks_are_numbered_by_position() {
 
 // ------------------------------------------------------ summary at exit
 
-/// Whether collector/src/lib.rs calls the at-exit summary (the collector
-/// belongs to another owner; the call is three lines there).
-fn at_exit_wired() -> bool {
-    std::fs::read_to_string(manifest().join("../collector/src/lib.rs"))
-        .is_ok_and(|s| s.contains("summary_at_exit::print_summary"))
-}
-
 fn run_preloaded(program: &Path, args: &[&str], env: &[(&str, &str)], dir: &Path) -> Output {
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -1011,18 +992,8 @@ fn untimed(out: &str) -> Vec<&str> {
 
 /// ACCPROF_TIME=1 (and the PGI and NV names) with the preloaded library
 /// alone: the summary on stderr at exit, stdout untouched, exit code kept.
-///
-/// NEEDS the collector to call `summary_at_exit::print_summary` in
-/// `finish()` (collector/src/lib.rs); until then this test only says so.
 #[test]
 fn at_exit_summary_from_the_preloaded_library() {
-    if !at_exit_wired() {
-        eprintln!(
-            "note: collector/src/lib.rs does not call summary_at_exit::print_summary yet; \
-             the at-exit summary test is skipped"
-        );
-        return;
-    }
     let program = samples().join("laplace_good");
     let args = ["32", "5"];
     let plain = Command::new(&program).args(args).output().expect("runs");
@@ -1052,10 +1023,6 @@ fn at_exit_summary_from_the_preloaded_library() {
 
 #[test]
 fn at_exit_summary_keeps_exit_codes_and_skips_non_openacc_programs() {
-    if !at_exit_wired() {
-        eprintln!("note: at-exit summary not wired in the collector yet; skipped");
-        return;
-    }
     // plain.c is no OpenACC program and returns 4.
     let dir = tempdir();
     let out = run_preloaded(&program("plain"), &[], &[("ACCPROF_TIME", "1")], dir.path());
