@@ -61,7 +61,7 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
         }
     }
     let total_saving_ns = total_saving(run, &findings);
-    let mut notes = run.notes.clone();
+    let mut notes = run.process.notes.clone();
     notes.extend(out.notes);
     notes.extend(sources.notes());
     Analysis {

@@ -41,7 +41,7 @@ use accprof_trace::{
 use crate::idhash::IdHashMap;
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelSource,
-    LaunchRequest, LineSites, Memset, NameId, Placement, Site, SiteId, Totals, Transfer,
+    LaunchRequest, LineSites, Memset, NameId, Placement, Process, Site, SiteId, Totals, Transfer,
     TransferSource, MAX_DEVICE_RECORD_NS,
 };
 use crate::symbolize::{SymbolizedSite, Symbolizer};
@@ -72,34 +72,6 @@ pub type Order = (u64, u64);
 /// Sequence numbers of the runtime's own events sort after CUPTI's.
 const ACC_SEQ: u64 = 1 << 63;
 
-/// What a sink gets besides the entities, once the trace is read.
-#[derive(Debug, Clone)]
-pub struct RunInfo {
-    pub header: Header,
-    pub version: (u16, u16),
-    pub losses: Vec<Loss>,
-    pub devices: Vec<Device>,
-    pub sites: Vec<Site>,
-    /// The source frames above a site, innermost first ([`Run::callers`]).
-    pub callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
-    pub mpi_calls: Vec<crate::model::MpiCall>,
-    pub names: Vec<String>,
-    pub routines: Vec<String>,
-    pub modules: Vec<accprof_trace::Module>,
-    pub acc_events: u64,
-    pub dropped: Vec<(DropSource, u64)>,
-    pub diagnostics: Vec<(Level, String)>,
-    pub notes: Vec<String>,
-    pub skipped_unknown: u64,
-    pub span_ns: (u64, u64),
-    pub open_at_end: Vec<ConstructId>,
-    pub ending: Option<accprof_trace::EndRecord>,
-    pub constructs: u32,
-    pub allocs: u32,
-    pub totals: Totals,
-    pub placement: Placement,
-}
-
 /// Takes the join's finished entities as they come.
 pub trait Sink {
     type Output;
@@ -125,7 +97,7 @@ pub trait Sink {
     /// The allocation `id` was freed at `free_ns`.
     fn freed(&mut self, _id: AllocId, _free_ns: u64) {}
     fn hash(&mut self, _h: &BufferHash) {}
-    fn finish(self, info: RunInfo) -> Self::Output;
+    fn finish(self, info: Process) -> Self::Output;
 }
 
 /// Two sinks fed by one join, in one pass over the trace: the model and
@@ -173,7 +145,7 @@ impl<A: Sink, B: Sink> Sink for Both<A, B> {
         self.0.hash(h);
         self.1.hash(h);
     }
-    fn finish(self, info: RunInfo) -> Self::Output {
+    fn finish(self, info: Process) -> Self::Output {
         let b = self.1.finish(info.clone());
         (self.0.finish(info), b)
     }
@@ -1366,7 +1338,7 @@ impl<S: Sink> Join<S> {
                     .to_string(),
             );
         }
-        let info = RunInfo {
+        let info = Process {
             header,
             version,
             losses,

@@ -27,7 +27,8 @@ use accprof_trace::{
 };
 
 use crate::idhash::IdHashMap;
-use crate::join::{At, Order, RunInfo, Sink};
+use crate::join::{At, Order, Sink};
+use crate::model::Process;
 use crate::model::{
     ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
     Memset, NameId, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
@@ -477,7 +478,7 @@ pub struct Summary {
     pub runs: Vec<RunFacts>,
 }
 
-fn device_label(info: &RunInfo, device_type: Option<u32>) -> &'static str {
+fn device_label(info: &Process, device_type: Option<u32>) -> &'static str {
     let gcc = info.placement.libgomp();
     match device_type {
         Some(ACC_DEVICE_HOST) => "HOST",
@@ -829,7 +830,7 @@ impl Sink for SummarySink {
 
     fn memset(&mut self, _m: Memset, _order: Order, _at: Option<&At>) {}
 
-    fn finish(self, info: RunInfo) -> Summary {
+    fn finish(self, info: Process) -> Summary {
         let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
         let facts = self.facts(&info);
         // Group the sites into files, functions and lines.
@@ -962,7 +963,7 @@ impl Sink for SummarySink {
 impl SummarySink {
     /// The facts of the run: its own, the model's totals, and what was
     /// in flight when it ended.
-    fn facts(&self, info: &RunInfo) -> RunFacts {
+    fn facts(&self, info: &Process) -> RunFacts {
         let totals = info.totals;
         RunFacts {
             rank: info.header.rank,
@@ -999,7 +1000,7 @@ impl SummarySink {
     /// The construct that was running when the program ended abnormally:
     /// the latest-started of the outermost constructs still open at the
     /// end of the trace.
-    fn in_flight(&self, info: &RunInfo) -> Option<InFlight> {
+    fn in_flight(&self, info: &Process) -> Option<InFlight> {
         let abnormal = match info.ending.map(|e| e.how) {
             None => true,
             Some(Ending::Signal(_) | Ending::RuntimeError(_) | Ending::QuickExit(_)) => true,
@@ -1320,7 +1321,7 @@ mod tests {
         let big = b.buf(8_421_408, 2);
         b.copy(c, CopyKind::HostToDevice, small, 1_000);
         b.copy(c, CopyKind::DeviceToHost, big, 2_000);
-        b.run.open_at_end.push(c);
+        b.run.process.open_at_end.push(c);
         let run = b.build();
         let f = run.in_flight().expect("a construct in flight");
         assert_eq!(

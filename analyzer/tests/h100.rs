@@ -22,9 +22,9 @@ use accprof_analyzer::Run;
 fn analyze(name: &str) -> (Run, SourceSet, Analysis) {
     let run = testkit::fixtures::load("h100", name);
     assert!(
-        run.notes.is_empty(),
+        run.process.notes.is_empty(),
         "{name}: every site should have a line: {:?}",
-        run.notes
+        run.process.notes
     );
     let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
     let a = analysis::analyze(&run, &src, &Options::default());

@@ -27,9 +27,9 @@ fn fixtures() -> PathBuf {
 fn load(name: &str) -> Run {
     let run = testkit::fixtures::load("h200", name);
     assert!(
-        run.notes.is_empty(),
+        run.process.notes.is_empty(),
         "{name}: every site should have a line: {:?}",
-        run.notes
+        run.process.notes
     );
     run
 }
@@ -390,11 +390,12 @@ fn lost_device_records_prove_no_allocation_unused() {
     let (run, _, a) = analyze("device_fault");
     assert!(run.cupti_active());
     assert!(
-        run.diagnostics
+        run.process
+            .diagnostics
             .iter()
             .any(|(_, m)| m.contains("device records not yet delivered by CUPTI are lost")),
         "{:?}",
-        run.diagnostics
+        run.process.diagnostics
     );
     let ids: Vec<&str> = a.findings.iter().map(|f| f.id).collect();
     assert!(!ids.contains(&"A2") && !ids.contains(&"U1"), "{ids:?}");

@@ -15,7 +15,11 @@ use accprof_analyzer::Run;
 
 fn load(dir: &str, name: &str) -> Run {
     let run = fixtures::load(dir, name);
-    assert!(run.notes.is_empty(), "{name}: {:?}", run.notes);
+    assert!(
+        run.process.notes.is_empty(),
+        "{name}: {:?}",
+        run.process.notes
+    );
     run
 }
 

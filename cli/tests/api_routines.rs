@@ -253,11 +253,12 @@ fn a_library_opened_with_its_own_runtime_reaches_that_runtime() {
 
     // Only the probe before the library was opened found no runtime.
     let missing: Vec<&String> = run
+        .process
         .diagnostics
         .iter()
         .map(|(_, m)| m)
         .filter(|m| m.contains("no loaded object defines it"))
         .collect();
-    assert_eq!(missing.len(), 1, "{:?}", run.diagnostics);
+    assert_eq!(missing.len(), 1, "{:?}", run.process.diagnostics);
     assert!(missing[0].starts_with("acc_wait_all "), "{missing:?}");
 }

@@ -50,7 +50,7 @@ fn check_sample(exe: &str, src: &str, args: &[&str], expected_computes: usize) -
         stdout(&out)
     );
     let run = only_trace(dir.path());
-    assert!(run.header.sources.acc_prof.is_active());
+    assert!(run.process.header.sources.acc_prof.is_active());
     let sites = compute_sites(&run);
     assert_eq!(sites.len(), expected_computes, "{exe}: compute constructs");
     let src_path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -160,7 +160,7 @@ fn one_flipped_byte_costs_one_block_not_the_rest() {
     let whole = load(&fixture("launch_storm"));
     let damaged = load(&path);
     let before = load(&head);
-    let count = |r: &accprof_analyzer::Run| (r.constructs().len(), r.acc_events);
+    let count = |r: &accprof_analyzer::Run| (r.constructs().len(), r.process.acc_events);
     assert!(count(&damaged).1 < count(&whole).1, "the bad block is lost");
     assert!(
         count(&damaged).1 > count(&before).1,
@@ -168,9 +168,18 @@ fn one_flipped_byte_costs_one_block_not_the_rest() {
         count(&damaged),
         count(&before)
     );
-    assert_eq!(damaged.losses.len(), 1, "{:?}", damaged.losses);
-    assert_eq!(damaged.losses[0].offset, start as u64);
-    assert_eq!(damaged.losses[0].bytes, (16 + len) as u64, "one block");
+    assert_eq!(
+        damaged.process.losses.len(),
+        1,
+        "{:?}",
+        damaged.process.losses
+    );
+    assert_eq!(damaged.process.losses[0].offset, start as u64);
+    assert_eq!(
+        damaged.process.losses[0].bytes,
+        (16 + len) as u64,
+        "one block"
+    );
 
     let out = report(&[&path], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -571,7 +580,7 @@ fn a_program_that_aborts_inside_a_compute_construct_names_it() {
     assert_eq!(f.line, Some(line), "{f:?}");
     // The collector writes an End record for signals only in newer
     // versions: a trace without one ends inside the construct all the same.
-    match run.ending.map(|e| e.how) {
+    match run.process.ending.map(|e| e.how) {
         None => {}
         Some(Ending::Signal(n)) => assert_eq!(n, 6),
         other => panic!("unexpected ending {other:?}"),
@@ -585,7 +594,7 @@ fn a_program_that_aborts_inside_a_compute_construct_names_it() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains(&here), "{text}");
-    if run.ending.is_some() {
+    if run.process.ending.is_some() {
         assert!(text.contains("killed by signal 6 (SIGABRT)"), "{text}");
     }
     for extra in [&[][..], &["--json"][..]] {

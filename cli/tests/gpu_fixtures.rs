@@ -33,15 +33,19 @@ fn laplace_bad_c_every_kernel_and_copy_is_recorded_and_attributed() {
     const ITERS: usize = 20;
     const ARRAY: u64 = 8 * 1026 * 1026;
     let run = fixture("laplace_bad_c");
-    assert!(run.cupti_active(), "{:?}", run.header.sources);
-    assert!(run.losses.is_empty());
+    assert!(run.cupti_active(), "{:?}", run.process.header.sources);
+    assert!(run.process.losses.is_empty());
     assert!(
-        run.dropped.iter().all(|(_, n)| *n == 0),
+        run.process.dropped.iter().all(|(_, n)| *n == 0),
         "{:?}",
-        run.dropped
+        run.process.dropped
     );
-    assert_eq!(run.devices.len(), 1);
-    assert!(run.devices[0].name.contains("H200"), "{:?}", run.devices);
+    assert_eq!(run.process.devices.len(), 1);
+    assert!(
+        run.process.devices[0].name.contains("H200"),
+        "{:?}",
+        run.process.devices
+    );
 
     // Kernels: one per compute region, all device-timed, all joined.
     assert_eq!(run.kernels().len(), 2 * ITERS);
@@ -185,7 +189,7 @@ fn api_marks() -> Vec<(u32, String)> {
 #[test]
 fn api_routine_copies_are_attributed_to_their_calling_lines() {
     let run = fixture("api_routines");
-    assert!(run.cupti_active(), "{:?}", run.header.sources);
+    assert!(run.cupti_active(), "{:?}", run.process.header.sources);
     let marks = api_marks();
     assert!(marks.len() >= 10, "{marks:?}");
     let mut copies_at: std::collections::BTreeMap<u32, usize> = Default::default();
@@ -235,15 +239,16 @@ fn api_routine_copies_are_attributed_to_their_calling_lines() {
 fn a_device_fault_leaves_its_error_its_status_and_the_construct_it_died_in() {
     let run = fixture("device_fault");
     assert_eq!(
-        run.ending.map(|e| e.how),
+        run.process.ending.map(|e| e.how),
         Some(accprof_trace::Ending::Exit(Some(1)))
     );
     assert!(
-        run.diagnostics
+        run.process
+            .diagnostics
             .iter()
             .any(|(_, m)| m.contains("CUDA_ERROR_ILLEGAL_ADDRESS")),
         "{:?}",
-        run.diagnostics
+        run.process.diagnostics
     );
     let f = run.in_flight().expect("a construct in flight");
     assert!(f.file.ends_with("device_fault.c"), "{f:?}");

@@ -133,7 +133,7 @@ fn computes(run: &Run) -> usize {
 }
 
 fn ending(run: &Run) -> Option<Ending> {
-    run.ending.map(|e| e.how)
+    run.process.ending.map(|e| e.how)
 }
 
 fn lifecycle() -> PathBuf {
@@ -298,8 +298,11 @@ fn exec_keeps_the_trace_of_the_image_it_replaced() {
         );
         let mut runs: Vec<Run> = traces(dir.path()).iter().map(|p| load(p)).collect();
         assert_eq!(runs.len(), 2, "{how}");
-        runs.sort_by_key(|r| r.header.start_unix_ns);
-        assert_eq!(runs[0].header.pid, runs[1].header.pid, "{how}");
+        runs.sort_by_key(|r| r.process.header.start_unix_ns);
+        assert_eq!(
+            runs[0].process.header.pid, runs[1].process.header.pid,
+            "{how}"
+        );
         for r in &runs {
             assert_eq!(computes(r), 3, "{how}");
         }
@@ -420,7 +423,7 @@ fn a_forked_child_never_takes_its_parents_file() {
     assert_eq!(
         child_path,
         &dir.path()
-            .join(format!("t.child-{}.trace", child.header.pid))
+            .join(format!("t.child-{}.trace", child.process.header.pid))
     );
     assert_eq!(computes(&child), 1);
     assert_eq!(ending(&child), Some(Ending::Exit(Some(0))));
@@ -433,8 +436,8 @@ fn a_forked_child_never_takes_its_parents_file() {
     let mut listed = contract::parse_manifest(&std::fs::read(&manifest).expect("manifest"));
     listed.sort();
     let mut want = vec![
-        (parent.header.pid, dir.path().join("t.trace")),
-        (child.header.pid, child_path.clone()),
+        (parent.process.header.pid, dir.path().join("t.trace")),
+        (child.process.header.pid, child_path.clone()),
     ];
     want.sort();
     assert_eq!(listed, want);
@@ -555,14 +558,14 @@ fn mpi_launcher_processes_leave_the_ranks_traces_alone() {
     let mut want = Vec::new();
     for (rank, path) in t.iter().enumerate() {
         let run = load(path);
-        assert_eq!(run.header.rank, Some(rank as u32));
+        assert_eq!(run.process.header.rank, Some(rank as u32));
         assert!(computes(&run) > 0, "rank {rank}");
         assert!(
             matches!(ending(&run), Some(Ending::Exit(_))),
             "rank {rank}: {:?}",
-            run.ending
+            run.process.ending
         );
-        want.push((run.header.pid, path.clone()));
+        want.push((run.process.header.pid, path.clone()));
     }
     let mut listed = contract::parse_manifest(&std::fs::read(&manifest).expect("manifest"));
     listed.sort_by(|a, b| a.1.cmp(&b.1));

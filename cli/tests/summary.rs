@@ -76,11 +76,15 @@ fn report_of(path: &Path, extra: &[&str]) -> Output {
 
 fn summary_of(name: &str) -> Summary {
     let run = h200_fixture(name);
-    assert!(run.losses.is_empty(), "{name}: {:?}", run.losses);
     assert!(
-        run.notes.is_empty(),
+        run.process.losses.is_empty(),
+        "{name}: {:?}",
+        run.process.losses
+    );
+    assert!(
+        run.process.notes.is_empty(),
         "{name}: every site should have a source line: {:?}",
-        run.notes
+        run.process.notes
     );
     run.summary().clone()
 }
@@ -922,7 +926,10 @@ fn several_traces_merge_with_a_rank_table() {
     let mut pids = Vec::new();
     for f in &files {
         let run = accprof_analyzer::load_run(f).expect("loads");
-        pids.push((run.header.rank.expect("rank in the header"), run.header.pid));
+        pids.push((
+            run.process.header.rank.expect("rank in the header"),
+            run.process.header.pid,
+        ));
     }
     pids.sort();
     for (row, (rank, pid)) in table.iter().zip(&pids) {

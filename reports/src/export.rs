@@ -532,7 +532,7 @@ fn place(run: &Run, c: Option<accprof_analyzer::ConstructId>) -> [Cell<'_>; 3] {
 }
 
 fn rel(run: &Run, t: u64) -> u64 {
-    t.saturating_sub(run.span_ns.0)
+    t.saturating_sub(run.process.span_ns.0)
 }
 
 fn construct_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {

@@ -37,10 +37,14 @@ pub fn render_text(
         opts.width
     };
     let _ = writeln!(s, "accprof analyze: {}", opts.trace);
-    let _ = writeln!(s, "  program: {}", run.header.command_line.join(" "));
+    let _ = writeln!(
+        s,
+        "  program: {}",
+        run.process.header.command_line.join(" ")
+    );
     let totals = run.totals();
     let (kernel_ns, copy_ns) = (totals.kernel_ns, totals.transfer_ns);
-    let times = if run.cupti_active() && !run.losses.is_empty() {
+    let times = if run.cupti_active() && !run.process.losses.is_empty() {
         format!(
             "kernels {}, host<->device transfers {} (device times, CUPTI; the trace was cut, so only those of the part read)",
             units::duration_ns(kernel_ns),
@@ -55,7 +59,7 @@ pub fn render_text(
     } else {
         "no device times (no CUPTI in this run)".to_string()
     };
-    let hashing = match run.header.sources.hashing {
+    let hashing = match run.process.header.sources.hashing {
         accprof_trace::HashMode::Off => "off",
         accprof_trace::HashMode::Sampled => "sampled",
         accprof_trace::HashMode::Full => "full",
@@ -303,10 +307,10 @@ pub fn render_json(
     });
     let doc = JsonDoc {
         trace,
-        program: &run.header.command_line,
-        runtime: &run.header.runtime,
+        program: &run.process.header.command_line,
+        runtime: &run.process.header.runtime,
         cupti: run.cupti_active(),
-        hashing: match run.header.sources.hashing {
+        hashing: match run.process.header.sources.hashing {
             accprof_trace::HashMode::Off => "off",
             accprof_trace::HashMode::Sampled => "sampled",
             accprof_trace::HashMode::Full => "full",
@@ -316,7 +320,7 @@ pub fn render_json(
         findings: &analysis.findings,
         notes: &analysis.notes,
         warnings,
-        lost_bytes: run.losses.iter().map(|l| l.bytes).sum(),
+        lost_bytes: run.process.losses.iter().map(|l| l.bytes).sum(),
         ending,
         cut_constructs: facts.cut_constructs,
         in_flight,

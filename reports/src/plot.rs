@@ -214,10 +214,14 @@ fn sizes(runs: &[RunInput<'_>]) -> Data {
 /// Busy columns of each lane: an event marks every column it touches, so
 /// any number of events draws as at most one rectangle per busy stretch.
 fn timeline(runs: &[RunInput<'_>]) -> Data {
-    let start = runs.iter().map(|r| r.run.span_ns.0).min().unwrap_or(0);
+    let start = runs
+        .iter()
+        .map(|r| r.run.process.span_ns.0)
+        .min()
+        .unwrap_or(0);
     let end = runs
         .iter()
-        .map(|r| r.run.span_ns.1)
+        .map(|r| r.run.process.span_ns.1)
         .max()
         .unwrap_or(0)
         .max(start + 1);
@@ -250,7 +254,7 @@ fn timeline(runs: &[RunInput<'_>]) -> Data {
         };
         for (_, c) in run.constructs() {
             if c.parent.is_none() {
-                let e = c.end_ns().unwrap_or(run.span_ns.1);
+                let e = c.end_ns().unwrap_or(run.process.span_ns.1);
                 mark(format!("{who}host {}", c.thread), HOST, c.start_ns, e);
             }
         }

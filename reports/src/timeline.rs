@@ -122,7 +122,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// A trace time on the export's time line.
     fn at(&self, t: u64) -> u64 {
-        t.saturating_sub(self.run.span_ns.0)
+        t.saturating_sub(self.run.process.span_ns.0)
             .saturating_add(self.offset)
     }
 
@@ -188,7 +188,7 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
     // Align ranks on their wall-clock start (same host: same clock).
     let t0 = runs
         .iter()
-        .map(|r| r.run.header.start_unix_ns)
+        .map(|r| r.run.process.header.start_unix_ns)
         .min()
         .unwrap_or(0);
     let mut walks: Vec<Walk<'_>> = Vec::with_capacity(runs.len());
@@ -200,19 +200,19 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
             rank: r.rank,
             index,
             base: (index + 1) * RANK_BLOCK,
-            offset: run.header.start_unix_ns.saturating_sub(t0),
+            offset: run.process.header.start_unix_ns.saturating_sub(t0),
             constructs: run.constructs().peekable(),
             kernels: run.kernels().peekable(),
             transfers: run.transfers().peekable(),
         };
-        let exe = std::path::Path::new(&run.header.executable)
+        let exe = std::path::Path::new(&run.process.header.executable)
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
         sink.process(
             w.base,
-            run.header.pid,
-            &format!("rank {} {} (pid {})", w.rank, exe, run.header.pid),
+            run.process.header.pid,
+            &format!("rank {} {} (pid {})", w.rank, exe, run.process.header.pid),
         )?;
         walks.push(w);
     }
@@ -295,7 +295,7 @@ fn construct(
         _ => c.kind.map_or("construct", |k| k.name()),
     };
     let s = run.site(c.site);
-    let end = c.end_ns().unwrap_or(run.span_ns.1).max(c.start_ns);
+    let end = c.end_ns().unwrap_or(run.process.span_ns.1).max(c.start_ns);
     sink.slice(&Slice {
         track,
         name,

@@ -56,7 +56,7 @@ fn run() -> Result<(), String> {
         runs.push((p.clone(), run));
     }
     let load = t.elapsed();
-    let events: u64 = runs.iter().map(|(_, r)| r.acc_events).sum();
+    let events: u64 = runs.iter().map(|(_, r)| r.process.acc_events).sum();
     let entities: usize = runs
         .iter()
         .map(|(_, r)| r.constructs().len() + r.kernels().len() + r.transfers().len())

@@ -80,18 +80,18 @@ impl Session {
     pub fn new(mut runs: Vec<(PathBuf, Run)>, source_dirs: &[PathBuf]) -> Session {
         // MPI ranks by number (a shell's glob gives r10 before r2); other
         // traces after them, as given.
-        runs.sort_by_key(|(_, r)| (r.header.rank.is_none(), r.header.rank));
+        runs.sort_by_key(|(_, r)| (r.process.header.rank.is_none(), r.process.header.rank));
         // The common clock: wall-clock time of each run's first event.
         let unix_of = |r: &Run| -> i128 {
-            i128::from(r.header.start_unix_ns) + i128::from(r.span_ns.0)
-                - i128::from(r.header.start_clock_ns)
+            i128::from(r.process.header.start_unix_ns) + i128::from(r.process.span_ns.0)
+                - i128::from(r.process.header.start_clock_ns)
         };
         let origin = runs.iter().map(|(_, r)| unix_of(r)).min().unwrap_or(0);
         let several = runs.len() > 1;
         let groups: Vec<Group> = runs
             .into_iter()
             .map(|(path, run)| {
-                let shift = unix_of(&run) - origin - i128::from(run.span_ns.0);
+                let shift = unix_of(&run) - origin - i128::from(run.process.span_ns.0);
                 Group::new(path, run, source_dirs, shift, several)
             })
             .collect();
@@ -105,7 +105,7 @@ impl Session {
         // A run without events shows its whole span.
         if span.0 > span.1 {
             for g in &groups {
-                let (a, b) = g.run.span_ns;
+                let (a, b) = g.run.process.span_ns;
                 span.0 = span.0.min(g.at(a));
                 span.1 = span.1.max(g.at(b));
             }
@@ -179,7 +179,7 @@ impl Group {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
-        let (label, short) = match run.header.rank {
+        let (label, short) = match run.process.header.rank {
             Some(r) if several => (format!("rank {r}  {name}"), format!("rank {r}")),
             _ => (name.clone(), name),
         };

@@ -231,7 +231,7 @@ impl Lane {
         let (s, e) = match &self.ids {
             Ids::Constructs(v) => {
                 let (s, e) = run.construct_span(v[i]);
-                (s, e.unwrap_or(run.span_ns.1))
+                (s, e.unwrap_or(run.process.span_ns.1))
             }
             Ids::Kernels(v) => run.kernel_span(v[i]),
             Ids::Transfers(v) => run.transfer_span(v[i]),
@@ -917,8 +917,11 @@ impl RunLanes {
                     lanes.len() - 1
                 }
             };
-            let (start, end) =
-                span_on_clock(c.start_ns, c.end_ns().unwrap_or(run.span_ns.1), shift);
+            let (start, end) = span_on_clock(
+                c.start_ns,
+                c.end_ns().unwrap_or(run.process.span_ns.1),
+                shift,
+            );
             let tag = Tag::of_construct(c.class, c.kind);
             lanes[lane].push(Item::Construct(id), start, end, tag);
         }

@@ -593,8 +593,8 @@ fn ranks_32() -> Session {
         .map(|name| {
             let r: u32 = name[1..name.len() - 6].parse().expect("rank");
             let mut b = RunBuilder::new(accprof_trace::HashMode::Off);
-            b.run.header.rank = Some(r);
-            b.run.header.pid = 100 + r;
+            b.run.process.header.rank = Some(r);
+            b.run.process.header.pid = 100 + r;
             let site = b.site("halo.c", 30);
             let c = b.open(ConstructClass::Compute, site, None);
             let start = b.t;
@@ -612,7 +612,7 @@ fn ranks_32() -> Session {
 #[test]
 fn thirty_two_ranks_open_in_rank_order_one_row_each_and_expand_on_enter() {
     let s = ranks_32();
-    let ranks: Vec<Option<u32>> = s.groups.iter().map(|g| g.run.header.rank).collect();
+    let ranks: Vec<Option<u32>> = s.groups.iter().map(|g| g.run.process.header.rank).collect();
     assert_eq!(ranks, (0..32).map(Some).collect::<Vec<_>>());
     // 45 rows: the lanes (a header, a thread and a queue per rank: 96
     // rows) do not fit, so each rank opens as one row.

@@ -77,7 +77,7 @@ pub struct DeviceInfo {
 }
 
 pub fn device_of(run: &Run) -> DeviceInfo {
-    match run.devices.first() {
+    match run.process.devices.first() {
         Some(d) => DeviceInfo {
             name: d.name.clone(),
             sm_count: Some(d.sm_count).filter(|&n| n > 0),

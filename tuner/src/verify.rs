@@ -280,7 +280,7 @@ fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
         })
     } else {
         Err(NotMeasured {
-            no_cupti: match &run.header.sources.cupti {
+            no_cupti: match &run.process.header.sources.cupti {
                 SourceState::Inactive(why) => why.clone(),
                 SourceState::Active => String::new(),
             },

@@ -7,9 +7,10 @@ use super::entities::*;
 #[cfg(any(test, feature = "testkit"))]
 use super::facts::{Placement, Totals};
 use super::index::*;
+use super::process::Process;
 use super::run::*;
 use super::tables::*;
-use crate::join::{At, Both, Order, RunInfo, Sink};
+use crate::join::{At, Both, Order, Sink};
 use crate::summary::{Summary, SummarySink};
 use crate::symbolize::Symbolizer;
 
@@ -112,12 +113,12 @@ impl Sink for RunSink {
         self.hashes.push(*h);
     }
 
-    fn finish(self, info: RunInfo) -> Run {
+    fn finish(self, process: Process) -> Run {
         // Every construct and allocation the join started came back.
         let mut tables = self.tables;
-        tables.constructs.truncate(info.constructs as usize);
+        tables.constructs.truncate(process.constructs as usize);
         tables.constructs.shrink_to_fit();
-        tables.allocs.truncate(info.allocs as usize);
+        tables.allocs.truncate(process.allocs as usize);
         tables.allocs.shrink_to_fit();
         tables.kernels = in_order(self.kernels);
         tables.transfers = in_order(self.transfers);
@@ -133,35 +134,16 @@ impl Sink for RunSink {
         let mut hashes = self.hashes;
         hashes.shrink_to_fit();
         let mut run = Run {
-            header: info.header,
-            version: info.version,
-            losses: info.losses,
-            devices: info.devices,
-            sites: info.sites,
-            callers: info.callers,
+            process,
             tables,
             memsets: in_order(self.memsets),
             launches,
             launches_in_kernels: self.launches_in_kernels,
-            names: info.names,
-            modules: info.modules,
             collector_spans: collector_spans(&hashes),
             hashes,
-            mpi_calls: info.mpi_calls,
-            acc_events: info.acc_events,
-            dropped: info.dropped,
-            diagnostics: info.diagnostics,
-            notes: info.notes,
-            skipped_unknown: info.skipped_unknown,
-            span_ns: info.span_ns,
-            open_at_end: info.open_at_end,
-            ending: info.ending,
-            routines: info.routines,
             executable_binary: None,
             data_names: Default::default(),
             related: Related::default(),
-            totals: info.totals,
-            placement: info.placement,
             summary: Summary::default(),
         };
         run.derive_indices();
@@ -174,78 +156,53 @@ impl Run {
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn empty(header: Header) -> Run {
         let mut run = Run {
-            placement: Placement::new(&header),
-            header,
-            version: (1, 0),
-            losses: Vec::new(),
-            devices: Vec::new(),
-            sites: Vec::new(),
-            callers: Default::default(),
+            process: Process {
+                placement: Placement::new(&header),
+                header,
+                version: (1, 0),
+                losses: Vec::new(),
+                devices: Vec::new(),
+                sites: Vec::new(),
+                callers: Default::default(),
+                mpi_calls: Vec::new(),
+                names: Vec::new(),
+                routines: Vec::new(),
+                modules: Vec::new(),
+                acc_events: 0,
+                dropped: Vec::new(),
+                diagnostics: Vec::new(),
+                notes: Vec::new(),
+                skipped_unknown: 0,
+                span_ns: (0, 0),
+                open_at_end: Vec::new(),
+                ending: None,
+                constructs: 0,
+                allocs: 0,
+                totals: Totals::default(),
+            },
             tables: Tables::default(),
             memsets: Vec::new(),
             launches: Vec::new(),
             launches_in_kernels: false,
-            names: Vec::new(),
-            modules: Vec::new(),
             hashes: Vec::new(),
             collector_spans: Vec::new(),
-            mpi_calls: Vec::new(),
-            acc_events: 0,
-            dropped: Vec::new(),
-            diagnostics: Vec::new(),
-            notes: Vec::new(),
-            skipped_unknown: 0,
-            span_ns: (0, 0),
-            open_at_end: Vec::new(),
-            ending: None,
-            routines: Vec::new(),
             executable_binary: None,
             data_names: Default::default(),
             related: Related::default(),
-            totals: Totals::default(),
             summary: Summary::default(),
         };
-        run.summary = SummarySink::new().finish(run.info());
+        run.summary = SummarySink::new().finish(run.process.clone());
         run
-    }
-
-    /// What a sink gets besides the entities, read from the run.
-    #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn info(&self) -> RunInfo {
-        RunInfo {
-            header: self.header.clone(),
-            version: self.version,
-            losses: self.losses.clone(),
-            devices: self.devices.clone(),
-            sites: self.sites.clone(),
-            callers: self.callers.clone(),
-            mpi_calls: self.mpi_calls.clone(),
-            names: self.names.clone(),
-            routines: self.routines.clone(),
-            modules: self.modules.clone(),
-            acc_events: self.acc_events,
-            dropped: self.dropped.clone(),
-            diagnostics: self.diagnostics.clone(),
-            notes: self.notes.clone(),
-            skipped_unknown: self.skipped_unknown,
-            span_ns: self.span_ns,
-            open_at_end: self.open_at_end.clone(),
-            ending: self.ending,
-            constructs: self.tables.constructs.len() as u32,
-            allocs: self.tables.allocs.len() as u32,
-            totals: self.totals,
-            placement: self.placement,
-        }
     }
 
     /// The handle of a name, added when new (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn intern_name(&mut self, text: &str) -> NameId {
-        match self.names.iter().position(|n| n == text) {
+        match self.process.names.iter().position(|n| n == text) {
             Some(i) => NameId::at(i),
             None => {
-                self.names.push(text.to_string());
-                NameId::at(self.names.len() - 1)
+                self.process.names.push(text.to_string());
+                NameId::at(self.process.names.len() - 1)
             }
         }
     }

@@ -12,6 +12,7 @@ mod builder;
 mod entities;
 mod facts;
 mod index;
+mod process;
 mod run;
 mod tables;
 
@@ -19,6 +20,7 @@ pub use builder::{build, build_from_reader};
 pub use entities::*;
 pub use facts::{Placement, Totals, ACC_DEVICE_HOST};
 pub(crate) use index::LineSites;
+pub use process::Process;
 pub use run::{Entities, Rows, Run};
 pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
 

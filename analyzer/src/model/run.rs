@@ -1,26 +1,22 @@
 //! The read API of a run: what every view asks of the model.
 
-use accprof_trace::{BufferHash, Device, DropSource, Header, Level, Loss};
+use accprof_trace::BufferHash;
 
 use crate::summary::{InFlight, RunFacts, Summary};
 
 use super::entities::*;
 use super::facts::*;
 use super::index::*;
+use super::process::Process;
 use super::tables::*;
 
 /// One process's run, joined.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub header: Header,
-    pub version: (u16, u16),
-    pub losses: Vec<Loss>,
-    pub devices: Vec<Device>,
-    /// The entities, read through their handles ([`Run::sites`],
-    /// [`Run::construct`], ...): their positions are the model's business.
-    pub(crate) sites: Vec<Site>,
-    /// The source frames above a site, innermost first ([`Run::callers`]).
-    pub(crate) callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
+    /// Who ran it, how it ended, what was lost, the names and sites the
+    /// entities point at, the totals: what the join learned of the process
+    /// besides its entities.
+    pub process: Process,
     /// The constructs in start order (read back whole through
     /// [`Run::construct`]).
     /// The kernels in device start order (launch start order when CUPTI
@@ -34,34 +30,10 @@ pub struct Run {
     /// launch, and only those whose numbers a kernel cannot hold are here.
     pub(crate) launches: Vec<LaunchRequest>,
     pub(crate) launches_in_kernels: bool,
-    /// Kernel and variable names, indexed by [`NameId`].
-    pub(crate) names: Vec<String>,
-    /// Loaded modules (to map host addresses to symbols).
-    pub modules: Vec<accprof_trace::Module>,
     pub hashes: Vec<BufferHash>,
     /// When the collector itself kept the host busy (hashing buffers), as
     /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
     pub(crate) collector_spans: Vec<(u64, u64)>,
-    /// MPI calls in start order ([`Run::mpi_calls`]).
-    pub(crate) mpi_calls: Vec<MpiCall>,
-    pub acc_events: u64,
-    pub dropped: Vec<(DropSource, u64)>,
-    pub diagnostics: Vec<(Level, String)>,
-    /// Things the analyzer could not do (e.g. a binary missing for symbols).
-    pub notes: Vec<String>,
-    /// Records of kinds this reader does not know, skipped.
-    pub skipped_unknown: u64,
-    /// First and last timestamp seen.
-    pub span_ns: (u64, u64),
-    /// The constructs still open when the trace ended, per thread from the
-    /// outermost to the innermost (what was running when the program
-    /// stopped, or constructs whose end callbacks were toggled off).
-    pub open_at_end: Vec<ConstructId>,
-    /// How the process ended, when the collector saw it end; None for a
-    /// trace that was cut (or written by a collector before format 1.1).
-    pub ending: Option<accprof_trace::EndRecord>,
-    /// Names of the OpenACC API routines called, indexed by [`ApiRoutine`].
-    pub routines: Vec<String>,
     /// Where the executable's binary was found for reading (its recorded
     /// path or a copy in a search directory, same build); None when it was
     /// not found.
@@ -74,10 +46,6 @@ pub struct Run {
     /// launches (the other way round from their `construct` fields), made
     /// by [`Run::derive`].
     pub(crate) related: Related,
-    /// Summed once the tables are complete ([`Run::totals`]).
-    pub(crate) totals: Totals,
-    /// Where the constructs ran and which runtime ran them, read once.
-    pub(crate) placement: Placement,
     /// The PGI_ACC_TIME-style summary, made by the same join that made
     /// the entities ([`Run::summary`]).
     pub(crate) summary: Summary,
@@ -104,7 +72,7 @@ impl Run {
     /// facts, which the summary shows.
     pub fn add_notes(&mut self, notes: Vec<String>) {
         self.summary.runs[0].notes.extend(notes.iter().cloned());
-        self.notes.extend(notes);
+        self.process.notes.extend(notes);
     }
 
     /// The construct that was running when the program ended abnormally:
@@ -117,14 +85,17 @@ impl Run {
 
     /// The name of an API routine (`acc_copyin`, ...).
     pub fn routine(&self, r: ApiRoutine) -> &str {
-        self.routines.get(r.0 as usize).map_or("?", String::as_str)
+        self.process
+            .routines
+            .get(r.0 as usize)
+            .map_or("?", String::as_str)
     }
 
     // The accessors take handles this run handed out; a handle of another
     // run is a bug in the caller and panics when out of range.
 
     pub fn site(&self, id: SiteId) -> &Site {
-        &self.sites[id.index()]
+        &self.process.sites[id.index()]
     }
 
     pub fn construct(&self, id: ConstructId) -> Construct {
@@ -191,18 +162,22 @@ impl Run {
     /// own). Empty when the trace recorded no callers (the runtime named
     /// the line itself, or the trace is older than format 1.2).
     pub fn callers(&self, site: SiteId) -> &[Site] {
-        self.callers.get(&site).map(Vec::as_slice).unwrap_or(&[])
+        self.process
+            .callers
+            .get(&site)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Records the frames above a site (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn set_callers(&mut self, site: SiteId, callers: Vec<Site>) {
-        self.callers.insert(site, callers);
+        self.process.callers.insert(site, callers);
     }
 
     /// The source sites with their handles.
     pub fn sites(&self) -> Entities<'_, SiteId, Site> {
-        Entities::of(&self.sites, SiteId::at)
+        Entities::of(&self.process.sites, SiteId::at)
     }
 
     /// The constructs with their handles, in start order.
@@ -296,7 +271,10 @@ impl Run {
 
     /// A kernel or variable name.
     pub fn name(&self, id: NameId) -> &str {
-        self.names.get(id.index()).map_or("?", String::as_str)
+        self.process
+            .names
+            .get(id.index())
+            .map_or("?", String::as_str)
     }
 
     /// The source site every view reports construct `c` at: a nested
@@ -326,8 +304,8 @@ impl Run {
     pub(crate) fn derive(&mut self) {
         self.derive_indices();
         self.collector_spans = collector_spans(&self.hashes);
-        self.totals = Totals::of(self);
-        self.placement = Placement::of(self);
+        self.process.totals = Totals::of(self);
+        self.process.placement = Placement::of(self);
     }
 
     /// Sets the constructs of a run made by hand (in start order), with
@@ -399,7 +377,7 @@ impl Run {
     }
 
     pub fn cupti_active(&self) -> bool {
-        self.header.sources.cupti.is_active()
+        self.process.header.sources.cupti.is_active()
     }
 
     /// Host time in [t0, t1) that the collector spent itself (hashing
@@ -419,16 +397,17 @@ impl Run {
     /// The MPI calls the collector recorded, in start order (empty for a
     /// program without MPI and for traces before format 1.2).
     pub fn mpi_calls(&self) -> &[MpiCall] {
-        &self.mpi_calls
+        &self.process.mpi_calls
     }
 
     /// Adds an MPI call (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub fn push_mpi_call(&mut self, call: MpiCall) {
         let at = self
+            .process
             .mpi_calls
             .partition_point(|c| c.start_ns <= call.start_ns);
-        self.mpi_calls.insert(at, call);
+        self.process.mpi_calls.insert(at, call);
     }
 
     /// All the host time the collector spent hashing.
@@ -454,37 +433,41 @@ impl Run {
 
     /// Kernel time and host<->device transfers, summed once.
     pub fn totals(&self) -> Totals {
-        self.totals
+        self.process.totals
     }
 
     /// Some construct ran on the host (OpenACC host fallback).
     pub fn ran_on_host(&self) -> bool {
-        self.placement.some_on_host
+        self.process.placement.some_on_host
     }
 
     /// The run had constructs and all of them ran on the host: there was
     /// no device.
     pub fn ran_only_on_host(&self) -> bool {
-        self.placement.all_on_host
+        self.process.placement.all_on_host
     }
 
     /// The OpenACC runtime is GCC's libgomp (its numbering of devices and
     /// the events it sends differ from other runtimes').
     pub fn runtime_is_libgomp(&self) -> bool {
-        self.placement.libgomp
+        self.process.placement.libgomp
     }
 
     pub fn wall_ns(&self) -> u64 {
-        self.span_ns.1.saturating_sub(self.span_ns.0)
+        self.process
+            .span_ns
+            .1
+            .saturating_sub(self.process.span_ns.0)
     }
 
     /// The executable's module: the one whose path is the traced
     /// executable, else the first one loaded.
     pub fn executable_module(&self) -> Option<&accprof_trace::Module> {
-        self.modules
+        self.process
+            .modules
             .iter()
-            .find(|m| m.path == self.header.executable)
-            .or_else(|| self.modules.first())
+            .find(|m| m.path == self.process.header.executable)
+            .or_else(|| self.process.modules.first())
     }
 }
 
@@ -603,7 +586,7 @@ impl Totals {
 impl Placement {
     #[cfg(any(test, feature = "testkit"))]
     pub(super) fn of(run: &Run) -> Placement {
-        let mut p = Placement::new(&run.header);
+        let mut p = Placement::new(&run.process.header);
         run.constructs().for_each(|(_, c)| p.add(&c));
         p
     }

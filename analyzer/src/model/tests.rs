@@ -258,7 +258,7 @@ fn a_compute_construct_without_its_end_is_closed_by_the_next_one() {
             (Some(40), false, false)
         ]
     );
-    assert!(run.open_at_end.is_empty());
+    assert!(run.process.open_at_end.is_empty());
     assert_eq!(run.construct(ConstructId::at(2)).end_ns(), None);
 }
 
@@ -283,7 +283,7 @@ fn a_start_at_an_outer_depth_closes_everything_inside() {
         ]
     );
     // The update was running when the trace ended.
-    assert_eq!(run.open_at_end, [ConstructId::at(3)]);
+    assert_eq!(run.process.open_at_end, [ConstructId::at(3)]);
 }
 
 #[test]
@@ -298,7 +298,7 @@ fn an_end_closes_what_is_still_open_inside_it() {
         lines(&run),
         [(Some(10), false, false), (Some(10), true, true)]
     );
-    assert!(run.open_at_end.is_empty());
+    assert!(run.process.open_at_end.is_empty());
 }
 
 #[test]
@@ -331,9 +331,9 @@ fn impossible_device_records_are_left_out_and_said() {
         },
     ]);
     assert_eq!(run.transfers().len(), 1);
-    assert_eq!(run.span_ns, (10, 20));
-    assert_eq!(run.dropped, [(DropSource::Cupti, u64::MAX)]);
-    assert_eq!(run.notes.len(), 2, "{:?}", run.notes);
+    assert_eq!(run.process.span_ns, (10, 20));
+    assert_eq!(run.process.dropped, [(DropSource::Cupti, u64::MAX)]);
+    assert_eq!(run.process.notes.len(), 2, "{:?}", run.process.notes);
 }
 
 #[test]

@@ -15,7 +15,7 @@ pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let run = cx.run;
     if run.allocs().is_empty() {
-        if run.header.sources.acc_prof.is_active() && !run.constructs().is_empty() {
+        if run.process.header.sources.acc_prof.is_active() && !run.constructs().is_empty() {
             out.note("A1/A2 (allocations) not checked: the runtime reported no device allocations");
         }
         return out;

@@ -21,7 +21,7 @@ pub fn check(cx: &Context) -> Checked {
     if cx.kernel_records_incomplete().is_some() {
         return out;
     }
-    let end = run.span_ns.1;
+    let end = run.process.span_ns.1;
     let unused = run.allocs().filter(|(_, a)| {
         a.bytes >= cx.opts.min_bytes && !cx.kernel_between(a.alloc_ns, a.free_ns().unwrap_or(end))
     });

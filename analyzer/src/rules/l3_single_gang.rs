@@ -55,7 +55,12 @@ pub fn check(cx: &Context) -> Checked {
             }
         }
     }
-    let sms = run.devices.first().map(|d| d.sm_count).filter(|&n| n > 0);
+    let sms = run
+        .process
+        .devices
+        .first()
+        .map(|d| d.sm_count)
+        .filter(|&n| n > 0);
     for (site, group) in group_by(single) {
         let cost: u64 = group.iter().map(|l| l.0).sum();
         // A single gang that costs nothing (a scalar `serial` region) is fine.

@@ -354,6 +354,7 @@ impl<'a> Context<'a> {
         let line = s.line?;
         let args: Vec<String> = self
             .run
+            .process
             .header
             .command_line
             .iter()
@@ -418,10 +419,11 @@ impl<'a> Context<'a> {
         if !run.cupti_active() {
             return None;
         }
-        if !run.losses.is_empty() {
+        if !run.process.losses.is_empty() {
             return Some("the trace was cut, so CUPTI's kernel records are incomplete".into());
         }
         if run
+            .process
             .dropped
             .iter()
             .any(|(s, n)| *s == accprof_trace::DropSource::Cupti && *n > 0)
@@ -466,7 +468,7 @@ impl<'a> Context<'a> {
     }
 
     pub fn hash_mode(&self) -> HashMode {
-        self.run.header.sources.hashing
+        self.run.process.header.sources.hashing
     }
 
     /// How much an equality of hashes proves in this run.
@@ -582,8 +584,8 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
             crate::units::bytes(opts.min_bytes)
         ));
     }
-    if !run.losses.is_empty() {
-        let bytes: u64 = run.losses.iter().map(|l| l.bytes).sum();
+    if !run.process.losses.is_empty() {
+        let bytes: u64 = run.process.losses.iter().map(|l| l.bytes).sum();
         all.note(format!(
             "the trace was cut or damaged ({bytes} bytes not read): findings cover the part that was read{}",
             if run.cupti_active() {

@@ -21,7 +21,7 @@ pub fn check(cx: &Context) -> Checked {
         ));
         return out;
     }
-    let end_of_run = cx.run.span_ns.1;
+    let end_of_run = cx.run.process.span_ns.1;
     let mut unused = Vec::new();
     for list in cx.buffers.values() {
         for (k, &i) in list.iter().enumerate() {

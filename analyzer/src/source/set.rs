@@ -49,9 +49,10 @@ impl SourceSet {
             ..SourceSet::default()
         };
         let files: BTreeSet<&str> = run
+            .process
             .sites
             .iter()
-            .chain(run.callers.values().flatten())
+            .chain(run.process.callers.values().flatten())
             .filter(|s| s.line.is_some())
             .map(|s| s.file.as_str())
             .collect();
@@ -74,9 +75,10 @@ impl SourceSet {
             return;
         };
         let of_exe: BTreeSet<&str> = run
+            .process
             .sites
             .iter()
-            .chain(run.callers.values().flatten())
+            .chain(run.process.callers.values().flatten())
             .filter(|s| s.address.as_ref().is_some_and(|(m, _)| *m == exe.path))
             .map(|s| s.file.as_str())
             .collect();

@@ -54,17 +54,16 @@ impl RunBuilder {
                 hashing,
             },
         };
+        let mut run = Run::empty(header);
+        run.process.devices = vec![Device {
+            id: 0,
+            name: "Test GPU".into(),
+            sm_count: 100,
+            compute_capability: (9, 0),
+            global_memory_bytes: 1 << 34,
+        }];
         RunBuilder {
-            run: Run {
-                devices: vec![Device {
-                    id: 0,
-                    name: "Test GPU".into(),
-                    sm_count: 100,
-                    compute_capability: (9, 0),
-                    global_memory_bytes: 1 << 34,
-                }],
-                ..Run::empty(header)
-            },
+            run,
             t: 1_000,
             next_ptr: 0x10_0000,
             constructs: Vec::new(),
@@ -75,7 +74,7 @@ impl RunBuilder {
     }
 
     pub fn no_cupti(mut self) -> Self {
-        self.run.header.sources.cupti = SourceState::Inactive("test".into());
+        self.run.process.header.sources.cupti = SourceState::Inactive("test".into());
         self
     }
 
@@ -92,11 +91,11 @@ impl RunBuilder {
             line: Some(line),
             address: None,
         };
-        if let Some(i) = self.run.sites.iter().position(|x| *x == s) {
+        if let Some(i) = self.run.process.sites.iter().position(|x| *x == s) {
             return SiteId::at(i);
         }
-        self.run.sites.push(s);
-        SiteId::at(self.run.sites.len() - 1)
+        self.run.process.sites.push(s);
+        SiteId::at(self.run.process.sites.len() - 1)
     }
 
     /// Records the frames above `site`, innermost first, as (file,
@@ -116,11 +115,11 @@ impl RunBuilder {
 
     /// The handle of an API routine, by name.
     pub fn routine(&mut self, name: &str) -> ApiRoutine {
-        let i = match self.run.routines.iter().position(|n| n == name) {
+        let i = match self.run.process.routines.iter().position(|n| n == name) {
             Some(i) => i,
             None => {
-                self.run.routines.push(name.into());
-                self.run.routines.len() - 1
+                self.run.process.routines.push(name.into());
+                self.run.process.routines.len() - 1
             }
         };
         ApiRoutine(i as u16)
@@ -163,7 +162,7 @@ impl RunBuilder {
             TransferSource::Cupti,
         );
         t.set_host_ptr(Some(b.ptr));
-        t.set_hash((self.run.header.sources.hashing != HashMode::Off).then_some(b.hash));
+        t.set_hash((self.run.process.header.sources.hashing != HashMode::Off).then_some(b.hash));
         t.set_device(0, 7, self.transfers.len() as u32);
         self.transfers.push(t);
         self.t += ns + 1_000;
@@ -290,7 +289,7 @@ impl RunBuilder {
     }
 
     pub fn build(mut self) -> Run {
-        self.run.span_ns = (0, self.t + 1_000);
+        self.run.process.span_ns = (0, self.t + 1_000);
         self.run.set_constructs(&self.constructs);
         if !self.run.cupti_active() {
             let launched = self.run.launched_kernels();
@@ -302,7 +301,7 @@ impl RunBuilder {
         self.run.derive();
         let mut s = SummarySink::new();
         replay(&self.run, &mut s);
-        self.run.summary = s.finish(self.run.info());
+        self.run.summary = s.finish(self.run.process.clone());
         self.run
     }
 }
@@ -332,7 +331,7 @@ fn at_of(run: &Run, id: ConstructId) -> At {
 /// the kernels, the transfers, and the constructs innermost first.
 fn replay(run: &Run, s: &mut SummarySink) {
     let at = |id: ConstructId| at_of(run, id);
-    for &o in &run.open_at_end {
+    for &o in &run.process.open_at_end {
         let top = run.top_level(o);
         s.started(top, &run.construct(top));
     }
@@ -349,7 +348,8 @@ fn replay(run: &Run, s: &mut SummarySink) {
         let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
         s.transfer(t, order, at.as_ref());
     }
-    let open: std::collections::HashSet<ConstructId> = run.open_at_end.iter().copied().collect();
+    let open: std::collections::HashSet<ConstructId> =
+        run.process.open_at_end.iter().copied().collect();
     for id in constructs {
         let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
         s.construct(

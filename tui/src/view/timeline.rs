@@ -59,7 +59,7 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 let text = format!(
                     "{sign} {}  pid {}  {n} lane{}",
                     gr.label,
-                    gr.run.header.pid,
+                    gr.run.process.header.pid,
                     if n == 1 { "" } else { "s" }
                 );
                 let style = if on_cursor {
