@@ -2,6 +2,8 @@
 //! ranked by cost, each proposal's own patch rendered, and the saving of
 //! all findings together with every transfer counted once.
 
+use std::cmp::Ordering;
+
 use crate::findings::{Analysis, Finding};
 use crate::model::TransferId;
 use crate::patch::Edit;
@@ -77,14 +79,44 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
 /// other, however large its cost, so that what can be won, or what is
 /// not measured yet (a race, say), comes first.
 pub fn rank(findings: &mut [Finding]) {
-    findings.sort_by(|a, b| {
-        let saves_nothing = |f: &Finding| f.saving_ns == Some(0);
-        saves_nothing(a)
-            .cmp(&saves_nothing(b))
-            .then(b.cost_ns.is_some().cmp(&a.cost_ns.is_some()))
-            .then(b.cost_ns.cmp(&a.cost_ns))
-            .then(a.id.cmp(b.id))
+    findings.sort_by(rank_order);
+}
+
+/// Where finding `a` ranks against `b`: those that can save nothing last;
+/// then by cost, largest first, unmeasured after measured; then by rule.
+/// Every view that lists findings, of one run or of several, orders them
+/// by this alone.
+pub fn rank_order(a: &Finding, b: &Finding) -> Ordering {
+    let saves_nothing = |f: &Finding| f.saving_ns == Some(0);
+    saves_nothing(a)
+        .cmp(&saves_nothing(b))
+        .then(b.cost_ns.is_some().cmp(&a.cost_ns.is_some()))
+        .then(b.cost_ns.cmp(&a.cost_ns))
+        .then(a.id.cmp(b.id))
+}
+
+/// The findings of several runs in one ranked list, as (run, finding)
+/// positions into `analyses` (None: a run not analyzed yet, which has
+/// none). Each run's findings keep the order [`analyze`] gave them; ties
+/// between runs go to the earlier run.
+pub fn rank_together<'a>(
+    analyses: impl IntoIterator<Item = Option<&'a Analysis>>,
+) -> Vec<(usize, usize)> {
+    let analyses: Vec<&[Finding]> = analyses
+        .into_iter()
+        .map(|a| a.map_or(&[][..], |a| &a.findings[..]))
+        .collect();
+    let mut all: Vec<(usize, usize)> = analyses
+        .iter()
+        .enumerate()
+        .flat_map(|(r, f)| (0..f.len()).map(move |i| (r, i)))
+        .collect();
+    all.sort_by(|&(ra, ia), &(rb, ib)| {
+        rank_order(&analyses[ra][ia], &analyses[rb][ib])
+            .then(ra.cmp(&rb))
+            .then(ia.cmp(&ib))
     });
+    all
 }
 
 /// Sum of savings with every transfer counted once: findings that save
@@ -107,4 +139,53 @@ fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
         .map(|&id| run.transfer(id).duration_ns())
         .sum();
     moved + other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::Category;
+
+    fn analysis(findings: &[(&'static str, Option<u64>, Option<u64>)]) -> Analysis {
+        let mut findings: Vec<Finding> = findings
+            .iter()
+            .map(|&(id, cost, saving)| {
+                let mut f = Finding::new(id, Category::DataMovement, id);
+                f.cost_ns = cost;
+                f.saving_ns = saving;
+                f
+            })
+            .collect();
+        rank(&mut findings);
+        Analysis {
+            findings,
+            notes: Vec::new(),
+            wall_ns: 0,
+            total_saving_ns: 0,
+        }
+    }
+
+    /// Several runs' findings rank in one list as one run's do: what saves
+    /// nothing after all the others, whatever its cost; then by cost, the
+    /// unmeasured after the measured; equal ones by rule, then by run.
+    #[test]
+    fn findings_of_several_runs_rank_as_those_of_one_run() {
+        let a = analysis(&[
+            ("D6", Some(900), Some(0)),
+            ("S4", Some(50), None),
+            ("A1", None, None),
+        ]);
+        let ids = |f: &[Finding]| f.iter().map(|f| f.id).collect::<Vec<_>>();
+        assert_eq!(ids(&a.findings), ["S4", "A1", "D6"]);
+        let b = analysis(&[("S4", Some(50), None), ("L3", Some(70), Some(60))]);
+        let all = rank_together([Some(&a), None, Some(&b)]);
+        let together: Vec<&str> = all
+            .iter()
+            .map(|&(r, i)| [&a, &a, &b][r].findings[i].id)
+            .collect();
+        assert_eq!(together, ["L3", "S4", "S4", "A1", "D6"]);
+        assert_eq!(all[..3], [(2, 0), (0, 0), (2, 1)]);
+        let one = rank_together([Some(&a)]);
+        assert_eq!(one, [(0, 0), (0, 1), (0, 2)]);
+    }
 }

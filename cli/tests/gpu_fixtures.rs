@@ -270,26 +270,7 @@ fn a_device_fault_leaves_its_error_its_status_and_the_construct_it_died_in() {
 /// samples, as the fixtures' README says; stdout with its wrapped lines
 /// read as one.
 fn analyze_fixture(gpu: &str, name: &str) -> String {
-    let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
-    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
-    let out = std::process::Command::new(support::accprof())
-        .arg("analyze")
-        .arg("--symbols")
-        .arg(dir.join("bin"))
-        .arg("--source-dir")
-        .arg(&samples)
-        .arg(dir.join(format!("{name}.trace")))
-        .env_remove("ACCPROF_SYMBOL_PATH")
-        .env("ACCPROF_SYMBOLS_ONLY", "1")
-        .output()
-        .expect("accprof runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    on_fixture(gpu, name, &["analyze"])
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -324,4 +305,142 @@ fn lost_device_records_are_no_evidence_of_unused_memory() {
         s.contains("U1/A2 (unused uploads and allocations) not checked: 2 compute constructs ran on the device with no kernel record (lines 55, 58)"),
         "{s}"
     );
+}
+
+/// `accprof SUBCOMMAND` on fixture `name` of `gpu` with its binaries and
+/// the repository's samples; stdout.
+fn on_fixture(gpu: &str, name: &str, args: &[&str]) -> String {
+    let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
+    let out = std::process::Command::new(support::accprof())
+        .args(args)
+        .arg("--symbols")
+        .arg(dir.join("bin"))
+        .arg("--source-dir")
+        .arg(accprof_analyzer::testkit::fixtures::samples())
+        .arg(dir.join(format!("{name}.trace")))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?} {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The findings as `accprof analyze` lists them: (rule, title).
+fn findings_in_text(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (n, rest) = l.strip_prefix('#')?.split_once(' ')?;
+            n.parse::<usize>().ok()?;
+            let (rule, title) = rest.split_once("  ")?;
+            Some((rule.to_string(), title.to_string()))
+        })
+        .collect()
+}
+
+/// The findings as `accprof analyze --json` lists them: (rule, title).
+fn findings_in_json(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("valid JSON");
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().expect(k).to_string();
+            (s("rule"), s("title"))
+        })
+        .collect()
+}
+
+/// The findings table of `accprof export`, in its rows' order: (rule, title).
+fn findings_in_csv(csv_text: &str) -> Vec<(String, String)> {
+    let mut rows = csv::Reader::from_reader(csv_text.as_bytes());
+    let headers = rows.headers().expect("a header").clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).expect(name);
+    let (finding, rule, title) = (col("finding"), col("rule"), col("title"));
+    rows.records()
+        .enumerate()
+        .map(|(i, r)| {
+            let r = r.expect("a row");
+            assert_eq!(r[finding], (i + 1).to_string(), "rows in rank order");
+            (r[rule].to_string(), r[title].to_string())
+        })
+        .collect()
+}
+
+/// The rules of the timeline's findings panel, drawn on a test screen, by
+/// the number the panel gives each.
+fn rules_in_panel(screen: &str) -> Vec<String> {
+    let mut rows: Vec<(usize, String)> = screen
+        .lines()
+        .filter_map(|l| {
+            let panel = l.rsplit('│').next()?;
+            let mut words = panel.trim_start_matches('>').split_whitespace();
+            let n = words.next()?.parse::<usize>().ok()?;
+            let rule = words.next()?;
+            let is_rule = rule.len() == 2
+                && rule.starts_with(|c: char| c.is_ascii_uppercase())
+                && rule.ends_with(|c: char| c.is_ascii_digit());
+            is_rule.then(|| (n, rule.to_string()))
+        })
+        .collect();
+    rows.sort();
+    let numbers: Vec<usize> = rows.iter().map(|r| r.0).collect();
+    assert_eq!(numbers, (1..=rows.len()).collect::<Vec<_>>(), "{screen}");
+    rows.into_iter().map(|r| r.1).collect()
+}
+
+/// The findings' order has one owner, the analyzer: `analyze` (text and
+/// JSON), the export's findings table and the timeline's findings panel
+/// list them alike. default_async's D6 saves nothing, so it ranks after
+/// the race (S4) and the allocations (A1, unmeasured) in every view,
+/// although it costs the most.
+#[test]
+fn every_view_ranks_the_findings_alike() {
+    use accprof_analyzer::testkit::fixtures;
+    for (gpu, name) in [
+        ("h100", "default_async_fail"),
+        ("h100", "default_async_pass"),
+        ("h100", "laplace_bad_f90_1024"),
+        ("h100", "mpi_slab_f90_np2.r0"),
+        ("h200", "api_routines"),
+        ("h200", "laplace_bad_c"),
+    ] {
+        let text = findings_in_text(&on_fixture(gpu, name, &["analyze"]));
+        let json = findings_in_json(&on_fixture(gpu, name, &["analyze", "--json"]));
+        let table = on_fixture(
+            gpu,
+            name,
+            &["export", "--format", "csv", "--what", "findings"],
+        );
+        let table = findings_in_csv(&table);
+        assert!(text.len() >= 3, "{name}: {text:?}");
+        assert_eq!(text, json, "{name}: analyze text and --json");
+        assert_eq!(text, table, "{name}: analyze and the findings table");
+
+        let path = fixtures::dir(gpu).join(format!("{name}.trace"));
+        let run = fixtures::load(gpu, name);
+        let session = accprof_tui::Session::open(vec![(path, run)], &[fixtures::samples()]);
+        let state = accprof_tui::state::State::new(&session);
+        let listed: Vec<(String, String)> = state
+            .findings
+            .iter()
+            .map(|f| {
+                let x = session.groups[f.group].finding(f.index).expect("finding");
+                (x.id.to_string(), x.title.clone())
+            })
+            .collect();
+        assert_eq!(text, listed, "{name}: analyze and the timeline");
+        let screen = accprof_tui::render_text(&session, &state, 160, 60);
+        let rules: Vec<String> = text.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(rules, rules_in_panel(&screen), "{name}: the panel drawn");
+    }
+    let order = findings_in_text(&on_fixture("h100", "default_async_fail", &["analyze"]));
+    let rules: Vec<&str> = order.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(rules, ["S4", "A1", "D6"]);
 }

@@ -135,32 +135,14 @@ impl Session {
         self.groups.iter().all(|g| g.derived().is_some())
     }
 
-    /// The findings of the analyzed groups, ranked by cost (largest first,
-    /// unmeasured last).
+    /// The findings of the analyzed groups in the analyzer's rank order
+    /// ([`analysis::rank_together`]).
     pub fn ranked_findings(&self) -> Vec<FindingRef> {
-        let mut all: Vec<FindingRef> = self
-            .groups
-            .iter()
-            .enumerate()
-            .filter_map(|(g, gr)| gr.derived().map(|d| (g, d)))
-            .flat_map(|(g, d)| {
-                (0..d.analysis.findings.len()).map(move |i| FindingRef { group: g, index: i })
-            })
-            .collect();
-        let cost = |f: &FindingRef| {
-            self.groups[f.group]
-                .finding(f.index)
-                .and_then(|x| x.cost_ns)
-        };
-        all.sort_by(|a, b| {
-            cost(b)
-                .is_some()
-                .cmp(&cost(a).is_some())
-                .then(cost(b).cmp(&cost(a)))
-                .then(a.group.cmp(&b.group))
-                .then(a.index.cmp(&b.index))
-        });
-        all
+        let analyses = self.groups.iter().map(|g| g.derived().map(|d| &d.analysis));
+        analysis::rank_together(analyses)
+            .into_iter()
+            .map(|(group, index)| FindingRef { group, index })
+            .collect()
     }
 
     pub fn heap_bytes(&self) -> usize {
