@@ -278,3 +278,69 @@ fn launch_shapes_recorded_on_an_h100() {
         "{diff}"
     );
 }
+
+/// A launch site's kernel time is one number: the rules read it from the
+/// run's summary, and on every recorded GPU fixture it is what the site's
+/// kernels took on the device, and, summed over the sites of a line, the
+/// kernel time the summary gives that line. L5's device time is the
+/// summary's too.
+#[test]
+fn launch_sites_and_the_summary_agree_on_kernel_time_per_line() {
+    use std::collections::BTreeMap;
+
+    use accprof_analyzer::rules::{Context, Options};
+    use accprof_analyzer::testkit::fixtures;
+
+    let (mut lines_seen, mut l5_seen) = (0, 0);
+    for (gpu, name) in [
+        ("h100", "launch_shapes"),
+        ("h100", "laplace_bad_f90_1024"),
+        ("h100", "default_async_fail"),
+        ("h200", "laplace_bad_c"),
+        ("h200", "heat2d_naive"),
+        ("h200", "jacobi_f90"),
+        ("h200", "launch_storm"),
+    ] {
+        let run = fixtures::load(gpu, name);
+        let (sources, opts) = (SourceSet::default(), Options::default());
+        let cx = Context::new(&run, &sources, &opts);
+        let mut by_line: BTreeMap<(String, String, Option<u32>), u64> = BTreeMap::new();
+        for ls in cx.launch_sites() {
+            let device: u64 = ls.kernels.iter().map(|&k| run.kernel(k).device_ns()).sum();
+            assert_eq!(ls.device_ns, device, "{name}: site {:?}", run.site(ls.site));
+            let s = run.site(ls.site);
+            *by_line
+                .entry((s.file.clone(), s.function.clone(), s.line))
+                .or_default() += ls.device_ns;
+        }
+        let summary = run.summary();
+        for ((file, function, line), device) in by_line {
+            let l = summary
+                .functions
+                .iter()
+                .filter(|f| f.file == file && f.function == function)
+                .flat_map(|f| &f.lines)
+                .find(|l| l.line == line)
+                .unwrap_or_else(|| panic!("{name}: no summary line {file}:{line:?}"));
+            assert_eq!(l.kernel_ns(), device, "{name}: {file}:{line:?}");
+            assert!(device > 0, "{name}: {file}:{line:?}");
+            lines_seen += 1;
+        }
+        for f in l5_launch_bound::check(&cx).findings {
+            let line = f.locations[0].line;
+            let l = summary
+                .functions
+                .iter()
+                .flat_map(|f| &f.lines)
+                .find(|l| l.line == line)
+                .expect("L5's line");
+            assert_eq!(
+                f.evidence.get("device_time"),
+                Some(&Value::Ns(l.kernel_ns())),
+                "{name}"
+            );
+            l5_seen += 1;
+        }
+    }
+    assert!(lines_seen >= 10 && l5_seen >= 2, "{lines_seen} {l5_seen}");
+}

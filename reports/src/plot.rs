@@ -123,7 +123,7 @@ fn lines(m: &MergedSummary) -> Data {
     let mut bars: Vec<(u64, Bar)> = Vec::new();
     for f in &m.merged.functions {
         for l in &f.lines {
-            let kernel: u64 = l.kernels.iter().map(|k| k.device.total_ns).sum();
+            let kernel = l.kernel_ns();
             let dir = |d: CopyKind| -> u64 {
                 l.transfers
                     .iter()

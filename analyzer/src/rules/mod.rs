@@ -152,7 +152,8 @@ pub struct Context<'a> {
 pub struct LaunchSite {
     pub site: SiteId,
     pub constructs: Vec<ConstructId>,
-    /// Device-timed kernels and their total device time.
+    /// Device-timed kernels, and their device time as the summary has it
+    /// ([`crate::summary::Summary::site_kernel_ns`]).
     pub kernels: Vec<crate::model::KernelId>,
     pub device_ns: u64,
     /// Host time of the constructs, start to end.
@@ -288,7 +289,7 @@ impl<'a> Context<'a> {
                     site,
                     constructs: Vec::new(),
                     kernels: Vec::new(),
-                    device_ns: 0,
+                    device_ns: run.summary().site_kernel_ns(site),
                     host_ns: 0,
                     grid_block: None,
                     dims: None,
@@ -301,7 +302,6 @@ impl<'a> Context<'a> {
                     let kernel = run.kernel(k);
                     if kernel.device_timed() {
                         e.kernels.push(k);
-                        e.device_ns += kernel.device_ns();
                         *shapes
                             .entry(site)
                             .or_default()

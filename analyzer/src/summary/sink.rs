@@ -364,7 +364,9 @@ impl Sink for SummarySink {
         let mut acc = self.acc;
         acc.resize_with(info.sites.len(), SiteAcc::default);
         let slots = info.sites.iter().map(Some).chain([None]);
-        for (site, a) in slots.zip(acc.into_iter().chain([self.unattributed])) {
+        let mut site_kernel_ns = vec![0; info.sites.len()];
+        let all = slots.zip(acc.into_iter().chain([self.unattributed]));
+        for (i, (site, a)) in all.enumerate() {
             if !a.used {
                 continue;
             }
@@ -438,6 +440,9 @@ impl Sink for SummarySink {
                     .or_default()
                     .merge(s);
             }
+            if site.is_some() {
+                site_kernel_ns[i] = ls.kernel_ns();
+            }
             match f.lines.entry((line, address)) {
                 std::collections::btree_map::Entry::Vacant(v) => {
                     v.insert(ls);
@@ -475,6 +480,7 @@ impl Sink for SummarySink {
             constructs: totals.constructs,
             host_fallback: info.placement.some_on_host(),
             runs: vec![facts],
+            site_kernel_ns,
         }
     }
 }

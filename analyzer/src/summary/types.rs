@@ -7,7 +7,7 @@ use accprof_trace::{
     ConstructKind, CopyKind, Device, DropSource, EndRecord, Ending, Loss, SourceState, Sources,
 };
 
-use crate::model::ConstructClass;
+use crate::model::{ConstructClass, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -207,12 +207,16 @@ pub struct LineSummary {
 }
 
 impl LineSummary {
+    /// Device time of the line's kernels (CUPTI's; 0 without it).
+    pub fn kernel_ns(&self) -> u64 {
+        self.kernels
+            .iter()
+            .fold(0u64, |acc, k| acc.saturating_add(k.device.total_ns))
+    }
+
     /// Device time of the line's kernels and transfers.
     pub fn device_ns(&self) -> u64 {
-        let k: u64 = self
-            .kernels
-            .iter()
-            .fold(0u64, |acc, k| acc.saturating_add(k.device.total_ns));
+        let k = self.kernel_ns();
         let t: u64 = self
             .transfers
             .iter()
@@ -451,6 +455,19 @@ pub struct Summary {
     pub host_fallback: bool,
     /// The run this summarizes, or every run merged into it, in input order.
     pub runs: Vec<RunFacts>,
+    /// Each line site's share of its line's kernel time, by site
+    /// ([`Summary::site_kernel_ns`]); empty in a merged summary.
+    pub(crate) site_kernel_ns: Vec<u64>,
+}
+
+impl Summary {
+    /// Device time of the kernels reported at `site` (a
+    /// [`crate::Run::line_site`]): what the site adds to its line's
+    /// [`LineSummary::kernel_ns`] (a line gathers the sites that share its
+    /// file, function and line). The rules read a site's kernel time here.
+    pub fn site_kernel_ns(&self, site: SiteId) -> u64 {
+        self.site_kernel_ns.get(site.index()).copied().unwrap_or(0)
+    }
 }
 
 /// Orders a line's transfers by direction and their sizes largest first.
