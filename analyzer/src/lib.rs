@@ -24,6 +24,6 @@ pub mod units;
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, KernelSource, Memset, MemsetId, MpiCall, NameId, Run, Site, SiteId, Transfer,
-    TransferId, TransferSource,
+    KernelId, KernelSource, Memset, MemsetId, MpiCall, NameId, NameOrigin, Run, Site, SiteId,
+    Transfer, TransferId, TransferSource,
 };

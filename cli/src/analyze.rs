@@ -128,10 +128,11 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
     let (opts, bar) = crate::progress::with_bar(&args.trace, &crate::symbol_options(&args.symbols));
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
-    let run = run?;
+    let mut run = run?;
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
         std::fs::read_to_string(p)
     });
+    run.learn_names(&sources);
     let opts = Options {
         min_bytes: args.min_bytes,
         ..Options::default()

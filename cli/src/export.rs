@@ -133,13 +133,16 @@ pub fn load_all(
     for path in traces {
         let (opts, bar) = crate::progress::with_bar(path, &opts);
         let loaded = if model || findings {
-            let run = accprof_analyzer::load_run_with(path, &opts)?;
+            let mut run = accprof_analyzer::load_run_with(path, &opts)?;
+            // The sources name the buffers no runtime name or symbol does,
+            // in every table as in the findings.
+            let set =
+                SourceSet::load_with(&run, &sources.source_dirs, &sources.source_maps, &|p| {
+                    std::fs::read_to_string(p)
+                });
+            run.learn_names(&set);
             let summary = run.summary().clone();
             let analysis = findings.then(|| {
-                let set =
-                    SourceSet::load_with(&run, &sources.source_dirs, &sources.source_maps, &|p| {
-                        std::fs::read_to_string(p)
-                    });
                 accprof_analyzer::analysis::analyze(
                     &run,
                     &set,

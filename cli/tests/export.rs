@@ -1184,3 +1184,177 @@ fn bad_input_output_and_flags_fail_with_one_line_naming_them() {
     assert_eq!(o.status.code(), Some(2));
     assert!(support::stderr(&o).contains("invalid value 'xml'"));
 }
+
+// ------------------------------------------------------- one name a transfer
+
+/// The variable of transfer `id` in the Perfetto export: the name of its
+/// slice and its `variable` annotation, found by its `transfer_id`.
+fn perfetto_variable(bytes: &[u8], id: u64) -> Option<(String, String)> {
+    for (_, v) in fields(bytes) {
+        let Val::Bytes(p) = v else { continue };
+        for (f, v) in fields(p) {
+            let (11, Val::Bytes(e)) = (f, v) else {
+                continue;
+            };
+            let e = fields(e);
+            let mut annotations: HashMap<String, Val<'_>> = HashMap::new();
+            for (k, v) in &e {
+                if let (4, Val::Bytes(a)) = (k, v) {
+                    let a = fields(a);
+                    let name = text(&a, 10).expect("annotation name").to_string();
+                    let value = a.iter().find(|(k, _)| *k == 3 || *k == 6).expect("value");
+                    annotations.insert(name, value.1);
+                }
+            }
+            if matches!(annotations.get("transfer_id"), Some(Val::Int(x)) if *x == id) {
+                let Some(Val::Bytes(var)) = annotations.get("variable") else {
+                    panic!("transfer {id} without a variable annotation")
+                };
+                let var = std::str::from_utf8(var).expect("utf-8").to_string();
+                return Some((text(&e, 23).unwrap_or("").to_string(), var));
+            }
+        }
+    }
+    None
+}
+
+/// A transfer is named alike in `analyze` (text and JSON), the CSV and
+/// JSON transfers tables, the Perfetto export and the timeline's details:
+/// every view asks the model ([`accprof_analyzer::Run::variable`]). The
+/// fixtures' runtime (GCC's libgomp) names no variable, so their names come
+/// from the executable's symbols (laplace_bad.c's global arrays) or from
+/// the source (heat2d_naive.c's and caller_loop.c's heap arrays).
+#[test]
+fn a_transfer_has_one_name_in_analyze_export_perfetto_and_the_timeline() {
+    use accprof_analyzer::NameOrigin;
+    use accprof_tui::lanes::Item;
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let cases = [
+        ("h200", "laplace_bad_c", "A", NameOrigin::Symbol),
+        ("h200", "heat2d_naive", "u", NameOrigin::Source),
+        ("h100", "caller_loop", "unew", NameOrigin::Source),
+    ];
+    for (gpu, name, var, origin) in cases {
+        let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
+        let path = dir.join(format!("{name}.trace"));
+        let mut run = accprof_analyzer::testkit::fixtures::load(gpu, name);
+        let sources = accprof_analyzer::source::SourceSet::load_with(
+            &run,
+            std::slice::from_ref(&samples),
+            &[],
+            &|p| std::fs::read_to_string(p),
+        );
+        run.learn_names(&sources);
+        let (id, _) = run
+            .transfers()
+            .find(|(id, _)| run.variable_from(*id) == Some((var, origin)))
+            .unwrap_or_else(|| panic!("{name}: no transfer named {var} by {origin:?}"));
+        let t = run.transfer(id);
+        let site = run.site(run.line_site(t.construct.expect("joined")));
+        let line = site.line.expect("line");
+        let accprof = |sub: &str, args: &[&str]| {
+            let mut cmd = Command::new(support::accprof());
+            cmd.arg(sub)
+                .arg("--symbols")
+                .arg(dir.join("bin"))
+                .arg("--source-dir")
+                .arg(&samples)
+                .env_remove("ACCPROF_SYMBOL_PATH")
+                .env("ACCPROF_SYMBOLS_ONLY", "1")
+                .arg(&path)
+                .args(args);
+            ok(&cmd.output().expect("run accprof"))
+        };
+        let named = |list: &str| list.split(", ").any(|v| v == var);
+
+        // analyze, text: a finding's location at the transfer's line
+        // lists it.
+        let text = accprof("analyze", &[]);
+        let at = format!(":{line}  ");
+        assert!(
+            text.lines().any(|l| l.contains(&at)
+                && l.trim_end().ends_with(']')
+                && l.rsplit_once('[')
+                    .is_some_and(|(_, v)| named(v.trim_end_matches(']')))),
+            "{name}: analyze names no {var} at line {line}:\n{text}"
+        );
+        // analyze --json: the same location.
+        let doc: serde_json::Value =
+            serde_json::from_str(&accprof("analyze", &["--json"])).expect("json");
+        let locations = doc["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .flat_map(|f| f["locations"].as_array().expect("locations"));
+        assert!(
+            locations
+                .filter(|l| l["line"] == line)
+                .any(|l| l["variable"].as_str().is_some_and(named)),
+            "{name}: analyze --json names no {var} at line {line}"
+        );
+        // export, CSV and JSON transfers tables: the row of the transfer.
+        let csv = accprof("export", &["-f", "csv", "--what", "transfers"]);
+        let row = csv
+            .lines()
+            .find(|l| l.split(',').nth(1) == Some(&id.number().to_string()))
+            .expect("transfer row");
+        assert_eq!(row.split(',').nth(4), Some(var), "{name}: {row}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&accprof("export", &["-f", "json"])).expect("json");
+        let row = doc["tables"]["transfers"]
+            .as_array()
+            .expect("transfers")
+            .iter()
+            .find(|r| r["transfer_id"] == id.number())
+            .expect("transfer row");
+        assert_eq!(row["variable"], var, "{name}");
+        // Perfetto: the transfer's slice.
+        let tmp = tempfile::tempdir().expect("tmp");
+        let out = tmp.path().join("t.pftrace");
+        accprof(
+            "export",
+            &["-f", "perfetto", "-o", out.to_str().expect("utf-8")],
+        );
+        let bytes = std::fs::read(&out).expect("read");
+        assert_eq!(
+            perfetto_variable(&bytes, u64::from(id.number())),
+            Some((var.to_string(), var.to_string())),
+            "{name}"
+        );
+        // The timeline: the details of the selected transfer.
+        let fresh = accprof_analyzer::testkit::fixtures::load(gpu, name);
+        let s =
+            accprof_tui::Session::open(vec![(path.clone(), fresh)], std::slice::from_ref(&samples));
+        let (lane, pos) = s.groups[0]
+            .lanes
+            .lanes
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| Some((i, l.find(Item::Transfer(id))?)))
+            .expect("the transfer's lane");
+        let mut st = accprof_tui::state::State::new(&s);
+        st.select(
+            &s,
+            accprof_tui::state::Ev {
+                group: 0,
+                lane,
+                pos,
+            },
+        );
+        let screen = timeline_screen(&s, &st);
+        let head = format!("copy of {var} ");
+        assert!(
+            screen.lines().any(|l| l.contains(&head)),
+            "{name}: the details do not say `{head}`:\n{screen}"
+        );
+    }
+}
+
+/// The timeline drawn at 120x40, as text.
+fn timeline_screen(s: &accprof_tui::Session, st: &accprof_tui::state::State) -> String {
+    use accprof_tui::style::Palette;
+    let area = ratatui::layout::Rect::new(0, 0, 120, 40);
+    let mut buf = ratatui::buffer::Buffer::empty(area);
+    accprof_tui::view::render(s, st, Palette { color: false }, area, &mut buf);
+    accprof_tui::view::buffer_text(&buf)
+}

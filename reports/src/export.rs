@@ -623,7 +623,7 @@ fn transfer_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {
             Cell::Int(u64::from(id.number())),
             Cell::opt_int(t.construct.map(|c| u64::from(c.number()))),
             Cell::Str(copy_label(Some(t.kind))),
-            Cell::Str(t.variable.map_or("", |v| run.name(v))),
+            Cell::Str(run.variable(id).unwrap_or("")),
             Cell::Int(t.bytes),
             Cell::Us(rel(run, t.start_ns)),
             Cell::Us(rel(run, t.end_ns)),

@@ -389,7 +389,7 @@ fn transfer(
     )?;
     st.place_of(run, t.construct);
     let kind = copy_label(Some(t.kind));
-    let variable = t.variable.map_or("", |v| run.name(v));
+    let variable = run.variable(id).unwrap_or("");
     sink.slice(&Slice {
         track,
         name: if variable.is_empty() { kind } else { variable },

@@ -151,10 +151,17 @@ impl Session {
 }
 
 impl Group {
-    fn new(path: PathBuf, run: Run, source_dirs: &[PathBuf], shift: i128, several: bool) -> Group {
+    fn new(
+        path: PathBuf,
+        mut run: Run,
+        source_dirs: &[PathBuf],
+        shift: i128,
+        several: bool,
+    ) -> Group {
         let sources = SourceSet::load_with(&run, source_dirs, &[], &|p: &Path| {
             std::fs::read_to_string(p)
         });
+        run.learn_names(&sources);
         let run = Arc::new(run);
         let lanes = RunLanes::build(&run, shift);
         let name = path
@@ -311,20 +318,8 @@ impl Group {
     pub fn name_of(&self, item: Item) -> Option<&str> {
         match item {
             Item::Kernel(k) => Some(self.run.name(self.run.kernel(k).name)),
-            Item::Transfer(t) => self.variable(&self.run.transfer(t)),
+            Item::Transfer(t) => self.run.variable(t),
             _ => None,
-        }
-    }
-
-    /// A transfer's variable: as the runtime named it, else the
-    /// executable's data object at its host address.
-    pub fn variable(&self, x: &accprof_analyzer::Transfer) -> Option<&str> {
-        match x.variable {
-            Some(v) => Some(self.run.name(v)),
-            None => x
-                .host_ptr()
-                .and_then(|p| self.run.data_names.get(&p))
-                .map(String::as_str),
         }
     }
 }

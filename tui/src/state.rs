@@ -713,9 +713,8 @@ fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String 
         .run
         .transfers_of(c)
         .iter()
-        .map(|&t| g.run.transfer(t))
-        .filter(|x| x.kind == accprof_trace::CopyKind::HostToDevice)
-        .filter_map(|x| g.variable(&x))
+        .filter(|&&t| g.run.transfer(t).kind == accprof_trace::CopyKind::HostToDevice)
+        .filter_map(|&t| g.run.variable(t))
         .collect();
     names.sort_unstable();
     names.dedup();

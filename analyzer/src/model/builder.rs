@@ -143,6 +143,7 @@ impl Sink for RunSink {
             hashes,
             executable_binary: None,
             data_names: Default::default(),
+            buffer_names: Default::default(),
             related: Related::default(),
             summary: Summary::default(),
         };
@@ -188,6 +189,7 @@ impl Run {
             collector_spans: Vec::new(),
             executable_binary: None,
             data_names: Default::default(),
+            buffer_names: Default::default(),
             related: Related::default(),
             summary: Summary::default(),
         };
@@ -250,6 +252,7 @@ pub fn build(trace: Trace, symbolizer: &mut Symbolizer) -> Run {
 /// of the data objects the transfers moved.
 pub(super) fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
     let Some(exe) = run.executable_module() else {
+        run.derive_names();
         return;
     };
     let binary = symbolizer.locate(exe);
@@ -267,6 +270,7 @@ pub(super) fn read_binaries(run: &mut Run, symbolizer: &mut Symbolizer) {
     let names = symbolizer.data_names(exe, moved);
     run.executable_binary = binary;
     run.data_names = names.into_iter().collect();
+    run.derive_names();
 }
 
 /// Builds the model while reading: records are looked at one by one and

@@ -4,7 +4,8 @@
 //! One concern a file: the entities and their handles (entities.rs), the
 //! packed tables that hold them (tables.rs), the run's totals and
 //! placement (facts.rs), the indices from a construct
-//! to what it caused and from a construct to its line (index.rs), the read
+//! to what it caused and from a construct to its line (index.rs), the
+//! names of the buffers the transfers moved (variables.rs), the read
 //! API every view asks (run.rs), and the builder that the join fills
 //! (builder.rs). Only the builder knows the join.
 
@@ -15,6 +16,7 @@ mod index;
 mod process;
 mod run;
 mod tables;
+mod variables;
 
 pub use builder::{build, build_from_reader};
 pub use entities::*;
@@ -23,6 +25,7 @@ pub(crate) use index::LineSites;
 pub use process::Process;
 pub use run::{Entities, Rows, Run};
 pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
+pub use variables::NameOrigin;
 
 #[cfg(test)]
 mod tests;

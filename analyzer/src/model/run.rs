@@ -42,6 +42,8 @@ pub struct Run {
     /// addresses the transfers moved, from its symbol table: what the
     /// findings call a buffer the runtime did not name.
     pub data_names: std::collections::BTreeMap<u64, String>,
+    /// The other names of the buffers ([`Run::buffer_name`]).
+    pub(crate) buffer_names: super::variables::BufferNames,
     /// Each construct's own kernels, transfers, allocations, memsets and
     /// launches (the other way round from their `construct` fields), made
     /// by [`Run::derive`].
@@ -303,6 +305,7 @@ impl Run {
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn derive(&mut self) {
         self.derive_indices();
+        self.derive_names();
         self.collector_spans = collector_spans(&self.hashes);
         self.process.totals = Totals::of(self);
         self.process.placement = Placement::of(self);

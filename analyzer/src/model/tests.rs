@@ -481,3 +481,42 @@ fn line_sites_follow_entries_and_top_level_constructs() {
     // The runtime's own sites stay as reported.
     assert_eq!(run.site(run.construct(h_out).site).line, Some(15));
 }
+
+/// A transfer is named by the runtime's name for it, else its buffer by the
+/// runtime's name for another transfer of it, by the executable's data
+/// symbol, then by the source; the summary's lines name them alike.
+#[test]
+fn a_transfer_is_named_by_the_runtime_then_the_symbol() {
+    use crate::testkit::runs::RunBuilder;
+    let mut b = RunBuilder::new(HashMode::Off);
+    let site = b.site("a.c", 10);
+    let c = b.open(ConstructClass::Compute, site, None);
+    let (a, s, none) = (b.buf(4096, 1), b.buf(4096, 2), b.buf(4096, 3));
+    let up = b.copy(c, CopyKind::HostToDevice, a, 100);
+    let down = b.copy(c, CopyKind::DeviceToHost, a, 100);
+    let by_symbol = b.copy(c, CopyKind::HostToDevice, s, 100);
+    let unnamed = b.copy(c, CopyKind::HostToDevice, none, 100);
+    b.close(c);
+    let name = b.run.intern_name("x");
+    b.transfer_mut(down).variable = Some(name);
+    let mut run = b.build();
+    // The symbols name `a` too: the runtime's name wins.
+    run.data_names = [(a.ptr, "a_sym".to_string()), (s.ptr, "s_sym".to_string())].into();
+    run.derive_names();
+    assert_eq!(run.variable_from(down), Some(("x", NameOrigin::Runtime)));
+    assert_eq!(run.variable_from(up), Some(("x", NameOrigin::Runtime)));
+    assert_eq!(
+        run.variable_from(by_symbol),
+        Some(("s_sym", NameOrigin::Symbol))
+    );
+    assert_eq!(run.variable(unnamed), None);
+    let line = &run.summary().functions[0].lines[0];
+    let vars: Vec<&Vec<String>> = line.transfers.iter().map(|t| &t.variables).collect();
+    assert_eq!(
+        vars,
+        [
+            &vec!["x".to_string(), "s_sym".to_string()],
+            &vec!["x".to_string()]
+        ]
+    );
+}

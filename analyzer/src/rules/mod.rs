@@ -26,7 +26,7 @@ pub mod l2_vector_trip;
 pub mod l3_single_gang;
 pub mod l4_launch_differs;
 pub mod l5_launch_bound;
-mod names;
+pub(crate) mod names;
 pub mod p1_partial_change;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
@@ -139,8 +139,10 @@ pub struct Context<'a> {
     kernel_max_end: std::sync::OnceLock<Vec<u64>>,
     /// Where kernel times come from, None when the run has none.
     pub kernel_source: Option<&'static str>,
-    /// Host buffer names (pointer -> name).
-    pub names: HashMap<u64, String>,
+    /// The sources' buffer names, when the run did not learn them
+    /// ([`Run::learn_names`]); the rules name buffers by
+    /// [`Context::buffer_name`].
+    unlearned: Option<HashMap<u64, String>>,
     /// Compute constructs per site, made when first asked for.
     launch_sites: std::sync::OnceLock<Vec<LaunchSite>>,
 }
@@ -197,35 +199,42 @@ impl LaunchSite {
     }
 }
 
+/// The host <-> device transfers of at least `min_bytes`, in time order,
+/// and how many were smaller.
+pub(crate) fn large_xfers(run: &Run, min_bytes: u64) -> (Vec<Xfer>, usize) {
+    let mut xfers = Vec::new();
+    let mut small = 0;
+    for (id, c) in run.transfers() {
+        let dir = match c.kind {
+            CopyKind::HostToDevice => Dir::Upload,
+            CopyKind::DeviceToHost => Dir::Download,
+            _ => continue,
+        };
+        if c.bytes < min_bytes {
+            small += 1;
+            continue;
+        }
+        let origin = c.construct.map(|id| run.top_level(id));
+        xfers.push(Xfer {
+            transfer: id,
+            dir,
+            host_ptr: c.host_ptr(),
+            bytes: c.bytes,
+            hash: c.hash(),
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
+            construct: c.construct,
+            origin,
+            site: c.construct.map(|id| run.line_site(id)),
+        });
+    }
+    xfers.sort_by_key(|x| (x.start_ns, x.transfer));
+    (xfers, small)
+}
+
 impl<'a> Context<'a> {
     pub fn new(run: &'a Run, sources: &'a SourceSet, opts: &'a Options) -> Context<'a> {
-        let mut xfers = Vec::new();
-        let mut small = 0;
-        for (id, c) in run.transfers() {
-            let dir = match c.kind {
-                CopyKind::HostToDevice => Dir::Upload,
-                CopyKind::DeviceToHost => Dir::Download,
-                _ => continue,
-            };
-            if c.bytes < opts.min_bytes {
-                small += 1;
-                continue;
-            }
-            let origin = c.construct.map(|id| run.top_level(id));
-            xfers.push(Xfer {
-                transfer: id,
-                dir,
-                host_ptr: c.host_ptr(),
-                bytes: c.bytes,
-                hash: c.hash(),
-                start_ns: c.start_ns,
-                end_ns: c.end_ns,
-                construct: c.construct,
-                origin,
-                site: c.construct.map(|id| run.line_site(id)),
-            });
-        }
-        xfers.sort_by_key(|x| (x.start_ns, x.transfer));
+        let (xfers, small) = large_xfers(run, opts.min_bytes);
         let mut buffers: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
         for (i, x) in xfers.iter().enumerate() {
             if let Some(p) = x.host_ptr {
@@ -254,8 +263,9 @@ impl<'a> Context<'a> {
         } else {
             None
         };
-        let mut names = names::recorded_names(run);
-        names::infer_names(&mut names, run, sources, &xfers);
+        // A run whose view did not have it learn the sources' names (one
+        // made for a test) learns them for the rules alone.
+        let unlearned = (!run.names_learned()).then(|| names::from_sources(run, sources));
         Context {
             run,
             sources,
@@ -266,7 +276,7 @@ impl<'a> Context<'a> {
             kernel_order,
             kernel_max_end: std::sync::OnceLock::new(),
             kernel_source,
-            names,
+            unlearned,
             launch_sites: std::sync::OnceLock::new(),
         }
     }
@@ -501,11 +511,22 @@ impl<'a> Context<'a> {
         Location::of_site(self.run, role, site, variable)
     }
 
+    /// The name of the host buffer at `p`, as [`Run::buffer_name`] names
+    /// it.
+    pub fn buffer_name(&self, p: u64) -> Option<&str> {
+        self.run.buffer_name(p).or_else(|| {
+            self.unlearned
+                .as_ref()
+                .and_then(|u| u.get(&p))
+                .map(String::as_str)
+        })
+    }
+
     /// The buffer's name, or its address and size.
     pub fn buffer_label(&self, ptr: Option<u64>, bytes: u64) -> String {
         match ptr {
-            Some(p) => match self.names.get(&p) {
-                Some(n) => n.clone(),
+            Some(p) => match self.buffer_name(p) {
+                Some(n) => n.to_string(),
                 None => format!("buffer {p:#x} ({})", crate::units::bytes(bytes)),
             },
             None => format!("a buffer of {}", crate::units::bytes(bytes)),
@@ -513,7 +534,7 @@ impl<'a> Context<'a> {
     }
 
     pub fn name_of(&self, ptr: Option<u64>) -> Option<String> {
-        ptr.and_then(|p| self.names.get(&p).cloned())
+        ptr.and_then(|p| self.buffer_name(p)).map(str::to_string)
     }
 
     /// Share of the run's wall time.

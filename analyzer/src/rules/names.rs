@@ -9,19 +9,16 @@ use crate::proposals::key;
 use crate::source::SourceSet;
 use crate::Run;
 
-/// Names of host buffers: the runtime's variable names, else the data
-/// object of the executable that starts at exactly that address (globals
-/// and statics), as the model resolved it at load.
-pub(super) fn recorded_names(run: &Run) -> HashMap<u64, String> {
-    let mut names = HashMap::new();
-    for (_, c) in run.transfers() {
-        if let (Some(p), Some(v)) = (c.host_ptr(), c.variable) {
-            names.entry(p).or_insert_with(|| run.name(v).to_string());
-        }
-    }
-    for (&p, name) in &run.data_names {
-        names.entry(p).or_insert_with(|| name.clone());
-    }
+/// The names the sources give the host buffers that no runtime name or
+/// symbol names ([`Run::learn_names`] keeps them): inferred from the large
+/// transfers (those the rules examine by default) and the constructs that
+/// moved them.
+pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> HashMap<u64, String> {
+    let recorded = run.recorded_buffer_names();
+    let (xfers, _) = super::large_xfers(run, super::Options::default().min_bytes);
+    let mut names = recorded.clone();
+    infer_names(&mut names, run, sources, &xfers);
+    names.retain(|p, _| !recorded.contains_key(p));
     names
 }
 
@@ -76,7 +73,7 @@ fn name_update(
 /// (or only `copyout`) and buffers only uploaded (or only downloaded);
 /// the one array the construct writes and the one buffer whose content
 /// changed between upload and download.
-pub(super) fn infer_names(
+fn infer_names(
     cx_names: &mut HashMap<u64, String>,
     run: &Run,
     sources: &SourceSet,

@@ -36,5 +36,26 @@ pub fn summarize_reader(
     reader: impl accprof_trace::RecordSource,
     symbolizer: &mut crate::symbolize::Symbolizer,
 ) -> Summary {
-    crate::join::join_reader(reader, symbolizer, SummarySink::new())
+    let mut summary = crate::join::join_reader(reader, symbolizer, SummarySink::new());
+    // Without a model, the buffers the runtime did not name are named by
+    // the executable's symbols, as the model names them before it reads
+    // the sources ([`crate::Run::buffer_name`]).
+    if let Some(exe) = summary.executable.take() {
+        let mut moved: Vec<u64> = summary
+            .functions
+            .iter()
+            .flat_map(|f| &f.lines)
+            .flat_map(|l| &l.transfers)
+            .flat_map(|t| &t.moved)
+            .filter_map(|m| match m {
+                Moved::Buffer(p) => Some(*p),
+                Moved::Named(_) => None,
+            })
+            .collect();
+        moved.sort_unstable();
+        moved.dedup();
+        let names = symbolizer.data_names(&exe, moved);
+        summary.name_buffers(|p| names.get(&p).map(String::as_str));
+    }
+    summary
 }

@@ -38,8 +38,9 @@ struct KernelAcc {
 /// Transfers of one line in one direction, while summarizing.
 struct TransferAcc {
     line: TransferLine,
-    /// Variables with the first transfer of each, in the run's order.
-    variables: Vec<(Order, NameId)>,
+    /// Variables (the runtime's names, else the host buffers) with the
+    /// first transfer of each, in the run's order.
+    variables: Vec<(Order, Result<NameId, u64>)>,
     /// The last transfer's order (it says whether they are device-timed).
     last: Order,
 }
@@ -339,7 +340,12 @@ impl Sink for SummarySink {
             MemoryKind::Pinned => t.pinned += 1,
             _ => {}
         }
-        if let Some(v) = cp.variable {
+        let v = match (cp.variable, cp.host_ptr()) {
+            (Some(v), _) => Some(Ok(v)),
+            (None, Some(p)) => Some(Err(p)),
+            (None, None) => None,
+        };
+        if let Some(v) = v {
             match acc.variables.iter_mut().find(|(_, x)| *x == v) {
                 Some((first, _)) => *first = (*first).min(order),
                 None => acc.variables.push((order, v)),
@@ -398,11 +404,16 @@ impl Sink for SummarySink {
                 .into_iter()
                 .map(|mut t| {
                     t.variables.sort_by_key(|(first, _)| *first);
-                    t.line.variables = t
+                    t.line.moved = t
                         .variables
                         .iter()
-                        .map(|&(_, v)| name(v).to_string())
+                        .map(|&(_, v)| match v {
+                            Ok(v) => Moved::Named(name(v).to_string()),
+                            Err(p) => Moved::Buffer(p),
+                        })
                         .collect();
+                    // The runtime's names until the model names the rest.
+                    t.line.name_buffers(|_| None);
                     t.line
                 })
                 .collect();
@@ -481,6 +492,12 @@ impl Sink for SummarySink {
             host_fallback: info.placement.some_on_host(),
             runs: vec![facts],
             site_kernel_ns,
+            executable: info
+                .modules
+                .iter()
+                .find(|m| m.path == info.header.executable)
+                .or_else(|| info.modules.first())
+                .cloned(),
         }
     }
 }

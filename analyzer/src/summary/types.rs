@@ -122,14 +122,47 @@ pub struct TransferLine {
     pub device_timed: bool,
     pub pageable: u64,
     pub pinned: u64,
+    /// The variables moved, in the order of their first transfer, named as
+    /// [`crate::Run::variable`] names a transfer.
     pub variables: Vec<String>,
+    /// The same in the order met: the runtime's names, and the host
+    /// buffers the runtime did not name, for the model to name
+    /// ([`TransferLine::name_buffers`]).
+    pub(crate) moved: Vec<Moved>,
     /// Transfers per size, largest size first (at most [`MAX_SIZES`]).
     pub sizes: Vec<SizeCount>,
     /// Transfers whose size did not fit in `sizes`.
     pub other_sizes: u64,
 }
 
+/// A variable of a transfer line as the summary met it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Named by the runtime.
+    Named(String),
+    /// A host buffer the runtime did not name.
+    Buffer(u64),
+}
+
 impl TransferLine {
+    /// Names the line's variables: the runtime's names, the buffers it did
+    /// not name by `buffer_name` (those it cannot name are left out), each
+    /// name once.
+    pub(crate) fn name_buffers<'a>(&mut self, buffer_name: impl Fn(u64) -> Option<&'a str>) {
+        self.variables.clear();
+        for m in &self.moved {
+            let name = match m {
+                Moved::Named(n) => Some(n.as_str()),
+                Moved::Buffer(p) => buffer_name(*p),
+            };
+            if let Some(n) = name {
+                if !self.variables.iter().any(|v| v == n) {
+                    self.variables.push(n.to_string());
+                }
+            }
+        }
+    }
+
     /// Counts `count` transfers of `bytes`. The largest sizes are kept,
     /// whatever order the transfers come in: a smaller one that was kept
     /// goes to `other_sizes` when a larger one needs its place.
@@ -458,9 +491,25 @@ pub struct Summary {
     /// Each line site's share of its line's kernel time, by site
     /// ([`Summary::site_kernel_ns`]); empty in a merged summary.
     pub(crate) site_kernel_ns: Vec<u64>,
+    /// The executable's module, to name the buffers the runtime did not
+    /// name by its symbols when there is no model to ask
+    /// ([`super::summarize_reader`]).
+    pub(crate) executable: Option<accprof_trace::Module>,
 }
 
 impl Summary {
+    /// Names the transfer lines' variables: the runtime's names, and the
+    /// buffers it did not name by `buffer_name`.
+    pub(crate) fn name_buffers<'a>(&mut self, buffer_name: impl Fn(u64) -> Option<&'a str>) {
+        for f in &mut self.functions {
+            for l in &mut f.lines {
+                for t in &mut l.transfers {
+                    t.name_buffers(&buffer_name);
+                }
+            }
+        }
+    }
+
     /// Device time of the kernels reported at `site` (a
     /// [`crate::Run::line_site`]): what the site adds to its line's
     /// [`LineSummary::kernel_ns`] (a line gathers the sites that share its

@@ -302,6 +302,7 @@ impl RunBuilder {
         let mut s = SummarySink::new();
         replay(&self.run, &mut s);
         self.run.summary = s.finish(self.run.process.clone());
+        self.run.name_summary();
         self.run
     }
 }

@@ -176,7 +176,7 @@ fn describe(
                 accprof_trace::CopyKind::DeviceToHost => "device->host copy",
                 _ => "copy",
             };
-            let var = g.variable(&x).unwrap_or("(unnamed)").to_string();
+            let var = run.variable(t).unwrap_or("(unnamed)").to_string();
             head = format!("{dir} of {var}");
             let rate = units::rate(x.bytes, x.duration_ns()).unwrap_or_else(|| "-".into());
             let timed = match x.source {
