@@ -23,7 +23,7 @@ pub mod units;
 
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
-    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Kernel,
-    KernelId, KernelSource, Memset, MemsetId, MpiCall, NameId, NameOrigin, Run, Site, SiteId,
-    Transfer, TransferId, TransferSource,
+    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Item,
+    Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, NameId, NameOrigin, Run, Site,
+    SiteId, Track, Transfer, TransferId, TransferSource,
 };

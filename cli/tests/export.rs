@@ -1226,8 +1226,7 @@ fn perfetto_variable(bytes: &[u8], id: u64) -> Option<(String, String)> {
 /// the source (heat2d_naive.c's and caller_loop.c's heap arrays).
 #[test]
 fn a_transfer_has_one_name_in_analyze_export_perfetto_and_the_timeline() {
-    use accprof_analyzer::NameOrigin;
-    use accprof_tui::lanes::Item;
+    use accprof_analyzer::{Item, NameOrigin};
     let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
     let cases = [
         ("h200", "laplace_bad_c", "A", NameOrigin::Symbol),
@@ -1357,4 +1356,117 @@ fn timeline_screen(s: &accprof_tui::Session, st: &accprof_tui::state::State) -> 
     let mut buf = ratatui::buffer::Buffer::empty(area);
     accprof_tui::view::render(s, st, Palette { color: false }, area, &mut buf);
     accprof_tui::view::buffer_text(&buf)
+}
+
+// ------------------------------------------------------- ranks on one clock
+
+/// Four MPI ranks whose clocks started at other times and whose first
+/// constructs came at other times after their starts line up alike in the
+/// timeline and in the Perfetto export: each rank's first construct at its
+/// known Unix time, less the earliest one's ([`accprof_analyzer::Run::unix_ns`]).
+#[test]
+fn four_ranks_line_up_alike_in_the_timeline_and_the_perfetto_export() {
+    use accprof_analyzer::testkit::trace::{header, TraceBuilder};
+    const UNIX: u64 = 1_763_000_000_000_000_000;
+    // The first construct's Unix time after UNIX, the time from the
+    // rank's start to it, and its trace clock at the start.
+    let ranks: [(u64, u64, u64); 4] = [
+        (30_000, 1_000_000, 5_000),
+        (0, 200_000, 7_000_000_000),
+        (120_000, 3_000_000, 40_000),
+        (5_000, 50_000, 2_000_000_000_000),
+    ];
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut paths = Vec::new();
+    for (r, &(at, since_start, clock)) in ranks.iter().enumerate() {
+        let mut h = header();
+        h.rank = Some(r as u32);
+        h.pid = 100 + r as u32;
+        h.start_unix_ns = UNIX + at - since_start;
+        h.start_clock_ns = clock;
+        let mut b = TraceBuilder::new();
+        // The builder puts each event 100 ns after the one before.
+        b.t = clock + since_start - 100;
+        b.compute(1, 1, 10, 2_000);
+        let path = dir.path().join(format!("r{r}.trace"));
+        accprof_analyzer::testkit::trace::write_trace(&path, &h, &b.records);
+        paths.push(path);
+    }
+    let earliest = ranks.iter().map(|r| r.0).min().expect("ranks");
+    let expected: Vec<u64> = ranks.iter().map(|r| r.0 - earliest).collect();
+
+    // The timeline: each rank's first construct on the common clock.
+    let opts = accprof_analyzer::LoadOptions::default();
+    let runs = paths
+        .iter()
+        .map(|p| {
+            let run = accprof_analyzer::load_run_with(p, &opts).expect("rank trace");
+            (p.clone(), run)
+        })
+        .collect();
+    let s = accprof_tui::Session::open(runs, &[]);
+    let timeline: Vec<u64> = s
+        .groups
+        .iter()
+        .map(|g| {
+            let l = g
+                .lanes
+                .lanes
+                .iter()
+                .find(|l| matches!(l.kind, accprof_tui::lanes::LaneKind::Thread { .. }))
+                .expect("thread lane");
+            l.first_start()
+        })
+        .collect();
+    assert_eq!(timeline, expected);
+
+    // The Perfetto export: each rank's first construct slice.
+    let out = dir.path().join("t.pftrace");
+    let mut cmd = Command::new(support::accprof());
+    cmd.arg("export")
+        .args(&paths)
+        .args(["-f", "perfetto", "-o"])
+        .arg(&out)
+        .env_remove("ACCPROF_SYMBOL_PATH");
+    ok(&cmd.output().expect("run accprof"));
+    let bytes = std::fs::read(&out).expect("read");
+    // Track uuid -> (name, parent).
+    let mut tracks: HashMap<u64, (String, Option<u64>)> = HashMap::new();
+    let mut first: HashMap<u32, u64> = HashMap::new();
+    for (_, v) in fields(&bytes) {
+        let Val::Bytes(p) = v else { panic!("packet") };
+        let p = fields(p);
+        for (f, v) in &p {
+            match (f, v) {
+                (60, Val::Bytes(d)) => {
+                    let d = fields(d);
+                    let name = text(&d, 2).expect("name").to_string();
+                    tracks.insert(int(&d, 1).expect("uuid"), (name, int(&d, 5)));
+                }
+                (11, Val::Bytes(e)) => {
+                    let e = fields(e);
+                    if int(&e, 9) != Some(1) || text(&e, 22) != Some("construct") {
+                        continue;
+                    }
+                    // The rank of the track's process: "rank R ...".
+                    let mut t = int(&e, 11).expect("track");
+                    while let Some(parent) = tracks[&t].1 {
+                        t = parent;
+                    }
+                    let rank: u32 = tracks[&t]
+                        .0
+                        .strip_prefix("rank ")
+                        .and_then(|n| n.split(' ').next())
+                        .and_then(|n| n.parse().ok())
+                        .expect("a rank's process");
+                    let ts = int(&p, 8).expect("timestamp");
+                    first.entry(rank).or_insert(ts);
+                }
+                _ => {}
+            }
+        }
+    }
+    let perfetto: Vec<u64> = (0..4).map(|r| first[&r]).collect();
+    assert_eq!(perfetto, expected);
+    assert_eq!(perfetto, timeline);
 }

@@ -26,12 +26,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::io::{self, Write};
 
-use accprof_analyzer::model::{ConstructRow, KernelRow, TransferRow};
+use accprof_analyzer::model::{ConstructRow, CopyDirection, KernelRow, TransferRow};
+use accprof_analyzer::Track as Lane;
 use accprof_analyzer::{
-    Construct, ConstructClass, ConstructId, Kernel, KernelId, KernelSource, Run, Transfer,
+    Construct, ConstructClass, ConstructId, Item, Kernel, KernelId, KernelSource, Run, Transfer,
     TransferId,
 };
-use accprof_trace::CopyKind;
 
 use crate::export::{copy_label, RunInput};
 
@@ -93,11 +93,11 @@ fn flow_id(rank_index: u64, kind: u64, number: u32) -> u64 {
     (rank_index << 40) | (kind << 36) | u64::from(number)
 }
 
-fn copy_lane(kind: CopyKind) -> (u64, &'static str) {
-    match kind {
-        CopyKind::HostToDevice => (1, "copies host->device"),
-        CopyKind::DeviceToHost => (2, "copies device->host"),
-        _ => (3, "copies other"),
+fn copy_lane(d: CopyDirection) -> (u64, &'static str) {
+    match d {
+        CopyDirection::Upload => (1, "copies host->device"),
+        CopyDirection::Download => (2, "copies device->host"),
+        CopyDirection::Other => (3, "copies other"),
     }
 }
 
@@ -109,8 +109,9 @@ struct Walk<'a> {
     index: u64,
     /// Its block of track ids.
     base: u64,
-    /// Its start relative to the earliest rank's (wall clock).
-    offset: u64,
+    /// The Unix time ([`Run::unix_ns`]) of the export's 0: the earliest
+    /// first event of all ranks.
+    origin: i128,
     constructs: std::iter::Peekable<
         accprof_analyzer::model::Rows<'a, ConstructId, ConstructRow, Construct>,
     >,
@@ -122,8 +123,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// A trace time on the export's time line.
     fn at(&self, t: u64) -> u64 {
-        t.saturating_sub(self.run.process.span_ns.0)
-            .saturating_add(self.offset)
+        (self.run.unix_ns(t) - self.origin).clamp(0, i128::from(u64::MAX)) as u64
     }
 
     /// The start of the next entity of each table (on the export's time line).
@@ -185,10 +185,10 @@ impl State {
 /// transfers each come in start order from the model; they are merged as
 /// they are read).
 pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<Counts> {
-    // Align ranks on their wall-clock start (same host: same clock).
-    let t0 = runs
+    // Ranks on the model's one clock, 0 at the earliest first event.
+    let origin = runs
         .iter()
-        .map(|r| r.run.process.header.start_unix_ns)
+        .map(|r| r.run.unix_ns(r.run.process.span_ns.0))
         .min()
         .unwrap_or(0);
     let mut walks: Vec<Walk<'_>> = Vec::with_capacity(runs.len());
@@ -200,7 +200,7 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
             rank: r.rank,
             index,
             base: (index + 1) * RANK_BLOCK,
-            offset: run.process.header.start_unix_ns.saturating_sub(t0),
+            origin,
             constructs: run.constructs().peekable(),
             kernels: run.kernels().peekable(),
             transfers: run.transfers().peekable(),
@@ -270,12 +270,17 @@ fn construct(
     c: &Construct,
 ) -> io::Result<()> {
     let run = w.run;
+    // The model's track: the thread's; deeper constructs nest in their
+    // parents' slices on it.
+    let Lane::Thread { thread, .. } = run.track(Item::Construct(id)) else {
+        return Ok(());
+    };
     let track = st.track(
         sink,
         w,
-        w.base + 1 + u64::from(c.thread),
-        || format!("host thread {}", c.thread),
-        c.thread.min(999),
+        w.base + 1 + u64::from(thread),
+        || format!("host thread {thread}"),
+        thread.min(999),
     )?;
     st.flows.clear();
     st.flows.extend(
@@ -323,15 +328,18 @@ fn kernel(
 ) -> io::Result<()> {
     use std::fmt::Write as _;
     let run = w.run;
+    let Lane::Queue { device, stream } = run.track(Item::Kernel(id)) else {
+        return Ok(());
+    };
     let track = st.track(
         sink,
         w,
-        w.base + (1 << 24) + (u64::from(k.device) << 16) + u64::from(k.stream & 0xffff),
+        w.base + (1 << 24) + (u64::from(device) << 16) + u64::from(stream & 0xffff),
         || match k.source {
-            KernelSource::Cupti => format!("GPU {} stream {} kernels", k.device, k.stream),
+            KernelSource::Cupti => format!("GPU {device} stream {stream} kernels"),
             KernelSource::AccProf => "kernel launches (host, no CUPTI)".to_string(),
         },
-        1000 + k.device * 100,
+        1000 + device * 100,
     )?;
     st.grid.clear();
     st.block.clear();
@@ -370,22 +378,16 @@ fn transfer(
     t: &Transfer,
 ) -> io::Result<()> {
     let run = w.run;
-    let (lane, lane_name) = copy_lane(t.kind);
-    let device = t.device().unwrap_or(0);
-    let stream = t.stream();
+    let Lane::Copies(direction) = run.track(Item::Transfer(id)) else {
+        return Ok(());
+    };
+    let (lane, lane_name) = copy_lane(direction);
     let track = st.track(
         sink,
         w,
-        w.base
-            + (2 << 24)
-            + (lane << 20)
-            + (u64::from(device) << 16)
-            + stream.map_or(0xffff, |s| u64::from(s & 0xfffe)),
-        || match stream {
-            Some(s) => format!("GPU {device} stream {s} {lane_name}"),
-            None => format!("{lane_name} (host, no CUPTI)"),
-        },
-        2000 + device * 100 + lane as u32,
+        w.base + (2 << 24) + (lane << 20),
+        || lane_name.to_string(),
+        2000 + lane as u32,
     )?;
     st.place_of(run, t.construct);
     let kind = copy_label(Some(t.kind));

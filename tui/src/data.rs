@@ -81,17 +81,18 @@ impl Session {
         // MPI ranks by number (a shell's glob gives r10 before r2); other
         // traces after them, as given.
         runs.sort_by_key(|(_, r)| (r.process.header.rank.is_none(), r.process.header.rank));
-        // The common clock: wall-clock time of each run's first event.
-        let unix_of = |r: &Run| -> i128 {
-            i128::from(r.process.header.start_unix_ns) + i128::from(r.process.span_ns.0)
-                - i128::from(r.process.header.start_clock_ns)
-        };
-        let origin = runs.iter().map(|(_, r)| unix_of(r)).min().unwrap_or(0);
+        // The common clock: the model's Unix time, 0 at the earliest
+        // first event.
+        let origin = runs
+            .iter()
+            .map(|(_, r)| r.unix_ns(r.process.span_ns.0))
+            .min()
+            .unwrap_or(0);
         let several = runs.len() > 1;
         let groups: Vec<Group> = runs
             .into_iter()
             .map(|(path, run)| {
-                let shift = unix_of(&run) - origin - i128::from(run.process.span_ns.0);
+                let shift = run.unix_ns(0) - origin;
                 Group::new(path, run, source_dirs, shift, several)
             })
             .collect();

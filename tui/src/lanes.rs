@@ -5,8 +5,11 @@
 //! and the latest end among them, and whether an earlier event still runs
 //! through it).
 
-use accprof_analyzer::{AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, TransferId};
-use accprof_trace::{ConstructKind, CopyKind};
+use accprof_analyzer::model::CopyDirection;
+use accprof_analyzer::{
+    AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, Track, TransferId,
+};
+use accprof_trace::ConstructKind;
 use std::sync::Arc;
 
 /// What an event is, for its color, its glyph and "the next of the same kind".
@@ -57,13 +60,7 @@ impl Tag {
 }
 
 /// One event of the model a lane shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Item {
-    Construct(ConstructId),
-    Kernel(KernelId),
-    Transfer(TransferId),
-    Memset(MemsetId),
-}
+pub use accprof_analyzer::Item;
 
 /// The model's handles of a lane's events, by position.
 #[derive(Debug, Clone)]
@@ -886,12 +883,15 @@ impl RunLanes {
         let mut lanes: Vec<Lane> = Vec::new();
         let mut threads: Vec<(u32, [Option<usize>; MAX_DEPTH as usize])> = Vec::new();
         for (id, c) in run.constructs() {
-            let d = c.depth;
-            let row = d.min(MAX_DEPTH - 1) as usize;
-            let t = match threads.iter().position(|(t, _)| *t == c.thread) {
+            // The model's track; the deepest row takes every deeper one.
+            let Track::Thread { thread, depth } = run.track(Item::Construct(id)) else {
+                continue;
+            };
+            let row = depth.min(MAX_DEPTH - 1) as usize;
+            let t = match threads.iter().position(|(t, _)| *t == thread) {
                 Some(i) => i,
                 None => {
-                    threads.push((c.thread, [None; MAX_DEPTH as usize]));
+                    threads.push((thread, [None; MAX_DEPTH as usize]));
                     threads.len() - 1
                 }
             };
@@ -899,13 +899,13 @@ impl RunLanes {
                 Some(l) => l,
                 None => {
                     let label = if row == 0 {
-                        format!("thread {}", c.thread)
+                        format!("thread {thread}")
                     } else {
                         format!("  nested {row}")
                     };
                     lanes.push(Lane::new(
                         LaneKind::Thread {
-                            thread: c.thread,
+                            thread,
                             depth: row as u8,
                         },
                         label,
@@ -943,25 +943,22 @@ impl RunLanes {
         // Device queues.
         let mut streams: Vec<Lane> = Vec::new();
         for (id, k) in run.kernels() {
-            let i = match streams.iter().position(|l| {
-                l.kind
-                    == LaneKind::Stream {
-                        device: k.device,
-                        stream: k.stream,
-                    }
-            }) {
+            let Track::Queue { device, stream } = run.track(Item::Kernel(id)) else {
+                continue;
+            };
+            let i = match streams
+                .iter()
+                .position(|l| l.kind == LaneKind::Stream { device, stream })
+            {
                 Some(i) => i,
                 None => {
                     let label = if k.device_timed() {
-                        format!("dev {} queue {}", k.device, k.stream)
+                        format!("dev {device} queue {stream}")
                     } else {
-                        format!("launches dev {}", k.device)
+                        format!("launches dev {device}")
                     };
                     streams.push(Lane::new(
-                        LaneKind::Stream {
-                            device: k.device,
-                            stream: k.stream,
-                        },
+                        LaneKind::Stream { device, stream },
                         label,
                         run,
                         shift,
@@ -995,9 +992,9 @@ impl RunLanes {
             Ids::Transfers(Vec::new()),
         );
         for (id, x) in run.transfers() {
-            let (l, tag) = match x.kind {
-                CopyKind::HostToDevice => (&mut up, Tag::Upload),
-                CopyKind::DeviceToHost => (&mut down, Tag::Download),
+            let (l, tag) = match run.track(Item::Transfer(id)) {
+                Track::Copies(CopyDirection::Upload) => (&mut up, Tag::Upload),
+                Track::Copies(CopyDirection::Download) => (&mut down, Tag::Download),
                 _ => continue,
             };
             let (start, end) = span_on_clock(x.start_ns, x.end_ns, shift);

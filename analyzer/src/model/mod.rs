@@ -5,7 +5,8 @@
 //! packed tables that hold them (tables.rs), the run's totals and
 //! placement (facts.rs), the indices from a construct
 //! to what it caused and from a construct to its line (index.rs), the
-//! names of the buffers the transfers moved (variables.rs), the read
+//! names of the buffers the transfers moved (variables.rs), each event's
+//! track and the runs' one clock (tracks.rs), the read
 //! API every view asks (run.rs), and the builder that the join fills
 //! (builder.rs). Only the builder knows the join.
 
@@ -16,6 +17,7 @@ mod index;
 mod process;
 mod run;
 mod tables;
+mod tracks;
 mod variables;
 
 pub use builder::{build, build_from_reader};
@@ -25,6 +27,7 @@ pub(crate) use index::LineSites;
 pub use process::Process;
 pub use run::{Entities, Rows, Run};
 pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
+pub use tracks::{CopyDirection, Item, Track};
 pub use variables::NameOrigin;
 
 #[cfg(test)]

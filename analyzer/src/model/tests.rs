@@ -520,3 +520,51 @@ fn a_transfer_is_named_by_the_runtime_then_the_symbol() {
         ]
     );
 }
+
+/// Each event's track: a construct's thread and depth, a kernel's device
+/// and queue, a copy's direction.
+#[test]
+fn each_event_has_its_track() {
+    use crate::testkit::runs::RunBuilder;
+    let mut b = RunBuilder::new(HashMode::Off);
+    let site = b.site("a.c", 10);
+    let c = b.open(ConstructClass::Compute, site, None);
+    let inner = b.open(ConstructClass::EnterData, site, Some(c));
+    let buf = b.buf(4096, 1);
+    let up = b.copy(inner, CopyKind::HostToDevice, buf, 100);
+    let down = b.copy(inner, CopyKind::DeviceToHost, buf, 100);
+    b.close(inner);
+    let k = b.kernel(c, 4, 1_000).expect("CUPTI kernel");
+    b.close(c);
+    let run = b.build();
+    assert_eq!(
+        run.track(Item::Construct(c)),
+        Track::Thread {
+            thread: 1,
+            depth: 0
+        }
+    );
+    assert_eq!(
+        run.track(Item::Construct(inner)),
+        Track::Thread {
+            thread: 1,
+            depth: 1
+        }
+    );
+    let kernel = run.kernel(k);
+    assert_eq!(
+        run.track(Item::Kernel(k)),
+        Track::Queue {
+            device: kernel.device,
+            stream: kernel.stream
+        }
+    );
+    assert_eq!(
+        run.track(Item::Transfer(up)),
+        Track::Copies(CopyDirection::Upload)
+    );
+    assert_eq!(
+        run.track(Item::Transfer(down)),
+        Track::Copies(CopyDirection::Download)
+    );
+}
