@@ -21,6 +21,16 @@ pub mod symbolize;
 pub mod testkit;
 pub mod units;
 
+/// The trace's words the model speaks in (copy, construct and memory kinds,
+/// the sources a trace had, how a process ended): views name them through
+/// the analyzer, never the trace crate.
+pub mod vocabulary {
+    pub use accprof_trace::{
+        ConstructKind, CopyKind, EndRecord, Ending, HashMode, Header, MemoryKind, SourceState,
+        Sources,
+    };
+}
+
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Item,

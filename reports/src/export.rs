@@ -15,8 +15,8 @@ use std::io::{self, Write};
 
 use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::summary::{MergedSummary, Reached, Stats, Summary};
+use accprof_analyzer::vocabulary::MemoryKind;
 use accprof_analyzer::{ConstructClass, KernelSource, Run, TransferSource};
-use accprof_trace::MemoryKind;
 
 use crate::table::{col, json_str, Cell, Column, CsvSink, Dtype, JsonRows, RowSink};
 

@@ -60,9 +60,9 @@ pub fn render_text(
         "no device times (no CUPTI in this run)".to_string()
     };
     let hashing = match run.process.header.sources.hashing {
-        accprof_trace::HashMode::Off => "off",
-        accprof_trace::HashMode::Sampled => "sampled",
-        accprof_trace::HashMode::Full => "full",
+        accprof_analyzer::vocabulary::HashMode::Off => "off",
+        accprof_analyzer::vocabulary::HashMode::Sampled => "sampled",
+        accprof_analyzer::vocabulary::HashMode::Full => "full",
     };
     let _ = writeln!(
         s,
@@ -276,7 +276,7 @@ pub fn render_json(
     trace: &str,
     patch: Option<&str>,
 ) -> Vec<u8> {
-    use accprof_trace::Ending;
+    use accprof_analyzer::vocabulary::Ending;
     let ending = facts.ending.map(|e| {
         let (how, code, signal) = match e.how {
             Ending::Exit(c) => ("exit", c, None),
@@ -311,9 +311,9 @@ pub fn render_json(
         runtime: &run.process.header.runtime,
         cupti: run.cupti_active(),
         hashing: match run.process.header.sources.hashing {
-            accprof_trace::HashMode::Off => "off",
-            accprof_trace::HashMode::Sampled => "sampled",
-            accprof_trace::HashMode::Full => "full",
+            accprof_analyzer::vocabulary::HashMode::Off => "off",
+            accprof_analyzer::vocabulary::HashMode::Sampled => "sampled",
+            accprof_analyzer::vocabulary::HashMode::Full => "full",
         },
         wall_ns: analysis.wall_ns,
         total_saving_ns: analysis.total_saving_ns,

@@ -20,7 +20,7 @@ use plotters_backend::{
 };
 
 use accprof_analyzer::summary::MergedSummary;
-use accprof_trace::CopyKind;
+use accprof_analyzer::vocabulary::CopyKind;
 
 use crate::export::RunInput;
 

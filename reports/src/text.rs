@@ -11,8 +11,8 @@ use accprof_analyzer::summary::{
     TransferLine,
 };
 use accprof_analyzer::units::{self, micros, thousands};
+use accprof_analyzer::vocabulary::{CopyKind, SourceState};
 use accprof_analyzer::Run;
-use accprof_trace::{CopyKind, SourceState};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextOptions {

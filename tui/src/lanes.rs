@@ -6,10 +6,10 @@
 //! through it).
 
 use accprof_analyzer::model::CopyDirection;
+use accprof_analyzer::vocabulary::ConstructKind;
 use accprof_analyzer::{
     AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, Track, TransferId,
 };
-use accprof_trace::ConstructKind;
 use std::sync::Arc;
 
 /// What an event is, for its color, its glyph and "the next of the same kind".

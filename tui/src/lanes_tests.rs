@@ -3,8 +3,8 @@
 use super::*;
 
 use accprof_analyzer::testkit::runs::RunBuilder;
+use accprof_analyzer::vocabulary::HashMode;
 use accprof_analyzer::ConstructClass;
-use accprof_trace::HashMode;
 
 /// The lane of a host thread whose top-level constructs ran at `spans`
 /// (start, end), in that order.

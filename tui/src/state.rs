@@ -713,7 +713,9 @@ fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String 
         .run
         .transfers_of(c)
         .iter()
-        .filter(|&&t| g.run.transfer(t).kind == accprof_trace::CopyKind::HostToDevice)
+        .filter(|&&t| {
+            g.run.transfer(t).kind == accprof_analyzer::vocabulary::CopyKind::HostToDevice
+        })
         .filter_map(|&t| g.run.variable(t))
         .collect();
     names.sort_unstable();

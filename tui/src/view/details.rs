@@ -172,8 +172,8 @@ fn describe(
         Item::Transfer(t) => {
             let x = run.transfer(t);
             let dir = match x.kind {
-                accprof_trace::CopyKind::HostToDevice => "host->device copy",
-                accprof_trace::CopyKind::DeviceToHost => "device->host copy",
+                accprof_analyzer::vocabulary::CopyKind::HostToDevice => "host->device copy",
+                accprof_analyzer::vocabulary::CopyKind::DeviceToHost => "device->host copy",
                 _ => "copy",
             };
             let var = run.variable(t).unwrap_or("(unnamed)").to_string();
