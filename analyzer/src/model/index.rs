@@ -185,3 +185,15 @@ pub(super) fn collector_spans(hashes: &[BufferHash]) -> Vec<(u64, u64)> {
     }
     out
 }
+
+/// The buffer names the model learned besides its transfers' own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BufferNames {
+    /// The runtime's name of each host buffer: the first transfer of it
+    /// (in start order) that the runtime named.
+    pub(super) runtime: HashMap<u64, NameId>,
+    /// Names inferred from the sources ([`Run::learn_names`]).
+    pub(super) source: HashMap<u64, String>,
+    /// Whether [`Run::learn_names`] was asked.
+    pub(super) learned: bool,
+}

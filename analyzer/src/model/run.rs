@@ -43,7 +43,7 @@ pub struct Run {
     /// findings call a buffer the runtime did not name.
     pub data_names: std::collections::BTreeMap<u64, String>,
     /// The other names of the buffers ([`Run::buffer_name`]).
-    pub(crate) buffer_names: super::variables::BufferNames,
+    pub(crate) buffer_names: super::index::BufferNames,
     /// Each construct's own kernels, transfers, allocations, memsets and
     /// launches (the other way round from their `construct` fields), made
     /// by [`Run::derive`].

@@ -24,18 +24,6 @@ pub enum NameOrigin {
     Source,
 }
 
-/// The buffer names the model learned besides its transfers' own.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct BufferNames {
-    /// The runtime's name of each host buffer: the first transfer of it
-    /// (in start order) that the runtime named.
-    runtime: HashMap<u64, NameId>,
-    /// Names inferred from the sources ([`Run::learn_names`]).
-    source: HashMap<u64, String>,
-    /// Whether [`Run::learn_names`] was asked.
-    learned: bool,
-}
-
 impl Run {
     /// The variable transfer `t` moved, and where its name comes from:
     /// the runtime's name for the transfer, else the name of its host
