@@ -591,7 +591,7 @@ impl<S: Sink> Join<S> {
                     launch: 0,
                 };
                 self.totals.add_kernel(&kernel);
-                self.sink.kernel(kernel, (k.start_ns, seq), at);
+                self.sink.kernel(&kernel, (k.start_ns, seq), at);
             }
             DeviceRecord::Memcpy(m) => {
                 let mut t = Transfer::new(
@@ -608,7 +608,7 @@ impl<S: Sink> Join<S> {
                 t.set_hash(c.hash);
                 t.set_device(m.device, m.stream, m.correlation);
                 self.totals.add_transfer(&t);
-                self.sink.transfer(t, (m.start_ns, seq), at);
+                self.sink.transfer(&t, (m.start_ns, seq), at);
             }
             DeviceRecord::Memset(m) => {
                 let x = Memset {
@@ -622,7 +622,7 @@ impl<S: Sink> Join<S> {
                     stream: m.stream,
                     correlation: m.correlation,
                 };
-                self.sink.memset(x, (m.start_ns, seq), at);
+                self.sink.memset(&x, (m.start_ns, seq), at);
             }
         }
     }
@@ -707,11 +707,11 @@ impl<S: Sink> Join<S> {
                     k.start_ns,
                     ACC_SEQ | (id.index() as u64) << 24 | (i as u64).min((1 << 24) - 1),
                 );
-                self.sink.kernel(k, order, Some(&at));
+                self.sink.kernel(&k, order, Some(&at));
             }
         }
         self.totals.add_construct(&c);
-        self.sink.construct(id, c, &launches, &at, open_at_end);
+        self.sink.construct(id, &c, &launches, &at, open_at_end);
         self.release(id);
         if self.spare_launches.len() < 16 {
             let mut launches = launches;
@@ -877,7 +877,7 @@ impl<S: Sink> Join<S> {
                 let id = AllocId::at(self.next_alloc as usize);
                 self.next_alloc = self.next_alloc.saturating_add(1);
                 let a = DeviceAlloc::new(construct, bytes, d.device_ptr, variable, ev.time_ns);
-                self.sink.alloc(id, a);
+                self.sink.alloc(id, &a);
                 // Without a device pointer nothing can free it.
                 if let Some(p) = d.device_ptr {
                     match self.unfreed.entry(p) {
@@ -962,7 +962,7 @@ impl<S: Sink> Join<S> {
                     self.seq += 1;
                     self.totals.add_transfer(&t);
                     let at = construct.and_then(|c| self.at(c));
-                    self.sink.transfer(t, order, at.as_ref());
+                    self.sink.transfer(&t, order, at.as_ref());
                 }
             }
             _ => {}

@@ -43,17 +43,17 @@ pub trait Sink {
     fn construct(
         &mut self,
         id: ConstructId,
-        c: Construct,
+        c: &Construct,
         launches: &[LaunchRequest],
         at: &At,
         open_at_end: bool,
     );
-    fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>);
-    fn transfer(&mut self, t: Transfer, order: Order, at: Option<&At>);
-    fn memset(&mut self, m: Memset, order: Order, at: Option<&At>);
+    fn kernel(&mut self, k: &Kernel, order: Order, at: Option<&At>);
+    fn transfer(&mut self, t: &Transfer, order: Order, at: Option<&At>);
+    fn memset(&mut self, m: &Memset, order: Order, at: Option<&At>);
     /// An allocation as it is made, with its handle in allocation order
     /// ([`Sink::freed`] follows when its free comes).
-    fn alloc(&mut self, _id: AllocId, _a: DeviceAlloc) {}
+    fn alloc(&mut self, _id: AllocId, _a: &DeviceAlloc) {}
     /// The allocation `id` was freed at `free_ns`.
     fn freed(&mut self, _id: AllocId, _free_ns: u64) {}
     fn hash(&mut self, _h: &BufferHash) {}
@@ -73,28 +73,28 @@ impl<A: Sink, B: Sink> Sink for Both<A, B> {
     fn construct(
         &mut self,
         id: ConstructId,
-        c: Construct,
+        c: &Construct,
         launches: &[LaunchRequest],
         at: &At,
         open_at_end: bool,
     ) {
-        self.0.construct(id, c.clone(), launches, at, open_at_end);
+        self.0.construct(id, c, launches, at, open_at_end);
         self.1.construct(id, c, launches, at, open_at_end);
     }
-    fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
-        self.0.kernel(k.clone(), order, at);
+    fn kernel(&mut self, k: &Kernel, order: Order, at: Option<&At>) {
+        self.0.kernel(k, order, at);
         self.1.kernel(k, order, at);
     }
-    fn transfer(&mut self, t: Transfer, order: Order, at: Option<&At>) {
-        self.0.transfer(t.clone(), order, at);
+    fn transfer(&mut self, t: &Transfer, order: Order, at: Option<&At>) {
+        self.0.transfer(t, order, at);
         self.1.transfer(t, order, at);
     }
-    fn memset(&mut self, m: Memset, order: Order, at: Option<&At>) {
-        self.0.memset(m.clone(), order, at);
+    fn memset(&mut self, m: &Memset, order: Order, at: Option<&At>) {
+        self.0.memset(m, order, at);
         self.1.memset(m, order, at);
     }
-    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
-        self.0.alloc(id, a.clone());
+    fn alloc(&mut self, id: AllocId, a: &DeviceAlloc) {
+        self.0.alloc(id, a);
         self.1.alloc(id, a);
     }
     fn freed(&mut self, id: AllocId, free_ns: u64) {

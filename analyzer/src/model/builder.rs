@@ -69,12 +69,12 @@ impl Sink for RunSink {
     fn construct(
         &mut self,
         id: ConstructId,
-        c: Construct,
+        c: &Construct,
         launches: &[LaunchRequest],
         _at: &At,
         _open_at_end: bool,
     ) {
-        let row = self.tables.construct_row(&c);
+        let row = self.tables.construct_row(c);
         place(&mut self.tables.constructs, id.index(), row);
         if self.launches_in_kernels {
             let kept = launches.iter().filter(|l| !l.fits_kernel()).cloned();
@@ -84,22 +84,22 @@ impl Sink for RunSink {
         }
     }
 
-    fn kernel(&mut self, k: Kernel, order: Order, _at: Option<&At>) {
-        let row = self.tables.kernel_row(&k);
+    fn kernel(&mut self, k: &Kernel, order: Order, _at: Option<&At>) {
+        let row = self.tables.kernel_row(k);
         self.kernels.push((order, row));
     }
 
-    fn transfer(&mut self, t: Transfer, order: Order, _at: Option<&At>) {
-        let row = self.tables.transfer_row(&t);
+    fn transfer(&mut self, t: &Transfer, order: Order, _at: Option<&At>) {
+        let row = self.tables.transfer_row(t);
         self.transfers.push((order, row));
     }
 
-    fn memset(&mut self, m: Memset, order: Order, _at: Option<&At>) {
-        self.memsets.push((order, m));
+    fn memset(&mut self, m: &Memset, order: Order, _at: Option<&At>) {
+        self.memsets.push((order, m.clone()));
     }
 
-    fn alloc(&mut self, id: AllocId, a: DeviceAlloc) {
-        let row = self.tables.alloc_row(&a);
+    fn alloc(&mut self, id: AllocId, a: &DeviceAlloc) {
+        let row = self.tables.alloc_row(a);
         place(&mut self.tables.allocs, id.index(), row);
     }
 

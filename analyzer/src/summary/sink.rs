@@ -174,7 +174,7 @@ impl Sink for SummarySink {
     fn construct(
         &mut self,
         id: ConstructId,
-        c: Construct,
+        c: &Construct,
         launches: &[LaunchRequest],
         at: &At,
         open_at_end: bool,
@@ -246,7 +246,7 @@ impl Sink for SummarySink {
         }
     }
 
-    fn kernel(&mut self, k: Kernel, order: Order, at: Option<&At>) {
+    fn kernel(&mut self, k: &Kernel, order: Order, at: Option<&At>) {
         if k.device_timed() {
             if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
                 if f.last_kernel.map_or(true, |(o, ..)| order > o) {
@@ -294,7 +294,7 @@ impl Sink for SummarySink {
         }
     }
 
-    fn transfer(&mut self, cp: Transfer, order: Order, at: Option<&At>) {
+    fn transfer(&mut self, cp: &Transfer, order: Order, at: Option<&At>) {
         if !cp.is_host_device() {
             return;
         }
@@ -353,7 +353,7 @@ impl Sink for SummarySink {
         }
     }
 
-    fn memset(&mut self, _m: Memset, _order: Order, _at: Option<&At>) {}
+    fn memset(&mut self, _m: &Memset, _order: Order, _at: Option<&At>) {}
 
     fn finish(self, info: Process) -> Summary {
         let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);

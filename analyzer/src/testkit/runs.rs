@@ -342,12 +342,12 @@ fn replay(run: &Run, s: &mut SummarySink) {
     for id in kernels {
         let k = run.kernel(id);
         let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
-        s.kernel(k, order, at.as_ref());
+        s.kernel(&k, order, at.as_ref());
     }
     for id in transfers {
         let t = run.transfer(id);
         let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
-        s.transfer(t, order, at.as_ref());
+        s.transfer(&t, order, at.as_ref());
     }
     let open: std::collections::HashSet<ConstructId> =
         run.process.open_at_end.iter().copied().collect();
@@ -355,7 +355,7 @@ fn replay(run: &Run, s: &mut SummarySink) {
         let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
         s.construct(
             id,
-            run.construct(id),
+            &run.construct(id),
             &launches,
             &at(id),
             open.contains(&id),
