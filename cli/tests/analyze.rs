@@ -128,15 +128,7 @@ fn json_findings_carry_the_handles_of_their_entities() {
             .map(|i| i.as_u64().unwrap_or_else(|| panic!("an index: {i}")))
             .collect()
     };
-    let count = |f: &serde_json::Value, name: &str| {
-        f["evidence"]["fields"]
-            .as_array()
-            .expect("fields")
-            .iter()
-            .find(|x| x["name"] == name)
-            .and_then(|x| x["value"].as_u64())
-            .unwrap_or_else(|| panic!("{name}"))
-    };
+    let count = evidence_u64;
     let findings = v["findings"].as_array().expect("findings");
     for f in findings {
         let s = &f["subjects"];

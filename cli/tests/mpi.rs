@@ -262,15 +262,7 @@ fn fortran_slab_on_h100_moves_whole_arrays_for_mpi() {
             .iter()
             .map(|f| {
                 let at = &f["locations"][0];
-                let field = |name: &str| {
-                    f["evidence"]["fields"]
-                        .as_array()
-                        .expect("fields")
-                        .iter()
-                        .find(|x| x["name"] == name)
-                        .and_then(|x| x["value"].as_u64())
-                        .unwrap_or_else(|| panic!("{name} in {f}"))
-                };
+                let field = |name: &str| evidence_u64(f, name);
                 let moved = field("bytes_moved");
                 let used = field("bytes_mpi_used");
                 let file = at["file"].as_str().expect("file");

@@ -222,3 +222,14 @@ pub fn preloaded(program: &Path, output: &Path) -> Command {
     }
     cmd
 }
+
+/// The number a finding of `analyze --json` gives as evidence `name`.
+pub fn evidence_u64(finding: &serde_json::Value, name: &str) -> u64 {
+    finding["evidence"]["fields"]
+        .as_array()
+        .expect("evidence fields")
+        .iter()
+        .find(|x| x["name"] == name)
+        .and_then(|x| x["value"].as_u64())
+        .unwrap_or_else(|| panic!("{name} in {finding}"))
+}
