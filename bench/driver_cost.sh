@@ -41,7 +41,7 @@ run_one() { # mode program args...
   t1=$(now)
   echo $(( (t1 - t0) / 1000 ))
 }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+. "$root/bench/stats.sh"
 IFS=, read -r -a progs <<< "$programs"
 printf "%-28s %-10s %10s %8s %15s\n" program mode "median(s)" ratio "ratio min-max"
 for p in "${progs[@]}"; do
@@ -51,13 +51,8 @@ for p in "${progs[@]}"; do
   for ((r = 0; r < reps; r++)); do
     for m in "${modes[@]}"; do times[$m]+="$(run_one "$m" "${argv[@]}") "; done
   done
-  read -r -a base <<< "${times[bare]}"
   for m in "${modes[@]}"; do
-    read -r -a t <<< "${times[$m]}"
-    med=$(printf "%s\n" "${t[@]}" | median)
-    ratios=$(for ((r = 0; r < reps; r++)); do awk -v a="${t[$r]}" -v b="${base[$r]}" 'BEGIN{printf "%.4f\n", a/b}'; done)
-    printf "%-28s %-10s %10.3f %8.3f %7.3f-%-7.3f\n" "$p" "$m" "$(awk -v m="$med" 'BEGIN{print m/1e6}')" \
-      "$(printf "%s\n" "$ratios" | median)" "$(printf "%s\n" "$ratios" | sort -g | head -1)" "$(printf "%s\n" "$ratios" | sort -g | tail -1)"
+    ratio_row "%-28s %-10s %10.3f %8.3f %7.3f-%-7.3f\n" "$p" "$m" "${times[$m]}" "${times[bare]}"
   done
   unset times
 done

@@ -74,7 +74,7 @@ run_one() { # variant program args...
   echo $(( (t1 - t0) / 1000 ))
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+. "$(dirname "$0")/stats.sh"
 
 printf "%-32s %-16s %12s %10s %17s\n" program variant "median(s)" "ratio" "ratio min-max"
 for p in "${programs[@]}"; do
@@ -89,15 +89,8 @@ for p in "${programs[@]}"; do
       if [ -n "$raw" ]; then printf "%s\t%s\t%d\t%s\n" "$p" "$v" "$r" "$(awk -v t="$t" 'BEGIN{print t/1e6}')" >> "$raw"; fi
     done
   done
-  read -r -a base <<< "${times[bare]}"
   for v in "${variants[@]}"; do
-    read -r -a t <<< "${times[$v]}"
-    med=$(printf "%s\n" "${t[@]}" | median)
-    ratios=$(for ((r = 0; r < reps; r++)); do awk -v a="${t[$r]}" -v b="${base[$r]}" 'BEGIN{printf "%.4f\n", a/b}'; done)
-    rmed=$(printf "%s\n" "$ratios" | median)
-    rmin=$(printf "%s\n" "$ratios" | sort -g | head -1)
-    rmax=$(printf "%s\n" "$ratios" | sort -g | tail -1)
-    printf "%-32s %-16s %12.3f %10.3f %8.3f-%-8.3f\n" "$p" "$v" "$(awk -v m="$med" 'BEGIN{print m/1e6}')" "$rmed" "$rmin" "$rmax"
+    ratio_row "%-32s %-16s %12.3f %10.3f %8.3f-%-8.3f\n" "$p" "$v" "${times[$v]}" "${times[bare]}"
   done
   unset times
 done

@@ -1,0 +1,19 @@
+# Sourced by the timing scripts of bench/: medians, and a row of a
+# variant's times against the bare program's, round by round.
+
+# The median of the numbers on standard input, one a line.
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+
+# ratio_row FORMAT PROGRAM VARIANT "TIMES" "BASE TIMES": prints, with
+# FORMAT, the program, the variant, the median time in seconds (times in
+# microseconds) and the median, min and max of the per-round ratios to base.
+ratio_row() {
+  local fmt=$1 p=$2 v=$3 t b r ratios
+  read -r -a t <<< "$4"
+  read -r -a b <<< "$5"
+  ratios=$(for ((r = 0; r < ${#t[@]}; r++)); do awk -v a="${t[$r]}" -v b="${b[$r]}" 'BEGIN{printf "%.4f\n", a/b}'; done)
+  # shellcheck disable=SC2059
+  printf "$fmt" "$p" "$v" "$(printf "%s\n" "${t[@]}" | median | awk '{print $1/1e6}')" \
+    "$(printf "%s\n" "$ratios" | median)" "$(printf "%s\n" "$ratios" | sort -g | head -1)" \
+    "$(printf "%s\n" "$ratios" | sort -g | tail -1)"
+}
