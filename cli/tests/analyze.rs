@@ -689,7 +689,7 @@ fn a_source_newer_than_the_binary_is_said() {
     let built = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     set_mtime(&bin.join("caller_loop"), built);
     set_mtime(&src.join("caller_loop.c"), built);
-    let map = format!("/work/snapD/samples={}", src.display());
+    let map = format!("{H100_CALLER_SAMPLES}={}", src.display());
     let run = |extra: &[&str]| {
         Command::new(accprof())
             .arg("analyze")
@@ -714,7 +714,7 @@ fn a_source_newer_than_the_binary_is_said() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains(&format!(
-            "warning: source /work/snapD/samples/caller_loop.c: {} was modified ",
+            "warning: source {H100_CALLER_SAMPLES}/caller_loop.c: {} was modified ",
             src.join("caller_loop.c").display()
         )) && err.contains(&format!(
             "after the binary {} was built",
@@ -763,7 +763,7 @@ fn a_caller_only_source_newer_than_the_binary_is_said() {
         .arg("--symbols")
         .arg(&bin)
         .arg("--source-map")
-        .arg(format!("/work/snapD/samples={}", src.display()))
+        .arg(format!("{H100_CALLER_SAMPLES}={}", src.display()))
         .arg(h100.join("caller_files.trace"))
         .env_remove("ACCPROF_SYMBOL_PATH")
         .env("ACCPROF_SYMBOLS_ONLY", "1")
@@ -777,7 +777,7 @@ fn a_caller_only_source_newer_than_the_binary_is_said() {
         .collect();
     assert_eq!(said.len(), 1, "{err}");
     assert!(
-        said[0].contains("source /work/snapD/samples/caller_files.c:"),
+        said[0].contains(&format!("source {H100_CALLER_SAMPLES}/caller_files.c:")),
         "{err}"
     );
 }

@@ -23,6 +23,21 @@ fn sample(dir: &Path) -> (PathBuf, Vec<u8>) {
     (to, bytes)
 }
 
+/// `accprof tune` of launch_shapes.c's `loop vector` construct (line 86),
+/// built with [`BUILD`], run as `{out} 64 4`.
+fn tune_launch_shapes(dir: &Path) -> Command {
+    let mut c = tune(dir);
+    c.args([
+        "--at",
+        "launch_shapes.c:86",
+        "--build",
+        BUILD,
+        "--run",
+        "{out} 64 4",
+    ]);
+    c
+}
+
 fn tune(dir: &Path) -> Command {
     let mut c = Command::new(accprof());
     c.arg("tune")
@@ -37,15 +52,7 @@ fn tune(dir: &Path) -> Command {
 fn a_host_fallback_sweep_completes_on_host_construct_time() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (src, original) = sample(dir.path());
-    let out = tune(dir.path())
-        .args([
-            "--at",
-            "launch_shapes.c:86",
-            "--build",
-            BUILD,
-            "--run",
-            "{out} 64 4",
-        ])
+    let out = tune_launch_shapes(dir.path())
         .args([
             "--space",
             "vector_length=32,64",
@@ -271,15 +278,7 @@ fn a_failed_build_names_its_error_and_a_kept_default_leaves_no_old_patch() {
     // What an earlier sweep that recommended vector_length=64 left.
     std::fs::write(t.join("winner.patch"), "--- a/launch_shapes.c\n").expect("old patch");
     std::fs::write(t.join("time-vs-vector_length.svg"), "<svg/>").expect("old plot");
-    let out = tune(dir.path())
-        .args([
-            "--at",
-            "launch_shapes.c:86",
-            "--build",
-            BUILD,
-            "--run",
-            "{out} 64 4",
-        ])
+    let out = tune_launch_shapes(dir.path())
         .args(["--variant", "parallel loop gang vector_lenght(64)"])
         .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
         .output()

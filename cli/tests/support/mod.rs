@@ -183,6 +183,12 @@ pub fn stderr(o: &Output) -> String {
 /// that does not exist; nothing is read at this path itself.
 pub const H200_SAMPLES: &str = "/work/main/samples";
 
+/// The samples folder the H100 caller fixtures (caller_loop, caller_files)
+/// were built in, as their binaries' line tables name it; as with
+/// [`H200_SAMPLES`], tests only map it elsewhere (`--source-map`), nothing
+/// is read there.
+pub const H100_CALLER_SAMPLES: &str = "/work/snapD/samples";
+
 /// The H200 fixture traces (tests/fixtures/h200).
 pub fn h200_fixtures() -> PathBuf {
     accprof_analyzer::testkit::fixtures::dir("h200")
