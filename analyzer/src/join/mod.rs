@@ -681,14 +681,23 @@ impl<S: Sink> Join<S> {
         let waiting = std::mem::take(&mut l.waiting);
         let launches = std::mem::take(&mut l.launches);
         self.by_region.remove(id);
+        // Most of them are of one construct: where it stands is read once.
+        let mut at: Option<(ConstructId, Option<At>)> = None;
         for (r, seq, construct) in waiting {
             let corr = r.correlation();
             let c = match r {
                 DeviceRecord::Kernel(_) => Correlated::default(),
                 _ => self.correlation.remove(&corr).unwrap_or_default(),
             };
-            let at = self.at(construct);
-            self.emit_device(r, seq, at.as_ref(), c);
+            let here = match at {
+                Some((id, a)) if id == construct => a,
+                _ => {
+                    let a = self.at(construct);
+                    at = Some((construct, a));
+                    a
+                }
+            };
+            self.emit_device(r, seq, here.as_ref(), c);
             self.release(construct);
         }
         let Some(l) = self.live.get(&id) else {

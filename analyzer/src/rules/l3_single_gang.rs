@@ -30,12 +30,10 @@ pub fn check(cx: &Context) -> Checked {
     type Launch = (u64, Option<KernelId>, Option<ConstructId>);
     let mut single: Vec<(Option<SiteId>, Launch)> = Vec::new();
     let mut measured_on_device = true;
-    let mut all_launches: crate::idhash::IdHashMap<Option<SiteId>, usize> = Default::default();
     if run.kernels().any(|(_, k)| k.device_timed()) {
         for (id, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
-            let site = k.construct.map(|c| run.line_site(c));
-            *all_launches.entry(site).or_default() += 1;
             if k.grid.iter().map(|&g| g as u64).product::<u64>() == 1 {
+                let site = k.construct.map(|c| run.line_site(c));
                 single.push((site, (k.device_ns(), Some(id), k.construct)));
             }
         }
@@ -47,7 +45,6 @@ pub fn check(cx: &Context) -> Checked {
         {
             let launches = run.launches_of(id).count();
             for l in run.launches_of(id) {
-                *all_launches.entry(Some(c.site)).or_default() += 1;
                 if l.gangs() == Some(1) {
                     let ns = run.program_host_ns(&c).unwrap_or(0) / launches.max(1) as u64;
                     single.push((Some(c.site), (ns, None, Some(id))));
@@ -61,12 +58,18 @@ pub fn check(cx: &Context) -> Checked {
         .first()
         .map(|d| d.sm_count)
         .filter(|&n| n > 0);
-    for (site, group) in group_by(single) {
-        let cost: u64 = group.iter().map(|l| l.0).sum();
-        // A single gang that costs nothing (a scalar `serial` region) is fine.
-        if cx.share(cost) < cx.opts.min_share / 5.0 {
-            continue;
-        }
+    // A single gang that costs nothing (a scalar `serial` region) is fine.
+    let groups: Vec<_> = group_by(single)
+        .into_iter()
+        .map(|(site, group)| (site, group.iter().map(|l| l.0).sum::<u64>(), group))
+        .filter(|&(_, cost, _)| cx.share(cost) >= cx.opts.min_share / 5.0)
+        .collect();
+    let all_launches = if groups.is_empty() {
+        Default::default()
+    } else {
+        launches_by_site(run, measured_on_device)
+    };
+    for (site, cost, group) in groups {
         let here = cx.location("construct", site, None);
         let launches = group.len() as u64;
         let mut f = Finding::new(
@@ -138,6 +141,29 @@ pub fn check(cx: &Context) -> Checked {
     }
     too_few_gangs(cx, sms, &mut out);
     out
+}
+
+/// Every launch's site, counted: the device's kernels when CUPTI timed
+/// them, else the runtime's launch events.
+fn launches_by_site(
+    run: &crate::model::Run,
+    on_device: bool,
+) -> crate::idhash::IdHashMap<Option<SiteId>, usize> {
+    let mut all: crate::idhash::IdHashMap<Option<SiteId>, usize> = Default::default();
+    if on_device {
+        for (_, k) in run.kernels().filter(|(_, k)| k.device_timed()) {
+            *all.entry(k.construct.map(|c| run.line_site(c)))
+                .or_default() += 1;
+        }
+    } else {
+        for (id, c) in run
+            .constructs()
+            .filter(|(_, c)| c.class == ConstructClass::Compute)
+        {
+            *all.entry(Some(c.site)).or_default() += run.launches_of(id).count();
+        }
+    }
+    all
 }
 
 /// Kernels on more than one gang but fewer than the device's SMs.

@@ -43,9 +43,11 @@ pub fn check(cx: &Context) -> Checked {
     let run = cx.run;
     let queues = queues(run);
     let first_work = first_work(run, &queues);
-    let kernels = kernels_by_construct(run);
+    // Built the first time an async construct or a finding needs it.
+    let kernels = std::cell::OnceCell::new();
+    let kernels = || kernels.get_or_init(|| kernels_by_construct(run));
     let launched =
-        |id: ConstructId| run.launches_of(id).next().is_some() || kernels.contains_key(&id);
+        |id: ConstructId| run.launches_of(id).next().is_some() || kernels().contains_key(&id);
     if !run
         .constructs()
         .any(|(_, c)| c.class == ConstructClass::Wait)
@@ -64,7 +66,7 @@ pub fn check(cx: &Context) -> Checked {
     );
     for (site, reaches) in groups {
         out.findings
-            .push(finding(cx, &queues, &kernels, site, &reaches));
+            .push(finding(cx, &queues, kernels(), site, &reaches));
     }
     out
 }
