@@ -129,6 +129,15 @@ fn driver_api_from(v: u8) -> Option<DriverApi> {
     })
 }
 
+fn driver_op_code(op: DriverOp) -> u8 {
+    // Declaration order, as the format says.
+    DriverOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as u8
+}
+
+fn driver_op_from(v: u8) -> Option<DriverOp> {
+    DriverOp::ALL.get(usize::from(v)).copied()
+}
+
 fn hash_mode_code(m: HashMode) -> u8 {
     match m {
         HashMode::Off => 0,
@@ -201,6 +210,7 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::Api(_) => TAG_API,
         Record::CallChain(_) => TAG_CALL_CHAIN,
         Record::MpiCall(_) => TAG_MPI_CALL,
+        Record::DriverSpan(_) => TAG_DRIVER_SPAN,
     }
 }
 
@@ -328,6 +338,18 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             // Always written (0: not measured), so that fields a later
             // minor appends never land in its place.
             e.varint(h.hash_ns.map_or(0, |ns| ns.saturating_add(1)));
+        }
+        Record::DriverSpan(d) => {
+            let same_thread = d.thread == st.thread;
+            e.u8(driver_op_code(d.op) | (u8::from(same_thread) << 4));
+            put_delta(e, &mut st.time, d.start_ns);
+            e.varint(d.end_ns.saturating_sub(d.start_ns));
+            if !same_thread {
+                e.varint(u64::from(d.thread));
+                st.thread = d.thread;
+            }
+            e.varint(u64::from(d.cbid));
+            put_delta32(e, &mut st.correlation, d.correlation);
         }
         Record::MpiCall(m) => {
             let flags = match m.cuda_aware {
@@ -566,6 +588,7 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
         TAG_MEMCPY => Record::Memcpy(decode_memcpy(c, st)),
         TAG_MEMSET => Record::Memset(decode_memset(c, st)),
         TAG_DRIVER_CALL => Record::DriverCall(decode_driver_call(c, st)),
+        TAG_DRIVER_SPAN => Record::DriverSpan(decode_driver_span(c, st)),
         TAG_HASH => Record::Hash(decode_hash(c, st)),
         TAG_STRING => Record::String {
             id: StringId(c.varint_u32()),
@@ -789,6 +812,28 @@ pub(crate) fn decode_driver_call(c: &mut Cursor<'_>, st: &mut DeltaState) -> Dri
         api,
         host_ptr: (flags & (1 << 4) != 0).then(|| get_delta(c, &mut st.host_ptr)),
         bytes: (flags & (1 << 5) != 0).then(|| c.varint()),
+    }
+}
+
+#[inline(always)]
+pub(crate) fn decode_driver_span(c: &mut Cursor<'_>, st: &mut DeltaState) -> DriverSpan {
+    let flags = c.u8();
+    if flags >> 5 != 0 {
+        c.fail(DecodeError::Invalid("driver span flags"));
+    }
+    let op = known(c, driver_op_from(flags & 15), DriverOp::Other, "driver op");
+    let start_ns = get_delta(c, &mut st.time);
+    let end_ns = start_ns.saturating_add(c.varint());
+    if flags & (1 << 4) == 0 {
+        st.thread = c.varint_u32();
+    }
+    DriverSpan {
+        thread: st.thread,
+        start_ns,
+        end_ns,
+        op,
+        cbid: c.varint_u32(),
+        correlation: get_delta32(c, &mut st.correlation),
     }
 }
 

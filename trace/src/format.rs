@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (3)
+//! minor     u16      FORMAT_MINOR (4)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -125,11 +125,14 @@
 //!                routine varint (string id), count varint
 //!                (<= MAX_MPI_RANGES), count x (host_ptr varint,
 //!                bytes varint, write u8 0/1); all absolute
+//! 17 DriverSpan  (1.4) flags u8 (bits 0-3 op, bit 4 same thread),
+//!                start zigzag (the time delta), duration varint,
+//!                thread? varint, cbid varint, correlation zigzag
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
 //! unknown enum code or ends inside a field is malformed. Enum codes:
-//! CopyKind, MemoryKind, DriverApi, DropSource, Level and HashMode are
+//! CopyKind, MemoryKind, DriverApi, DriverOp, DropSource, Level and HashMode are
 //! numbered in declaration order from 0; AccEventKind and ConstructKind use
 //! the OpenACC numbers.
 //!
@@ -158,7 +161,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 3;
+pub const FORMAT_MINOR: u16 = 4;
 
 /// The first minor whose header holds a copy of the version.
 pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;
@@ -201,3 +204,4 @@ pub(crate) const TAG_END: u8 = 13;
 pub(crate) const TAG_API: u8 = 14;
 pub(crate) const TAG_CALL_CHAIN: u8 = 15;
 pub(crate) const TAG_MPI_CALL: u8 = 16;
+pub(crate) const TAG_DRIVER_SPAN: u8 = 17;

@@ -520,6 +520,81 @@ pub struct DriverCall {
     pub bytes: Option<u64>,
 }
 
+/// What a timed CUDA driver call did, as its CUPTI callback id names it
+/// (since format 1.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DriverOp {
+    /// Device memory allocated (`cuMemAlloc`, `cuMemAllocPitch`, ...).
+    Alloc,
+    /// Device memory freed (`cuMemFree`, ...).
+    Free,
+    /// Page-locked host memory allocated or registered (`cuMemAllocHost`,
+    /// `cuMemHostAlloc`, `cuMemHostRegister`).
+    AllocHost,
+    /// Page-locked host memory freed or unregistered.
+    FreeHost,
+    CopyHostToDevice,
+    CopyDeviceToHost,
+    /// Device to device, peer and array copies.
+    CopyOther,
+    Memset,
+    Launch,
+    /// The host waits for the device (`cuStreamSynchronize`,
+    /// `cuCtxSynchronize`, `cuEventSynchronize`).
+    Synchronize,
+    /// Code loaded onto the device (`cuModuleLoad*`, `cuLink*`,
+    /// `cuModuleGetFunction`).
+    ModuleLoad,
+    /// The driver or a context started (`cuInit`, `cuCtxCreate`,
+    /// `cuDevicePrimaryCtxRetain`).
+    Init,
+    /// Every other call (queries, streams, events, callbacks).
+    Other,
+}
+
+impl DriverOp {
+    pub const ALL: [DriverOp; 13] = [
+        DriverOp::Alloc,
+        DriverOp::Free,
+        DriverOp::AllocHost,
+        DriverOp::FreeHost,
+        DriverOp::CopyHostToDevice,
+        DriverOp::CopyDeviceToHost,
+        DriverOp::CopyOther,
+        DriverOp::Memset,
+        DriverOp::Launch,
+        DriverOp::Synchronize,
+        DriverOp::ModuleLoad,
+        DriverOp::Init,
+        DriverOp::Other,
+    ];
+}
+
+/// A CUDA driver call with its start and end on the host, from CUPTI's
+/// driver API activity records (since format 1.4): what the runtime does
+/// inside a construct, timed, whichever runtime it is. The collector keeps
+/// every call the program's threads make while it records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverSpan {
+    /// OS thread id of the calling host thread (as in every other record).
+    pub thread: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub op: DriverOp,
+    /// CUPTI's id of the call (`CUpti_driver_api_trace_cbid`): which call
+    /// it was, for the calls an op groups.
+    pub cbid: u32,
+    /// CUPTI's correlation id, shared with the call's kernel or memcpy
+    /// record.
+    pub correlation: u32,
+}
+
+impl DriverSpan {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
 /// Which way a hashed buffer was going.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
@@ -647,4 +722,6 @@ pub enum Record {
     CallChain(CallChain),
     /// Since format 1.2.
     MpiCall(MpiCall),
+    /// Since format 1.4.
+    DriverSpan(DriverSpan),
 }

@@ -362,6 +362,11 @@ impl<S: Sink> Join<S> {
     pub(crate) fn add(&mut self, rec: &Record, symbolizer: &mut Symbolizer) {
         match rec {
             Record::Acc(ev) => self.add_acc(ev, symbolizer),
+            Record::DriverSpan(d) => {
+                self.see_time(d.start_ns);
+                self.see_time(d.end_ns);
+                self.sink.driver_span(d);
+            }
             Record::DriverCall(d) => {
                 let construct = self.by_region.get(&d.region.0).copied();
                 let mut c = self

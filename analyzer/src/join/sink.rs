@@ -2,7 +2,7 @@
 //! entity's construct stands ([`At`]), and [`Both`], two sinks fed in one
 //! pass.
 
-use accprof_trace::BufferHash;
+use accprof_trace::{BufferHash, DriverSpan};
 
 use crate::model::{
     AllocId, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, LaunchRequest, Memset,
@@ -57,6 +57,9 @@ pub trait Sink {
     /// The allocation `id` was freed at `free_ns`.
     fn freed(&mut self, _id: AllocId, _free_ns: u64) {}
     fn hash(&mut self, _h: &BufferHash) {}
+    /// A timed driver call, as the trace gives it (CUPTI hands them over
+    /// in batches, after the constructs they ran in).
+    fn driver_span(&mut self, _d: &DriverSpan) {}
     fn finish(self, info: Process) -> Self::Output;
 }
 
@@ -104,6 +107,10 @@ impl<A: Sink, B: Sink> Sink for Both<A, B> {
     fn hash(&mut self, h: &BufferHash) {
         self.0.hash(h);
         self.1.hash(h);
+    }
+    fn driver_span(&mut self, d: &DriverSpan) {
+        self.0.driver_span(d);
+        self.1.driver_span(d);
     }
     fn finish(self, info: Process) -> Self::Output {
         let b = self.1.finish(info.clone());
