@@ -9,6 +9,7 @@ pub mod compare;
 pub mod findings;
 pub(crate) mod idhash;
 pub mod join;
+pub mod ledger;
 pub mod load;
 pub mod model;
 pub mod patch;

@@ -56,6 +56,8 @@ pub enum WhatArg {
     Allocations,
     Findings,
     Ranks,
+    /// Where the wall time went, per host thread (and rank).
+    Ledger,
 }
 
 impl WhatArg {
@@ -68,6 +70,7 @@ impl WhatArg {
             WhatArg::Allocations => What::Allocations,
             WhatArg::Findings => What::Findings,
             WhatArg::Ranks => What::Ranks,
+            WhatArg::Ledger => What::Ledger,
         }
     }
 }

@@ -34,10 +34,11 @@ pub enum What {
     Allocations,
     Findings,
     Ranks,
+    Ledger,
 }
 
 impl What {
-    pub const ALL: [What; 7] = [
+    pub const ALL: [What; 8] = [
         What::Summary,
         What::Constructs,
         What::Kernels,
@@ -45,6 +46,7 @@ impl What {
         What::Allocations,
         What::Findings,
         What::Ranks,
+        What::Ledger,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +58,7 @@ impl What {
             What::Allocations => "allocations",
             What::Findings => "findings",
             What::Ranks => "ranks",
+            What::Ledger => "ledger",
         }
     }
 
@@ -69,12 +72,13 @@ impl What {
             What::Allocations => ALLOCATIONS,
             What::Findings => FINDINGS,
             What::Ranks => RANKS,
+            What::Ledger => LEDGER,
         }
     }
 
     /// Tables that read only the summaries (no model needed).
     pub fn summary_only(self) -> bool {
-        matches!(self, What::Summary | What::Ranks)
+        matches!(self, What::Summary | What::Ranks | What::Ledger)
     }
 }
 
@@ -259,6 +263,32 @@ const FINDINGS: &[Column] = &[
     col("transfers", Int, "transfers it is about"),
 ];
 
+const LEDGER: &[Column] = &[
+    col(
+        "rank",
+        OptInt,
+        "MPI rank, or the trace's position among the inputs when the launcher gave none",
+    ),
+    col("thread", Int, "OS thread id of the host thread"),
+    col(
+        "part",
+        Str,
+        "program (the program's own host code), constructs (inside OpenACC constructs), mpi, cuda_outside (CUDA driver calls outside constructs); inside constructs: allocation, transfer, launch, wait, startup, other_driver (CUDA driver calls), collector (accprof hashing buffers), runtime (the runtime's own work between driver calls)",
+    ),
+    col(
+        "depth",
+        Int,
+        "0: a part of the wall time (these rows sum to it); 1: a part of the time inside constructs (these sum to it)",
+    ),
+    col("time_us", Float, "host time of the part"),
+    col("share_of_wall", Float, "time_us over the run's wall time"),
+    col(
+        "calls",
+        OptInt,
+        "driver calls, MPI calls or top-level constructs it counts, where counted",
+    ),
+];
+
 const RANKS: &[Column] = &[
     col(
         "row",
@@ -357,6 +387,7 @@ pub fn write_rows(what: What, input: &Input<'_>, sink: &mut dyn RowSink) -> io::
     match what {
         What::Summary => summary_rows(input.merged, sink),
         What::Ranks => rank_rows(input.merged, sink),
+        What::Ledger => ledger_rows(input.merged, sink),
         What::Constructs => each_run(input, sink, construct_rows),
         What::Kernels => each_run(input, sink, kernel_rows),
         What::Transfers => each_run(input, sink, transfer_rows),
@@ -465,6 +496,29 @@ fn summary_rows(m: &MergedSummary, sink: &mut dyn RowSink) -> io::Result<()> {
                     t.device_timed,
                 )?;
             }
+        }
+    }
+    Ok(())
+}
+
+fn ledger_rows(m: &MergedSummary, sink: &mut dyn RowSink) -> io::Result<()> {
+    for (i, r) in m.merged.runs.iter().enumerate() {
+        let rank = u64::from(r.rank.unwrap_or(i as u32));
+        let wall = r.ledger.wall_ns;
+        for row in crate::ledger::rows(&r.ledger) {
+            sink.row(&[
+                Cell::Int(rank),
+                Cell::Int(u64::from(row.thread)),
+                Cell::Str(row.key),
+                Cell::Int(u64::from(row.depth)),
+                Cell::Us(row.ns),
+                Cell::Float(if wall == 0 {
+                    0.0
+                } else {
+                    row.ns as f64 / wall as f64
+                }),
+                Cell::opt_int(row.calls),
+            ])?;
         }
     }
     Ok(())

@@ -73,6 +73,10 @@ pub fn render_text(
         let _ = writeln!(s, "  {l}");
     }
     let _ = writeln!(s);
+    if !facts.ledger.threads.is_empty() {
+        crate::ledger::render(&mut s, &facts.ledger);
+        let _ = writeln!(s);
+    }
     if analysis.findings.is_empty() {
         let _ = writeln!(s, "No findings.");
     } else {
@@ -244,6 +248,28 @@ struct JsonDoc<'a> {
     in_flight: Option<JsonInFlight<'a>>,
     /// Unified diff of every proposal's edits together, when there are any.
     patch: Option<&'a str>,
+    /// Where the wall time went, per host thread.
+    ledger: JsonLedger,
+}
+
+/// The ledger's rows ([`crate::ledger::rows`]).
+#[derive(Serialize)]
+struct JsonLedger {
+    wall_ns: u64,
+    /// The trace holds CUDA driver timings, so the time inside constructs
+    /// is split.
+    timed: bool,
+    rows: Vec<JsonLedgerRow>,
+}
+
+#[derive(Serialize)]
+struct JsonLedgerRow {
+    thread: u32,
+    part: &'static str,
+    /// 0: a part of the wall time; 1: a part of the time inside constructs.
+    depth: u8,
+    ns: u64,
+    calls: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -325,6 +351,20 @@ pub fn render_json(
         cut_constructs: facts.cut_constructs,
         in_flight,
         patch,
+        ledger: JsonLedger {
+            wall_ns: facts.ledger.wall_ns,
+            timed: facts.ledger.timed,
+            rows: crate::ledger::rows(&facts.ledger)
+                .into_iter()
+                .map(|r| JsonLedgerRow {
+                    thread: r.thread,
+                    part: r.key,
+                    depth: r.depth,
+                    ns: r.ns,
+                    calls: r.calls,
+                })
+                .collect(),
+        },
     };
     // Serializing plain data with string keys cannot fail.
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();

@@ -8,6 +8,7 @@
 pub mod diff;
 pub mod export;
 pub mod findings;
+pub mod ledger;
 pub mod plot;
 pub mod table;
 pub mod text;

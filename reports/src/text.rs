@@ -129,6 +129,17 @@ fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
     render_run_ends(out, summary);
     if opts.extended {
         render_footer(out, summary);
+        let several = summary.runs.len() > 1;
+        for (i, r) in summary.runs.iter().enumerate() {
+            if r.ledger.threads.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out);
+            if several {
+                let _ = writeln!(out, "{}:", run_name(r, i));
+            }
+            crate::ledger::render(out, &r.ledger);
+        }
     }
 }
 

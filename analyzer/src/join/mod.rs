@@ -392,7 +392,12 @@ impl<S: Sink> Join<S> {
             }
             Record::Hash(h) => {
                 self.correlation.entry(h.correlation).or_default().hash = Some(h.hash);
-                self.sink.hash(h);
+                let at = self
+                    .by_region
+                    .get(&h.region.0)
+                    .copied()
+                    .and_then(|c| self.at(c));
+                self.sink.hash(h, at.as_ref());
             }
             Record::Kernel(k) => {
                 if !plausible(k.start_ns, k.end_ns) {
@@ -565,6 +570,7 @@ impl<S: Sink> Join<S> {
         let top = self.live.get(&l.top);
         Some(At {
             construct: id,
+            thread: l.c.thread,
             line_site: l.c.line_site,
             top: l.top,
             top_class: l.top_class,

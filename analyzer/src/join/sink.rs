@@ -14,6 +14,8 @@ use crate::model::{
 #[derive(Debug, Clone, Copy)]
 pub struct At {
     pub construct: ConstructId,
+    /// The host thread it runs on.
+    pub thread: u32,
     /// The site every view reports the construct at.
     pub line_site: SiteId,
     /// The outermost construct containing it (itself when top-level).
@@ -56,7 +58,9 @@ pub trait Sink {
     fn alloc(&mut self, _id: AllocId, _a: &DeviceAlloc) {}
     /// The allocation `id` was freed at `free_ns`.
     fn freed(&mut self, _id: AllocId, _free_ns: u64) {}
-    fn hash(&mut self, _h: &BufferHash) {}
+    /// A host buffer's hash, with where its construct stands (None when
+    /// its region is not open).
+    fn hash(&mut self, _h: &BufferHash, _at: Option<&At>) {}
     /// A timed driver call, as the trace gives it (CUPTI hands them over
     /// in batches, after the constructs they ran in).
     fn driver_span(&mut self, _d: &DriverSpan) {}
@@ -104,9 +108,9 @@ impl<A: Sink, B: Sink> Sink for Both<A, B> {
         self.0.freed(id, free_ns);
         self.1.freed(id, free_ns);
     }
-    fn hash(&mut self, h: &BufferHash) {
-        self.0.hash(h);
-        self.1.hash(h);
+    fn hash(&mut self, h: &BufferHash, at: Option<&At>) {
+        self.0.hash(h, at);
+        self.1.hash(h, at);
     }
     fn driver_span(&mut self, d: &DriverSpan) {
         self.0.driver_span(d);

@@ -109,7 +109,7 @@ impl Sink for RunSink {
         }
     }
 
-    fn hash(&mut self, h: &BufferHash) {
+    fn hash(&mut self, h: &BufferHash, _at: Option<&crate::join::At>) {
         self.hashes.push(*h);
     }
 

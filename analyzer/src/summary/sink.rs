@@ -8,11 +8,13 @@ use accprof_trace::{ConstructKind, CopyKind, Ending, MemoryKind};
 use super::types::*;
 use crate::idhash::IdHashMap;
 use crate::join::{At, Order, Sink};
+use crate::ledger::LedgerSink;
 use crate::model::Process;
 use crate::model::{
     ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
     Memset, NameId, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
 };
+use accprof_trace::{BufferHash, DriverSpan};
 
 fn device_label(info: &Process, device_type: Option<u32>) -> &'static str {
     let gcc = info.placement.libgomp();
@@ -123,6 +125,8 @@ pub struct SummarySink {
     /// Emptied transfer lists of families gone, to be filled again.
     spare_transfers: Vec<Vec<LastTransfer>>,
     open_at_end: IdHashMap<ConstructId, OpenAtEnd>,
+    /// Where the wall time went, made in the same pass.
+    ledger: LedgerSink,
 }
 
 impl Default for SummarySink {
@@ -139,6 +143,7 @@ impl SummarySink {
             families: Vec::new(),
             spare_transfers: Vec::new(),
             open_at_end: IdHashMap::default(),
+            ledger: LedgerSink::new(),
         }
     }
 
@@ -179,6 +184,7 @@ impl Sink for SummarySink {
         at: &At,
         open_at_end: bool,
     ) {
+        self.ledger.construct(id, c, launches, at, open_at_end);
         if let Some(f) = family_mut(&mut self.families, at.top) {
             for (i, l) in launches.iter().enumerate() {
                 let key = (l.start_ns, id, i);
@@ -355,9 +361,18 @@ impl Sink for SummarySink {
 
     fn memset(&mut self, _m: &Memset, _order: Order, _at: Option<&At>) {}
 
-    fn finish(self, info: Process) -> Summary {
+    fn hash(&mut self, h: &BufferHash, at: Option<&At>) {
+        self.ledger.hash(h, at);
+    }
+
+    fn driver_span(&mut self, d: &DriverSpan) {
+        self.ledger.driver_span(d);
+    }
+
+    fn finish(mut self, info: Process) -> Summary {
         let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
-        let facts = self.facts(&info);
+        let mut facts = self.facts(&info);
+        facts.ledger = std::mem::take(&mut self.ledger).ledger(&info);
         // Group the sites into files, functions and lines.
         struct FuncAcc {
             device_type: Option<u32>,
@@ -536,6 +551,7 @@ impl SummarySink {
                 .map(|(_, m)| m.clone())
                 .collect(),
             running: false,
+            ledger: Default::default(),
         }
     }
 

@@ -345,6 +345,8 @@ pub struct RunFacts {
     /// trace cannot say; whoever reads it on the process's host sets it
     /// (always false here).
     pub running: bool,
+    /// Where the wall time went ([`crate::ledger`]).
+    pub ledger: crate::ledger::Ledger,
 }
 
 /// The construct that was running when the program ended abnormally (by

@@ -319,6 +319,7 @@ fn at_of(run: &Run, id: ConstructId) -> At {
     let t = run.construct(top);
     At {
         construct: id,
+        thread: c.thread,
         line_site: run.line_site(id),
         top,
         top_class: t.class,

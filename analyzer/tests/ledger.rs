@@ -1,0 +1,153 @@
+//! The time ledger on hand-built traces: driver calls counted in the
+//! construct they ran in (also when CUPTI hands them over before the
+//! construct ended, or long after), outside ones apart, MPI calls and the
+//! collector's hashing, and every thread's parts summing to the wall time.
+
+use accprof_analyzer::ledger::{Ledger, Part};
+use accprof_analyzer::testkit::trace::{acc_event, build, header, names};
+use accprof_trace::{AccEventKind, DriverOp, DriverSpan, MpiCall, Record, StringId};
+
+fn span(thread: u32, start_ns: u64, end_ns: u64, op: DriverOp) -> Record {
+    Record::DriverSpan(DriverSpan {
+        thread,
+        start_ns,
+        end_ns,
+        op,
+        cbid: 0,
+        correlation: 0,
+    })
+}
+
+fn compute(thread: u32, region: u64, line: u32, start: u64, end: u64) -> [Record; 2] {
+    [
+        Record::Acc(acc_event(
+            start,
+            AccEventKind::ComputeConstructStart,
+            thread,
+            region,
+            Some(line),
+        )),
+        Record::Acc(acc_event(
+            end,
+            AccEventKind::ComputeConstructEnd,
+            thread,
+            region,
+            Some(line),
+        )),
+    ]
+}
+
+/// Sums the top-level rows of a thread: they must give the wall time.
+fn top_sum(l: &Ledger, thread: u32) -> u64 {
+    let t = l
+        .threads
+        .iter()
+        .find(|t| t.thread == thread)
+        .expect("thread");
+    t.program_ns(l.wall_ns) + t.inside_ns + t.mpi_ns + t.outside.total_ns()
+}
+
+#[test]
+fn driver_calls_fall_in_their_constructs_and_the_parts_sum_to_the_wall() {
+    let mut r = names();
+    r.push(Record::String {
+        id: StringId(9),
+        text: "MPI_Allreduce".into(),
+    });
+    // First construct, line 10: [10_000, 20_000).
+    r.extend(compute(1, 1, 10, 10_000, 20_000));
+    // CUDA start-up before any construct: outside.
+    r.push(span(1, 2_000, 6_000, DriverOp::Init));
+    // Second construct, line 20: [30_000, 60_000); one of its calls comes
+    // before its end (a buffer flushed while it ran).
+    let [start2, end2] = compute(1, 2, 20, 30_000, 60_000);
+    r.push(start2);
+    r.push(span(1, 31_000, 33_000, DriverOp::Alloc));
+    r.push(end2);
+    // The calls of the first construct, handed over late.
+    r.push(span(1, 11_000, 12_000, DriverOp::Alloc));
+    r.push(span(1, 12_000, 12_500, DriverOp::CopyHostToDevice));
+    r.push(span(1, 12_500, 13_000, DriverOp::Launch));
+    r.push(span(1, 13_000, 18_000, DriverOp::Synchronize));
+    r.push(span(1, 18_000, 19_000, DriverOp::Free));
+    // The rest of the second's.
+    r.push(span(1, 33_000, 34_000, DriverOp::Launch));
+    r.push(span(1, 34_000, 54_000, DriverOp::Synchronize));
+    // An MPI call between them, and a driver call of another thread at
+    // the same time as the first construct (not inside it).
+    r.push(Record::MpiCall(MpiCall {
+        start_ns: 21_000,
+        end_ns: 29_000,
+        thread: 1,
+        routine: StringId(9),
+        cuda_aware: None,
+        ranges: Vec::new(),
+    }));
+    r.push(span(2, 12_000, 16_000, DriverOp::Other));
+    r.push(Record::Acc(acc_event(
+        70_000,
+        AccEventKind::ComputeConstructStart,
+        1,
+        3,
+        Some(30),
+    )));
+    r.push(Record::Acc(acc_event(
+        70_500,
+        AccEventKind::ComputeConstructEnd,
+        1,
+        3,
+        Some(30),
+    )));
+    let run = build(header(), r);
+    let l = run.ledger();
+    assert!(l.timed);
+    assert_eq!(l.driver_calls, 10);
+    // The first record is the Init call at 2 us, the last the end at 70.5 us.
+    assert_eq!(l.wall_ns, 68_500);
+    let t = &l.threads[0];
+    assert_eq!(t.thread, 1);
+    assert_eq!(t.constructs, 3);
+    assert_eq!(t.inside_ns, 10_000 + 30_000 + 500);
+    assert_eq!(t.inside.ns(Part::Allocation), 1_000 + 1_000 + 2_000);
+    assert_eq!(t.inside.calls(Part::Allocation), 3);
+    assert_eq!(t.inside.ns(Part::Transfer), 500);
+    assert_eq!(t.inside.ns(Part::Launch), 500 + 1_000);
+    assert_eq!(t.inside.ns(Part::Wait), 5_000 + 20_000);
+    assert_eq!(t.outside.ns(Part::StartUp), 4_000);
+    assert_eq!(t.mpi_ns, 8_000);
+    assert_eq!(t.mpi_calls, 1);
+    assert_eq!(t.runtime_rest_ns(), 40_500 - 4_000 - 500 - 1_500 - 25_000);
+    assert_eq!(t.program_ns(l.wall_ns), 68_500 - 40_500 - 8_000 - 4_000);
+    assert_eq!(top_sum(l, 1), l.wall_ns);
+    // The other thread ran no construct: its call is not in thread 1's.
+    assert!(l.threads.iter().all(|t| t.thread != 2));
+    // By line: the first construct's parts at line 10, the second's at 20.
+    let site = |line: u32| {
+        run.constructs()
+            .find(|(_, c)| run.site(c.site).line == Some(line))
+            .map(|(id, _)| run.line_site(id))
+            .expect("site")
+    };
+    let s10 = l.site(site(10)).expect("line 10");
+    assert_eq!(s10.constructs, 1);
+    assert_eq!(s10.host_ns, 10_000);
+    assert_eq!(s10.parts.ns(Part::Wait), 5_000);
+    assert_eq!(s10.runtime_rest_ns(), 10_000 - 8_000);
+    let s20 = l.site(site(20)).expect("line 20");
+    assert_eq!(s20.parts.ns(Part::Allocation), 2_000);
+    assert_eq!(s20.parts.ns(Part::Wait), 20_000);
+}
+
+#[test]
+fn without_driver_records_the_time_inside_constructs_is_not_split() {
+    let mut r = names();
+    r.extend(compute(1, 1, 10, 10_000, 20_000));
+    r.extend(compute(1, 2, 10, 30_000, 40_000));
+    let run = build(header(), r);
+    let l = run.ledger();
+    assert!(!l.timed);
+    let t = &l.threads[0];
+    assert_eq!(t.inside_ns, 20_000);
+    assert_eq!(t.inside.total_ns(), 0);
+    assert_eq!(top_sum(l, 1), l.wall_ns);
+}
