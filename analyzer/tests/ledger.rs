@@ -151,3 +151,88 @@ fn without_driver_records_the_time_inside_constructs_is_not_split() {
     assert_eq!(t.inside.total_ns(), 0);
     assert_eq!(top_sum(l, 1), l.wall_ns);
 }
+
+/// `n` compute constructs at line 10, one after another from 10 us on,
+/// each `host` ns long on the host around a kernel of `kernel` ns, with
+/// the driver calls GCC's runtime makes for each (an argument block
+/// allocated, copied and freed, the launch, the wait), handed over after
+/// all the constructs as CUPTI would; `data` adds a 64 KiB upload of the
+/// program's data to each.
+fn storm(n: u32, host: u64, kernel: u64, data: bool) -> Vec<Record> {
+    use accprof_analyzer::testkit::trace::{driver_call, kernel as kernel_record, memcpy};
+    use accprof_trace::{CopyKind, DriverApi};
+    let mut r = names();
+    let mut spans = Vec::new();
+    for i in 0..n {
+        let t = 10_000 + u64::from(i) * (host + 1_000);
+        let region = u64::from(i) + 1;
+        let corr = 2 * i + 1;
+        let [start, end] = compute(1, region, 10, t, t + host);
+        r.push(start);
+        r.push(driver_call(
+            t + 5_000,
+            region,
+            corr,
+            DriverApi::Launch,
+            None,
+            None,
+        ));
+        r.push(kernel_record(t + 6_000, t + 6_000 + kernel, corr));
+        if data {
+            r.push(driver_call(
+                t + 1_000,
+                region,
+                corr + 1,
+                DriverApi::CopyHostToDevice,
+                Some(0x10_0000),
+                Some(65_536),
+            ));
+            r.push(memcpy(
+                t + 1_000,
+                t + 1_500,
+                65_536,
+                CopyKind::HostToDevice,
+                corr + 1,
+            ));
+        }
+        r.push(end);
+        spans.push(span(1, t + 1_000, t + 2_000, DriverOp::Alloc));
+        spans.push(span(1, t + 2_000, t + 4_000, DriverOp::CopyHostToDevice));
+        spans.push(span(1, t + 5_000, t + 8_000, DriverOp::Launch));
+        spans.push(span(1, t + 8_000, t + 12_000, DriverOp::Synchronize));
+        spans.push(span(1, t + 12_000, t + 27_000, DriverOp::Free));
+    }
+    r.extend(spans);
+    r
+}
+
+#[test]
+fn launch_bound_counts_the_launch_calls_and_the_waits_for_short_kernels() {
+    use accprof_analyzer::findings::Value;
+    use accprof_analyzer::rules::l5_launch_bound;
+    use accprof_analyzer::testkit::runs::run_rule;
+    let run = build(header(), storm(200, 40_000, 2_000, false));
+    let found = run_rule(&run, l5_launch_bound::check);
+    assert_eq!(found.findings.len(), 1, "{:?}", found.findings);
+    let f = &found.findings[0];
+    // 3 us of launch call and 4 us of waiting, 200 times; not the
+    // argument blocks' 18 us or the 15 us of runtime work between calls.
+    assert_eq!(f.cost_ns, Some(200 * 7_000));
+    assert_eq!(
+        f.evidence.get("launch_calls_time"),
+        Some(&Value::Ns(200 * 3_000))
+    );
+    let l = run.ledger();
+    let site = l.sites.iter().find(|s| s.constructs == 200).expect("site");
+    assert_eq!(site.parts.ns(Part::Allocation), 200 * 16_000);
+    assert_eq!(site.runtime_rest_ns(), 200 * (40_000 - 25_000));
+}
+
+#[test]
+fn constructs_that_move_the_programs_data_are_not_launch_bound() {
+    use accprof_analyzer::rules::l5_launch_bound;
+    use accprof_analyzer::testkit::runs::run_rule;
+    let run = build(header(), storm(200, 40_000, 2_000, true));
+    let found = run_rule(&run, l5_launch_bound::check);
+    assert!(found.findings.is_empty(), "{:?}", found.findings);
+}

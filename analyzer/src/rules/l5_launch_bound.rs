@@ -12,6 +12,7 @@
 
 use super::{Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::ledger::Part;
 use crate::units;
 
 /// Fewer launches than this at a site are not a storm.
@@ -24,18 +25,43 @@ const SHORT_KERNEL_NS: u64 = 20_000;
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let sites = cx.launch_sites();
+    let ledger = cx.run.ledger();
     for ls in sites {
         let launches = ls.kernels.len() as u64;
         if launches < MIN_LAUNCHES || ls.host_ns < MIN_RATIO * ls.device_ns.max(1) {
             continue;
         }
-        if cx.share(ls.host_ns) < cx.opts.min_share {
+        // Constructs that move the program's data spend their host time on
+        // it: the data findings claim that time, with the host's part.
+        if ls.moves_data() {
+            continue;
+        }
+        let per_host = ls.host_ns / launches;
+        let per_device = ls.device_ns / launches;
+        // What launching costs: with the driver's timings, the launch calls
+        // and, for short kernels, the waits for them; the runtime's other
+        // per-construct work is not the launches'. Without them, the host
+        // time beyond the kernels.
+        let timed = if ledger.timed {
+            ledger.site(ls.site)
+        } else {
+            None
+        };
+        let over = match timed {
+            Some(s) => {
+                let wait = if per_device < SHORT_KERNEL_NS {
+                    s.parts.ns(Part::Wait)
+                } else {
+                    0
+                };
+                s.parts.ns(Part::Launch) + wait
+            }
+            None => ls.host_ns - ls.device_ns,
+        };
+        if cx.share(over) < cx.opts.min_share {
             continue;
         }
         let here = cx.location("construct", Some(ls.site), None);
-        let over = ls.host_ns - ls.device_ns;
-        let per_host = ls.host_ns / launches;
-        let per_device = ls.device_ns / launches;
         let mut f = Finding::new(
             "L5",
             Category::Launch,
@@ -60,12 +86,30 @@ pub fn check(cx: &Context) -> Checked {
             .field("host_per_launch", Value::Ns(per_host))
             .field("device_per_launch", Value::Ns(per_device))
             .field("share_of_wall", Value::Ratio(cx.share(ls.host_ns)));
-        f.evidence.say(format!(
-            "The constructs here spent {} on the host beyond their kernels' {} on the device ({:.0}% of the run's wall time): the launches, not the kernels, cost the time.",
-            units::duration_ns(over),
-            units::duration_ns(ls.device_ns),
-            100.0 * cx.share(ls.host_ns)
-        ));
+        match timed {
+            Some(s) => {
+                f.evidence
+                    .field("launch_calls_time", Value::Ns(s.parts.ns(Part::Launch)))
+                    .field("wait_time", Value::Ns(s.parts.ns(Part::Wait)));
+                f.evidence.say(format!(
+                    "The CUDA driver's timings: the launch calls took {} and the host waited {} for these short kernels ({:.0}% of the run's wall time together); the rest of the constructs' host time is the runtime's own per-construct work ({} of allocation and free, {} of copies, {} between driver calls).",
+                    units::duration_ns(s.parts.ns(Part::Launch)),
+                    units::duration_ns(s.parts.ns(Part::Wait)),
+                    100.0 * cx.share(over),
+                    units::duration_ns(s.parts.ns(Part::Allocation)),
+                    units::duration_ns(s.parts.ns(Part::Transfer)),
+                    units::duration_ns(s.runtime_rest_ns())
+                ));
+            }
+            None => {
+                f.evidence.say(format!(
+                "The constructs here spent {} on the host beyond their kernels' {} on the device ({:.0}% of the run's wall time): the launches, not the kernels, cost the time.",
+                units::duration_ns(over),
+                units::duration_ns(ls.device_ns),
+                100.0 * cx.share(ls.host_ns)
+                ));
+            }
+        }
         let mut proposals = Vec::new();
         let site = cx.run.site(ls.site);
         let src = cx.sources.get(&site.file);

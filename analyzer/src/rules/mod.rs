@@ -167,6 +167,11 @@ pub struct LaunchSite {
     /// Some construct ran on an async queue (as the runtime reported, or
     /// as its directive's `async` clause says).
     pub asynchronous: bool,
+    /// Host<->device transfers of the program's data (at least
+    /// `min_bytes`: not argument blocks or scalars) the constructs made,
+    /// nested data constructs included, and their bytes.
+    pub data_transfers: u64,
+    pub data_bytes: u64,
 }
 
 impl LaunchSite {
@@ -186,6 +191,13 @@ impl LaunchSite {
             (None, Some((_, _, v))) => Some(v),
             _ => None,
         }
+    }
+
+    /// Its constructs move the program's data: at least one transfer of
+    /// it for every two constructs. Their host time is then the data
+    /// findings' to claim, not a launch finding's.
+    pub fn moves_data(&self) -> bool {
+        2 * self.data_transfers >= self.constructs.len() as u64 && self.data_transfers > 0
     }
 
     /// The kernels' device time, or the constructs' host time without
@@ -304,6 +316,8 @@ impl<'a> Context<'a> {
                     grid_block: None,
                     dims: None,
                     asynchronous: false,
+                    data_transfers: 0,
+                    data_bytes: 0,
                 });
                 e.constructs.push(id);
                 e.host_ns += c.host_ns().unwrap_or(0);
@@ -330,6 +344,16 @@ impl<'a> Context<'a> {
                 m?.iter()
                     .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
                     .map(|(k, _)| *k)
+            }
+            for (_, t) in run.transfers() {
+                if t.bytes < self.opts.min_bytes || !t.is_host_device() {
+                    continue;
+                }
+                let Some(c) = t.construct else { continue };
+                if let Some(e) = by_site.get_mut(&run.line_site(c)) {
+                    e.data_transfers += 1;
+                    e.data_bytes = e.data_bytes.saturating_add(t.bytes);
+                }
             }
             by_site
                 .into_values()
