@@ -15,6 +15,9 @@ pub struct Config {
     pub hash: HashMode,
     /// ACCPROF_CUPTI=0 turns the device side off.
     pub cupti: bool,
+    /// ACCPROF_DRIVER=0 turns driver spans off (CUPTI's DRIVER activity
+    /// records: every CUDA driver call of the program's threads, timed).
+    pub driver: bool,
     /// Print the summary at exit: ACCPROF_TIME, PGI_ACC_TIME or NV_ACC_TIME = 1.
     pub summary: bool,
     /// ACCPROF_DISABLE=1: load but record nothing.
@@ -83,6 +86,7 @@ impl Config {
             output,
             hash,
             cupti: !std::env::var(env::CUPTI).is_ok_and(|v| contract::cupti_off(&v)),
+            driver: !std::env::var(env::DRIVER).is_ok_and(|v| contract::is_off(&v)),
             summary: flag(env::TIME) || env::TIME_ALIASES.iter().any(|v| flag(v)),
             disabled: flag(env::DISABLE),
             quiet: flag(env::QUIET),

@@ -222,6 +222,7 @@ extern "C" fn fork_parent() {
 
 extern "C" fn fork_child() {
     let _ = std::panic::catch_unwind(|| {
+        tls::forget_own_threads();
         sink::fork_child();
         clock::reset_thread_id();
         callsite::reset_after_fork();

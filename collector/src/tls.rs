@@ -3,6 +3,7 @@
 //! touches, and every acc_prof event touches all of these.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::buffer::{Chunk, ThreadBuffer};
@@ -40,4 +41,58 @@ thread_local! {
             filled: Cell::new(0),
         }
     };
+}
+
+/// OS ids of the collector's own long-lived threads (the writer, CUPTI's
+/// starter): what they do is the collector's work, never the program's.
+static OWN_THREADS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+
+/// Counts the calling thread as one of the collector's own.
+pub(crate) fn mark_own_thread() {
+    let tid = crate::clock::thread_id();
+    for slot in &OWN_THREADS {
+        match slot.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(t) if t == tid => return,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Whether `tid` is one of the collector's own threads.
+pub(crate) fn is_own_thread(tid: u32) -> bool {
+    tid != 0 && OWN_THREADS.iter().any(|s| s.load(Ordering::Relaxed) == tid)
+}
+
+/// In a forked child: the parent's threads did not come along, and their
+/// ids may be reused for the child's.
+pub(crate) fn forget_own_threads() {
+    for slot in &OWN_THREADS {
+        slot.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_threads_are_known_by_id() {
+        let tid = std::thread::spawn(|| {
+            mark_own_thread();
+            mark_own_thread();
+            crate::clock::thread_id()
+        })
+        .join()
+        .expect("joins");
+        assert!(is_own_thread(tid));
+        assert!(!is_own_thread(crate::clock::thread_id()));
+        assert!(!is_own_thread(0));
+        // Marked twice, counted once: a slot is left for the others.
+        let marked = OWN_THREADS
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == tid)
+            .count();
+        assert_eq!(marked, 1);
+    }
 }

@@ -263,6 +263,7 @@ fn header() -> Header {
             cupti: SourceState::Active,
             hashing: HashMode::Sampled,
         },
+        process_start_ns: None,
     }
 }
 

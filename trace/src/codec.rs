@@ -1034,12 +1034,20 @@ pub(crate) fn encode_header(out: &mut Vec<u8>, h: &Header) {
     out.push(hash_mode_code(h.sources.hashing));
     out.extend_from_slice(&FORMAT_MAJOR.to_le_bytes());
     out.extend_from_slice(&FORMAT_MINOR.to_le_bytes());
+    match h.process_start_ns {
+        Some(t) => {
+            out.push(1);
+            put_varint(out, t);
+        }
+        None => out.push(0),
+    }
 }
 
 /// Decodes the header block payload, and the copy of the format version
 /// that format 1.3 and later write after the fields of 1.0 (None before).
-/// Bytes after the known fields are fields of a later minor version and
-/// are ignored.
+/// The process start of 1.4 follows the copy; a header that ends before it
+/// (1.3 and older) reads as `None`. Bytes after the known fields are fields
+/// of a later minor version and are ignored.
 pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16)>)> {
     let c = &mut Cursor::new(payload);
     let host = c.string();
@@ -1081,6 +1089,18 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16
         let mut half = || u16::from_le_bytes([c.u8(), c.u8()]);
         (half(), half())
     });
+    let process_start_ns = if version.is_some() && c.remaining() > 0 {
+        match c.u8() {
+            0 => None,
+            1 => Some(c.varint()),
+            _ => {
+                c.fail(DecodeError::Invalid("process start flag"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let header = c.finish(Header {
         host,
         pid,
@@ -1097,6 +1117,7 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16
             cupti,
             hashing,
         },
+        process_start_ns,
     })?;
     Ok((header, version))
 }

@@ -19,6 +19,10 @@ pub mod env {
     pub const HASH: &str = "ACCPROF_HASH";
     /// `0` or `off`: no CUPTI.
     pub const CUPTI: &str = "ACCPROF_CUPTI";
+    /// `0` or `off` (see [`super::is_off`]): no driver spans, the timed
+    /// CUDA driver calls of every program thread (on by default, with
+    /// CUPTI).
+    pub const DRIVER: &str = "ACCPROF_DRIVER";
     /// Print the summary at exit; the PGI/NV names work too.
     pub const TIME: &str = "ACCPROF_TIME";
     pub const TIME_ALIASES: [&str; 2] = ["PGI_ACC_TIME", "NV_ACC_TIME"];
@@ -88,6 +92,12 @@ pub fn is_on(value: &str) -> bool {
 
 /// True for the values that switch CUPTI off.
 pub fn cupti_off(value: &str) -> bool {
+    is_off(value)
+}
+
+/// True for the values that switch off something on by default
+/// (`ACCPROF_CUPTI`, `ACCPROF_DRIVER`).
+pub fn is_off(value: &str) -> bool {
     matches!(value, "0" | "off" | "no" | "false")
 }
 
@@ -224,6 +234,16 @@ mod tests {
         }
         assert_eq!(parse_hash(""), Some(HashMode::Sampled));
         assert_eq!(parse_hash("Full"), None);
+    }
+
+    #[test]
+    fn off_switches() {
+        for v in ["0", "off", "no", "false"] {
+            assert!(is_off(v) && cupti_off(v), "{v}");
+        }
+        for v in ["", "1", "on", "OFF", " 0"] {
+            assert!(!is_off(v) && !cupti_off(v), "{v}");
+        }
     }
 
     #[test]

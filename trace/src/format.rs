@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.3.
+//! The binary layout of a trace file, version 1.4.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -146,7 +146,9 @@
 //! runtime str, collector str,
 //! acc_prof source, cupti source (each: u8 0 = active, 1 = inactive + reason str),
 //! hashing u8 (HashMode code),
-//! (1.3) major u16, minor u16: the file's version again
+//! (1.3) major u16, minor u16: the file's version again,
+//! (1.4) process_start_present u8, process_start? varint: when the process
+//!       started, on the trace clock (absent: a 1.3 header ends before it)
 //! ```
 //!
 //! The copy of the version sits under the header block's checksum, which

@@ -18,6 +18,7 @@
 //! #     clock: Clock::Monotonic, runtime: "unknown".into(), collector: "doc".into(),
 //! #     sources: Sources { acc_prof: SourceState::Active,
 //! #         cupti: SourceState::Inactive("not loaded".into()), hashing: HashMode::Off },
+//! #     process_start_ns: None,
 //! # };
 //! let mut w = Writer::new(Vec::new(), &header)?;
 //! w.write(&Record::Dropped { source: DropSource::Cupti, count: 3 })?;

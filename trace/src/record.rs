@@ -83,6 +83,13 @@ pub struct Header {
     /// Name and version of the collector that wrote the trace.
     pub collector: String,
     pub sources: Sources,
+    /// When the process started, on the trace clock (since format 1.4;
+    /// `None` in older traces and where the collector could not tell):
+    /// the kernel's start time of the process, to its clock tick
+    /// (`sysconf(_SC_CLK_TCK)`, 10 ms on Linux), so the time before the
+    /// collector loaded (exec, dynamic loading, static constructors) can be
+    /// told apart from the program's run.
+    pub process_start_ns: Option<u64>,
 }
 
 /// One accelerator, as the device-side source described it.

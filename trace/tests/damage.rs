@@ -356,12 +356,29 @@ fn newer_minor_versions_are_read() {
     assert_eq!(t.records, s.first_blocks(s.blocks.len()));
 }
 
-/// Sets the copy of the version at the end of the header (format 1.3 on),
-/// as a writer of that version would.
+/// Sets the copy of the version in the header (format 1.3 on), as a
+/// writer of that version would.
 fn set_version_copy(l: &mut Layout, major: u16, minor: u16) {
-    let n = l.header.len();
-    l.header[n - 4..n - 2].copy_from_slice(&major.to_le_bytes());
-    l.header[n - 2..].copy_from_slice(&minor.to_le_bytes());
+    let at = version_copy_at(l);
+    l.header[at..at + 2].copy_from_slice(&major.to_le_bytes());
+    l.header[at + 2..at + 4].copy_from_slice(&minor.to_le_bytes());
+}
+
+/// Where the copy of the version starts in the sample's header: before the
+/// process start of 1.4 (a flag byte, then the value as a varint).
+fn version_copy_at(l: &Layout) -> usize {
+    let tail = match mix::sample_header().process_start_ns {
+        None => 1,
+        Some(mut v) => {
+            let mut n = 2;
+            while v >= 0x80 {
+                v >>= 7;
+                n += 1;
+            }
+            n
+        }
+    };
+    l.header.len() - tail - 4
 }
 
 #[test]
@@ -405,8 +422,8 @@ fn a_damaged_version_field_is_damage_not_another_format() {
     // intact format 1 header is damage, and so is a minor from 1.3 on
     // without the copy. Written as 1.0 (the header without its copy).
     let mut l = Layout::parse(&s.bytes);
-    let n = l.header.len();
-    l.header.truncate(n - 4);
+    let at = version_copy_at(&l);
+    l.header.truncate(at);
     l.prefix[10..12].copy_from_slice(&0u16.to_le_bytes());
     let old = l.bytes();
     let t = read_trace(&old[..]).expect("a 1.0 trace reads");

@@ -386,6 +386,7 @@ fn edge_headers() -> Vec<Header> {
             cupti: SourceState::Inactive("another CUPTI subscriber: 🔒".into()),
             hashing: HashMode::Off,
         },
+        process_start_ns: None,
     };
     let max = Header {
         host: "nœud-ü".into(),
@@ -403,6 +404,7 @@ fn edge_headers() -> Vec<Header> {
             cupti: SourceState::Active,
             hashing: HashMode::Full,
         },
+        process_start_ns: Some(u64::MAX),
     };
     vec![full, empty, max]
 }
@@ -541,4 +543,44 @@ fn oversized_records_are_refused_and_the_writer_goes_on() {
     let t = read_trace(&bytes[..]).expect("reads");
     assert!(t.losses.is_empty());
     assert_eq!(t.records, vec![small.clone(), big, small]);
+}
+
+/// Traces recorded before format 1.4 end their header before the process
+/// start: it reads as unknown, and the fields of 1.3 as they were.
+#[test]
+fn older_headers_read_without_a_process_start() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/h100");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the H100 fixtures") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "trace") {
+            continue;
+        }
+        let file = std::fs::File::open(&path).expect("opens");
+        let r = Reader::new(std::io::BufReader::new(file)).expect("header reads");
+        let (major, minor) = r.version();
+        assert_eq!(major, FORMAT_MAJOR, "{}", path.display());
+        assert!(minor < 4, "{} is format 1.{minor}", path.display());
+        assert_eq!(r.header().process_start_ns, None, "{}", path.display());
+        assert!(r.header().start_clock_ns > 0, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 10, "only {seen} H100 fixtures");
+}
+
+/// A 1.4 header without a process start writes a 0 flag, one with it the
+/// value; both come back, and the one with it is the longer.
+#[test]
+fn the_process_start_round_trips() {
+    let mut header = mix::sample_header();
+    let mut sizes = Vec::new();
+    for start in [None, Some(0), Some(81_234_000_000_000)] {
+        header.process_start_ns = start;
+        let bytes = mix::write_all(&header, &[]);
+        let t = read_trace(&bytes[..]).expect("reads");
+        assert_eq!(t.header.process_start_ns, start);
+        assert_eq!(t.header, header);
+        sizes.push(bytes.len());
+    }
+    assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
 }

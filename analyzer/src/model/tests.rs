@@ -23,6 +23,7 @@ fn header() -> Header {
             cupti: SourceState::Inactive("test".into()),
             hashing: HashMode::Off,
         },
+        process_start_ns: None,
     }
 }
 

@@ -53,6 +53,7 @@ impl RunBuilder {
                 cupti: SourceState::Active,
                 hashing,
             },
+            process_start_ns: None,
         };
         let mut run = Run::empty(header);
         run.process.devices = vec![Device {

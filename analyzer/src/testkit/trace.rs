@@ -39,6 +39,7 @@ pub fn header() -> Header {
             cupti: SourceState::Active,
             hashing: HashMode::Off,
         },
+        process_start_ns: None,
     }
 }
 

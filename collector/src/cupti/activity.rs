@@ -1,5 +1,6 @@
 //! Activity buffers: handed to CUPTI empty, and their kernel, memcpy,
-//! memset and device records turned into trace records when they come back.
+//! memset, device and driver-call records turned into trace records when
+//! they come back.
 
 use std::ffi::{c_char, CStr};
 use std::mem::{size_of, MaybeUninit};
@@ -8,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use accprof_trace::{
-    CopyKind, Device, DropSource, KernelRecord, MemcpyRecord, MemoryKind, MemsetRecord, Record,
-    StringId,
+    CopyKind, Device, DriverSpan, DropSource, KernelRecord, MemcpyRecord, MemoryKind, MemsetRecord,
+    Record, StringId,
 };
 use cudarc::cupti::sys;
 use cudarc::driver::sys::CUcontext;
@@ -18,6 +19,7 @@ use sys::CUptiResult::CUPTI_SUCCESS;
 use sys::CUpti_ActivityKind as Kind;
 
 use super::clock::{shift, CLOCK_OFFSET};
+use super::driver_op::driver_op;
 use super::{device_side, live, recording};
 
 /// Activity buffers handed to CUPTI: about 4,000 kernel records each, so a
@@ -107,6 +109,7 @@ const KIND_CONCURRENT_KERNEL: u32 = Kind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL 
 const KIND_MEMCPY: u32 = Kind::CUPTI_ACTIVITY_KIND_MEMCPY as u32;
 const KIND_MEMSET: u32 = Kind::CUPTI_ACTIVITY_KIND_MEMSET as u32;
 const KIND_DEVICE: u32 = Kind::CUPTI_ACTIVITY_KIND_DEVICE as u32;
+const KIND_DRIVER: u32 = Kind::CUPTI_ACTIVITY_KIND_DRIVER as u32;
 
 /// Parses one completed buffer; returns how many records were incomplete
 /// (no end time: a forced flush caught them in flight).
@@ -174,6 +177,21 @@ unsafe fn parse_buffer(buffer: *mut u8, size: usize, valid: usize) -> u64 {
                 let d =
                     unsafe { read_record::<sys::CUpti_ActivityDevice5>(raw, avail, fix_device) };
                 define_device(&d);
+            }
+            KIND_DRIVER => {
+                // SAFETY: a driver API record starts at `raw`, `avail` bytes
+                // readable.
+                let a = unsafe { read_record::<sys::CUpti_ActivityAPI>(raw, avail, fix_api) };
+                if !complete(a.start, a.end) {
+                    incomplete += 1;
+                    continue;
+                }
+                // The program's calls only: the collector's own threads
+                // (the writer, CUPTI's starter) are not the program's.
+                if crate::tls::is_own_thread(a.threadId) {
+                    continue;
+                }
+                crate::sink::push(Record::DriverSpan(driver_span(&a, offset)));
             }
             _ => {}
         }
@@ -254,6 +272,13 @@ unsafe fn fix_device(p: *mut sys::CUpti_ActivityDevice5) {
         addr_of_mut!((*p).kind).write_unaligned(Kind::CUPTI_ACTIVITY_KIND_DEVICE);
         addr_of_mut!((*p).flags).write_unaligned(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_NONE);
     }
+}
+
+/// # Safety
+/// `p` must point to writable storage of this record type.
+unsafe fn fix_api(p: *mut sys::CUpti_ActivityAPI) {
+    // SAFETY: as in fix_kernel.
+    unsafe { addr_of_mut!((*p).kind).write_unaligned(Kind::CUPTI_ACTIVITY_KIND_DRIVER) };
 }
 
 /// A record with both times: incomplete records of a forced flush have no
@@ -353,6 +378,19 @@ fn memset_record(m: &sys::CUpti_ActivityMemset4, offset: i64) -> MemsetRecord {
         context: m.contextId,
         stream: m.streamId,
         correlation: m.correlationId,
+    }
+}
+
+/// A driver call's record. Its thread id is the OS thread id, as in every
+/// other record (the thread id type is set before the kind is enabled).
+fn driver_span(a: &sys::CUpti_ActivityAPI, offset: i64) -> DriverSpan {
+    DriverSpan {
+        thread: a.threadId,
+        start_ns: shift(a.start, offset),
+        end_ns: shift(a.end, offset),
+        op: driver_op(a.cbid),
+        cbid: a.cbid,
+        correlation: a.correlationId,
     }
 }
 
@@ -572,6 +610,50 @@ mod tests {
                 correlation: 8,
             }
         );
+    }
+
+    #[test]
+    fn driver_records_convert() {
+        use accprof_trace::DriverOp;
+        use sys::CUpti_driver_api_trace_cbid as Cb;
+        let mut a: sys::CUpti_ActivityAPI = zeroed();
+        a.kind = Kind::CUPTI_ACTIVITY_KIND_DRIVER;
+        a.cbid = Cb::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 as u32;
+        a.start = 2_000;
+        a.end = 2_750;
+        a.processId = 4242;
+        a.threadId = 4243;
+        a.correlationId = 17;
+        assert_eq!(
+            driver_span(&a, -500),
+            DriverSpan {
+                thread: 4243,
+                start_ns: 1_500,
+                end_ns: 2_250,
+                op: DriverOp::CopyHostToDevice,
+                cbid: a.cbid,
+                correlation: 17,
+            }
+        );
+        a.cbid = Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent as u32;
+        assert_eq!(driver_span(&a, 0).op, DriverOp::Other);
+        // An older CUPTI's record cut before the correlation id, with junk
+        // where the kind lives: the id reads as 0 and the kind is fixed.
+        a.kind = Kind::CUPTI_ACTIVITY_KIND_MEMCPY;
+        // SAFETY: viewing our own struct's bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                addr_of!(a).cast::<u8>(),
+                size_of::<sys::CUpti_ActivityAPI>(),
+            )
+        };
+        let mut junk = bytes.to_vec();
+        junk[..4].copy_from_slice(&0xdead_beef_u32.to_le_bytes());
+        let cut = std::mem::offset_of!(sys::CUpti_ActivityAPI, correlationId);
+        // SAFETY: `junk` holds at least `cut` readable bytes.
+        let r = unsafe { read_record::<sys::CUpti_ActivityAPI>(junk.as_ptr(), cut, fix_api) };
+        assert_eq!((r.threadId, r.correlationId), (4243, 0));
+        assert_eq!(r.kind, Kind::CUPTI_ACTIVITY_KIND_DRIVER);
     }
 
     #[test]

@@ -227,6 +227,12 @@ fn traced(cbid: u32) -> Option<Traced> {
     table.get(cbid as usize).copied().flatten()
 }
 
+/// Each followed call with what the callbacks record it as.
+#[cfg(test)]
+pub(super) fn traced_apis() -> impl Iterator<Item = (Cb, DriverApi)> {
+    TRACED.iter().map(|(cb, t)| (*cb, t.api))
+}
+
 const SITE_ENTER: u32 = sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER as u32;
 const SITE_EXIT: u32 = sys::CUpti_ApiCallbackSite::CUPTI_API_EXIT as u32;
 

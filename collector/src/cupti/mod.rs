@@ -1,5 +1,5 @@
 //! The device side: CUPTI activity records (kernels, copies, memsets,
-//! devices) and driver-API callbacks.
+//! devices, driver calls) and driver-API callbacks.
 //!
 //! The driver-API callbacks tie CUPTI's correlation id of each launch, copy
 //! and memset to the OpenACC region open on the calling thread, and hash
@@ -20,7 +20,8 @@
 //!
 //! [`load`] finds and loads the driver and libcupti, [`clock`] puts device
 //! timestamps on the trace clock, [`activity`] turns activity buffers into
-//! trace records, [`callbacks`] follows driver calls and context
+//! trace records, [`driver_op`] says what each driver call does,
+//! [`callbacks`] follows driver calls and context
 //! destruction, and [`copy_hash`] hashes host buffers around copies. This
 //! file holds the start/flush/fork state machine and the functions the rest
 //! of the collector calls.
@@ -29,6 +30,7 @@ mod activity;
 mod callbacks;
 mod clock;
 mod copy_hash;
+mod driver_op;
 mod load;
 
 use std::cell::Cell;
@@ -120,7 +122,14 @@ pub(crate) fn start_in_background(report: fn(Result<(), String>)) {
     };
     let spawned = std::thread::Builder::new()
         .name("accprof-cupti".into())
-        .spawn(run);
+        .spawn(move || {
+            // The collector's thread, not the program's (unlike the
+            // caller's, below, where no thread can be started). Its one
+            // driver call, the version probe, comes before driver spans
+            // are enabled: marked all the same.
+            crate::tls::mark_own_thread();
+            run()
+        });
     if spawned.is_err() {
         run();
     }
@@ -147,9 +156,9 @@ pub(crate) fn await_start(timeout: std::time::Duration) -> bool {
     true
 }
 
-/// Loads CUPTI and starts recording: kernel, memcpy, memset and device
-/// activity, driver-API callbacks for launches, copies and memsets, and a
-/// flush when a context is about to be destroyed. `Err(reason)` when it
+/// Loads CUPTI and starts recording: kernel, memcpy, memset, device and
+/// (unless turned off) driver activity, driver-API callbacks for launches,
+/// copies and memsets, and a flush when a context is about to be destroyed. `Err(reason)` when it
 /// cannot; the reason is one sentence for the trace header.
 pub(crate) fn start() -> Result<(), String> {
     match STATE.compare_exchange(IDLE, STARTING, Ordering::AcqRel, Ordering::Acquire) {
@@ -245,6 +254,9 @@ fn start_inner() -> Result<(), String> {
         ),
     )];
     setup_clock(&lib, &mut notes);
+    // Before any kind is enabled: CUPTI stamps records with the thread id
+    // type in force when they are made.
+    let driver_spans = driver_spans_possible(&lib, &mut notes);
 
     // SAFETY: both callbacks are extern "C" functions with CUPTI's
     // signatures that live as long as the process.
@@ -269,6 +281,19 @@ fn start_inner() -> Result<(), String> {
             notes.push((
                 Level::Warning,
                 format!("cuptiActivityEnable({name}) failed: {r:?}"),
+            ));
+        }
+    }
+
+    if driver_spans {
+        // SAFETY: a plain enable of an activity kind this CUPTI knows.
+        let r = unsafe { sys::cuptiActivityEnable(Kind::CUPTI_ACTIVITY_KIND_DRIVER) };
+        if r == CUPTI_SUCCESS {
+            enabled.push(Kind::CUPTI_ACTIVITY_KIND_DRIVER);
+        } else {
+            notes.push((
+                Level::Warning,
+                format!("cuptiActivityEnable(DRIVER) failed: {r:?}; no driver spans"),
             ));
         }
     }
@@ -330,6 +355,48 @@ fn start_inner() -> Result<(), String> {
         diagnostic(level, message);
     }
     Ok(())
+}
+
+/// Whether driver spans (DRIVER activity records) can be recorded: they
+/// are wanted (`ACCPROF_DRIVER`), and CUPTI stamps their records with the
+/// OS thread id (gettid), the id every other record carries; CUPTI's
+/// default is pthread_self(), which matches nothing else in the trace.
+/// Says why not in `notes`.
+fn driver_spans_possible(lib: &load::Loaded, notes: &mut Vec<(Level, String)>) -> bool {
+    if !crate::config::config().driver {
+        notes.push((
+            Level::Info,
+            format!(
+                "driver spans turned off ({}=0)",
+                accprof_trace::contract::env::DRIVER
+            ),
+        ));
+        return false;
+    }
+    if !has_symbol(lib, c"cuptiSetThreadIdType") {
+        notes.push((
+            Level::Warning,
+            "this libcupti has no cuptiSetThreadIdType; no driver spans (their thread ids would not match the trace's)".into(),
+        ));
+        return false;
+    }
+    // SAFETY: a plain setting of how CUPTI identifies threads in records;
+    // no activity kind is enabled yet.
+    let r = unsafe {
+        sys::cuptiSetThreadIdType(
+            sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM,
+        )
+    };
+    if r != CUPTI_SUCCESS {
+        notes.push((
+            Level::Warning,
+            format!(
+                "cuptiSetThreadIdType(SYSTEM) failed: {r:?}; no driver spans (their thread ids would not match the trace's)"
+            ),
+        ));
+        return false;
+    }
+    true
 }
 
 /// Activity kinds enabled, and whether CUPTI is useless without them.

@@ -60,6 +60,7 @@ pub fn sample_header() -> Header {
             cupti: SourceState::Active,
             hashing: HashMode::Sampled,
         },
+        process_start_ns: Some(999_000),
     }
 }
 
