@@ -5,8 +5,10 @@
 //!
 //! Evidence: the vector length launched (CUPTI's block width, or the
 //! runtime's) or the clause's; the trip count of the vector loop from the
-//! source (literal bounds: `for (int j = 0; j < 16; j++)`, `do j = 1, 16`);
-//! the construct's measured kernel time.
+//! source (bounds of literals and named constants: `for (int j = 0; j < 16;
+//! j++)`, `j < COLS` with `#define COLS 16` or `const int COLS = 16`,
+//! `do j = 1, n` with `integer, parameter :: n = 16`); the construct's
+//! measured kernel time.
 
 use super::{Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
@@ -46,7 +48,7 @@ pub fn check(cx: &Context) -> Checked {
                 .iter()
                 .filter(|l| l.header_line > v.end_line)
                 .min_by_key(|l| l.header_line)?;
-            let trips = src.literal_trip_count(lp)?;
+            let trips = src.trip_count(lp)?;
             Some((v.line, lp.header_line, trips))
         });
         let Some((vector_line, loop_line, trips)) = found else {

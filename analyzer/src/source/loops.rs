@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use super::consts::At;
 use super::lex::{matching, strip_f_comment, tokenize_fortran, Tok, Token};
 use super::{Lang, SourceFile};
 
@@ -102,44 +103,45 @@ impl SourceFile {
         }
     }
 
-    /// The trip count of a loop whose bounds are integer literals: C
+    /// The trip count of a loop whose bounds are integer constants: C
     /// `for (int j = 0; j < 16; j++)` (`<`, `<=`, `++`, `+= 1`), Fortran
-    /// `do j = 1, 16`. None for any other form.
-    pub fn literal_trip_count(&self, lp: &Loop) -> Option<u64> {
+    /// `do j = 1, 16`. A bound may be an expression of literals and named
+    /// constants (`j < COLS - 1` with `#define COLS 16`, a `const int`, a
+    /// Fortran `parameter`: see [`SourceFile::constant`]). None for any
+    /// other form, or a name without a certain value.
+    pub fn trip_count(&self, lp: &Loop) -> Option<u64> {
         let t = &self.tokens;
         // The header's tokens: C up to the body, Fortran its line.
-        let words: Vec<&str> = match self.lang {
-            Lang::C => t.get(lp.first_tok..lp.body_tok)?.iter().collect::<Vec<_>>(),
-            Lang::Fortran => t
-                .get(lp.first_tok..)?
-                .iter()
-                .take_while(|x| x.line == lp.header_line)
-                .collect(),
-        }
-        .into_iter()
-        .map(|x| x.key.as_str())
-        .collect();
-        let num = |s: &str| s.parse::<i64>().ok();
+        let toks: &[Token] = match self.lang {
+            Lang::C => t.get(lp.first_tok..lp.body_tok)?,
+            Lang::Fortran => {
+                let rest = t.get(lp.first_tok..)?;
+                let n = rest.iter().take_while(|x| x.line == lp.header_line).count();
+                &rest[..n]
+            }
+        };
+        let words: Vec<&str> = toks.iter().map(|x| x.key.as_str()).collect();
+        let at = At {
+            line: lp.header_line,
+            tok: lp.first_tok,
+        };
+        let value = |a: usize, b: usize| self.int_value(toks.get(a..b)?, at);
         match self.lang {
             Lang::C if lp.kind == "for" => {
                 // for ( [type] i = A ; i < B ; i ++ )
                 let semi = words.iter().position(|w| *w == ";")?;
                 let eq = words[..semi].iter().position(|w| *w == "=")?;
                 let var = *words.get(eq.checked_sub(1)?)?;
-                if semi != eq + 2 {
-                    return None;
-                }
-                let a = num(words[eq + 1])?;
-                let rest = &words[semi + 1..];
-                let semi2 = rest.iter().position(|w| *w == ";")?;
-                let cond = &rest[..semi2];
-                let b = match cond {
-                    [v, "<", b] if v == &var => num(b)?,
-                    [v, "<=", b] if v == &var => num(b)? + 1,
-                    [v, "<", "=", b] if v == &var => num(b)? + 1,
+                let a = value(eq + 1, semi)?;
+                let cond_at = semi + 1;
+                let semi2 = cond_at + words[cond_at..].iter().position(|w| *w == ";")?;
+                let b = match &words[cond_at..semi2] {
+                    [v, "<", ..] if v == &var => value(cond_at + 2, semi2)?,
+                    [v, "<=", ..] if v == &var => value(cond_at + 2, semi2)?.checked_add(1)?,
+                    [v, "<", "=", ..] if v == &var => value(cond_at + 3, semi2)?.checked_add(1)?,
                     _ => return None,
                 };
-                let inc: Vec<&str> = rest[semi2 + 1..]
+                let inc: Vec<&str> = words[semi2 + 1..]
                     .iter()
                     .copied()
                     .filter(|w| *w != ")" && *w != "{")
@@ -148,15 +150,36 @@ impl SourceFile {
                     inc.as_slice(),
                     [v, "++"] | ["++", v] | [v, "+", "+"] | ["+", "+", v] if *v == var
                 ) || matches!(inc.as_slice(), [v, "+=", "1"] | [v, "+", "=", "1"] if *v == var);
-                (unit && b >= a).then(|| (b - a) as u64)
+                (unit && b >= a).then(|| b.abs_diff(a))
             }
-            Lang::Fortran if lp.kind == "do" => match words.as_slice() {
-                ["do", _, "=", a, ",", b] => {
-                    let (a, b) = (num(a)?, num(b)?);
-                    (b >= a).then(|| (b - a + 1) as u64)
+            Lang::Fortran if lp.kind == "do" => {
+                // [label :] do i = A , B
+                let d = match words.as_slice() {
+                    [_, ":", "do", ..] => 2,
+                    ["do", ..] => 0,
+                    _ => return None,
+                };
+                if words.get(d + 2) != Some(&"=") {
+                    return None;
                 }
-                _ => None,
-            },
+                let mut depth = 0i32;
+                let commas: Vec<usize> = (d + 3..words.len())
+                    .filter(|&k| {
+                        match words[k] {
+                            "(" => depth += 1,
+                            ")" => depth -= 1,
+                            _ => {}
+                        }
+                        depth == 0 && words[k] == ","
+                    })
+                    .collect();
+                let [comma] = commas.as_slice() else {
+                    return None;
+                };
+                let a = value(d + 3, *comma)?;
+                let b = value(comma + 1, words.len())?;
+                (b >= a).then(|| b.abs_diff(a) + 1)
+            }
             _ => None,
         }
     }

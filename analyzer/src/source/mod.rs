@@ -5,9 +5,12 @@
 //! comments and literals, tokenizes, and finds statements, loops, OpenACC
 //! directives with their clauses, array declarations and the names a region
 //! reads and writes. Every answer is about the text as written (macros are
-//! not expanded); callers treat a missing answer as "unknown" and say so.
+//! not expanded, but a loop bound named by an object-like macro, a constant
+//! or a Fortran parameter is read: see `consts`); callers treat a missing
+//! answer as "unknown" and say so.
 
 mod calls;
+mod consts;
 mod decl;
 mod directive;
 mod lex;
@@ -77,6 +80,8 @@ pub struct SourceFile {
     /// Fortran: lines that end a program unit's executable part
     /// (`contains`, `end program/subroutine/function`); C: function ends.
     units: Vec<(u32, u32)>,
+    /// C: the lines that define, undefine or include macros.
+    pp: Vec<consts::Pp>,
 }
 
 impl SourceFile {
@@ -95,11 +100,13 @@ impl SourceFile {
             tokens,
             loops: Vec::new(),
             units: Vec::new(),
+            pp: Vec::new(),
         };
         match lang {
             Lang::C => {
                 f.loops = c_loops(&f.tokens);
                 f.units = c_functions(&f.tokens);
+                f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
             }
             Lang::Fortran => {
                 f.loops = fortran_loops(&f.lines);

@@ -178,10 +178,9 @@ impl SourceSet {
         }
         for c in candidates {
             if let Ok(text) = read(&c) {
-                self.files.insert(
-                    recorded.to_string(),
-                    SourceFile::new(recorded, c, lang, text),
-                );
+                let mut file = SourceFile::new(recorded, c, lang, text);
+                file.read_includes(read);
+                self.files.insert(recorded.to_string(), file);
                 return;
             }
         }
@@ -196,12 +195,13 @@ impl SourceSet {
         set
     }
 
+    /// Adds the file at `path` with `text`; the headers it includes with
+    /// `#include "..."` are read from beside `path`.
     pub fn insert(&mut self, path: &str, text: &str) {
         if let Some(lang) = Lang::of(path) {
-            self.files.insert(
-                path.to_string(),
-                SourceFile::new(path, PathBuf::from(path), lang, text.to_string()),
-            );
+            let mut file = SourceFile::new(path, PathBuf::from(path), lang, text.to_string());
+            file.read_includes(&|p: &Path| std::fs::read_to_string(p));
+            self.files.insert(path.to_string(), file);
         }
     }
 

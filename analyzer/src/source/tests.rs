@@ -196,20 +196,37 @@ fn fortran_reduction_and_arrays() {
 }
 
 #[test]
-fn literal_trip_counts() {
+fn trip_counts() {
     let text = "void f(int n) {\n  for (int j = 0; j < 16; j++) ;\n  for (j = 1; j <= 8; ++j) ;\n  for (int j = 0; j < n; j++) ;\n  for (int j = 0; j < 16; j += 2) ;\n  for (int j = 4; j < 16; j += 1) ;\n}\n";
     let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
     let counts: Vec<Option<u64>> = (2..=6)
-        .map(|l| s.loop_at(l).and_then(|lp| s.literal_trip_count(lp)))
+        .map(|l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
         .collect();
     assert_eq!(counts, [Some(16), Some(8), None, None, Some(12)]);
     let text = "program p\n  integer :: j\n  do j = 1, 16\n  end do\n  do j = 1, n\n  end do\nend program p\n";
     let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
     let counts: Vec<Option<u64>> = [3, 5]
         .iter()
-        .map(|&l| s.loop_at(l).and_then(|lp| s.literal_trip_count(lp)))
+        .map(|&l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
         .collect();
     assert_eq!(counts, [Some(16), None]);
+}
+
+#[test]
+fn trip_counts_of_named_bounds() {
+    let text = "#define COLS 16\nconst int K = 4;\nvoid f(int n) {\n  for (int j = 0; j < COLS - 1; j++) ;\n  for (int j = 0; j <= COLS; j++) ;\n  for (int j = K; j < COLS; ++j) ;\n  for (int j = 0; j < n; j++) ;\n  for (int j = 0; j < ROWS; j++) ;\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    let counts: Vec<Option<u64>> = (4..=8)
+        .map(|l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
+        .collect();
+    assert_eq!(counts, [Some(15), Some(17), Some(12), None, None]);
+    let text = "program p\n  integer, parameter :: cols = 16\n  integer :: j, n\n  do j = 1, cols\n  end do\n  inner: do j = 2, COLS - 1\n  end do inner\n  do j = 1, n\n  end do\nend program p\n";
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
+    let counts: Vec<Option<u64>> = [4, 6, 8]
+        .iter()
+        .map(|&l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
+        .collect();
+    assert_eq!(counts, [Some(16), Some(14), None]);
 }
 
 /// What the user names wins over the path the trace recorded: a file
