@@ -125,6 +125,137 @@ fn l2_sixteen_iterations_under_128_lanes() {
         .ends_with("--space vector_length=32..128"));
 }
 
+/// A C program with `prelude` at file scope, `local` first in `main`, and
+/// one gang loop of 128 lanes whose `loop vector` runs while `cond`; and
+/// the line of its compute construct.
+fn vector_over(prelude: &str, local: &str, cond: &str) -> (String, u32) {
+    let text = format!(
+        "{prelude}\nint main(void) {{\n{local}\n  double x[4096];\n#pragma acc parallel loop gang vector_length(128) present(x)\n  for (int r = 0; r < 256; r++) {{\n#pragma acc loop vector\n    for (int j = 0; {cond}; j++) x[16 * r + j] = 2;\n  }}\n  return 0;\n}}\n"
+    );
+    let line = prelude.lines().count() as u32 + local.lines().count() as u32 + 4;
+    (text, line)
+}
+
+/// L2 on ten launches of 128 lanes at `file`:`line`, whose source is `src`:
+/// the trip count of each finding.
+fn l2_trips(file: &str, line: u32, src: &SourceSet) -> Vec<Option<u64>> {
+    let mut b = RunBuilder::new(HashMode::Off);
+    let site = b.site(file, line);
+    launches(&mut b, site, 10, 30_000, 256, [128, 1, 1], 0);
+    let c = run_rule_with(&b.build(), src, l2_vector_trip::check);
+    c.findings
+        .iter()
+        .map(|f| f.evidence.count("vector_loop_trips"))
+        .collect()
+}
+
+fn l2_trips_in_c(prelude: &str, local: &str, cond: &str) -> Vec<Option<u64>> {
+    let (text, line) = vector_over(prelude, local, cond);
+    l2_trips("n.c", line, &SourceSet::with_text("n.c", &text))
+}
+
+#[test]
+fn l2_a_bound_named_by_a_macro() {
+    assert_eq!(l2_trips_in_c("#define COLS 16", "", "j < COLS"), [Some(16)]);
+    assert_eq!(
+        l2_trips_in_c("#define COLS (16)", "", "j < COLS - 1"),
+        [Some(15)]
+    );
+}
+
+#[test]
+fn l2_a_bound_named_by_arithmetic_of_macros() {
+    assert_eq!(
+        l2_trips_in_c("#define COLS 8\n#define N (4*COLS)", "", "j < N"),
+        [Some(32)]
+    );
+}
+
+#[test]
+fn l2_a_bound_named_by_a_macro_of_an_included_header() {
+    let dir = std::env::temp_dir().join(format!("accprof-l2-include-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("cols.h"),
+        "#ifndef COLS_H\n#define COLS_H\n#define COLS 16\n#endif\n",
+    )
+    .expect("header");
+    let (text, line) = vector_over("#include \"cols.h\"", "", "j <= COLS");
+    let path = dir.join("n.c").display().to_string();
+    let found = l2_trips(&path, line, &SourceSet::with_text(&path, &text));
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    assert_eq!(found, [Some(17)]);
+}
+
+#[test]
+fn l2_a_bound_named_by_a_const() {
+    assert_eq!(
+        l2_trips_in_c("static const int COLS = 16;", "", "j < COLS"),
+        [Some(16)]
+    );
+    assert_eq!(
+        l2_trips_in_c("", "  const long COLS = 24;", "j < COLS"),
+        [Some(24)]
+    );
+}
+
+#[test]
+fn l2_a_bound_named_by_a_fortran_parameter() {
+    let src = "\
+module sizes
+  integer, parameter :: m = 8, cols = 2*m
+end module sizes
+program p
+  use sizes
+  real :: x(4096)
+  integer :: r, j
+!$acc parallel loop gang vector_length(128) present(x)
+  do r = 1, 256
+!$acc loop vector
+    do j = 1, COLS
+      x(16*(r-1)+j) = 2
+    end do
+  end do
+end program p
+";
+    let found = l2_trips("p.f90", 8, &SourceSet::with_text("p.f90", src));
+    assert_eq!(found, [Some(16)]);
+    let src = src.replace("use sizes", "integer :: cols");
+    let found = l2_trips("p.f90", 8, &SourceSet::with_text("p.f90", &src));
+    assert_eq!(found, [], "a variable of the program, not the module's");
+}
+
+/// Names whose value the text does not say for certain give no finding.
+#[test]
+fn l2_leaves_names_without_a_certain_value_alone() {
+    let none: [Option<u64>; 0] = [];
+    assert_eq!(
+        l2_trips_in_c("#define COLS(n) (n)", "", "j < COLS(16)"),
+        none,
+        "function-like"
+    );
+    assert_eq!(
+        l2_trips_in_c(
+            "#define COLS 16\n#undef COLS\nextern int COLS;",
+            "",
+            "j < COLS"
+        ),
+        none,
+        "undefined, then a variable"
+    );
+    assert_eq!(
+        l2_trips_in_c("const int COLS = 16;", "  int COLS = 16;", "j < COLS"),
+        none,
+        "a variable of main hides the constant"
+    );
+    assert_eq!(
+        l2_trips_in_c("#define COLS 16\n#define COLS 8", "", "j < COLS"),
+        none,
+        "redefined"
+    );
+    assert_eq!(l2_trips_in_c("", "", "j < COLS"), none, "unknown");
+}
+
 #[test]
 fn l4_the_launch_differs_from_the_clauses() {
     let c = run_rule_with(&run(), &sources(), l4_launch_differs::check);
