@@ -258,3 +258,25 @@ fn named_directories_win_over_the_recorded_path() {
     assert_eq!(found(&set), None);
     assert!(set.is_missing(recorded));
 }
+
+/// A loaded source's quoted headers are read the way the source was, from
+/// beside where it was found: their macros name loop bounds.
+#[test]
+fn loaded_sources_read_their_headers() {
+    use std::path::Path;
+    let mut b = crate::testkit::runs::RunBuilder::new(accprof_trace::HashMode::Off);
+    b.site("/build/t.c", 3);
+    let run = b.build();
+    let main = "#include \"inc/cols.h\"\nvoid f(double *x) {\n#pragma acc parallel loop\n  for (int j = 0; j < COLS; j++) x[j] = 0;\n}\n";
+    let read = |p: &Path| -> std::io::Result<String> {
+        match p.to_str() {
+            Some("/mine/t.c") => Ok(main.to_string()),
+            Some("/mine/inc/cols.h") => Ok("#define COLS (2 * 8)\n".to_string()),
+            _ => Err(std::io::ErrorKind::NotFound.into()),
+        }
+    };
+    let set = SourceSet::load_with(&run, &[PathBuf::from("/mine")], &[], &read);
+    let s = set.get("/build/t.c").expect("loaded");
+    let lp = s.loop_at(4).expect("loop");
+    assert_eq!(s.trip_count(lp), Some(16));
+}
