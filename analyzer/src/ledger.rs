@@ -202,6 +202,11 @@ pub struct Ledger {
     pub threads: Vec<ThreadLedger>,
     /// By line site ([`crate::Run::line_site`]), indexed by site.
     pub sites: Vec<SiteLedger>,
+    /// From the process's start to the trace's first record (the loader,
+    /// the program's start-up before the collector): outside the wall time
+    /// the threads' parts sum to. None when the trace does not say
+    /// (before format 1.4).
+    pub before_first_record_ns: Option<u64>,
 }
 
 impl Ledger {
@@ -414,6 +419,11 @@ impl LedgerSink {
             driver_calls: self.driver_calls,
             threads,
             sites: self.sites,
+            before_first_record_ns: info
+                .header
+                .process_start_ns
+                .filter(|&s| s <= first)
+                .map(|s| first - s),
         }
     }
 }

@@ -145,6 +145,13 @@ pub fn render(out: &mut String, l: &Ledger) {
             share(r.ns)
         );
     }
+    if let Some(ns) = l.before_first_record_ns {
+        let _ = writeln!(
+            out,
+            "  (before that: {} from the process's start to its first record)",
+            units::duration_ns(ns)
+        );
+    }
     if !l.timed && main.inside_ns > 0 {
         let _ = writeln!(
             out,
