@@ -236,3 +236,31 @@ fn constructs_that_move_the_programs_data_are_not_launch_bound() {
     let found = run_rule(&run, l5_launch_bound::check);
     assert!(found.findings.is_empty(), "{:?}", found.findings);
 }
+
+#[test]
+fn idle_gaps_inside_constructs_are_the_runtimes_not_the_programs() {
+    use accprof_analyzer::findings::Value;
+    use accprof_analyzer::rules::s3_idle_gaps;
+    use accprof_analyzer::testkit::runs::run_rule;
+    // 200 us constructs around 2 us kernels, 1 us apart: the device waits
+    // while the host is inside the runtime.
+    let run = build(header(), storm(200, 200_000, 2_000, false));
+    let found = run_rule(&run, s3_idle_gaps::check);
+    let f = found.findings.first().expect("S3");
+    let Some(Value::Ns(rt)) = f.evidence.get("host_in_runtime") else {
+        panic!("host_in_runtime")
+    };
+    let Some(Value::Ns(prog)) = f.evidence.get("host_in_program") else {
+        panic!("host_in_program")
+    };
+    assert_eq!(Some(rt + prog), f.cost_ns);
+    assert!(
+        *rt >= 9 * *prog,
+        "{rt} in the runtime, {prog} in the program"
+    );
+    assert!(
+        f.proposal.text.contains("runtime's work"),
+        "{}",
+        f.proposal.text
+    );
+}

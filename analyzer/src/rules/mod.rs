@@ -28,6 +28,7 @@ pub mod l4_launch_differs;
 pub mod l5_launch_bound;
 pub(crate) mod names;
 pub mod p1_partial_change;
+pub mod r1_runtime_bound;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
 pub mod s3_idle_gaps;
@@ -592,7 +593,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 19] = [
+    let rules: [fn(&Context) -> Checked; 20] = [
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,
         d2_duplicate_download::check,
@@ -612,6 +613,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         l2_vector_trip::check,
         l4_launch_differs::check,
         l5_launch_bound::check,
+        r1_runtime_bound::check,
     ];
     for mut c in run_each(&rules, &cx) {
         for f in &mut c.findings {

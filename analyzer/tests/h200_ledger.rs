@@ -1,0 +1,153 @@
+//! The wall-time ledger and the rules that draw on it, on traces recorded
+//! on an H200 with CUDA driver timings (cli/tests/fixtures/h200-ledger, see
+//! its README), and the ledger on every older fixture: each host thread's
+//! parts sum to the wall time.
+
+use accprof_analyzer::analysis;
+use accprof_analyzer::findings::{Analysis, Value};
+use accprof_analyzer::ledger::{Ledger, Part};
+use accprof_analyzer::rules::Options;
+use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::testkit;
+use accprof_analyzer::Run;
+
+const DIR: &str = "h200-ledger";
+
+fn analyze(name: &str) -> (Run, Analysis) {
+    let run = testkit::fixtures::load(DIR, name);
+    let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    (run, a)
+}
+
+fn ids(a: &Analysis) -> Vec<&str> {
+    a.findings.iter().map(|f| f.id).collect()
+}
+
+/// Every thread's top-level parts, summed, against the wall time.
+fn assert_sums_to_wall(name: &str, l: &Ledger) {
+    for t in &l.threads {
+        let sum = t.program_ns(l.wall_ns) + t.inside_ns + t.mpi_ns + t.outside.total_ns();
+        let off = sum.abs_diff(l.wall_ns) as f64 / l.wall_ns.max(1) as f64;
+        assert!(
+            off <= 0.01,
+            "{name}: thread {} parts sum to {sum} ns, wall {} ns",
+            t.thread,
+            l.wall_ns
+        );
+        let inside = t.inside.total_ns() + t.collector_ns + t.runtime_rest_ns();
+        if l.timed {
+            assert!(
+                inside.abs_diff(t.inside_ns) as f64 <= 0.01 * t.inside_ns as f64,
+                "{name}: thread {} inside parts {inside} ns, inside {} ns",
+                t.thread,
+                t.inside_ns
+            );
+        }
+    }
+}
+
+#[test]
+fn every_fixture_ledger_sums_to_the_wall_time() {
+    let root = testkit::fixtures::dir(DIR);
+    let root = root.parent().expect("fixtures");
+    let mut seen = 0;
+    for dir in ["h100", "h200", DIR] {
+        for e in std::fs::read_dir(root.join(dir)).expect("fixture dir") {
+            let p = e.expect("entry").path();
+            if p.extension().and_then(|x| x.to_str()) != Some("trace") {
+                continue;
+            }
+            let name = p.file_stem().and_then(|s| s.to_str()).expect("name");
+            let run = testkit::fixtures::load(dir, name);
+            assert_sums_to_wall(name, run.ledger());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 30, "only {seen} fixtures");
+}
+
+#[test]
+fn the_recorded_traces_are_timed_by_the_driver() {
+    for name in [
+        "data_shapes_helper",
+        "data_shapes_table",
+        "data_shapes_update",
+        "data_shapes_clean",
+        "laplace_bad_f90_256",
+        "small_kernels_16_100",
+        "launch_storm_2000",
+    ] {
+        let run = testkit::fixtures::load(DIR, name);
+        let l = run.ledger();
+        assert!(l.timed, "{name}");
+        let t = l.main_thread().expect("a thread");
+        // Every construct launched a kernel through the driver.
+        assert!(t.inside.calls(Part::Launch) > 0, "{name}");
+        assert!(l.before_first_record_ns.is_some(), "{name}");
+    }
+}
+
+#[test]
+fn data_movement_inside_compute_constructs_is_not_launch_bound() {
+    for name in [
+        "data_shapes_helper",
+        "data_shapes_table",
+        "data_shapes_update",
+        "data_shapes_clean",
+        "laplace_bad_f90_256",
+    ] {
+        let (_, a) = analyze(name);
+        assert!(
+            !ids(&a).contains(&"L5") && !ids(&a).contains(&"R1"),
+            "{name}: {:?}",
+            ids(&a)
+        );
+    }
+    // The bad shapes still get their data findings.
+    assert!(ids(&analyze("data_shapes_helper").1).contains(&"D6"));
+    assert!(ids(&analyze("data_shapes_table").1).contains(&"D6"));
+    assert!(ids(&analyze("data_shapes_update").1).contains(&"D1"));
+}
+
+#[test]
+fn the_launch_storm_is_launch_bound_and_runtime_bound() {
+    let (run, a) = analyze("launch_storm_2000");
+    let l5 = a.findings.iter().find(|f| f.id == "L5").expect("L5");
+    let l = run.ledger();
+    // L5 claims the launch calls and the waits of its line, R1 the rest of
+    // the runtime's per-construct work: together no more than the
+    // constructs' host time.
+    let Some(Value::Ns(launch)) = l5.evidence.get("launch_calls_time") else {
+        panic!("launch time")
+    };
+    let Some(Value::Ns(wait)) = l5.evidence.get("wait_time") else {
+        panic!("wait time")
+    };
+    assert_eq!(l5.cost_ns, Some(launch + wait));
+    let r1: Vec<_> = a.findings.iter().filter(|f| f.id == "R1").collect();
+    assert_eq!(r1.len(), 2, "the sync and the async loop");
+    let claimed: u64 = a
+        .findings
+        .iter()
+        .filter(|f| f.id == "R1" || f.id == "L5")
+        .filter_map(|f| f.cost_ns)
+        .sum();
+    let inside = l.main_thread().expect("thread").inside_ns;
+    assert!(claimed <= inside, "{claimed} > {inside}");
+    // R1 names the allocations the driver timed.
+    let alloc: u64 = r1
+        .iter()
+        .filter_map(|f| match f.evidence.get("allocation_calls") {
+            Some(Value::Count(n)) => Some(*n),
+            _ => None,
+        })
+        .sum();
+    // All but those of the few data constructs around the loops.
+    let all = l
+        .main_thread()
+        .expect("thread")
+        .inside
+        .calls(Part::Allocation);
+    assert!(alloc <= all && 100 * alloc >= 99 * all, "{alloc} of {all}");
+}
