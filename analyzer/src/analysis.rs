@@ -5,8 +5,9 @@
 use std::cmp::Ordering;
 
 use crate::findings::{Analysis, Finding};
-use crate::model::TransferId;
+use crate::model::{AllocId, TransferId};
 use crate::patch::Edit;
+use crate::rules::host_cost::HostCosts;
 use crate::rules::{self, Options};
 use crate::source::SourceSet;
 use crate::Run;
@@ -119,26 +120,39 @@ pub fn rank_together<'a>(
     all
 }
 
-/// Sum of savings with every transfer counted once: findings that save
-/// transfers contribute the union of their transfers' times, the others
-/// their own estimate.
+/// Sum of savings with every transfer and every allocation counted once:
+/// findings that save transfers or allocations contribute the union of
+/// them, each at what it costs (the host time of its driver calls where
+/// the trace has them, else a transfer's device time), the others their
+/// own estimate.
 fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
     let mut transfers: Vec<TransferId> = Vec::new();
+    let mut allocs: Vec<AllocId> = Vec::new();
     let mut other = 0u64;
     for f in findings {
-        if f.saved_transfers.is_empty() {
+        if f.saved_transfers.is_empty() && f.saved_allocs.is_empty() {
             other += f.saving_ns.unwrap_or(0);
         } else {
             transfers.extend(&f.saved_transfers);
+            allocs.extend(&f.saved_allocs);
         }
     }
     transfers.sort_unstable();
     transfers.dedup();
-    let moved: u64 = transfers
-        .iter()
-        .map(|&id| run.transfer(id).duration_ns())
-        .sum();
-    moved + other
+    allocs.sort_unstable();
+    allocs.dedup();
+    let host = HostCosts::of(run);
+    let moved: u64 = match &host {
+        Some(h) => h.transfers_ns(run, transfers.iter().copied()),
+        None => transfers
+            .iter()
+            .map(|&id| run.transfer(id).duration_ns())
+            .sum(),
+    };
+    let allocated = host
+        .and_then(|h| h.allocs_ns(run, &allocs))
+        .map_or(0, |c| c.ns);
+    moved + allocated + other
 }
 
 #[cfg(test)]

@@ -221,6 +221,10 @@ pub struct Finding {
     /// findings are not added twice.
     #[serde(serialize_with = "index::many")]
     pub saved_transfers: Vec<TransferId>,
+    /// The allocations (with their frees) whose host time `saving_ns`
+    /// counts, measured where the trace has the driver's timings.
+    #[serde(serialize_with = "index::many", skip_serializing_if = "Vec::is_empty")]
+    pub saved_allocs: Vec<AllocId>,
 }
 
 impl Finding {
@@ -237,6 +241,7 @@ impl Finding {
             evidence: Evidence::default(),
             proposal: Proposal::default(),
             saved_transfers: Vec::new(),
+            saved_allocs: Vec::new(),
         }
     }
 }

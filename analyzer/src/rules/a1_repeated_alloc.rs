@@ -4,9 +4,12 @@
 //! what could be allocated once.
 //!
 //! Evidence needed: the runtime's alloc/free events (acc_prof). They are
-//! points in time, so the cost is not measured; the finding gives counts.
+//! points in time: where the trace has the CUDA driver's timings, the cost
+//! is the host time of the allocation and free calls at the place
+//! ([`super::host_cost`]), and allocating once saves all but one pair;
+//! without them the cost is not measured and the finding gives counts.
 
-use super::{alloc_finding, group_by, Checked, Context};
+use super::{alloc_cost_evidence, alloc_finding, group_by, Checked, Context};
 use crate::findings::Value;
 use crate::model::{AllocId, DeviceAlloc};
 use crate::units;
@@ -39,11 +42,35 @@ pub fn check(cx: &Context) -> Checked {
             )
         });
         f.evidence.field("bytes_each", Value::Bytes(bytes));
-        f.evidence.say(format!(
-            "{} allocations of {} at the same place, each freed before the next one; the runtime reports allocations as points in time, so their cost is not measured",
-            group.len(),
-            units::bytes(bytes)
-        ));
+        let measured = cx.host.as_ref().and_then(|h| {
+            let all = h.allocs_ns(run, &ids)?;
+            let kept = h.allocs_ns(run, &ids[..1]).map_or(0, |c| c.ns);
+            Some((all, all.ns.saturating_sub(kept)))
+        });
+        match measured {
+            Some((all, saving)) => {
+                f.cost_ns = Some(all.ns);
+                f.saving_ns = Some(saving);
+                f.saved_allocs = ids[1..].to_vec();
+                alloc_cost_evidence(&mut f, &all);
+                f.evidence.say(format!(
+                    "{} allocations of {} at the same place, each freed before the next one; the CUDA driver's allocation and free calls there took {} each on average, {} for these {} allocations and {} frees; allocating once saves all but one of them",
+                    group.len(),
+                    units::bytes(bytes),
+                    units::duration_ns(all.per_call_ns()),
+                    units::duration_ns(all.ns),
+                    all.allocations,
+                    all.frees,
+                ));
+            }
+            None => {
+                f.evidence.say(format!(
+                "{} allocations of {} at the same place, each freed before the next one; the runtime reports allocations as points in time, so their cost is not measured",
+                group.len(),
+                    units::bytes(bytes)
+                ));
+            }
+        }
         f.proposal.text = "Allocate once: a data region (or `enter data create`) around the loop keeps the device memory for all iterations (see D6 when the same place also repeats transfers).".into();
         out.findings.push(f);
     }

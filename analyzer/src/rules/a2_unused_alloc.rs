@@ -3,9 +3,11 @@
 //! the run).
 //!
 //! Evidence needed: the runtime's alloc/free events and kernel activity.
-//! Certain when both are present.
+//! Certain when both are present. Where the trace has the CUDA driver's
+//! timings, the cost and the saving are the host time of the allocation
+//! and free calls ([`super::host_cost`]).
 
-use super::{alloc_finding, group_by, Checked, Context};
+use super::{alloc_cost_evidence, alloc_finding, group_by, Checked, Context};
 use crate::findings::Value;
 use crate::units;
 
@@ -40,6 +42,12 @@ pub fn check(cx: &Context) -> Checked {
             )
         });
         f.evidence.field("bytes", Value::Bytes(bytes));
+        if let Some(c) = cx.host.as_ref().and_then(|h| h.allocs_ns(run, &ids)) {
+            f.cost_ns = Some(c.ns);
+            f.saving_ns = Some(c.ns);
+            f.saved_allocs = ids.clone();
+            alloc_cost_evidence(&mut f, &c);
+        }
         f.evidence.say(format!(
             "No kernel ran between these allocations and their frees (per {}).",
             cx.kernel_source.unwrap_or("the run")

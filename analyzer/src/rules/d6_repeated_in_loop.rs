@@ -268,8 +268,21 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
             });
         }
     }
-    let cost: u64 = all.iter().map(|x| x.duration_ns()).sum();
-    let saving: u64 = saved.iter().map(|x| x.duration_ns()).sum();
+    let mut cost = cx.xfers_cost(&all);
+    let mut saving = cx.xfers_cost(&saved);
+    // A region keeps the arrays mapped: the constructs' per-reach
+    // allocations and frees go too, where the driver timed them.
+    let removed = match (&cx.host, &plan) {
+        (Some(h), Some(_)) => {
+            let ids = repeated_allocs(cx, &all);
+            h.allocs_ns(cx.run, &ids).map(|c| (ids, c))
+        }
+        _ => None,
+    };
+    if let Some((_, c)) = &removed {
+        cost = cost.saturating_add(c.ns);
+        saving = saving.saturating_add(c.ns);
+    }
     let first_site = cx.location("construct", Some(gs[0].site), None);
     let caller = group.lifted.first();
     let where_ = match (&lp, caller) {
@@ -366,6 +379,27 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         accprof_trace::HashMode::Off => "Hashing was off: the saving assumes the host does not change these buffers between iterations.".to_string(),
         _ => "The saving counts every upload after a buffer's first (unless its hash shows new host data) and every download before its last.".to_string(),
     });
+    if let Some((ids, c)) = removed {
+        f.evidence
+            .field("allocations_removed", Value::Count(c.allocations));
+        super::alloc_cost_evidence(&mut f, &c);
+        f.evidence.say(format!(
+            "The region also removes {} allocations and {} frees the constructs made per reach: {} (the CUDA driver's allocation and free calls there took {} each on average).",
+            c.allocations,
+            c.frees,
+            units::duration_ns(c.ns),
+            units::duration_ns(c.per_call_ns()),
+        ));
+        f.subjects.allocs = ids.clone();
+        f.saved_allocs = ids;
+    }
+    if let Some(why) = cx.xfers_cost_meaning() {
+        f.evidence.field(
+            "device_time_saved",
+            Value::Ns(saved.iter().map(|x| x.duration_ns()).sum()),
+        );
+        f.evidence.say(why);
+    }
     match plan {
         Some(p) => apply_plan(cx, &mut f, p),
         None => {
@@ -383,6 +417,29 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         }
     }
     f
+}
+
+/// The allocations a region around the loop would make once: those the
+/// constructs that moved `xs` made (the runtime pads a mapping's size, so
+/// the constructs, not the sizes, tell them), of at least `min_bytes`, at
+/// each place and size all but the first.
+fn repeated_allocs(cx: &Context, xs: &[&Xfer]) -> Vec<crate::model::AllocId> {
+    let run = cx.run;
+    let mut movers: Vec<ConstructId> = xs.iter().filter_map(|x| x.construct).collect();
+    movers.sort_unstable();
+    movers.dedup();
+    let found = run.allocs().filter_map(|(id, a)| {
+        let c = a.construct?;
+        (a.bytes >= cx.opts.min_bytes && movers.binary_search(&c).is_ok())
+            .then(|| ((run.line_site(run.top_level(c)), a.bytes), (a.alloc_ns, id)))
+    });
+    let mut out = Vec::new();
+    for (_, mut g) in group_by(found) {
+        g.sort_unstable();
+        out.extend(g.into_iter().skip(1).map(|(_, id)| id));
+    }
+    out.sort_unstable();
+    out
 }
 
 fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {

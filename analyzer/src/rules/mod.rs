@@ -21,6 +21,7 @@ pub mod d3_copy_not_needed;
 pub mod d4_round_trip;
 pub mod d5_upload_up_to_date;
 pub mod d6_repeated_in_loop;
+pub mod host_cost;
 pub mod l1_vector_multiple;
 pub mod l2_vector_trip;
 pub mod l3_single_gang;
@@ -146,6 +147,9 @@ pub struct Context<'a> {
     unlearned: Option<HashMap<u64, String>>,
     /// Compute constructs per site, made when first asked for.
     launch_sites: std::sync::OnceLock<Vec<LaunchSite>>,
+    /// The host costs of transfers and allocations, when the trace has the
+    /// driver's timings.
+    pub host: Option<host_cost::HostCosts>,
 }
 
 /// The compute constructs at one site and what their launches got: the
@@ -291,7 +295,26 @@ impl<'a> Context<'a> {
             kernel_source,
             unlearned,
             launch_sites: std::sync::OnceLock::new(),
+            host: host_cost::HostCosts::of(run),
         }
+    }
+
+    /// What removing the transfers saves: the host time of their copy
+    /// calls where the driver timed them ([`host_cost`]), else their device
+    /// copy time.
+    pub fn xfers_cost(&self, xs: &[&Xfer]) -> u64 {
+        match &self.host {
+            Some(h) => h.transfers_ns(self.run, xs.iter().map(|x| x.transfer)),
+            None => xs.iter().map(|x| x.duration_ns()).sum(),
+        }
+    }
+
+    /// The sentence that says how transfers are costed, where the driver
+    /// timed them.
+    pub fn xfers_cost_meaning(&self) -> Option<&'static str> {
+        self.host.as_ref().map(|_| {
+            "Costs are host time as the CUDA driver timed it: each place's copy-call time shared among its transfers in proportion to their device times (the device time where that is longer)."
+        })
     }
 
     /// The compute constructs of the run by site, in site order.
@@ -810,7 +833,7 @@ pub(crate) fn transfer_finding(
     saved: &[&Xfer],
     title: impl FnOnce(&str, &str) -> String,
 ) -> Finding {
-    let cost: u64 = saved.iter().map(|x| x.duration_ns()).sum();
+    let cost = cx.xfers_cost(saved);
     let place = cx.location(role, site, None).place();
     let mut f = Finding::new(
         id,
@@ -821,6 +844,13 @@ pub(crate) fn transfer_finding(
     f.saving_ns = Some(cost);
     f.saved_transfers = saved.iter().map(|x| x.transfer).collect();
     add_transfers(cx, &mut f, role, saved);
+    if let Some(why) = cx.xfers_cost_meaning() {
+        f.evidence.field(
+            "device_time",
+            Value::Ns(saved.iter().map(|x| x.duration_ns()).sum()),
+        );
+        f.evidence.say(why);
+    }
     f
 }
 
@@ -848,4 +878,14 @@ pub(crate) fn alloc_finding(
     f.evidence
         .field("allocations", Value::Count(allocs.len() as u64));
     f
+}
+
+/// The measured host time of allocations a finding is about (A1, A2, D6):
+/// the mean time of one allocation or free call where they were made, and
+/// what their allocations and frees took.
+pub(crate) fn alloc_cost_evidence(f: &mut Finding, c: &host_cost::AllocCost) {
+    f.evidence
+        .field("allocation_call_time", Value::Ns(c.per_call_ns()));
+    f.evidence.field("frees", Value::Count(c.frees));
+    f.evidence.field("allocation_time", Value::Ns(c.ns));
 }
