@@ -341,15 +341,22 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
         }
         Record::DriverSpan(d) => {
             let same_thread = d.thread == st.thread;
-            e.u8(driver_op_code(d.op) | (u8::from(same_thread) << 4));
+            e.u8(driver_op_code(d.op)
+                | (u8::from(same_thread) << 4)
+                | (u8::from(d.cbid != 0) << 5)
+                | (u8::from(d.correlation != 0) << 6));
             put_delta(e, &mut st.time, d.start_ns);
             e.varint(d.end_ns.saturating_sub(d.start_ns));
             if !same_thread {
                 e.varint(u64::from(d.thread));
                 st.thread = d.thread;
             }
-            e.varint(u64::from(d.cbid));
-            put_delta32(e, &mut st.correlation, d.correlation);
+            if d.cbid != 0 {
+                e.varint(u64::from(d.cbid));
+            }
+            if d.correlation != 0 {
+                put_delta32(e, &mut st.correlation, d.correlation);
+            }
         }
         Record::MpiCall(m) => {
             let flags = match m.cuda_aware {
@@ -818,7 +825,7 @@ pub(crate) fn decode_driver_call(c: &mut Cursor<'_>, st: &mut DeltaState) -> Dri
 #[inline(always)]
 pub(crate) fn decode_driver_span(c: &mut Cursor<'_>, st: &mut DeltaState) -> DriverSpan {
     let flags = c.u8();
-    if flags >> 5 != 0 {
+    if flags >> 7 != 0 {
         c.fail(DecodeError::Invalid("driver span flags"));
     }
     let op = known(c, driver_op_from(flags & 15), DriverOp::Other, "driver op");
@@ -827,13 +834,23 @@ pub(crate) fn decode_driver_span(c: &mut Cursor<'_>, st: &mut DeltaState) -> Dri
     if flags & (1 << 4) == 0 {
         st.thread = c.varint_u32();
     }
+    let cbid = if flags & (1 << 5) != 0 {
+        c.varint_u32()
+    } else {
+        0
+    };
+    let correlation = if flags & (1 << 6) != 0 {
+        get_delta32(c, &mut st.correlation)
+    } else {
+        0
+    };
     DriverSpan {
         thread: st.thread,
         start_ns,
         end_ns,
         op,
-        cbid: c.varint_u32(),
-        correlation: get_delta32(c, &mut st.correlation),
+        cbid,
+        correlation,
     }
 }
 
@@ -1315,6 +1332,22 @@ mod tests {
         let body = [1 << 5, 0, 0, 0, 0];
         assert!(decode_record(TAG_API, &body, &mut st).is_err());
         assert!(decode_record(TAG_API, &body.map(|b| b & 0x1f), &mut st).is_ok());
+        // A driver span (Launch, same thread, start, duration) with bit 7
+        // set; the same body without it decodes, and with bit 6 it reads
+        // a correlation more.
+        let op = driver_op_code(DriverOp::Launch);
+        let body = [op | (1 << 4) | (1 << 7), 0, 5];
+        assert!(decode_record(TAG_DRIVER_SPAN, &body, &mut st).is_err());
+        assert!(decode_record(TAG_DRIVER_SPAN, &[op | (1 << 4), 0, 5], &mut st).is_ok());
+        assert!(
+            decode_record(TAG_DRIVER_SPAN, &[op | (1 << 4) | (1 << 6), 0, 5], &mut st).is_err()
+        );
+        assert!(decode_record(
+            TAG_DRIVER_SPAN,
+            &[op | (1 << 4) | (1 << 6), 0, 5, 2],
+            &mut st
+        )
+        .is_ok());
         // Empty bodies of every known kind are too short.
         for tag in 1..=12 {
             assert!(decode_record(tag, &[], &mut st).is_err(), "tag {tag}");

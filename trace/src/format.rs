@@ -125,9 +125,15 @@
 //!                routine varint (string id), count varint
 //!                (<= MAX_MPI_RANGES), count x (host_ptr varint,
 //!                bytes varint, write u8 0/1); all absolute
-//! 17 DriverSpan  (1.4) flags u8 (bits 0-3 op, bit 4 same thread),
-//!                start zigzag (the time delta), duration varint,
-//!                thread? varint, cbid varint, correlation zigzag
+//! 17 DriverSpan  (1.4) flags u8 (bits 0-3 op, bit 4 same thread,
+//!                5 cbid, 6 correlation), start zigzag (the time delta),
+//!                duration varint, thread? varint, cbid? varint,
+//!                correlation? zigzag; cbid and correlation are written
+//!                only when nonzero (0: absent). The collector keeps the
+//!                cbid of `Other` calls only (the op names the rest) and
+//!                the correlation of launches, copies and memsets only
+//!                (the calls whose kernel, memcpy or memset record shares
+//!                it), so a span of a storm is mostly 7 bytes framed
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an

@@ -575,12 +575,27 @@ impl DriverOp {
         DriverOp::Init,
         DriverOp::Other,
     ];
+
+    /// Whether a call of this op has a device record (kernel, memcpy or
+    /// memset) sharing its CUPTI correlation id.
+    pub fn has_device_record(self) -> bool {
+        matches!(
+            self,
+            DriverOp::Launch
+                | DriverOp::CopyHostToDevice
+                | DriverOp::CopyDeviceToHost
+                | DriverOp::CopyOther
+                | DriverOp::Memset
+        )
+    }
 }
 
 /// A CUDA driver call with its start and end on the host, from CUPTI's
 /// driver API activity records (since format 1.4): what the runtime does
 /// inside a construct, timed, whichever runtime it is. The collector keeps
-/// every call the program's threads make while it records.
+/// every call the program's threads make while it records, except
+/// [`DriverOp::Other`] calls shorter than a microsecond, which it only
+/// counts (an end-of-run Info diagnostic says how many and how long).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverSpan {
     /// OS thread id of the calling host thread (as in every other record).
@@ -588,11 +603,14 @@ pub struct DriverSpan {
     pub start_ns: u64,
     pub end_ns: u64,
     pub op: DriverOp,
-    /// CUPTI's id of the call (`CUpti_driver_api_trace_cbid`): which call
-    /// it was, for the calls an op groups.
+    /// CUPTI's id of the call (`CUpti_driver_api_trace_cbid`), for an
+    /// [`DriverOp::Other`] call: which one it was. 0 (CUPTI's invalid id)
+    /// when absent: the collector leaves it out for every other op, which
+    /// names the call well enough.
     pub cbid: u32,
-    /// CUPTI's correlation id, shared with the call's kernel or memcpy
-    /// record.
+    /// CUPTI's correlation id, shared with the call's kernel, memcpy or
+    /// memset record: kept for launches, copies and memsets only, 0 (no
+    /// correlation in CUPTI) otherwise.
     pub correlation: u32,
 }
 

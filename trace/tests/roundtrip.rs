@@ -235,16 +235,23 @@ fn edge_records() -> Vec<Record> {
             bytes: [Some(u64::MAX), None][i % 2],
         }));
     }
+    // Every op with each of cbid and correlation absent (0) or present,
+    // whether or not the collector would keep it for that op.
     for (i, op) in DriverOp::ALL.into_iter().enumerate() {
-        let start_ns = [u64::MAX, 0, 1 << 40][i % 3];
-        v.push(Record::DriverSpan(DriverSpan {
-            thread: if i < 5 { u32::MAX } else { 0 },
-            start_ns,
-            end_ns: start_ns.saturating_add([0, 1, 1 << 33][i % 3]),
-            op,
-            cbid: [0, u32::MAX, 439][i % 3],
-            correlation: if i % 2 == 0 { 0 } else { u32::MAX },
-        }));
+        for (j, (cbid, correlation)) in [(0, 0), (439, 0), (0, u32::MAX), (u32::MAX, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let start_ns = [u64::MAX, 0, 1 << 40][(i + j) % 3];
+            v.push(Record::DriverSpan(DriverSpan {
+                thread: if i < 5 { u32::MAX } else { j as u32 },
+                start_ns,
+                end_ns: start_ns.saturating_add([0, 1, 1 << 33][(i + j) % 3]),
+                op,
+                cbid,
+                correlation,
+            }));
+        }
     }
     for mode in [HashMode::Off, HashMode::Sampled, HashMode::Full] {
         for direction in [Direction::Upload, Direction::Download] {

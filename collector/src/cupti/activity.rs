@@ -5,12 +5,12 @@
 use std::ffi::{c_char, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::ptr::{self, addr_of_mut};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use accprof_trace::{
-    CopyKind, Device, DriverSpan, DropSource, KernelRecord, MemcpyRecord, MemoryKind, MemsetRecord,
-    Record, StringId,
+    CopyKind, Device, DriverOp, DriverSpan, DropSource, KernelRecord, MemcpyRecord, MemoryKind,
+    MemsetRecord, Record, StringId,
 };
 use cudarc::cupti::sys;
 use cudarc::driver::sys::CUcontext;
@@ -19,7 +19,7 @@ use sys::CUptiResult::CUPTI_SUCCESS;
 use sys::CUpti_ActivityKind as Kind;
 
 use super::clock::{shift, CLOCK_OFFSET};
-use super::driver_op::driver_op;
+use super::driver_op::{driver_op, MIN_OTHER_NS};
 use super::{device_side, live, recording};
 
 /// Activity buffers handed to CUPTI: about 4,000 kernel records each, so a
@@ -191,7 +191,11 @@ unsafe fn parse_buffer(buffer: *mut u8, size: usize, valid: usize) -> u64 {
                 if crate::tls::is_own_thread(a.threadId) {
                     continue;
                 }
-                crate::sink::push(Record::DriverSpan(driver_span(&a, offset)));
+                let span = driver_span(&a, offset);
+                if SHORT_CALLS.left_out(&span) {
+                    continue;
+                }
+                crate::sink::push(Record::DriverSpan(span));
             }
             _ => {}
         }
@@ -383,14 +387,65 @@ fn memset_record(m: &sys::CUpti_ActivityMemset4, offset: i64) -> MemsetRecord {
 
 /// A driver call's record. Its thread id is the OS thread id, as in every
 /// other record (the thread id type is set before the kind is enabled).
+/// The call id is kept for [`DriverOp::Other`] calls only (the op names the
+/// others), the correlation id only for calls with a device record sharing
+/// it: 0 is absent, and absent fields cost nothing in the trace.
 fn driver_span(a: &sys::CUpti_ActivityAPI, offset: i64) -> DriverSpan {
+    let op = driver_op(a.cbid);
     DriverSpan {
         thread: a.threadId,
         start_ns: shift(a.start, offset),
         end_ns: shift(a.end, offset),
-        op: driver_op(a.cbid),
-        cbid: a.cbid,
-        correlation: a.correlationId,
+        op,
+        cbid: if op == DriverOp::Other { a.cbid } else { 0 },
+        correlation: if op.has_device_record() {
+            a.correlationId
+        } else {
+            0
+        },
+    }
+}
+
+/// The driver calls of this process left out of the trace for being
+/// [`DriverOp::Other`] calls shorter than [`MIN_OTHER_NS`]: how many, and
+/// their time.
+pub(super) struct ShortCalls {
+    count: AtomicU64,
+    ns: AtomicU64,
+}
+
+pub(super) static SHORT_CALLS: ShortCalls = ShortCalls::new();
+
+impl ShortCalls {
+    const fn new() -> Self {
+        ShortCalls {
+            count: AtomicU64::new(0),
+            ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `span` is left out; counts it if so.
+    fn left_out(&self, span: &DriverSpan) -> bool {
+        let ns = span.duration_ns();
+        if span.op != DriverOp::Other || ns >= MIN_OTHER_NS {
+            return false;
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.ns.fetch_add(ns, Ordering::Relaxed);
+        true
+    }
+
+    /// The end-of-run note on the calls left out, if any were.
+    pub(super) fn note(&self) -> Option<String> {
+        let count = self.count.load(Ordering::Relaxed);
+        let ns = self.ns.load(Ordering::Relaxed);
+        (count > 0).then(|| {
+            format!(
+                "driver calls under {} us not recorded: {count} calls, {:.1} us (counted as the runtime's own work between driver calls)",
+                MIN_OTHER_NS / 1_000,
+                ns as f64 / 1_000.0
+            )
+        })
     }
 }
 
@@ -631,12 +686,19 @@ mod tests {
                 start_ns: 1_500,
                 end_ns: 2_250,
                 op: DriverOp::CopyHostToDevice,
-                cbid: a.cbid,
+                cbid: 0,
                 correlation: 17,
             }
         );
+        a.cbid = Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel as u32;
+        let s = driver_span(&a, 0);
+        assert_eq!((s.op, s.cbid, s.correlation), (DriverOp::Launch, 0, 17));
+        a.cbid = Cb::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 as u32;
+        let s = driver_span(&a, 0);
+        assert_eq!((s.op, s.cbid, s.correlation), (DriverOp::Alloc, 0, 0));
         a.cbid = Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent as u32;
-        assert_eq!(driver_span(&a, 0).op, DriverOp::Other);
+        let s = driver_span(&a, 0);
+        assert_eq!((s.op, s.cbid, s.correlation), (DriverOp::Other, a.cbid, 0));
         // An older CUPTI's record cut before the correlation id, with junk
         // where the kind lives: the id reads as 0 and the kind is fixed.
         a.kind = Kind::CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -654,6 +716,51 @@ mod tests {
         let r = unsafe { read_record::<sys::CUpti_ActivityAPI>(junk.as_ptr(), cut, fix_api) };
         assert_eq!((r.threadId, r.correlationId), (4243, 0));
         assert_eq!(r.kind, Kind::CUPTI_ACTIVITY_KIND_DRIVER);
+    }
+
+    #[test]
+    fn short_other_calls_are_counted_not_written() {
+        use accprof_trace::DriverOp;
+        use sys::CUpti_driver_api_trace_cbid as Cb;
+        let short = ShortCalls::new();
+        assert_eq!(short.note(), None);
+        let mut a: sys::CUpti_ActivityAPI = zeroed();
+        a.kind = Kind::CUPTI_ACTIVITY_KIND_DRIVER;
+        a.threadId = 7;
+        a.start = 10_000;
+        let call = |a: &mut sys::CUpti_ActivityAPI, cb: Cb, ns: u64| {
+            a.cbid = cb as u32;
+            a.end = a.start + ns;
+            driver_span(a, 0)
+        };
+        // Queries around a launch: under a microsecond, left out.
+        let get_device = call(&mut a, Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, 100);
+        assert_eq!(get_device.op, DriverOp::Other);
+        assert!(short.left_out(&get_device));
+        let range = call(
+            &mut a,
+            Cb::CUPTI_DRIVER_TRACE_CBID_cuMemGetAddressRange_v2,
+            999,
+        );
+        assert!(short.left_out(&range));
+        // A microsecond or more: written.
+        let callback = call(
+            &mut a,
+            Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamAddCallback,
+            1_000,
+        );
+        assert_eq!(callback.op, DriverOp::Other);
+        assert!(!short.left_out(&callback));
+        // Every other op is written however short.
+        let launch = call(&mut a, Cb::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 50);
+        assert_eq!(launch.op, DriverOp::Launch);
+        assert!(!short.left_out(&launch));
+        let sync = call(&mut a, Cb::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 0);
+        assert!(!short.left_out(&sync));
+        assert_eq!(
+            short.note().as_deref(),
+            Some("driver calls under 1 us not recorded: 2 calls, 1.1 us (counted as the runtime's own work between driver calls)")
+        );
     }
 
     #[test]

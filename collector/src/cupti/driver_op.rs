@@ -239,6 +239,15 @@ static GROUPS: [(DriverOp, &[Cb]); 12] = [
     (DriverOp::Init, INIT),
 ];
 
+/// [`DriverOp::Other`] calls shorter than this are not written, only
+/// counted: on a launch storm most spans are sub-microsecond queries the
+/// runtime makes around each launch (`cuCtxGetDevice`,
+/// `cuMemGetAddressRange`, `cuOccupancyMaxPotentialBlockSize`), which would
+/// add about half the spans to the trace and say nothing a reader acts on.
+/// Their time stays in "the runtime's own work between driver calls". Spans
+/// of every other op are always written.
+pub(super) const MIN_OTHER_NS: u64 = 1_000;
+
 /// What a driver call did, by its CUPTI id; every call not named in
 /// [`GROUPS`] (queries, streams, events, contexts made current, unknown
 /// ids) is [`DriverOp::Other`].

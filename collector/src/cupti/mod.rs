@@ -459,6 +459,15 @@ pub(crate) fn finish_at_exit(exit_status: Option<i32>) {
     if STATE.load(Ordering::Acquire) != ACTIVE {
         return;
     }
+    finish_device(exit_status);
+    // After the last buffers came back: the driver calls left out for
+    // being short (the count is ours; no CUPTI call).
+    if let Some(note) = activity::SHORT_CALLS.note() {
+        diagnostic(Level::Info, note);
+    }
+}
+
+fn finish_device(exit_status: Option<i32>) {
     let failed = exit_status.is_some_and(|s| s != 0);
     if CONTEXT_DESTROYED.load(Ordering::Acquire) || failed || context_broken() {
         HANDS_OFF.store(true, Ordering::Release);
