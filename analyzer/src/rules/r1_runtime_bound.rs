@@ -135,19 +135,31 @@ pub fn check(cx: &Context) -> Checked {
 }
 
 /// The outermost host loop that repeats the construct at `site`: around
-/// it in its function, else around a recorded caller's call.
+/// it in its function, else around a recorded caller's call. A site keeps
+/// the call chain of its first reach, which may be a call outside the loop
+/// (a warm-up step before the time loop): a caller's other calls of the
+/// same function, inside a loop of the same function, count too.
 fn repeating_loop(cx: &Context, site: SiteId) -> Option<(String, u32)> {
     let run = cx.run;
     let s = run.site(site);
     let mut found = None;
+    let mut callee: Option<&str> = None;
     let frames = std::iter::once(s).chain(run.callers(site));
     for f in frames {
-        let (Some(line), Some(src)) = (f.line, cx.sources.get(&f.file)) else {
-            continue;
-        };
-        if let Some(lp) = src.enclosing_loops(line).last() {
-            found = Some((f.file.clone(), lp.header_line));
+        if let (Some(line), Some(src)) = (f.line, cx.sources.get(&f.file)) {
+            let mut best = src.enclosing_loops(line).last().map(|l| l.header_line);
+            if let (None, Some(callee), Some((a, b))) = (best, callee, src.unit_of(line)) {
+                best = src
+                    .calls_in(a, b, callee)
+                    .into_iter()
+                    .filter_map(|(l, _)| src.enclosing_loops(l).last().map(|lp| lp.header_line))
+                    .min();
+            }
+            if let Some(header) = best {
+                found = Some((f.file.clone(), header));
+            }
         }
+        callee = Some(f.function.as_str());
     }
     found
 }
@@ -181,6 +193,9 @@ fn finding(
     f.cost_ns = Some(runtime);
     let mut here = cx.location("host loop", None, None).source_line(line);
     here.file = file.to_string();
+    if let Some(h) = cx.sources.get(file).and_then(|src| src.function_at(line)) {
+        here.function = h.name;
+    }
     f.locations.push(here);
     let mut by_time: Vec<&(&LaunchSite, Cost)> = sites.iter().collect();
     by_time.sort_by_key(|(_, c)| std::cmp::Reverse(c.runtime_ns()));
@@ -249,11 +264,17 @@ fn finding(
     let pairs = fusable_neighbours(cx, sites);
     let mut text = Vec::new();
     if !pairs.is_empty() {
-        let removed: u64 = pairs.iter().map(|p| p.2).sum();
+        let removed: u64 = pairs.iter().map(|p| p.3).sum();
         f.saving_ns = Some(per_construct.saturating_mul(removed).min(runtime));
         let names: Vec<String> = pairs
             .iter()
-            .map(|(a, b, _)| format!("lines {a} and {b}"))
+            .map(|(file, a, b, _)| {
+                let name = std::path::Path::new(file)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(file);
+                format!("{name}:{a} and :{b}")
+            })
             .collect();
         text.push(format!(
             "Fewer constructs: what the runtime spends is per construct ({per_c}), so each construct less saves it. Neighbouring constructs loop over the same range: {} ({} reaches in all could go); fuse each pair into one construct (one loop, both bodies) where the second does not read what another iteration of the first writes",
@@ -284,10 +305,13 @@ fn finding(
 /// Pairs of compute constructs of `sites` that follow each other in one
 /// function with nothing but their blocks between them and loop over the
 /// same range (the same loop header after the directive, spaces aside):
-/// (first line, second line, reaches of the second).
-fn fusable_neighbours(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Vec<(u32, u32, u64)> {
+/// (file, first line, second line, reaches of the second).
+fn fusable_neighbours<'a>(
+    cx: &'a Context,
+    sites: &[(&LaunchSite, Cost)],
+) -> Vec<(&'a str, u32, u32, u64)> {
     let run = cx.run;
-    let mut by_file: BTreeMap<&str, Vec<(u32, u64)>> = BTreeMap::new();
+    let mut by_file: BTreeMap<&'a str, Vec<(u32, u64)>> = BTreeMap::new();
     for (ls, c) in sites {
         let s = run.site(ls.site);
         if let Some(l) = s.line {
@@ -324,7 +348,7 @@ fn fusable_neighbours(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Vec<(u32, 
                 && header(fa) == header(fb)
                 && src.function_at(a).map(|f| f.name) == src.function_at(b).map(|f| f.name)
             {
-                out.push((a, b, reaches));
+                out.push((file, a, b, reaches));
             }
         }
     }
