@@ -80,6 +80,19 @@ impl Part {
         }
     }
 
+    /// Short name for tables and exports of the same part outside
+    /// constructs.
+    pub fn outside_key(self) -> &'static str {
+        match self {
+            Part::Allocation => "outside_allocation",
+            Part::Transfer => "outside_transfer",
+            Part::Launch => "outside_launch",
+            Part::Wait => "outside_wait",
+            Part::StartUp => "outside_startup",
+            Part::OtherDriver => "outside_other_driver",
+        }
+    }
+
     /// Short name for tables and exports.
     pub fn key(self) -> &'static str {
         match self {

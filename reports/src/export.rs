@@ -273,12 +273,12 @@ const LEDGER: &[Column] = &[
     col(
         "part",
         Str,
-        "program (the program's own host code), constructs (inside OpenACC constructs), mpi, cuda_outside (CUDA driver calls outside constructs); inside constructs: allocation, transfer, launch, wait, startup, other_driver (CUDA driver calls), collector (accprof hashing buffers), runtime (the runtime's own work between driver calls)",
+        "program (the program's own host code), constructs (inside OpenACC constructs), mpi, cuda_outside (CUDA driver calls outside constructs); inside constructs: allocation, transfer, launch, wait, startup, other_driver (CUDA driver calls), collector (accprof hashing buffers), runtime (the runtime's own work between driver calls); under cuda_outside: outside_allocation, outside_transfer, outside_launch, outside_wait, outside_startup, outside_other_driver",
     ),
     col(
         "depth",
         Int,
-        "0: a part of the wall time (these rows sum to it); 1: a part of the time inside constructs (these sum to it)",
+        "0: a part of the wall time (these rows sum to it); 1: a part of the row of depth 0 above it (constructs or cuda_outside; these sum to it)",
     ),
     col("time_us", Float, "host time of the part"),
     col("share_of_wall", Float, "time_us over the run's wall time"),

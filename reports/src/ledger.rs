@@ -17,8 +17,9 @@ pub struct LedgerRow {
     /// cuda_outside.
     pub key: &'static str,
     pub label: &'static str,
-    /// 0 for the parts of the wall time, 1 for the parts of the time
-    /// inside constructs.
+    /// 0 for the parts of the wall time, 1 for the parts of the row of
+    /// depth 0 above it (inside constructs, or the driver calls outside
+    /// them).
     pub depth: u8,
     pub ns: u64,
     /// Calls (driver calls, MPI calls, constructs), where counted.
@@ -101,6 +102,17 @@ pub fn thread_rows(l: &Ledger, t: &ThreadLedger) -> Vec<LedgerRow> {
             t.outside.total_ns(),
             Some(calls),
         ));
+        for p in Part::ALL {
+            if t.outside.calls(p) > 0 {
+                rows.push(row(
+                    p.outside_key(),
+                    p.label(),
+                    1,
+                    t.outside.ns(p),
+                    Some(t.outside.calls(p)),
+                ));
+            }
+        }
     }
     rows
 }

@@ -32,6 +32,16 @@ fn fixtures() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The fixtures of at most 700 KiB: the larger ones are read whole by
+/// `intact_fixtures_read_the_same`; damaging each of them at every block
+/// adds minutes and no case the smaller ones lack.
+fn small_fixtures() -> Vec<(String, Vec<u8>)> {
+    fixtures()
+        .into_iter()
+        .filter(|(_, b)| b.len() <= 700 << 10)
+        .collect()
+}
+
 #[derive(Debug, PartialEq)]
 struct Read {
     version: (u16, u16),
@@ -183,12 +193,13 @@ fn intact_fixtures_read_the_same() {
 
 #[test]
 fn truncated_fixtures_read_the_same() {
-    for (name, bytes) in fixtures() {
+    for (name, bytes) in small_fixtures() {
         let bounds = block_bounds(&bytes);
         let mut cuts: Vec<usize> = (1..8).map(|k| bytes.len() * k / 8).collect();
         // Inside the header, at a block boundary and just after one.
         cuts.extend([5, FILE_PREFIX_LEN + 3, bounds[0], bounds[0] + 1]);
         cuts.extend(bounds.get(1).map(|b| b + 9));
+        cuts.retain(|&c| c < bytes.len());
         for cut in cuts {
             let r = same_both_ways(&format!("{name} cut at {cut}"), &bytes[..cut]);
             if let Some(r) = r {
@@ -205,7 +216,7 @@ fn truncated_fixtures_read_the_same() {
 
 #[test]
 fn corrupted_fixtures_read_the_same() {
-    for (name, bytes) in fixtures() {
+    for (name, bytes) in small_fixtures() {
         let bounds = block_bounds(&bytes);
         let data = bounds[0];
         // Flipped bytes: in a block header, in a payload, in the last block.
@@ -232,7 +243,7 @@ fn corrupted_fixtures_read_the_same() {
 #[test]
 fn malformed_and_unknown_records_read_the_same() {
     let mut malformed = 0;
-    for (name, bytes) in fixtures() {
+    for (name, bytes) in small_fixtures() {
         let bounds = block_bounds(&bytes);
         for &at in &bounds[..bounds.len() - 1] {
             // A record of an unknown kind at the start of an intact block.
