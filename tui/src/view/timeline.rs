@@ -9,7 +9,7 @@ use ratatui::style::Style;
 
 use super::Areas;
 use crate::data::Session;
-use crate::lanes::{Cell, LaneKind, Side};
+use crate::lanes::{Cell, LaneKind, Side, Tag};
 use crate::state::{Focus, Row, State};
 use crate::style::{full_glyph, Palette, LEVELS};
 
@@ -101,7 +101,8 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     let tag = lane.tag(cell.first);
                     let glyph = if device {
                         device_glyph(cell)
-                    } else if cell.fill >= 5 {
+                    } else if cell.fill >= 5 || tag == Tag::Mpi {
+                        // (An MPI call keeps its own glyph however short.)
                         full_glyph(tag)
                     } else {
                         half_glyph(cell).unwrap_or(full_glyph(tag))
