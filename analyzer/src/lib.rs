@@ -35,6 +35,6 @@ pub mod vocabulary {
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Item,
-    Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, NameId, NameOrigin, Run, Site,
-    SiteId, Track, Transfer, TransferId, TransferSource,
+    Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, MpiCallId, NameId, NameOrigin, Run,
+    Site, SiteId, Track, Transfer, TransferId, TransferSource,
 };

@@ -1470,3 +1470,189 @@ fn four_ranks_line_up_alike_in_the_timeline_and_the_perfetto_export() {
     assert_eq!(perfetto, expected);
     assert_eq!(perfetto, timeline);
 }
+
+// ------------------------------------------------------------- MPI calls
+
+/// The H100 MPI halo exchange's two ranks, loaded with the fixture's
+/// binaries, and the files' paths.
+fn mpi_halo_ranks() -> (Vec<PathBuf>, Vec<accprof_analyzer::Run>) {
+    let paths: Vec<PathBuf> = (0..2)
+        .map(|r| {
+            accprof_analyzer::testkit::fixtures::dir("h100")
+                .join(format!("mpi_halo_np2.r{r}.trace"))
+        })
+        .collect();
+    let runs = (0..2)
+        .map(|r| accprof_analyzer::testkit::fixtures::load("h100", &format!("mpi_halo_np2.r{r}")))
+        .collect();
+    (paths, runs)
+}
+
+fn export_mpi_halo(format: &str, out: &Path) {
+    let (paths, _) = mpi_halo_ranks();
+    let mut cmd = Command::new(support::accprof());
+    cmd.arg("export")
+        .args(&paths)
+        .args(["-f", format, "-o"])
+        .arg(out)
+        .env_remove("ACCPROF_SYMBOL_PATH");
+    ok(&cmd.output().expect("run accprof"));
+}
+
+/// The model's MPI calls of a rank: (routine, bytes), sorted.
+fn model_mpi_calls(run: &accprof_analyzer::Run) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = run
+        .mpi_calls()
+        .iter()
+        .map(|c| (c.routine.clone(), c.ranges.iter().map(|r| r.bytes).sum()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Each recorded MPI call is one Chrome slice named by its routine, with
+/// its bytes, on the thread of that rank's constructs.
+#[test]
+fn chrome_trace_has_each_mpi_call_on_its_ranks_host_thread() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.json");
+    export_mpi_halo("chrome", &out);
+    let (_, runs) = mpi_halo_ranks();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("parses");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let thread_name = |pid: &serde_json::Value, tid: &serde_json::Value| {
+        events
+            .iter()
+            .find(|e| e["name"] == "thread_name" && &e["pid"] == pid && &e["tid"] == tid)
+            .and_then(|e| e["args"]["name"].as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    for (i, run) in runs.iter().enumerate() {
+        let pid = i as u64 + 1;
+        assert!(!run.mpi_calls().is_empty(), "rank {i} recorded MPI calls");
+        let mpi: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "mpi" && e["pid"] == pid)
+            .collect();
+        let mut got: Vec<(String, u64)> = mpi
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().expect("name").to_string(),
+                    e["args"]["bytes"].as_u64().expect("bytes"),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, model_mpi_calls(run), "rank {i}");
+        // On the track of the rank's host-thread constructs.
+        let construct_tids: HashSet<u64> = events
+            .iter()
+            .filter(|e| e["cat"] == "construct" && e["pid"] == pid)
+            .filter_map(|e| e["tid"].as_u64())
+            .collect();
+        for e in &mpi {
+            let tid = e["tid"].as_u64().expect("tid");
+            assert!(construct_tids.contains(&tid), "rank {i}: {e}");
+            let thread = run.mpi_calls()[0].thread;
+            assert_eq!(
+                thread_name(&e["pid"], &e["tid"]),
+                format!("host thread {thread}")
+            );
+        }
+    }
+}
+
+/// The Perfetto export: one slice per MPI call per rank, named by its
+/// routine with its bytes, on the host-thread track that holds the rank's
+/// constructs, at the model's time on the ranks' one clock.
+#[test]
+fn perfetto_trace_has_each_mpi_call_on_its_ranks_host_thread() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("t.pftrace");
+    export_mpi_halo("perfetto", &out);
+    let (_, runs) = mpi_halo_ranks();
+    let bytes = std::fs::read(&out).expect("read");
+    // Track uuid -> (name, parent).
+    let mut tracks: HashMap<u64, (String, Option<u64>)> = HashMap::new();
+    // Per rank: the tracks of its constructs, its MPI slices as (track,
+    // routine, bytes, timestamp).
+    let mut construct_tracks: HashMap<u32, HashSet<u64>> = HashMap::new();
+    let mut mpi: HashMap<u32, Vec<(u64, String, u64, u64)>> = HashMap::new();
+    for (_, v) in fields(&bytes) {
+        let Val::Bytes(p) = v else { panic!("packet") };
+        let p = fields(p);
+        for (f, v) in &p {
+            match (f, v) {
+                (60, Val::Bytes(d)) => {
+                    let d = fields(d);
+                    let name = text(&d, 2).expect("name").to_string();
+                    tracks.insert(int(&d, 1).expect("uuid"), (name, int(&d, 5)));
+                }
+                (11, Val::Bytes(e)) => {
+                    let e = fields(e);
+                    if int(&e, 9) != Some(1) {
+                        continue;
+                    }
+                    let track = int(&e, 11).expect("track");
+                    let mut t = track;
+                    while let Some(parent) = tracks[&t].1 {
+                        t = parent;
+                    }
+                    let rank: u32 = tracks[&t]
+                        .0
+                        .strip_prefix("rank ")
+                        .and_then(|n| n.split(' ').next())
+                        .and_then(|n| n.parse().ok())
+                        .expect("a rank's process");
+                    match text(&e, 22) {
+                        Some("construct") => {
+                            construct_tracks.entry(rank).or_default().insert(track);
+                        }
+                        Some("mpi") => {
+                            let arg = |name: &str| {
+                                e.iter().find_map(|(k, v)| match (k, v) {
+                                    (4, Val::Bytes(a)) => {
+                                        let a = fields(a);
+                                        (text(&a, 10) == Some(name)).then(|| int(&a, 3))?
+                                    }
+                                    _ => None,
+                                })
+                            };
+                            mpi.entry(rank).or_default().push((
+                                track,
+                                text(&e, 23).expect("name").to_string(),
+                                arg("bytes").expect("bytes"),
+                                int(&p, 8).expect("timestamp"),
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let origin = runs
+        .iter()
+        .map(|r| r.unix_ns(r.process.span_ns.0))
+        .min()
+        .expect("runs");
+    for run in &runs {
+        let rank = run.process.header.rank.expect("an MPI rank");
+        let slices = &mpi[&rank];
+        let mut got: Vec<(String, u64)> = slices.iter().map(|s| (s.1.clone(), s.2)).collect();
+        got.sort();
+        assert_eq!(got, model_mpi_calls(run), "rank {rank}");
+        for s in slices {
+            assert!(construct_tracks[&rank].contains(&s.0), "rank {rank}: {s:?}");
+            assert!(tracks[&s.0].0.starts_with("host thread "), "{s:?}");
+        }
+        // The first call at its time on the ranks' one clock.
+        let first = run.mpi_calls()[0].start_ns;
+        let at = (run.unix_ns(first) - origin) as u64;
+        assert!(slices.iter().any(|s| s.3 == at), "rank {rank}: {at}");
+    }
+}

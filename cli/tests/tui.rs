@@ -341,3 +341,80 @@ fn thirty_two_ranks_open_in_rank_order_one_row_each() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&status), "0");
 }
+
+/// The MPI halo exchange's two ranks: the header says where rank 0's wall
+/// time went, as its ledger has it; its MPI calls are drawn on the host
+/// thread's lane, and a selected one is named with its duration and bytes.
+#[test]
+fn mpi_calls_sit_on_the_host_lane_and_the_header_has_the_ledger() {
+    use accprof_analyzer::testkit::fixtures;
+    use accprof_analyzer::units;
+    if !need("tmux") {
+        return;
+    }
+    let runs: Vec<accprof_analyzer::Run> = (0..2)
+        .map(|r| fixtures::load("h100", &format!("mpi_halo_np2.r{r}")))
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = dir.path().join("status");
+    let command = format!(
+        "cd {} && {} tui mpi_halo_np2.r0.trace mpi_halo_np2.r1.trace; echo $? > {}",
+        fixtures::dir("h100").display(),
+        accprof().display(),
+        status.display()
+    );
+    let tmux = Tmux::start("mpi", &command);
+    let first = tmux.wait_for(") by cost");
+
+    // The header: rank 0's ledger, shares of its wall time.
+    let l = runs[0].ledger();
+    let t = l.main_thread().expect("a host thread");
+    let share = |ns: u64| format!("{:.0}%", 100.0 * ns as f64 / l.wall_ns as f64);
+    let header = first.lines().next().unwrap_or("");
+    for want in [
+        format!("rank 0  wall {}: ", units::duration_ns(l.wall_ns)),
+        format!("program {}", share(t.program_ns(l.wall_ns))),
+        format!("constructs {}", share(t.inside_ns)),
+        format!("MPI {}", share(t.mpi_ns)),
+    ] {
+        assert!(
+            header.contains(&want),
+            "{want:?} not in the header:\n{first}"
+        );
+    }
+
+    // Each rank's host lane draws its MPI calls in their own glyph.
+    for run in &runs {
+        let thread = run.mpi_calls()[0].thread;
+        let lane = first
+            .lines()
+            .find(|l| l.starts_with(&format!(" thread {thread} ")))
+            .unwrap_or_else(|| panic!("thread {thread}'s lane:\n{first}"));
+        assert!(lane.contains('▚'), "no MPI call on {lane:?}:\n{first}");
+    }
+
+    // Select an MPI call: the details name its routine, duration and bytes.
+    tmux.keys(&["/", "MPI_", "Enter", "]"]);
+    let selected = tmux.wait_for("selected: MPI call in thread");
+    let details: Vec<&str> = selected
+        .lines()
+        .skip_while(|l| !l.contains(" selected ─"))
+        .skip(1)
+        .take(2)
+        .collect();
+    assert_eq!(details.len(), 2, "{selected}");
+    let shown = runs.iter().flat_map(|r| r.mpi_calls()).any(|c| {
+        details[0]
+            .trim_start()
+            .starts_with(&format!("{}  ", c.routine))
+            && details[1].contains(&format!(
+                "  host {}  {}  thread {}",
+                units::duration_ns(c.end_ns - c.start_ns),
+                units::bytes(c.ranges.iter().map(|r| r.bytes).sum()),
+                c.thread
+            ))
+    });
+    assert!(shown, "the details are no recorded MPI call:\n{selected}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&status), "0");
+}

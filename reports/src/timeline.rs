@@ -1,6 +1,6 @@
 //! The run as a timeline for Perfetto's UI (ui.perfetto.dev) and
 //! chrome://tracing: per rank, one track per host thread (the OpenACC
-//! constructs, nested), one per device stream (kernels) and one per copy
+//! constructs, nested, and the MPI calls), one per device stream (kernels) and one per copy
 //! direction and stream (transfers), with a flow arrow from each construct
 //! to each kernel and copy it caused, and the source line, variable, bytes
 //! and launch shape as arguments.
@@ -29,8 +29,8 @@ use std::io::{self, Write};
 use accprof_analyzer::model::{ConstructRow, CopyDirection, KernelRow, TransferRow};
 use accprof_analyzer::Track as Lane;
 use accprof_analyzer::{
-    Construct, ConstructClass, ConstructId, Item, Kernel, KernelId, KernelSource, Run, Transfer,
-    TransferId,
+    Construct, ConstructClass, ConstructId, Item, Kernel, KernelId, KernelSource, MpiCall,
+    MpiCallId, Run, Transfer, TransferId,
 };
 
 use crate::export::{copy_label, RunInput};
@@ -82,6 +82,7 @@ pub struct Counts {
     pub constructs: u64,
     pub kernels: u64,
     pub copies: u64,
+    pub mpi_calls: u64,
     pub flows: u64,
 }
 
@@ -118,6 +119,7 @@ struct Walk<'a> {
     kernels: std::iter::Peekable<accprof_analyzer::model::Rows<'a, KernelId, KernelRow, Kernel>>,
     transfers:
         std::iter::Peekable<accprof_analyzer::model::Rows<'a, TransferId, TransferRow, Transfer>>,
+    mpi_calls: std::iter::Peekable<Box<dyn Iterator<Item = (MpiCallId, &'a MpiCall)> + 'a>>,
 }
 
 impl Walk<'_> {
@@ -127,11 +129,12 @@ impl Walk<'_> {
     }
 
     /// The start of the next entity of each table (on the export's time line).
-    fn next_starts(&mut self) -> [Option<u64>; 3] {
+    fn next_starts(&mut self) -> [Option<u64>; 4] {
         let c = self.constructs.peek().map(|(_, c)| c.start_ns);
         let k = self.kernels.peek().map(|(_, k)| k.start_ns);
         let t = self.transfers.peek().map(|(_, t)| t.start_ns);
-        [c, k, t].map(|x| x.map(|x| self.at(x)))
+        let m = self.mpi_calls.peek().map(|(_, m)| m.start_ns);
+        [c, k, t, m].map(|x| x.map(|x| self.at(x)))
     }
 }
 
@@ -204,6 +207,7 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
             constructs: run.constructs().peekable(),
             kernels: run.kernels().peekable(),
             transfers: run.transfers().peekable(),
+            mpi_calls: (Box::new(run.mpi_call_ids()) as Box<dyn Iterator<Item = _>>).peekable(),
         };
         let exe = std::path::Path::new(&run.process.header.executable)
             .file_name()
@@ -251,9 +255,14 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
                     kernel(sink, &mut st, w, id, &k)?;
                 }
             }
-            _ => {
+            2 => {
                 if let Some((id, t)) = w.transfers.next() {
                     transfer(sink, &mut st, w, id, &t)?;
+                }
+            }
+            _ => {
+                if let Some((id, m)) = w.mpi_calls.next() {
+                    mpi_call(sink, &mut st, w, id, m)?;
                 }
             }
         }
@@ -275,13 +284,7 @@ fn construct(
     let Lane::Thread { thread, .. } = run.track(Item::Construct(id)) else {
         return Ok(());
     };
-    let track = st.track(
-        sink,
-        w,
-        w.base + 1 + u64::from(thread),
-        || format!("host thread {thread}"),
-        thread.min(999),
-    )?;
+    let track = thread_track(sink, st, w, thread)?;
     st.flows.clear();
     st.flows.extend(
         run.kernels_of(id)
@@ -316,6 +319,51 @@ fn construct(
         flow_in: None,
     })?;
     st.counts.constructs += 1;
+    Ok(())
+}
+
+/// A host thread's track (its constructs and MPI calls).
+fn thread_track(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    thread: u32,
+) -> io::Result<u64> {
+    st.track(
+        sink,
+        w,
+        w.base + 1 + u64::from(thread),
+        || format!("host thread {thread}"),
+        thread.min(999),
+    )
+}
+
+fn mpi_call(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    id: MpiCallId,
+    m: &MpiCall,
+) -> io::Result<()> {
+    // The model's track: the host thread's, beside its constructs.
+    let Lane::Thread { thread, .. } = w.run.track(Item::MpiCall(id)) else {
+        return Ok(());
+    };
+    let track = thread_track(sink, st, w, thread)?;
+    sink.slice(&Slice {
+        track,
+        name: &m.routine,
+        category: "mpi",
+        start_ns: w.at(m.start_ns),
+        end_ns: w.at(m.end_ns.max(m.start_ns)),
+        args: &[
+            ("bytes", Arg::Int(m.bytes())),
+            ("mpi_call_id", Arg::Int(u64::from(id.number()))),
+        ],
+        flows_out: &[],
+        flow_in: None,
+    })?;
+    st.counts.mpi_calls += 1;
     Ok(())
 }
 

@@ -273,6 +273,7 @@ impl Group {
             Item::Kernel(k) => self.run.kernel(k).construct,
             Item::Transfer(t) => self.run.transfer(t).construct,
             Item::Memset(m) => self.run.memset(m).construct,
+            Item::MpiCall(_) => None,
         }
     }
 
@@ -320,6 +321,7 @@ impl Group {
         match item {
             Item::Kernel(k) => Some(self.run.name(self.run.kernel(k).name)),
             Item::Transfer(t) => self.run.variable(t),
+            Item::MpiCall(m) => Some(&self.run.mpi_call(m).routine),
             _ => None,
         }
     }

@@ -27,6 +27,8 @@ pub enum Tag {
     Upload,
     Download,
     Memset,
+    /// An MPI call on a host thread.
+    Mpi,
 }
 
 impl Tag {
@@ -43,6 +45,7 @@ impl Tag {
             Tag::Upload => "host->device copy",
             Tag::Download => "device->host copy",
             Tag::Memset => "memset",
+            Tag::Mpi => "MPI call",
         }
     }
 
@@ -69,6 +72,8 @@ enum Ids {
     Kernels(Vec<KernelId>),
     Transfers(Vec<TransferId>),
     Memsets(Vec<MemsetId>),
+    /// Several kinds: a host thread's constructs with its MPI calls.
+    Mixed(Vec<Item>),
 }
 
 /// What a lane holds.
@@ -204,6 +209,7 @@ impl Lane {
             Ids::Kernels(v) => v.len(),
             Ids::Transfers(v) => v.len(),
             Ids::Memsets(v) => v.len(),
+            Ids::Mixed(v) => v.len(),
         }
     }
 
@@ -236,6 +242,7 @@ impl Lane {
                 let m = run.memset(v[i]);
                 (m.start_ns, m.end_ns)
             }
+            Ids::Mixed(v) => item_span(run, v[i]),
         };
         span_on_clock(s, e, self.shift)
     }
@@ -265,12 +272,16 @@ impl Lane {
     }
 
     pub fn item(&self, pos: u32) -> Item {
-        let i = pos as usize;
-        match &self.ids {
+        Self::item_of(&self.ids, pos as usize)
+    }
+
+    fn item_of(ids: &Ids, i: usize) -> Item {
+        match ids {
             Ids::Constructs(v) => Item::Construct(v[i]),
             Ids::Kernels(v) => Item::Kernel(v[i]),
             Ids::Transfers(v) => Item::Transfer(v[i]),
             Ids::Memsets(v) => Item::Memset(v[i]),
+            Ids::Mixed(v) => v[i],
         }
     }
 
@@ -289,6 +300,13 @@ impl Lane {
             (Ids::Kernels(v), Item::Kernel(k)) => look(v, &k, scan),
             (Ids::Transfers(v), Item::Transfer(t)) => look(v, &t, scan),
             (Ids::Memsets(v), Item::Memset(m)) => look(v, &m, scan),
+            // In start order: from the first event starting with it.
+            (Ids::Mixed(v), it) => {
+                let (s, e) = item_span(&self.run, it);
+                let (start, _) = span_on_clock(s, e, self.shift);
+                let from = self.first_not(0, v.len(), |s| s < start);
+                v[from..].iter().position(|&x| x == it).map(|p| from + p)
+            }
             _ => None,
         };
         at.map(|p| p as u32)
@@ -303,8 +321,13 @@ impl Lane {
             (Ids::Kernels(v), Item::Kernel(k)) => v.push(k),
             (Ids::Transfers(v), Item::Transfer(t)) => v.push(t),
             (Ids::Memsets(v), Item::Memset(m)) => v.push(m),
-            // Each lane is made for one kind of handle.
-            _ => return,
+            (Ids::Mixed(v), it) => v.push(it),
+            // A second kind: the lane holds items from now on.
+            (ids, it) => {
+                let mut v: Vec<Item> = (0..n).map(|i| Self::item_of(ids, i)).collect();
+                v.push(it);
+                *ids = Ids::Mixed(v);
+            }
         }
         let b = &mut self.building;
         b.unsorted |= start < b.last_start;
@@ -352,6 +375,7 @@ impl Lane {
                 Ids::Kernels(v) => permute(v, &order),
                 Ids::Transfers(v) => permute(v, &order),
                 Ids::Memsets(v) => permute(v, &order),
+                Ids::Mixed(v) => permute(v, &order),
             }
             // The handles are no longer in order: `find` scans.
             self.reordered = true;
@@ -388,6 +412,7 @@ impl Lane {
             Ids::Kernels(v) => v.shrink_to_fit(),
             Ids::Transfers(v) => v.shrink_to_fit(),
             Ids::Memsets(v) => v.shrink_to_fit(),
+            Ids::Mixed(v) => v.shrink_to_fit(),
         }
         self.tags.shrink_to_fit();
         self.busy.shrink_to_fit();
@@ -631,6 +656,7 @@ impl Lane {
             Ids::Kernels(v) => v.capacity() * 4,
             Ids::Transfers(v) => v.capacity() * 4,
             Ids::Memsets(v) => v.capacity() * 4,
+            Ids::Mixed(v) => v.capacity() * std::mem::size_of::<Item>(),
         };
         self.reach.capacity() * 8 + self.busy.capacity() * 8 + self.tags.capacity() + ids
     }
@@ -851,6 +877,27 @@ fn span_on_clock(start: u64, end: u64, shift: i128) -> (u64, u64) {
     (s, on_clock(end, shift).max(s))
 }
 
+/// An event's start and end in the model (a construct whose end never
+/// came runs to the end of the run).
+fn item_span(run: &Run, item: Item) -> (u64, u64) {
+    match item {
+        Item::Construct(c) => {
+            let (s, e) = run.construct_span(c);
+            (s, e.unwrap_or(run.process.span_ns.1))
+        }
+        Item::Kernel(k) => run.kernel_span(k),
+        Item::Transfer(t) => run.transfer_span(t),
+        Item::Memset(m) => {
+            let m = run.memset(m);
+            (m.start_ns, m.end_ns)
+        }
+        Item::MpiCall(m) => {
+            let m = run.mpi_call(m);
+            (m.start_ns, m.end_ns)
+        }
+    }
+}
+
 /// The most rows a host thread's nested constructs take.
 pub const MAX_DEPTH: u8 = 3;
 
@@ -924,6 +971,31 @@ impl RunLanes {
             );
             let tag = Tag::of_construct(c.class, c.kind);
             lanes[lane].push(Item::Construct(id), start, end, tag);
+        }
+        // The MPI calls, on the row the model's track names (the top one).
+        for (id, m) in run.mpi_call_ids() {
+            let Track::Thread { thread, depth } = run.track(Item::MpiCall(id)) else {
+                continue;
+            };
+            let row = depth.min(MAX_DEPTH - 1);
+            let lane = match lanes
+                .iter()
+                .position(|l| l.kind == LaneKind::Thread { thread, depth: row })
+            {
+                Some(l) => l,
+                None => {
+                    lanes.push(Lane::new(
+                        LaneKind::Thread { thread, depth: row },
+                        format!("thread {thread}"),
+                        run,
+                        shift,
+                        Ids::Mixed(Vec::new()),
+                    ));
+                    lanes.len() - 1
+                }
+            };
+            let (start, end) = span_on_clock(m.start_ns, m.end_ns, shift);
+            lanes[lane].push(Item::MpiCall(id), start, end, Tag::Mpi);
         }
         // Threads in number order, each thread's rows by depth.
         lanes.sort_by_key(|l| match l.kind {

@@ -212,3 +212,43 @@ fn a_free_and_an_allocation_at_one_instant_do_not_add_up() {
     c.columns(15.0, 10.0, &mut cols);
     assert_eq!(cols, [100]);
 }
+
+/// An MPI call goes on the top row of its host thread among the
+/// constructs, in start order, tagged apart, and is found again there.
+#[test]
+fn mpi_calls_join_their_threads_top_lane_in_start_order() {
+    let mut b = RunBuilder::new(HashMode::Off);
+    let site = b.site("a.c", 10);
+    for (s, e) in [(0, 10), (40, 50)] {
+        let id = b.open(ConstructClass::Compute, site, None);
+        b.set_span(id, s, Some(e));
+    }
+    let mut run = b.build();
+    let thread = run.constructs().next().map(|(_, c)| c.thread).unwrap_or(0);
+    run.push_mpi_call(accprof_analyzer::MpiCall {
+        routine: "MPI_Sendrecv".into(),
+        start_ns: 20,
+        end_ns: 30,
+        thread,
+        cuda_aware: None,
+        ranges: Vec::new(),
+    });
+    let run = Arc::new(run);
+    let lanes = RunLanes::thread_lanes(&run, 0);
+    assert_eq!(lanes.len(), 1);
+    let l = &lanes[0];
+    assert_eq!(l.kind, LaneKind::Thread { thread, depth: 0 });
+    assert_eq!((l.len(), l.start(1), l.end(1)), (3, 20, 30));
+    assert_eq!(
+        (l.tag(0), l.tag(1), l.tag(2)),
+        (Tag::Compute, Tag::Mpi, Tag::Compute)
+    );
+    let Item::MpiCall(m) = l.item(1) else {
+        panic!("the MPI call between the constructs");
+    };
+    assert_eq!(l.find(Item::MpiCall(m)), Some(1));
+    let Item::Construct(c) = l.item(2) else {
+        panic!("a construct");
+    };
+    assert_eq!(l.find(Item::Construct(c)), Some(2));
+}

@@ -39,6 +39,7 @@ impl Palette {
             Tag::Upload => Color::Cyan,
             Tag::Download => Color::Magenta,
             Tag::Memset => Color::White,
+            Tag::Mpi => Color::LightRed,
         })
     }
 
@@ -112,6 +113,8 @@ pub fn full_glyph(tag: Tag) -> &'static str {
         Tag::EnterData | Tag::ExitData => "▓",
         Tag::Data | Tag::Api => "▒",
         Tag::Update | Tag::Wait => "░",
+        // MPI calls stand apart from every construct's shade.
+        Tag::Mpi => "▚",
     }
 }
 

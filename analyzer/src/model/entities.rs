@@ -65,6 +65,10 @@ handle!(
     MemsetId
 );
 handle!(
+    /// An [`MpiCall`] of a [`Run`] ([`Run::mpi_call`]).
+    MpiCallId
+);
+handle!(
     /// A name of a [`Run`] (kernel, variable): [`Run::name`].
     NameId
 );
@@ -107,6 +111,13 @@ pub struct MpiCall {
     pub cuda_aware: Option<bool>,
     /// The host ranges the call reads (sends) and writes (receives).
     pub ranges: Vec<accprof_trace::MpiRange>,
+}
+
+impl MpiCall {
+    /// The bytes the call moved: the sum of its ranges.
+    pub fn bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.bytes).sum()
+    }
 }
 
 /// An OpenACC API routine (its name is [`Run::routine`]).

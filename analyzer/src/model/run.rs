@@ -441,6 +441,20 @@ impl Run {
         &self.process.mpi_calls
     }
 
+    /// The MPI calls with their handles, in start order.
+    pub fn mpi_call_ids(&self) -> impl ExactSizeIterator<Item = (MpiCallId, &MpiCall)> + '_ {
+        self.process
+            .mpi_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (MpiCallId::at(i), c))
+    }
+
+    /// The MPI call `id`.
+    pub fn mpi_call(&self, id: MpiCallId) -> &MpiCall {
+        &self.process.mpi_calls[id.index()]
+    }
+
     /// Adds an MPI call (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub fn push_mpi_call(&mut self, call: MpiCall) {

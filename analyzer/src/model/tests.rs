@@ -537,7 +537,36 @@ fn each_event_has_its_track() {
     b.close(inner);
     let k = b.kernel(c, 4, 1_000).expect("CUPTI kernel");
     b.close(c);
-    let run = b.build();
+    let mut run = b.build();
+    run.push_mpi_call(MpiCall {
+        routine: "MPI_Sendrecv".into(),
+        start_ns: 5_000,
+        end_ns: 6_000,
+        thread: 1,
+        cuda_aware: None,
+        ranges: vec![
+            accprof_trace::MpiRange {
+                host_ptr: 0x1000,
+                bytes: 800,
+                write: false,
+            },
+            accprof_trace::MpiRange {
+                host_ptr: 0x2000,
+                bytes: 800,
+                write: true,
+            },
+        ],
+    });
+    let (m, call) = run.mpi_call_ids().next().expect("the call pushed");
+    assert_eq!(call.bytes(), 1600);
+    // An MPI call goes on its host thread's track, at the top level.
+    assert_eq!(
+        run.track(Item::MpiCall(m)),
+        Track::Thread {
+            thread: 1,
+            depth: 0
+        }
+    );
     assert_eq!(
         run.track(Item::Construct(c)),
         Track::Thread {

@@ -14,6 +14,7 @@ pub enum Item {
     Kernel(KernelId),
     Transfer(TransferId),
     Memset(MemsetId),
+    MpiCall(MpiCallId),
 }
 
 /// The direction of a copy's track.
@@ -41,7 +42,8 @@ impl CopyDirection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Track {
     /// A construct: its host thread, nested `depth` constructs deep (0:
-    /// top level).
+    /// top level); an MPI call: its host thread at depth 0 (MPI is called
+    /// outside constructs).
     Thread { thread: u32, depth: u8 },
     /// A kernel: its device and queue (CUDA stream); without CUPTI, the
     /// launches on the host, queue as the runtime reported it.
@@ -78,6 +80,10 @@ impl Run {
                 Track::Copies(CopyDirection::of(s.kind))
             }
             Item::Memset(_) => Track::Memsets,
+            Item::MpiCall(m) => Track::Thread {
+                thread: self.mpi_call(m).thread,
+                depth: 0,
+            },
         }
     }
 

@@ -190,6 +190,17 @@ fn describe(
                 units::bytes(x.bytes)
             ));
         }
+        Item::MpiCall(m) => {
+            let call = run.mpi_call(m);
+            head = call.routine.clone();
+            facts.push(format!(
+                "start {}  host {}  {}  thread {}",
+                units::duration_ns(start),
+                units::duration_ns(call.end_ns.saturating_sub(call.start_ns)),
+                units::bytes(call.bytes()),
+                call.thread
+            ));
+        }
         Item::Memset(m) => {
             let s = run.memset(m);
             head = "memset".to_string();
@@ -274,7 +285,7 @@ fn findings_of(g: &Group, item: Item) -> Vec<String> {
                 Item::Kernel(k) => s.kernels.binary_search(&k).is_ok(),
                 Item::Transfer(t) => s.transfers.binary_search(&t).is_ok(),
                 Item::Construct(c) => s.constructs.binary_search(&c).is_ok(),
-                Item::Memset(_) => {
+                Item::Memset(_) | Item::MpiCall(_) => {
                     construct.is_some_and(|c| s.constructs.binary_search(&c).is_ok())
                 }
             }

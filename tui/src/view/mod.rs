@@ -25,6 +25,8 @@ pub const LABEL_WIDTH: u16 = 22;
 /// Where each part of the screen goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Areas {
+    /// Where the wall time of the run at the cursor went (its ledger).
+    pub header: Rect,
     /// The time ruler and the row of finding marks under it.
     pub ruler: Rect,
     pub marks: Rect,
@@ -53,14 +55,15 @@ pub fn layout(area: Rect, state: &State) -> Option<Areas> {
     let left_w = area.width - side_w;
     let details_h = (body_h / 4).clamp(8, 11);
     let top_h = body_h - details_h;
-    let ruler = Rect::new(area.x + LABEL_WIDTH, area.y, left_w - LABEL_WIDTH, 1);
-    let marks = Rect::new(area.x + LABEL_WIDTH, area.y + 1, left_w - LABEL_WIDTH, 1);
-    let labels = Rect::new(area.x, area.y + 2, LABEL_WIDTH, top_h - 2);
+    let header = Rect::new(area.x, area.y, left_w, 1);
+    let ruler = Rect::new(area.x + LABEL_WIDTH, area.y + 1, left_w - LABEL_WIDTH, 1);
+    let marks = Rect::new(area.x + LABEL_WIDTH, area.y + 2, left_w - LABEL_WIDTH, 1);
+    let labels = Rect::new(area.x, area.y + 3, LABEL_WIDTH, top_h - 3);
     let lanes = Rect::new(
         area.x + LABEL_WIDTH,
-        area.y + 2,
+        area.y + 3,
         left_w - LABEL_WIDTH,
-        top_h - 2,
+        top_h - 3,
     );
     let details = Rect::new(area.x, area.y + top_h, left_w, details_h);
     let (panel, present) = if side_w > 0 {
@@ -83,6 +86,7 @@ pub fn layout(area: Rect, state: &State) -> Option<Areas> {
         (None, None)
     };
     Some(Areas {
+        header,
         ruler,
         marks,
         labels,

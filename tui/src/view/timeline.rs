@@ -2,6 +2,7 @@
 //! column by column from its aggregated cells ([`crate::lanes::Lane::cells`]):
 //! the cost follows the screen, not the number of events.
 
+use accprof_analyzer::ledger::{Ledger, Part};
 use accprof_analyzer::units;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -9,13 +10,14 @@ use ratatui::style::Style;
 
 use super::Areas;
 use crate::data::Session;
-use crate::lanes::{Cell, LaneKind, Side};
+use crate::lanes::{Cell, LaneKind, Side, Tag};
 use crate::state::{Focus, Row, State};
 use crate::style::{full_glyph, Palette, LEVELS};
 
 pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf: &mut Buffer) {
     let width = a.lanes.width as usize;
     let per_col = state.width_ns / width.max(1) as f64;
+    header(session, state, palette, a.header, buf);
     ruler(state, palette, a.ruler, per_col, buf);
 
     let first = super::first_row(state, a.lanes.height as usize);
@@ -101,7 +103,8 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     let tag = lane.tag(cell.first);
                     let glyph = if device {
                         device_glyph(cell)
-                    } else if cell.fill >= 5 {
+                    } else if cell.fill >= 5 || tag == Tag::Mpi {
+                        // (An MPI call keeps its own glyph however short.)
                         full_glyph(tag)
                     } else {
                         half_glyph(cell).unwrap_or(full_glyph(tag))
@@ -181,6 +184,66 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
             palette.dim(),
         );
     }
+}
+
+/// The header: where the wall time of the run at the cursor went, from
+/// its ledger (the busiest host thread's, as `analyze` opens with).
+fn header(session: &Session, state: &State, palette: Palette, area: Rect, buf: &mut Buffer) {
+    let g = state.rows.get(state.cursor).map_or(0, |r| r.group());
+    let Some(gr) = session.groups.get(g) else {
+        return;
+    };
+    let mut text = String::new();
+    if session.groups.len() > 1 {
+        text.push_str(&gr.short);
+        text.push_str("  ");
+    }
+    text.push_str(&ledger_text(gr.run.ledger()));
+    buf.set_stringn(area.x, area.y, &text, area.width as usize, palette.title());
+}
+
+/// "wall 3.25 s: program 3%, constructs 93% (allocation 61%, wait 16%,
+/// ...), MPI 4%": the ledger's top rows and, inside constructs, its parts
+/// by share, each a share of the wall time.
+pub fn ledger_text(l: &Ledger) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("wall {}", units::duration_ns(l.wall_ns));
+    let Some(t) = l.main_thread() else {
+        return out;
+    };
+    let share = |ns: u64| percent(ns as f64 / l.wall_ns.max(1) as f64);
+    let _ = write!(
+        out,
+        ": program {}, constructs {}",
+        share(t.program_ns(l.wall_ns)),
+        share(t.inside_ns)
+    );
+    // The parts the ledger splits the time inside constructs into (only
+    // the collector's without driver timings).
+    let mut inside: Vec<(&str, u64)> = vec![("collector", t.collector_ns)];
+    if l.timed {
+        inside.extend(Part::ALL.iter().map(|&p| (p.key(), t.inside.ns(p))));
+        inside.push(("runtime", t.runtime_rest_ns()));
+    }
+    inside.retain(|&(_, ns)| ns > 0);
+    // The largest first; the small ones stand in an ellipsis.
+    inside.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
+    if !inside.is_empty() {
+        let shown: Vec<String> = inside
+            .iter()
+            .take(3)
+            .map(|&(k, ns)| format!("{k} {}", share(ns)))
+            .collect();
+        let more = if inside.len() > 3 { ", ..." } else { "" };
+        let _ = write!(out, " ({}{more})", shown.join(", "));
+    }
+    if t.mpi_calls > 0 {
+        let _ = write!(out, ", MPI {}", share(t.mpi_ns));
+    }
+    if t.outside.total_ns() > 0 {
+        let _ = write!(out, ", CUDA outside {}", share(t.outside.total_ns()));
+    }
+    out
 }
 
 /// A share as a whole percentage; "<1%" for a little busy time, so that
