@@ -13,6 +13,15 @@ use accprof_analyzer::Run;
 
 const DIR: &str = "h200-ledger";
 
+/// The compute constructs of these move the program's data.
+const DATA_SHAPES: [&str; 5] = [
+    "data_shapes_helper",
+    "data_shapes_table",
+    "data_shapes_update",
+    "data_shapes_clean",
+    "laplace_bad_f90_256",
+];
+
 fn analyze(name: &str) -> (Run, Analysis) {
     let run = testkit::fixtures::load(DIR, name);
     let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
@@ -69,15 +78,8 @@ fn every_fixture_ledger_sums_to_the_wall_time() {
 
 #[test]
 fn the_recorded_traces_are_timed_by_the_driver() {
-    for name in [
-        "data_shapes_helper",
-        "data_shapes_table",
-        "data_shapes_update",
-        "data_shapes_clean",
-        "laplace_bad_f90_256",
-        "small_kernels_16_100",
-        "launch_storm_2000",
-    ] {
+    let others = ["small_kernels_16_100", "launch_storm_2000"];
+    for name in DATA_SHAPES.into_iter().chain(others) {
         let run = testkit::fixtures::load(DIR, name);
         let l = run.ledger();
         assert!(l.timed, "{name}");
@@ -90,13 +92,7 @@ fn the_recorded_traces_are_timed_by_the_driver() {
 
 #[test]
 fn data_movement_inside_compute_constructs_is_not_launch_bound() {
-    for name in [
-        "data_shapes_helper",
-        "data_shapes_table",
-        "data_shapes_update",
-        "data_shapes_clean",
-        "laplace_bad_f90_256",
-    ] {
+    for name in DATA_SHAPES {
         let (_, a) = analyze(name);
         assert!(
             !ids(&a).contains(&"L5") && !ids(&a).contains(&"R1"),

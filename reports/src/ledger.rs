@@ -65,28 +65,22 @@ pub fn thread_rows(l: &Ledger, t: &ThreadLedger) -> Vec<LedgerRow> {
                 ));
             }
         }
-        if t.collector_ns > 0 {
-            rows.push(row(
-                "collector",
-                "accprof hashing host buffers",
-                1,
-                t.collector_ns,
-                None,
-            ));
-        }
-        rows.push(row(
-            "runtime",
-            "the runtime's own work between driver calls",
-            1,
-            t.runtime_rest_ns(),
-            None,
-        ));
-    } else if t.collector_ns > 0 {
+    }
+    if t.collector_ns > 0 {
         rows.push(row(
             "collector",
             "accprof hashing host buffers",
             1,
             t.collector_ns,
+            None,
+        ));
+    }
+    if l.timed {
+        rows.push(row(
+            "runtime",
+            "the runtime's own work between driver calls",
+            1,
+            t.runtime_rest_ns(),
             None,
         ));
     }
