@@ -47,9 +47,9 @@ thread_local! {
 /// starter): what they do is the collector's work, never the program's.
 static OWN_THREADS: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
 
-/// Counts the calling thread as one of the collector's own.
-pub(crate) fn mark_own_thread() {
-    let tid = crate::clock::thread_id();
+/// Counts the thread `tid` (the caller's OS id) as one of the
+/// collector's own.
+pub(crate) fn mark_own_thread(tid: u32) {
     for slot in &OWN_THREADS {
         match slot.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
@@ -78,15 +78,17 @@ mod tests {
 
     #[test]
     fn own_threads_are_known_by_id() {
-        let tid = std::thread::spawn(|| {
-            mark_own_thread();
-            mark_own_thread();
-            crate::clock::thread_id()
+        // SAFETY: gettid has no preconditions.
+        let gettid = || unsafe { libc::gettid() } as u32;
+        let tid = std::thread::spawn(move || {
+            mark_own_thread(gettid());
+            mark_own_thread(gettid());
+            gettid()
         })
         .join()
         .expect("joins");
         assert!(is_own_thread(tid));
-        assert!(!is_own_thread(crate::clock::thread_id()));
+        assert!(!is_own_thread(gettid()));
         assert!(!is_own_thread(0));
         // Marked twice, counted once: a slot is left for the others.
         let marked = OWN_THREADS

@@ -240,7 +240,7 @@ fn is_activity(r: &Record) -> bool {
 
 fn run() {
     let _ = IS_WRITER.try_with(|w| w.set(true));
-    crate::tls::mark_own_thread();
+    crate::tls::mark_own_thread(crate::clock::thread_id());
     let mut sink = Sink::Pending;
     let mut batch = sink::Batch::default();
     let mut spares: Vec<Vec<Event>> = Vec::new();

@@ -341,11 +341,11 @@ impl SourceFile {
             };
             let body_end = match self.lang {
                 Lang::C => {
-                    let Some(end) = super::loops::c_statement_end(t, close + 1) else {
+                    let Some(end) = super::lex::c_statement_end(t, close + 1) else {
                         continue;
                     };
                     // `if` ... `else`: the else branch is not guarded alike.
-                    if super::loops::c_statement_end(t, k) != Some(end) {
+                    if super::lex::c_statement_end(t, k) != Some(end) {
                         continue;
                     }
                     t.get(end.checked_sub(1)?).map(|x| x.line)

@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
+use super::lex::c_statement_end;
 use super::lex::{matching, strip_f_comment, tokenize_c, tokenize_fortran, Tok, Token};
 use super::lex::{C_KEYWORDS, C_TYPES};
-use super::loops::c_statement_end;
 use super::{Lang, SourceFile};
 
 /// How deep names may refer to names, and headers include headers.

@@ -1,10 +1,10 @@
 //! OpenACC directives: sentinels, clauses and their arguments, queues,
 //! and the block a directive applies to.
 
+use super::lex::c_statement_end;
 use super::lex::{
     is_f_directive, split_c_comment, split_f_comment, split_f_directive, strip_f_comment,
 };
-use super::loops::c_statement_end;
 use super::{Lang, SourceFile};
 
 /// One clause of a directive.

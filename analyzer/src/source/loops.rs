@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::consts::At;
-use super::lex::{matching, strip_f_comment, tokenize_fortran, Tok, Token};
+use super::lex::{c_statement_end, matching, strip_f_comment, tokenize_fortran, Tok, Token};
 use super::{Lang, SourceFile};
 
 /// A loop statement in the host code (or inside a region: callers decide).
@@ -201,54 +201,6 @@ fn next_code_line(lines: &[String], n: u32) -> u32 {
         k += 1;
     }
     k
-}
-
-/// One past the last token of the C statement starting at token `i`.
-pub(super) fn c_statement_end(t: &[Token], i: usize) -> Option<usize> {
-    let tk = t.get(i)?;
-    match tk.text.as_str() {
-        "{" => Some(matching(t, i)? + 1),
-        "for" | "while" | "switch" => {
-            let close = matching(t, i + 1)?;
-            if t.get(close + 1)?.text == ";" {
-                return Some(close + 2);
-            }
-            c_statement_end(t, close + 1)
-        }
-        "if" => {
-            let close = matching(t, i + 1)?;
-            let end = c_statement_end(t, close + 1)?;
-            if t.get(end).map(|x| x.text.as_str()) == Some("else") {
-                return c_statement_end(t, end + 1);
-            }
-            Some(end)
-        }
-        "do" => {
-            let body_end = c_statement_end(t, i + 1)?;
-            // while ( ... ) ;
-            if t.get(body_end)?.text != "while" {
-                return None;
-            }
-            let close = matching(t, body_end + 1)?;
-            Some(close + 2)
-        }
-        ";" => Some(i + 1),
-        _ => {
-            let mut d = 0i32;
-            for (k, x) in t.iter().enumerate().skip(i) {
-                match x.text.as_str() {
-                    "(" | "[" | "{" => d += 1,
-                    ")" | "]" | "}" => d -= 1,
-                    ";" if d == 0 => return Some(k + 1),
-                    _ => {}
-                }
-                if d < 0 {
-                    return Some(k);
-                }
-            }
-            None
-        }
-    }
 }
 
 pub(super) fn c_loops(t: &[Token]) -> Vec<Loop> {

@@ -127,7 +127,7 @@ pub(crate) fn start_in_background(report: fn(Result<(), String>)) {
             // caller's, below, where no thread can be started). Its one
             // driver call, the version probe, comes before driver spans
             // are enabled: marked all the same.
-            crate::tls::mark_own_thread();
+            crate::tls::mark_own_thread(crate::clock::thread_id());
             run()
         });
     if spawned.is_err() {
