@@ -147,3 +147,23 @@ fn the_launch_storm_is_launch_bound_and_runtime_bound() {
         .calls(Part::Allocation);
     assert!(alloc <= all && 100 * alloc >= 99 * all, "{alloc} of {all}");
 }
+
+#[test]
+fn a_loop_of_several_tiny_synchronous_kernels_is_launch_bound() {
+    let (run, a) = analyze("small_kernels_8_300");
+    let l5: Vec<_> = a.findings.iter().filter(|f| f.id == "L5").collect();
+    assert_eq!(l5.len(), 1, "{:?}", ids(&a));
+    let f = l5[0];
+    assert!(f.title.contains("launch-bound loop"), "{}", f.title);
+    // Its cost is the launch calls and waits of the lines it names, as the
+    // ledger has them.
+    let l = run.ledger();
+    let mut sum = 0;
+    for loc in f.locations.iter().filter(|l| l.role == "construct") {
+        let site = loc.site.expect("a construct's site");
+        let s = l.site(site).expect("timed site");
+        sum += s.parts.ns(Part::Launch) + s.parts.ns(Part::Wait);
+    }
+    assert_eq!(f.cost_ns, Some(sum));
+    assert!(ids(&a).contains(&"R1"), "{:?}", ids(&a));
+}

@@ -26,6 +26,7 @@ pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
     let sites = cx.launch_sites();
     let ledger = cx.run.ledger();
+    let mut reported = Vec::new();
     for ls in sites {
         let launches = ls.kernels.len() as u64;
         if launches < MIN_LAUNCHES || ls.host_ns < MIN_RATIO * ls.device_ns.max(1) {
@@ -61,6 +62,7 @@ pub fn check(cx: &Context) -> Checked {
         if cx.share(over) < cx.opts.min_share {
             continue;
         }
+        reported.push(ls.site);
         let here = cx.location("construct", Some(ls.site), None);
         let mut f = Finding::new(
             "L5",
@@ -195,6 +197,95 @@ pub fn check(cx: &Context) -> Checked {
         // nothing of the launches.
         f.proposal.tune = None;
         out.findings.push(f);
+    }
+    if ledger.timed {
+        out.findings.extend(loops(cx, &reported));
+    }
+    out
+}
+
+/// Launch-bound loops: the short-kernel constructs one host loop repeats
+/// (through the call chains), none launch-bound alone, whose launch calls
+/// and waits together cost `min_share` of the wall time or more.
+fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
+    use std::collections::BTreeMap;
+    let ledger = cx.run.ledger();
+    type Site<'a> = (&'a super::LaunchSite, u64, u64);
+    let mut by_loop: BTreeMap<(String, u32), Vec<Site>> = BTreeMap::new();
+    for ls in cx.launch_sites() {
+        let launches = ls.kernels.len() as u64;
+        if launches == 0 || reported.contains(&ls.site) || ls.moves_data() {
+            continue;
+        }
+        if ls.device_ns / launches >= SHORT_KERNEL_NS {
+            continue;
+        }
+        let Some(s) = ledger.site(ls.site) else {
+            continue;
+        };
+        let Some(key) = super::repeating_loop(cx, ls.site) else {
+            continue;
+        };
+        by_loop.entry(key).or_default().push((
+            ls,
+            s.parts.ns(Part::Launch),
+            s.parts.ns(Part::Wait),
+        ));
+    }
+    let mut out = Vec::new();
+    for ((file, line), sites) in by_loop {
+        let launch: u64 = sites.iter().map(|s| s.1).sum();
+        let wait: u64 = sites.iter().map(|s| s.2).sum();
+        let launches: u64 = sites.iter().map(|s| s.0.kernels.len() as u64).sum();
+        let device: u64 = sites.iter().map(|s| s.0.device_ns).sum();
+        let cost = launch + wait;
+        if sites.len() < 2 || launches < MIN_LAUNCHES || cx.share(cost) < cx.opts.min_share {
+            continue;
+        }
+        let mut f = Finding::new(
+            "L5",
+            Category::Launch,
+            format!(
+                "launch-bound loop at {file}:{line}: its {} compute constructs launched {launches} short kernels ({} on the device per launch); the launch calls took {} and the host waited {} for them",
+                sites.len(),
+                units::duration_ns(device / launches.max(1)),
+                units::duration_ns(launch),
+                units::duration_ns(wait)
+            ),
+        );
+        f.confidence = Confidence::Certain;
+        f.cost_ns = Some(cost);
+        let mut here = cx.location("host loop", None, None).source_line(line);
+        here.file = file.clone();
+        if let Some(h) = cx.sources.get(&file).and_then(|src| src.function_at(line)) {
+            here.function = h.name;
+        }
+        f.locations.push(here);
+        for (ls, ..) in &sites {
+            f.locations
+                .push(cx.location("construct", Some(ls.site), None));
+            f.subjects.constructs.extend(ls.constructs.iter().copied());
+            f.subjects.kernels.extend(ls.kernels.iter().copied());
+        }
+        f.evidence
+            .field("launches", Value::Count(launches))
+            .field("sites", Value::Count(sites.len() as u64))
+            .field("launch_calls_time", Value::Ns(launch))
+            .field("wait_time", Value::Ns(wait))
+            .field("device_time", Value::Ns(device))
+            .field("share_of_wall", Value::Ratio(cx.share(cost)));
+        f.evidence.say(format!(
+            "No construct here is launch-bound alone, but together the launch calls and the waits for these short kernels took {:.0}% of the run's wall time (the CUDA driver's timings); the runtime's other per-construct work is not counted here.",
+            100.0 * cx.share(cost)
+        ));
+        f.proposal.text = format!(
+            "Launch them on one async queue (`async(1)`) and wait once (`wait(1)`) where the host next needs their results, so that the host does not wait for every kernel ({} of waits); or give each launch more work (fewer, larger kernels).",
+            units::duration_ns(wait)
+        );
+        f.proposal.no_patch = Some(
+            "where the host next needs the data is a matter of the program's logic across functions: not a mechanical edit".to_string(),
+        );
+        out.push(f);
     }
     out
 }

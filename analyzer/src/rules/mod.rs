@@ -712,6 +712,36 @@ fn run_each(rules: &[fn(&Context) -> Checked], cx: &Context) -> Vec<Checked> {
     results.into_iter().map(|(_, c)| c).collect()
 }
 
+/// The outermost host loop that repeats the construct at `site`: around
+/// it in its function, else around a recorded caller's call. A site keeps
+/// the call chain of its first reach, which may be a call outside the loop
+/// (a warm-up step before the time loop): a caller's other calls of the
+/// same function, inside a loop of the same function, count too.
+pub(crate) fn repeating_loop(cx: &Context, site: SiteId) -> Option<(String, u32)> {
+    let run = cx.run;
+    let s = run.site(site);
+    let mut found = None;
+    let mut callee: Option<&str> = None;
+    let frames = std::iter::once(s).chain(run.callers(site));
+    for f in frames {
+        if let (Some(line), Some(src)) = (f.line, cx.sources.get(&f.file)) {
+            let mut best = src.enclosing_loops(line).last().map(|l| l.header_line);
+            if let (None, Some(callee), Some((a, b))) = (best, callee, src.unit_of(line)) {
+                best = src
+                    .calls_in(a, b, callee)
+                    .into_iter()
+                    .filter_map(|(l, _)| src.enclosing_loops(l).last().map(|lp| lp.header_line))
+                    .min();
+            }
+            if let Some(header) = best {
+                found = Some((f.file.clone(), header));
+            }
+        }
+        callee = Some(f.function.as_str());
+    }
+    found
+}
+
 /// Groups items by key, keeping first-seen order of keys.
 pub(crate) fn group_by<K: Ord + Clone, T>(
     items: impl IntoIterator<Item = (K, T)>,

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use super::{Checked, Context, LaunchSite};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::{Part, SiteLedger};
-use crate::model::SiteId;
 use crate::units;
 
 /// Fewer constructs than this in a loop are not worth a finding.
@@ -112,7 +111,7 @@ pub fn check(cx: &Context) -> Checked {
         let Some(s) = ledger.site(ls.site) else {
             continue;
         };
-        let Some(key) = repeating_loop(cx, ls.site) else {
+        let Some(key) = super::repeating_loop(cx, ls.site) else {
             continue;
         };
         loops.entry(key).or_default().push((ls, Cost::of(ls, s)));
@@ -132,36 +131,6 @@ pub fn check(cx: &Context) -> Checked {
         out.findings.push(finding(cx, &file, line, &sites, &total));
     }
     out
-}
-
-/// The outermost host loop that repeats the construct at `site`: around
-/// it in its function, else around a recorded caller's call. A site keeps
-/// the call chain of its first reach, which may be a call outside the loop
-/// (a warm-up step before the time loop): a caller's other calls of the
-/// same function, inside a loop of the same function, count too.
-fn repeating_loop(cx: &Context, site: SiteId) -> Option<(String, u32)> {
-    let run = cx.run;
-    let s = run.site(site);
-    let mut found = None;
-    let mut callee: Option<&str> = None;
-    let frames = std::iter::once(s).chain(run.callers(site));
-    for f in frames {
-        if let (Some(line), Some(src)) = (f.line, cx.sources.get(&f.file)) {
-            let mut best = src.enclosing_loops(line).last().map(|l| l.header_line);
-            if let (None, Some(callee), Some((a, b))) = (best, callee, src.unit_of(line)) {
-                best = src
-                    .calls_in(a, b, callee)
-                    .into_iter()
-                    .filter_map(|(l, _)| src.enclosing_loops(l).last().map(|lp| lp.header_line))
-                    .min();
-            }
-            if let Some(header) = best {
-                found = Some((f.file.clone(), header));
-            }
-        }
-        callee = Some(f.function.as_str());
-    }
-    found
 }
 
 fn per(ns: u64, n: u64) -> String {
