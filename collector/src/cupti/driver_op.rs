@@ -239,6 +239,25 @@ static GROUPS: [(DriverOp, &[Cb]); 12] = [
     (DriverOp::Init, INIT),
 ];
 
+/// Queries the runtimes make around every launch, well under a
+/// microsecond each: CUPTI is told not to trace them at all
+/// (`cuptiActivityEnableDriverApi`), which saves its per-call cost in the
+/// program's thread as well as the records. Their time stays in "the
+/// runtime's own work between driver calls".
+pub(super) const UNTRACED: [Cb; 11] = [
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxPushCurrent_v2,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuCtxPopCurrent_v2,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuMemGetAddressRange_v2,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuOccupancyMaxPotentialBlockSize,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
+];
+
 /// [`DriverOp::Other`] calls shorter than this are not written, only
 /// counted: on a launch storm most spans are sub-microsecond queries the
 /// runtime makes around each launch (`cuCtxGetDevice`,
@@ -277,6 +296,13 @@ pub(super) fn driver_op(cbid: u32) -> DriverOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn untraced_queries_are_only_other_calls() {
+        for cb in UNTRACED {
+            assert_eq!(driver_op(cb as u32), DriverOp::Other, "{cb:?}");
+        }
+    }
     use accprof_trace::DriverApi;
 
     use sys::CUpti_driver_api_trace_cbid::*;

@@ -290,6 +290,7 @@ fn start_inner() -> Result<(), String> {
         let r = unsafe { sys::cuptiActivityEnable(Kind::CUPTI_ACTIVITY_KIND_DRIVER) };
         if r == CUPTI_SUCCESS {
             enabled.push(Kind::CUPTI_ACTIVITY_KIND_DRIVER);
+            untrace_queries(&lib, &mut notes);
         } else {
             notes.push((
                 Level::Warning,
@@ -355,6 +356,25 @@ fn start_inner() -> Result<(), String> {
         diagnostic(level, message);
     }
     Ok(())
+}
+
+/// Tells CUPTI not to trace the sub-microsecond queries of
+/// [`driver_op::UNTRACED`]; a CUPTI without the call traces them (their
+/// short spans are then counted, not written).
+fn untrace_queries(lib: &load::Loaded, notes: &mut Vec<(Level, String)>) {
+    if !has_symbol(lib, c"cuptiActivityEnableDriverApi") {
+        return;
+    }
+    for cb in driver_op::UNTRACED {
+        // SAFETY: a plain per-call setting of the DRIVER kind enabled above.
+        let r = unsafe { sys::cuptiActivityEnableDriverApi(cb as u32, 0) };
+        if r != CUPTI_SUCCESS {
+            notes.push((
+                Level::Info,
+                format!("cuptiActivityEnableDriverApi({cb:?}, off) failed: {r:?}; it is traced"),
+            ));
+        }
+    }
 }
 
 /// Whether driver spans (DRIVER activity records) can be recorded: they
