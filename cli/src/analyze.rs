@@ -39,7 +39,13 @@ pub struct AnalyzeArgs {
     /// collector; compare outputs and times.
     #[arg(long, requires_all = ["build", "run_cmd"])]
     pub verify: bool,
-    /// Build command for --verify; {src} is the source file, {out} the program.
+    /// Build command for --verify; {src} is the source file, {out} the
+    /// program. {dir} is a directory holding a copy of every file the patch
+    /// changes (original or patched) and the files they include with
+    /// quotes; {src} is then the copy of the first patched file (the diff's
+    /// order) in it, and sources the patch leaves alone stay where they
+    /// are. A patch that changes several files needs {dir}:
+    /// 'gcc -fopenacc {dir}/main.c {dir}/step.c -o {out}'.
     #[arg(long, value_name = "CMD", requires = "verify")]
     pub build: Option<String>,
     /// Run command for --verify; {out} is the program ("{out} 1024 20 0").
@@ -246,13 +252,9 @@ fn verify(
         bail!("--verify needs --build CMD and --run CMD");
     };
     let files = patched_files(sources, combined, "verify")?;
-    if files.len() != 1 {
-        bail!(
-            "--verify handles one patched source; this patch changes {}",
-            files.len()
-        );
-    }
-    let (src, text) = files[0];
+    let Some(&(src, text)) = files.first() else {
+        bail!("nothing to verify: no finding comes with a patch");
+    };
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
     let patch = combined
@@ -266,6 +268,14 @@ fn verify(
         source_text: &src.text,
         patched_text: text,
         patch,
+        also: files[1..]
+            .iter()
+            .map(|(f, t)| accprof_tuner::PatchedFile {
+                source: &f.found_at,
+                source_text: &f.text,
+                patched_text: t,
+            })
+            .collect(),
         build,
         run: run_cmd,
         keep: args.keep.as_deref(),

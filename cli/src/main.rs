@@ -44,7 +44,9 @@ const ANALYZE_EXAMPLES: &str = "\
 Examples:
   accprof analyze app.trace
   accprof analyze --patch app.trace > fix.diff && git apply fix.diff
-  accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace";
+  accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace
+  accprof analyze --verify --build 'gcc -fopenacc {dir}/main.c {dir}/step.c -o {out}' \\
+      --run '{out} 256' app.trace               a patch that changes both files";
 
 const TUNE_EXAMPLES: &str = "\
 Examples:

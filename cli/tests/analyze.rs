@@ -393,6 +393,57 @@ fn verify_in_host_fallback() {
     );
 }
 
+/// {dir} with a one-file patch: each version is built from its own
+/// directory holding a copy of laplace_bad.c, original or patched.
+#[test]
+fn verify_builds_a_one_file_patch_from_dir() {
+    if !need("gcc") {
+        return;
+    }
+    let lib = collector_lib();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let keep = dir.path().join("verify");
+    let out = analyze(&[
+        "--source-map",
+        &map,
+        "--verify",
+        "--lib",
+        path_str(&lib),
+        "--keep",
+        path_str(&keep),
+        "--build",
+        "gcc -O1 -fopenacc -foffload=disable {dir}/laplace_bad.c -o {out} -lm",
+        "--run",
+        "{out} 64 10 0",
+        path_str(&t),
+    ]);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", text(&out.stderr));
+    let src = dir.path().join("laplace_bad.c");
+    assert!(
+        s.contains(&format!(
+            "verify: {} patched with #1 L3, #2 D6\n",
+            src.display()
+        )),
+        "{s}"
+    );
+    assert!(s.contains("output: identical"), "{s}");
+    assert!(
+        s.contains("OpenACC constructs reached             20           22"),
+        "{s}"
+    );
+    let orig = std::fs::read_to_string(&src).expect("source");
+    let before = std::fs::read_to_string(keep.join("before/laplace_bad.c")).expect("before");
+    let after = std::fs::read_to_string(keep.join("after/laplace_bad.c")).expect("after");
+    assert_eq!(before, orig);
+    assert!(
+        after.contains("#pragma acc data copy(A) create(Anew)"),
+        "{after}"
+    );
+}
+
 /// A build that fails stops --verify before anything runs: the compiler's
 /// last lines, then one error naming the version, the exit code, the
 /// command as run and what it said last; exit code 2.

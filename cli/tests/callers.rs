@@ -198,3 +198,103 @@ fn the_patch_for_a_caller_in_another_file_applies_and_builds() {
         "{step}"
     );
 }
+
+/// `accprof analyze --verify` of the two-file patch of caller_files (its
+/// H100 recording, sources from samples/): both versions built for the
+/// host from {dir}, a directory of copies of both files and the header
+/// they include; same output before and after, both files named.
+#[test]
+fn verify_builds_a_patch_over_two_files_from_dir() {
+    if !need("gcc-12") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keep = dir.path().join("verify");
+    let out = verify_caller_files(
+        &keep,
+        "gcc-12 -fopenacc -foffload=disable -O1 {dir}/caller_files.c {dir}/caller_files_step.c -o {out} -lm",
+    );
+    let s = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", stderr(&out));
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let first = s.lines().find(|l| l.starts_with("verify: ")).unwrap_or("");
+    assert!(
+        first.contains("caller_files.c, ") && first.contains("caller_files_step.c patched with "),
+        "{s}"
+    );
+    assert!(first.contains(" D6"), "{s}");
+    assert!(
+        s.contains("output: identical (stdout compared line by line, "),
+        "{s}"
+    );
+    assert!(s.contains("exit codes 0 and 0"), "{s}");
+    // Each version's directory: both files, original or patched, and the
+    // header beside them; the samples themselves are untouched.
+    for f in ["caller_files.c", "caller_files_step.c", "caller_files.h"] {
+        let orig = std::fs::read_to_string(samples.join(f)).expect("sample");
+        let before = std::fs::read_to_string(keep.join("before").join(f)).expect("before copy");
+        assert_eq!(before, orig, "{f}");
+        assert!(keep.join("after").join(f).is_file(), "{f}");
+    }
+    let step = std::fs::read_to_string(keep.join("after/caller_files_step.c")).expect("after");
+    assert!(
+        step.contains("present(u[0:nx*ny], unew[0:nx*ny])"),
+        "{step}"
+    );
+    let main = std::fs::read_to_string(keep.join("after/caller_files.c")).expect("after");
+    assert!(main.contains("#pragma acc data"), "{main}");
+    assert!(keep.join("before.trace").is_file() && keep.join("after.trace").is_file());
+}
+
+/// A two-file patch with a build command that does not use {dir}, or a
+/// build that fails: one clear error, exit code 2, nothing measured.
+#[test]
+fn verify_of_two_files_fails_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keep = dir.path().join("verify");
+    let out = verify_caller_files(&keep, "gcc-12 -fopenacc {src} -o {out}");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the patch changes 2 files (caller_files.c, caller_files_step.c): the build command must build their copies in {dir} (`cc {dir}/caller_files.c {dir}/caller_files_step.c -o {out}`)"),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("verify:"), "nothing measured");
+
+    let out = verify_caller_files(&keep, "echo \"cc: error: no {dir}\" >&2; exit 3");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("accprof: building the before version failed (exit code 3): ")
+            && last.ends_with(&format!(
+                "`: cc: error: no {}",
+                keep.join("before").display()
+            )),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("verify:"), "nothing measured");
+}
+
+fn verify_caller_files(keep: &Path, build: &str) -> std::process::Output {
+    let fixtures = accprof_analyzer::testkit::fixtures::dir("h100");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::process::Command::new(accprof())
+        .arg("analyze")
+        .arg("--symbols")
+        .arg(fixtures.join("bin"))
+        .arg("--source-dir")
+        .arg(repo.join("samples"))
+        .arg("--verify")
+        .arg("--lib")
+        .arg(collector_lib())
+        .arg("--keep")
+        .arg(keep)
+        .args(["--build", build, "--run", "{out} 64 48 3"])
+        .arg(fixtures.join("caller_files.trace"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs")
+}

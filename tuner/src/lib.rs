@@ -22,7 +22,9 @@ pub mod tune;
 pub mod verify;
 
 pub use runner::{BuildOutput, MockProgram, MockRunner, ProcessRunner, RunOutput, Runner};
-pub use verify::{verify, DeviceTimes, Difference, Measured, NotMeasured, Verified, VerifyPlan};
+pub use verify::{
+    verify, DeviceTimes, Difference, Measured, NotMeasured, PatchedFile, Verified, VerifyPlan,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +79,9 @@ pub enum Error {
     Load(#[from] accprof_analyzer::LoadError),
     #[error(transparent)]
     Space(#[from] space::SpaceError),
+    /// What `accprof analyze --verify` was asked cannot be verified.
+    #[error("{0}")]
+    Verify(String),
     /// What `accprof tune` was pointed at cannot be tuned.
     #[error("{0}")]
     Tune(String),

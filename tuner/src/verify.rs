@@ -21,7 +21,12 @@ pub struct VerifyPlan<'a> {
     pub patched_text: &'a str,
     /// What the patch applies, as the user should read it ("#1 L3, #2 D6").
     pub patch: String,
-    /// Build command template: `{src}` the source, `{out}` the program.
+    /// Other files the patch changes, in the patch's order (by path).
+    /// With any, or with `{dir}` in the build command, each version is
+    /// built from a directory of copies (see [`verify`]).
+    pub also: Vec<PatchedFile<'a>>,
+    /// Build command template: `{src}` the source, `{out}` the program,
+    /// `{dir}` the directory of copies.
     pub build: &'a str,
     /// Run command template: `{out}` the program.
     pub run: &'a str,
@@ -30,10 +35,20 @@ pub struct VerifyPlan<'a> {
     pub keep: Option<&'a Path>,
 }
 
+/// A file the patch changes besides [`VerifyPlan::source`].
+#[derive(Debug, Clone, Copy)]
+pub struct PatchedFile<'a> {
+    pub source: &'a Path,
+    pub source_text: &'a str,
+    pub patched_text: &'a str,
+}
+
 /// The result of [`verify`].
 #[derive(Debug, Clone)]
 pub struct Verified {
     pub source: PathBuf,
+    /// The other files the patch changes.
+    pub also: Vec<PathBuf>,
     pub patch: String,
     pub build: String,
     pub run: String,
@@ -130,12 +145,25 @@ pub fn compared_lines(stdout: &[u8]) -> Vec<String> {
 /// `#include "x.h"` (C) or `include 'x.inc'` (Fortran): files found
 /// relative to the source's directory.
 pub fn has_local_includes(text: &str) -> bool {
-    text.lines().any(|l| {
-        let t = l.trim_start().to_ascii_lowercase();
-        let t = t.trim_start_matches('#').trim_start();
-        t.strip_prefix("include")
-            .is_some_and(|r| r.trim_start().starts_with(['"', '\'']))
-    })
+    text.lines().any(|l| local_include(l).is_some())
+}
+
+/// The names of the files `text` includes with quotes, in order.
+pub fn local_includes(text: &str) -> Vec<&str> {
+    text.lines().filter_map(local_include).collect()
+}
+
+/// The quoted name of an include line (empty when the quote is not
+/// closed), or None when the line is no include with quotes.
+fn local_include(line: &str) -> Option<&str> {
+    let t = line.trim_start().trim_start_matches('#').trim_start();
+    let rest = match t.get(..7) {
+        Some(w) if w.eq_ignore_ascii_case("include") => t[7..].trim_start(),
+        _ => return None,
+    };
+    let quote = rest.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+    let name = &rest[1..];
+    Some(name.find(quote).map_or("", |end| &name[..end]))
 }
 
 /// Removes the patched copy next to the source when verify ends.
@@ -155,10 +183,38 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
 
 /// Builds and runs the original and the patched source with `runner`,
 /// compares their outputs and measures both traces.
+///
+/// With one patched file and no `{dir}` in the build command, the
+/// original is built where it is and the patched copy in the work
+/// directory (next to the original when it includes local files).
+/// Otherwise each version gets its own directory (`before/` and `after/`
+/// in the work directory) holding a copy of every patched file under its
+/// own name, original or patched, and the files they include with quotes
+/// (from their directory or below, so that the includes resolve); `{dir}`
+/// is that directory and `{src}` the copy of the first patched file.
+/// Several patched files need `{dir}`: otherwise the build would not
+/// compile the patched copies.
 pub fn verify<R: Runner + ?Sized>(
     runner: &mut R,
     plan: &VerifyPlan<'_>,
 ) -> Result<Verified, Error> {
+    let in_dirs = !plan.also.is_empty() || plan.build.contains("{dir}");
+    if !plan.also.is_empty() && !plan.build.contains("{dir}") {
+        let names: Vec<String> = std::iter::once(plan.source)
+            .chain(plan.also.iter().map(|f| f.source))
+            .map(file_name)
+            .collect();
+        return Err(Error::Verify(format!(
+            "the patch changes {} files ({}): the build command must build their copies in {{dir}} (`cc {} -o {{out}}`)",
+            names.len(),
+            names.join(", "),
+            names
+                .iter()
+                .map(|n| format!("{{dir}}/{n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )));
+    }
     let tmp;
     let work: PathBuf = match plan.keep {
         Some(d) => {
@@ -184,6 +240,9 @@ pub fn verify<R: Runner + ?Sized>(
             None => format!("{stem}.{middle}"),
         }
     };
+    if in_dirs {
+        return verify_in_dirs(runner, plan, &work);
+    }
     let next_to_source = has_local_includes(plan.source_text);
     let copy = if next_to_source {
         plan.source
@@ -218,6 +277,7 @@ pub fn verify<R: Runner + ?Sized>(
     let after = build_and_run("after", &copy)?;
     Ok(Verified {
         source: plan.source.to_path_buf(),
+        also: Vec::new(),
         patch: plan.patch.clone(),
         build: plan.build.to_string(),
         run: plan.run.to_string(),
@@ -226,6 +286,137 @@ pub fn verify<R: Runner + ?Sized>(
         after,
         kept: plan.keep.map(Path::to_path_buf),
     })
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// Both versions built from their own directory of copies.
+fn verify_in_dirs<R: Runner + ?Sized>(
+    runner: &mut R,
+    plan: &VerifyPlan<'_>,
+    work: &Path,
+) -> Result<Verified, Error> {
+    let first = PatchedFile {
+        source: plan.source,
+        source_text: plan.source_text,
+        patched_text: plan.patched_text,
+    };
+    let files: Vec<PatchedFile<'_>> = std::iter::once(first)
+        .chain(plan.also.iter().copied())
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        if let Some(g) = files[..i]
+            .iter()
+            .find(|g| g.source.file_name() == f.source.file_name())
+        {
+            return Err(Error::Verify(format!(
+                "the patch changes {} and {}: one name, so {{dir}} cannot hold copies of both",
+                g.source.display(),
+                f.source.display()
+            )));
+        }
+    }
+    let mut build_and_run = |label: &str, patched: bool| -> Result<Measured, Error> {
+        let dir = work.join(label);
+        let texts: Vec<(&Path, &str)> = files
+            .iter()
+            .map(|f| {
+                let text = if patched {
+                    f.patched_text
+                } else {
+                    f.source_text
+                };
+                (f.source, text)
+            })
+            .collect();
+        let src = write_copies(&dir, &texts)?;
+        let template = plan.build.replace("{dir}", &command::sh_quote(&dir));
+        let program = work.join(format!("{label}.bin"));
+        let built = runner.build(&template, &src, &program)?;
+        if !built.success {
+            return Err(Error::Build {
+                label: label.to_string(),
+                command: built.command,
+                code: built.code,
+                stderr_tail: stderr_tail(&built.stderr),
+                said: first_error(&built.stderr).map(String::into_boxed_str),
+                log: None,
+            });
+        }
+        let words = command::run_words(plan.run, &program)?;
+        let trace = work.join(format!("{label}.trace"));
+        let _ = std::fs::remove_file(&trace);
+        let out = runner.run(&words, &trace, &[])?;
+        measure(label, out)
+    };
+    let before = build_and_run("before", false)?;
+    let after = build_and_run("after", true)?;
+    Ok(Verified {
+        source: plan.source.to_path_buf(),
+        also: plan.also.iter().map(|f| f.source.to_path_buf()).collect(),
+        patch: plan.patch.clone(),
+        build: plan.build.to_string(),
+        run: plan.run.to_string(),
+        differences: differences(&before, &after),
+        before,
+        after,
+        kept: plan.keep.map(Path::to_path_buf),
+    })
+}
+
+/// Writes `files` (source, text to write) into `dir` under their own
+/// names, and beside them the files they include with quotes, found
+/// relative to each includer (names that leave the directory, or files
+/// not found, are left to the build command's own flags). Returns the
+/// copy of the first file.
+fn write_copies(dir: &Path, files: &[(&Path, &str)]) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    // (where it was found, where its copy goes, its text) still to scan.
+    let mut pending: Vec<(PathBuf, PathBuf, String)> = Vec::new();
+    let mut first = None;
+    let mut written = std::collections::HashSet::new();
+    for (source, text) in files {
+        let copy = dir.join(file_name(source));
+        std::fs::write(&copy, text).map_err(io(format!("cannot write {}", copy.display())))?;
+        first.get_or_insert_with(|| copy.clone());
+        written.insert(copy.clone());
+        pending.push((source.to_path_buf(), copy, text.to_string()));
+    }
+    while let Some((from, to, text)) = pending.pop() {
+        for name in local_includes(&text) {
+            let rel = Path::new(name);
+            let inside = !name.is_empty()
+                && rel
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                continue;
+            }
+            let (Some(from_dir), Some(to_dir)) = (from.parent(), to.parent()) else {
+                continue;
+            };
+            let (src, dst) = (from_dir.join(rel), to_dir.join(rel));
+            if written.contains(&dst) {
+                continue;
+            }
+            let Ok(included) = std::fs::read_to_string(&src) else {
+                continue;
+            };
+            if let Some(parent) = dst.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(io(format!("cannot create {}", parent.display())))?;
+            }
+            std::fs::write(&dst, &included)
+                .map_err(io(format!("cannot write {}", dst.display())))?;
+            written.insert(dst.clone());
+            pending.push((src, dst, included));
+        }
+    }
+    Ok(first.unwrap_or_else(|| dir.to_path_buf()))
 }
 
 fn differences(a: &Measured, b: &Measured) -> Vec<Difference> {
@@ -332,6 +523,7 @@ mod tests {
             source_text: text,
             patched_text: PATCHED,
             patch: "#1 L3".to_string(),
+            also: Vec::new(),
             build: "gcc {src} -o {out}",
             run: "{out} 64 10",
             keep,
@@ -544,6 +736,106 @@ mod tests {
     }
 
     #[test]
+    fn several_files_are_built_from_a_directory_of_copies() {
+        let s = setup("#include \"prog.h\"\nint main(void) { return step(); }\n");
+        let step = s.dir.path().join("step.c");
+        let step_text = "#include \"prog.h\"\nint step(void) { return 0; }\n";
+        std::fs::write(&step, step_text).expect("step");
+        std::fs::write(s.dir.path().join("prog.h"), "#include \"sub/defs.h\"\n").expect("h");
+        std::fs::create_dir(s.dir.path().join("sub")).expect("sub");
+        std::fs::write(s.dir.path().join("sub/defs.h"), "#define N 4\n").expect("defs");
+        let main_text = std::fs::read_to_string(&s.source).expect("main");
+        let keep = s.dir.path().join("kept");
+        let t = fixture("laplace_good_c");
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("x\n", &t),
+            MockProgram::new("x\n", &t),
+        ]);
+        let plan = VerifyPlan {
+            source: &s.source,
+            source_text: &main_text,
+            patched_text: PATCHED,
+            patch: "#1 D6".to_string(),
+            also: vec![PatchedFile {
+                source: &step,
+                source_text: step_text,
+                patched_text: "#include \"prog.h\"\nint step(void) { /* patched */ return 0; }\n",
+            }],
+            build: "gcc {dir}/prog.c {dir}/step.c -o {out}",
+            run: "{out}",
+            keep: Some(&keep),
+        };
+        let v = verify(&mut runner, &plan).expect("verifies");
+        assert!(v.ok());
+        assert_eq!(v.also, std::slice::from_ref(&step));
+        for (build, label) in runner.builds.iter().zip(["before", "after"]) {
+            let d = keep.join(label);
+            assert_eq!(build.src, d.join("prog.c"));
+            assert_eq!(
+                build.command,
+                format!(
+                    "gcc {0}/prog.c {0}/step.c -o {1}",
+                    d.display(),
+                    build.out.display()
+                )
+            );
+            // The headers the copies include, nested ones too.
+            assert!(d.join("prog.h").is_file() && d.join("sub/defs.h").is_file());
+        }
+        let read = |p: PathBuf| std::fs::read_to_string(p).expect("copy");
+        assert_eq!(read(keep.join("before/prog.c")), main_text);
+        assert_eq!(read(keep.join("before/step.c")), step_text);
+        assert_eq!(read(keep.join("after/prog.c")), PATCHED);
+        assert!(read(keep.join("after/step.c")).contains("patched"));
+        assert_eq!(
+            read(s.source.clone()),
+            main_text,
+            "the original is untouched"
+        );
+
+        // Without {dir} the patched copies would not be built.
+        let plan = VerifyPlan {
+            build: "gcc {src} -o {out}",
+            ..plan
+        };
+        let msg = match verify(&mut MockRunner::new(Vec::new()), &plan) {
+            Ok(v) => panic!("verified without {{dir}}: {v:?}"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            msg,
+            "the patch changes 2 files (prog.c, step.c): the build command must build their copies in {dir} (`cc {dir}/prog.c {dir}/step.c -o {out}`)"
+        );
+    }
+
+    #[test]
+    fn one_file_with_dir_is_built_from_copies() {
+        let s = setup(ORIGINAL);
+        let t = fixture("laplace_good_c");
+        let mut runner = MockRunner::new(vec![
+            MockProgram::new("x\n", &t),
+            MockProgram::new("x\n", &t),
+        ]);
+        let plan = VerifyPlan {
+            build: "gcc {dir}/prog.c -o {out}",
+            ..plan(&s, ORIGINAL, None)
+        };
+        let v = verify(&mut runner, &plan).expect("verifies");
+        assert!(v.ok() && v.also.is_empty());
+        assert_eq!(runner.builds[0].text, ORIGINAL);
+        assert_eq!(runner.builds[1].text, PATCHED);
+        for b in &runner.builds {
+            assert!(!b.command.contains("{dir}"), "{}", b.command);
+            assert!(
+                b.command.contains(&b.src.display().to_string()),
+                "{}",
+                b.command
+            );
+            assert_ne!(b.src, s.source);
+        }
+    }
+
+    #[test]
     fn outputs_ignore_timing() {
         assert_eq!(compared_lines(b"a\ntime: 1.0 s\nb\n"), ["a", "b"]);
     }
@@ -552,6 +844,10 @@ mod tests {
     fn local_includes() {
         assert!(has_local_includes("#include \"a.h\"\nint x;"));
         assert!(has_local_includes("  include 'consts.inc'"));
+        assert_eq!(
+            super::local_includes("#include \"a.h\"\n# include <b.h>\n  INCLUDE 'c.inc'\n"),
+            ["a.h", "c.inc"]
+        );
         assert!(!has_local_includes("#include <stdio.h>"));
     }
 }

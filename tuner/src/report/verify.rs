@@ -25,12 +25,11 @@ fn not_measured(n: &NotMeasured) -> String {
 pub fn render(v: &Verified) -> Vec<u8> {
     let mut s = String::new();
     let (a, b) = (&v.before, &v.after);
-    let _ = writeln!(
-        s,
-        "\nverify: {} patched with {}",
-        v.source.display(),
-        v.patch
-    );
+    let files: Vec<String> = std::iter::once(&v.source)
+        .chain(&v.also)
+        .map(|p| p.display().to_string())
+        .collect();
+    let _ = writeln!(s, "\nverify: {} patched with {}", files.join(", "), v.patch);
     let _ = writeln!(s, "  build: {}\n  run:   {}", v.build, v.run);
     let _ = writeln!(
         s,
@@ -150,6 +149,7 @@ mod tests {
     fn verified(before: Measured, after: Measured, differences: Vec<Difference>) -> Verified {
         Verified {
             source: PathBuf::from("/src/laplace.c"),
+            also: Vec::new(),
             patch: "#1 L3, #2 D6".to_string(),
             build: "gcc {src} -o {out}".to_string(),
             run: "{out} 64".to_string(),
