@@ -55,6 +55,11 @@ pub fn check(cx: &Context) -> Checked {
         out.findings
             .extend(source_waits(cx, &queues, &first_work, &launched));
     }
+    // Without work on an async queue nothing is ever pending, so no
+    // construct can be reached with unordered work before it.
+    if !queues.0.iter().any(|&q| q != Queues::NONE && q != SYNC) {
+        return out;
+    }
     let reaches = find_reaches(cx, &queues, &first_work, &launched);
     if reaches.is_empty() {
         return out;
