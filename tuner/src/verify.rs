@@ -254,24 +254,8 @@ pub fn verify<R: Runner + ?Sized>(
         .map_err(io(format!("cannot write {}", copy.display())))?;
     let _cleanup = Remove(next_to_source.then(|| copy.clone()));
 
-    let mut build_and_run = |label: &str, source: &Path| -> Result<Measured, Error> {
-        let program = work.join(format!("{label}.bin"));
-        let built = runner.build(plan.build, source, &program)?;
-        if !built.success {
-            return Err(Error::Build {
-                label: label.to_string(),
-                command: built.command,
-                code: built.code,
-                stderr_tail: stderr_tail(&built.stderr),
-                said: first_error(&built.stderr).map(String::into_boxed_str),
-                log: None,
-            });
-        }
-        let words = command::run_words(plan.run, &program)?;
-        let trace = work.join(format!("{label}.trace"));
-        let _ = std::fs::remove_file(&trace);
-        let out = runner.run(&words, &trace, &[])?;
-        measure(label, out)
+    let mut build_and_run = |label: &str, source: &Path| {
+        build_and_measure(runner, plan.build, source, plan.run, &work, label)
     };
     let before = build_and_run("before", plan.source)?;
     let after = build_and_run("after", &copy)?;
@@ -335,23 +319,7 @@ fn verify_in_dirs<R: Runner + ?Sized>(
             .collect();
         let src = write_copies(&dir, &texts)?;
         let template = plan.build.replace("{dir}", &command::sh_quote(&dir));
-        let program = work.join(format!("{label}.bin"));
-        let built = runner.build(&template, &src, &program)?;
-        if !built.success {
-            return Err(Error::Build {
-                label: label.to_string(),
-                command: built.command,
-                code: built.code,
-                stderr_tail: stderr_tail(&built.stderr),
-                said: first_error(&built.stderr).map(String::into_boxed_str),
-                log: None,
-            });
-        }
-        let words = command::run_words(plan.run, &program)?;
-        let trace = work.join(format!("{label}.trace"));
-        let _ = std::fs::remove_file(&trace);
-        let out = runner.run(&words, &trace, &[])?;
-        measure(label, out)
+        build_and_measure(runner, &template, &src, plan.run, work, label)
     };
     let before = build_and_run("before", false)?;
     let after = build_and_run("after", true)?;
@@ -451,6 +419,36 @@ fn differences(a: &Measured, b: &Measured) -> Vec<Difference> {
 }
 
 /// The numbers of one run, from the analyzer's summary of its trace.
+/// Builds `source` with the `build` template into WORK/LABEL.bin, runs it
+/// with the `run` template under the collector into WORK/LABEL.trace, and
+/// measures the run.
+fn build_and_measure<R: Runner + ?Sized>(
+    runner: &mut R,
+    build: &str,
+    source: &Path,
+    run: &str,
+    work: &Path,
+    label: &str,
+) -> Result<Measured, Error> {
+    let program = work.join(format!("{label}.bin"));
+    let built = runner.build(build, source, &program)?;
+    if !built.success {
+        return Err(Error::Build {
+            label: label.to_string(),
+            command: built.command,
+            code: built.code,
+            stderr_tail: stderr_tail(&built.stderr),
+            said: first_error(&built.stderr).map(String::into_boxed_str),
+            log: None,
+        });
+    }
+    let words = command::run_words(run, &program)?;
+    let trace = work.join(format!("{label}.trace"));
+    let _ = std::fs::remove_file(&trace);
+    let out = runner.run(&words, &trace, &[])?;
+    measure(label, out)
+}
+
 fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
     if !out.trace.is_file() {
         return Err(Error::NoTrace {

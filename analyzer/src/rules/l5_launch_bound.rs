@@ -255,12 +255,7 @@ fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
         );
         f.confidence = Confidence::Certain;
         f.cost_ns = Some(cost);
-        let mut here = cx.location("host loop", None, None).source_line(line);
-        here.file = file.clone();
-        if let Some(h) = cx.sources.get(&file).and_then(|src| src.function_at(line)) {
-            here.function = h.name;
-        }
-        f.locations.push(here);
+        f.locations.push(cx.loop_location(&file, line));
         for (ls, ..) in &sites {
             f.locations
                 .push(cx.location("construct", Some(ls.site), None));

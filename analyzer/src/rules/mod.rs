@@ -559,6 +559,17 @@ impl<'a> Context<'a> {
         Location::of_site(self.run, role, site, variable)
     }
 
+    /// The host loop whose header is at `file`:`line` (the run has no
+    /// site for it), in the function the source puts it in.
+    pub fn loop_location(&self, file: &str, line: u32) -> Location {
+        let mut here = self.location("host loop", None, None).source_line(line);
+        here.file = file.to_string();
+        if let Some(h) = self.sources.get(file).and_then(|src| src.function_at(line)) {
+            here.function = h.name;
+        }
+        here
+    }
+
     /// The name of the host buffer at `p`, as [`Run::buffer_name`] names
     /// it.
     pub fn buffer_name(&self, p: u64) -> Option<&str> {

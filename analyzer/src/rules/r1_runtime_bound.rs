@@ -160,12 +160,7 @@ fn finding(
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(runtime);
-    let mut here = cx.location("host loop", None, None).source_line(line);
-    here.file = file.to_string();
-    if let Some(h) = cx.sources.get(file).and_then(|src| src.function_at(line)) {
-        here.function = h.name;
-    }
-    f.locations.push(here);
+    f.locations.push(cx.loop_location(file, line));
     let mut by_time: Vec<&(&LaunchSite, Cost)> = sites.iter().collect();
     by_time.sort_by_key(|(_, c)| std::cmp::Reverse(c.runtime_ns()));
     for (ls, c) in by_time.iter().take(5) {
