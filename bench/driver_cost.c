@@ -8,6 +8,9 @@
  *               driver call, delivered in buffers)
  *   callbacks   CUPTI driver-API callbacks on every call, timed at enter and
  *               exit with clock_gettime
+ * and, with DRIVER_COST_ALSO (a comma-separated list of kernel, memcpy,
+ * driver), the CUPTI activity kinds a profiler enables besides (concurrent
+ * kernel, memcpy, driver-API records): how much each one slows the calls.
  * At exit it prints, on stderr (or to DRIVER_COST_OUT), each driver routine
  * called: calls, total and mean time, and calls and time per compute
  * construct. bench/driver_cost.sh times the modes against the bare program.
@@ -75,7 +78,7 @@ static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t sz, si
   (void)c; (void)s; (void)sz;
   CUpti_Activity *r = NULL;
   while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
-    if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+    if (mode == 1 && r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
       const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
       add(a->cbid, a->end > a->start ? a->end - a->start : 0);
     }
@@ -118,20 +121,28 @@ __attribute__((constructor)) static void init(void) {
     } else {
       cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
     }
+    const char *also = getenv("DRIVER_COST_ALSO");
+    if (mode == 2 && also && *also) {
+      cuptiActivityRegisterCallbacks(buf_req, buf_done);
+      if (strstr(also, "kernel")) cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+      if (strstr(also, "memcpy")) cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+      if (strstr(also, "driver")) cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+    }
   }
   acc_prof_reg reg = (acc_prof_reg)dlsym(RTLD_DEFAULT, "acc_prof_register");
   if (reg) register_all(reg);
 }
 
 __attribute__((destructor)) static void fini(void) {
-  if (mode == 1) cuptiActivityFlushAll(1);
+  if (mode == 1 || getenv("DRIVER_COST_ALSO")) cuptiActivityFlushAll(1);
   if (mode == 0) return;
   const char *path = getenv("DRIVER_COST_OUT");
   FILE *f = path ? fopen(path, "a") : stderr;
   if (!f) return;
   uint64_t n = atomic_load(&constructs);
-  fprintf(f, "driver_cost %s: %llu compute constructs\n", mode == 1 ? "activity" : "callbacks",
-          (unsigned long long)n);
+  const char *also = getenv("DRIVER_COST_ALSO");
+  fprintf(f, "driver_cost %s%s%s: %llu compute constructs\n", mode == 1 ? "activity" : "callbacks",
+          also && *also ? " with activity " : "", also && *also ? also : "", (unsigned long long)n);
   fprintf(f, "%-40s %10s %12s %10s %12s %12s\n", "routine", "calls", "total(us)", "mean(ns)",
           "calls/cc", "ns/cc");
   for (uint32_t i = 0; i < MAX_CBID; i++) {

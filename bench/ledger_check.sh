@@ -9,23 +9,28 @@
 # time was inside constructs; its difference between the sizes should come
 # out the same, up to the collector's own overhead.
 #
-# Usage: bench/ledger_check.sh --accprof BIN --samples DIR [--rounds N] [--out DIR]
+# Usage: bench/ledger_check.sh --accprof BIN --samples DIR [--lib LIB] [--rounds N] [--out DIR]
 #                              [--cases "prog argsK|argsZERO;..."]
-#   BIN   the accprof binary (its libaccprof.so beside it or found as `accprof run` finds it)
+#   BIN   the accprof binary (for `accprof export`)
+#   LIB   the collector (default: libaccprof.so beside BIN)
 #   DIR   samples built with `make -C samples OFFLOAD=yes` (GPU figures)
 #   N     interleaved bare rounds (default 9)
 #   --out keep the traces and the raw timings there (default: a temporary directory)
-# Each round runs K bare, 0 bare, then records K and 0 (`accprof run`), so
-# the machine's state is shared. Prints one row per case: the difference of
-# the bare medians, the difference of the medians of the ledgers' time
-# inside constructs, and their ratio (the collector's own overhead, a few
-# per cent on these programs, is in the ledger's side).
+# Each round runs K bare, 0 bare, then records K and 0 (the collector
+# preloaded as `accprof run` does, timed by this script too), so the
+# machine's state is shared. Prints one row per case: the difference of the
+# bare medians; the difference of the recorded runs' wall-time medians
+# (this script's clock); the difference of the medians of the ledgers' time
+# inside constructs; ledger against recorded (how well the ledger accounts
+# for the recorded runs) and recorded against bare (the collector's own
+# overhead inside constructs).
 set -euo pipefail
-acc= samples= rounds=9 out=
-cases="launch_storm 20000 64|0 64;small_kernels 8 300|8 0;data_shapes helper 1048576 200 8|helper 1048576 0 8;data_shapes clean 1048576 200 8|clean 1048576 0 8"
+acc= lib= samples= rounds=9 out=
+cases="launch_storm 20000 64|0 64;small_kernels 8 300|8 0;data_shapes helper 1048576 200 8|helper 1048576 0 8;data_shapes clean 1048576 2000 8|clean 1048576 0 8"
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
+    --lib) lib=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -35,6 +40,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$acc" ] || { echo "ledger_check.sh: accprof binary '$acc' not found" >&2; exit 2; }
+lib=${lib:-$(dirname "$acc")/libaccprof.so}
+[ -f "$lib" ] || { echo "ledger_check.sh: collector library '$lib' not found" >&2; exit 2; }
 [ -d "$samples" ] || { echo "ledger_check.sh: samples directory '$samples' not found" >&2; exit 2; }
 case $rounds in *[!0-9]*|''|0) echo "ledger_check.sh: --rounds must be a positive number, not '$rounds'" >&2; exit 2 ;; esac
 if [ -z "$out" ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
@@ -43,10 +50,12 @@ export SAMPLE_SKIP_REFERENCE=1
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 wall_us() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
+# A run under the collector, preloaded as `accprof run` preloads it.
+recorded_us() { local t=$1; shift; wall_us env LD_PRELOAD="$lib" ACCPROF_OUTPUT="$t" ACCPROF_QUIET=1 ACCPROF_TIME=0 "$@"; }
 # The ledger's time inside constructs (all threads), in microseconds.
 inside_us() { "$acc" export --format csv --what ledger --output /dev/stdout "$1" | awk -F, '$3 == "constructs" {s += $5} END {printf "%.0f\n", s}'; }
 
-printf '%-40s %12s %12s %7s\n' "case (K steps against 0)" "bare diff" "ledger diff" "ratio"
+printf '%-36s %12s %12s %12s %8s %8s\n' "case (K steps against 0)" "bare" "recorded" "ledger" "led/rec" "rec/bare"
 IFS=';' read -r -a list <<< "$cases"
 i=0
 for c in "${list[@]}"; do
@@ -63,13 +72,14 @@ for c in "${list[@]}"; do
   for r in $(seq "$rounds"); do
     echo "k $(wall_us "$exe" "${ak[@]}")" >> "$out/case$i.raw"
     echo "0 $(wall_us "$exe" "${a0[@]}")" >> "$out/case$i.raw"
-    "$acc" run --force --output "$out/case$i-k-$r.trace" -- "$exe" "${ak[@]}" > /dev/null 2>&1 || true
-    "$acc" run --force --output "$out/case$i-0-$r.trace" -- "$exe" "${a0[@]}" > /dev/null 2>&1 || true
+    rm -f "$out/case$i-k-$r.trace" "$out/case$i-0-$r.trace"
+    echo "rk $(recorded_us "$out/case$i-k-$r.trace" "$exe" "${ak[@]}")" >> "$out/case$i.raw"
+    echo "r0 $(recorded_us "$out/case$i-0-$r.trace" "$exe" "${a0[@]}")" >> "$out/case$i.raw"
     echo "lk $(inside_us "$out/case$i-k-$r.trace")" >> "$out/case$i.raw"
     echo "l0 $(inside_us "$out/case$i-0-$r.trace")" >> "$out/case$i.raw"
   done
   m() { awk -v k="$1" '$1 == k {print $2}' "$out/case$i.raw" | median; }
-  awk -v c="$prog $argk" -v bk="$(m k)" -v b0="$(m 0)" -v lk="$(m lk)" -v l0="$(m l0)" 'BEGIN {
-    bd = (bk - b0) / 1000; ld = (lk - l0) / 1000
-    printf "%-40s %9.1f ms %9.1f ms %7.2f\n", c, bd, ld, (bd > 0 ? ld / bd : 0) }'
+  awk -v c="$prog $argk" -v bk="$(m k)" -v b0="$(m 0)" -v rk="$(m rk)" -v r0="$(m r0)" -v lk="$(m lk)" -v l0="$(m l0)" 'BEGIN {
+    bd = (bk - b0) / 1000; rd = (rk - r0) / 1000; ld = (lk - l0) / 1000
+    printf "%-36s %9.1f ms %9.1f ms %9.1f ms %8.2f %8.2f\n", c, bd, rd, ld, (rd > 0 ? ld / rd : 0), (bd > 0 ? rd / bd : 0) }'
 done

@@ -96,8 +96,11 @@ fn untimed_traces_keep_device_time_and_unmeasured_allocations() {
     for f in a1 {
         assert_eq!((f.cost_ns, f.saving_ns), (None, None));
         assert!(f.saved_allocs.is_empty());
+        // The compute construct's blocks hold its two grids (16 MiB, more
+        // than either grid's transfers) and its own argument pointers: a
+        // data region would leave a smaller block per reach.
         assert!(
-            said(f).contains("their cost is not measured"),
+            said(f).contains("saves no allocation call"),
             "{}",
             said(f)
         );
@@ -121,12 +124,13 @@ fn untimed_traces_keep_device_time_and_unmeasured_allocations() {
 
 /// data_shapes helper: a helper's `copy()` at line 73 moves one buffer up
 /// and down every step. D6's region saves the host time of those copy
-/// calls, all but one round trip of them (the ledger's transfer time of the
-/// line less one reach's share), and the per-step allocations too; D4 and
-/// A1 claim part of the same transfers and allocations, which the total
+/// calls (more than their device time) but no allocation: the blocks line
+/// 73 allocates per reach hold the construct's own argument pointers too
+/// (they are larger than the buffer), so they stay, smaller, and A1 there
+/// claims no saving. D4 claims part of the same transfers, which the total
 /// counts once.
 #[test]
-fn d6_saves_the_host_time_of_the_copies_and_allocations() {
+fn d6_saves_the_host_time_of_the_copies_not_the_construct_blocks() {
     let (run, a) = analyze("h200-ledger", "data_shapes_helper");
     let ledger = run.ledger();
     assert!(ledger.timed);
@@ -139,9 +143,11 @@ fn d6_saves_the_host_time_of_the_copies_and_allocations() {
     let transfer_ns = parts.ns(Part::Transfer);
     let reaches = d6.evidence.count("iterations").expect("iterations");
     let saving = d6.saving_ns.expect("saving");
+    // The buffer's copies, all but one round trip, take most of the line's
+    // copy time (the rest is the small argument copies).
     assert!(
-        saving >= transfer_ns - transfer_ns / reaches,
-        "saving {saving} < {transfer_ns} less one of {reaches}"
+        saving <= transfer_ns && saving >= (transfer_ns - transfer_ns / reaches) * 9 / 10,
+        "saving {saving} against {transfer_ns} of {reaches} reaches"
     );
     // More than the device copies alone.
     let device: u64 = d6
@@ -150,24 +156,23 @@ fn d6_saves_the_host_time_of_the_copies_and_allocations() {
         .map(|&t| run.transfer(t).duration_ns())
         .sum();
     assert!(saving > device, "{saving} <= {device}");
-    // The per-step allocations of the copy: all but one.
-    assert_eq!(d6.saved_allocs.len() as u64, reaches - 1);
-    let per_call = parts.ns(Part::Allocation) / parts.calls(Part::Allocation);
-    assert!(saving >= transfer_ns - transfer_ns / reaches + (reaches - 1) * per_call);
-    // D4's uploads and A1's allocations are D6's too: counted once.
-    for id in ["D4", "A1"] {
-        for f in with_id(&a, id) {
-            assert!(
-                f.saved_transfers
-                    .iter()
-                    .all(|t| d6.saved_transfers.contains(t)),
-                "{id}"
-            );
-            assert!(
-                f.saved_allocs.iter().all(|x| d6.saved_allocs.contains(x)),
-                "{id}"
-            );
-        }
+    // The per-step blocks stay.
+    assert!(d6.saved_allocs.is_empty());
+    let a1 = with_id(&a, "A1");
+    assert_eq!(a1.len(), 1, "{:?}", a.findings);
+    assert!(a1[0]
+        .subjects
+        .allocs
+        .iter()
+        .all(|&x| accprof_analyzer::rules::host_cost::holds_construct_block(&run, x)));
+    assert_eq!(a1[0].saving_ns, None);
+    assert!(a1[0].cost_ns.is_some_and(|c| c > 0));
+    // D4's uploads are D6's too: counted once.
+    for f in with_id(&a, "D4") {
+        assert!(f
+            .saved_transfers
+            .iter()
+            .all(|t| d6.saved_transfers.contains(t)));
     }
     let unmeasured: u64 = a
         .findings

@@ -7,8 +7,12 @@
 //! points in time: where the trace has the CUDA driver's timings, the cost
 //! is the host time of the allocation and free calls at the place
 //! ([`super::host_cost`]), and allocating once saves all but one pair;
-//! without them the cost is not measured and the finding gives counts.
+//! without them the cost is not measured and the finding gives counts. A
+//! block that also holds the construct's own block
+//! ([`super::host_cost::holds_construct_block`]) is allocated at every
+//! reach anyway: its cost is shown, no saving claimed.
 
+use super::host_cost::holds_construct_block;
 use super::{alloc_cost_evidence, alloc_finding, group_by, Checked, Context};
 use crate::findings::Value;
 use crate::model::{AllocId, DeviceAlloc};
@@ -42,6 +46,22 @@ pub fn check(cx: &Context) -> Checked {
             )
         });
         f.evidence.field("bytes_each", Value::Bytes(bytes));
+        if ids.iter().all(|&id| holds_construct_block(run, id)) {
+            // The calls stay whatever the data clauses say: the cost is
+            // measured, nothing of it is saved by allocating the data once.
+            if let Some(all) = cx.host.as_ref().and_then(|h| h.allocs_ns(run, &ids)) {
+                f.cost_ns = Some(all.ns);
+                alloc_cost_evidence(&mut f, &all);
+            }
+            f.evidence.say(format!(
+                "{} allocations of {} at the same place, each freed before the next one. Each is larger than the data the construct moved: it also holds the construct's own block (with GCC's libgomp, the kernel's argument pointers), which is allocated at every reach whatever the data clauses say, so keeping the data on the device makes these blocks smaller, not fewer, and saves no allocation call",
+                group.len(),
+                units::bytes(bytes)
+            ));
+            f.proposal.text = "Keep the data on the device for the whole loop (a data region, see D6 or D1 for the same place): the per-reach block stays, smaller; fewer constructs make fewer of them (see R1).".into();
+            out.findings.push(f);
+            continue;
+        }
         let measured = cx.host.as_ref().and_then(|h| {
             let all = h.allocs_ns(run, &ids)?;
             let kept = h.allocs_ns(run, &ids[..1]).map_or(0, |c| c.ns);

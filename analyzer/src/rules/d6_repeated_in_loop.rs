@@ -430,7 +430,9 @@ fn repeated_allocs(cx: &Context, xs: &[&Xfer]) -> Vec<crate::model::AllocId> {
     movers.dedup();
     let found = run.allocs().filter_map(|(id, a)| {
         let c = a.construct?;
-        (a.bytes >= cx.opts.min_bytes && movers.binary_search(&c).is_ok())
+        (a.bytes >= cx.opts.min_bytes
+            && movers.binary_search(&c).is_ok()
+            && !super::host_cost::holds_construct_block(run, id))
             .then(|| ((run.line_site(run.top_level(c)), a.bytes), (a.alloc_ns, id)))
     });
     let mut out = Vec::new();

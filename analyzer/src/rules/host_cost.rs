@@ -18,6 +18,11 @@
 //! - a site's allocation time is divided by its allocation and free calls:
 //!   a call costs about the same whatever its size. An allocation costs one
 //!   call, and one more when it was freed.
+//! - a block a compute construct allocates for its data that is larger than
+//!   all of that data ([`holds_construct_block`]) holds the construct's own
+//!   block too (GCC's libgomp puts the kernel's argument pointers in the
+//!   same allocation): keeping the data on the device makes the block
+//!   smaller, not gone, so removing it saves no call.
 
 use crate::ledger::Part;
 use crate::model::{AllocId, Run, SiteId, TransferId};
@@ -132,6 +137,29 @@ impl HostCosts {
         }
         Some(out)
     }
+}
+
+/// Whether an allocation made for a compute construct's data also holds
+/// the construct's own block: it is larger than every transfer the
+/// construct made (the data it was allocated for). Such a block is
+/// allocated for every reach whatever the data clauses say (the construct's
+/// argument pointers live in it), so a data region around the construct
+/// leaves the call, with fewer bytes.
+pub fn holds_construct_block(run: &Run, id: AllocId) -> bool {
+    let a = run.alloc(id);
+    let Some(c) = a.construct else {
+        return false;
+    };
+    let top = run.top_level(c);
+    if run.construct_class(top) != crate::model::ConstructClass::Compute {
+        return false;
+    }
+    let largest = [c, top]
+        .iter()
+        .flat_map(|&k| run.transfers_of(k).iter())
+        .map(|&t| run.transfer(t).bytes)
+        .max();
+    largest.is_some_and(|data| a.bytes > data)
 }
 
 /// A site's allocation and free calls, as the driver timed them.
