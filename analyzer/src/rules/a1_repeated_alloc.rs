@@ -58,7 +58,7 @@ pub fn check(cx: &Context) -> Checked {
                 group.len(),
                 units::bytes(bytes)
             ));
-            f.proposal.text = "Keep the data on the device for the whole loop (a data region, see D6 or D1 for the same place): the per-reach block stays, smaller; fewer constructs make fewer of them (see R1).".into();
+            f.proposal.text = "Keep the data on the device for the whole loop (a data region, see D6 or D1 for the same place): the per-reach block stays, smaller; only fewer constructs make fewer of them.".into();
             out.findings.push(f);
             continue;
         }
