@@ -99,11 +99,7 @@ fn untimed_traces_keep_device_time_and_unmeasured_allocations() {
         // The compute construct's blocks hold its two grids (16 MiB, more
         // than either grid's transfers) and its own argument pointers: a
         // data region would leave a smaller block per reach.
-        assert!(
-            said(f).contains("saves no allocation call"),
-            "{}",
-            said(f)
-        );
+        assert!(said(f).contains("saves no allocation call"), "{}", said(f));
     }
     let ds: Vec<&Finding> = a
         .findings

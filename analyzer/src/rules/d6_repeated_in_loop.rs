@@ -433,7 +433,7 @@ fn repeated_allocs(cx: &Context, xs: &[&Xfer]) -> Vec<crate::model::AllocId> {
         (a.bytes >= cx.opts.min_bytes
             && movers.binary_search(&c).is_ok()
             && !super::host_cost::holds_construct_block(run, id))
-            .then(|| ((run.line_site(run.top_level(c)), a.bytes), (a.alloc_ns, id)))
+        .then(|| ((run.line_site(run.top_level(c)), a.bytes), (a.alloc_ns, id)))
     });
     let mut out = Vec::new();
     for (_, mut g) in group_by(found) {
