@@ -237,7 +237,13 @@ fn apply(
 ) -> Result<Vec<String>, PatchError> {
     let mut plan: BTreeMap<u32, LinePlan> = BTreeMap::new();
     let line_text = |n: u32| lines.get(n as usize - 1).map(String::as_str).unwrap_or("");
-    for e in edits {
+    for (k, e) in edits.iter().enumerate() {
+        // Two findings that propose the same inserted lines at the same
+        // place (L5 and R1 queueing one loop's constructs) insert them once.
+        let inserts = matches!(e, Edit::InsertBefore { .. } | Edit::InsertAfter { .. });
+        if inserts && edits[..k].contains(e) {
+            continue;
+        }
         let p = plan.entry(e.line()).or_default();
         match e {
             Edit::InsertBefore { lines: l, .. } => p.before.extend(l.iter().cloned()),
