@@ -556,6 +556,26 @@ mod tests {
     }
 
     #[test]
+    fn the_same_lines_proposed_twice_at_one_place_are_inserted_once() {
+        let set = SourceSet::with_text("w.c", "int main(void)\n{\n  return 0;\n}\n");
+        let wait = Edit::InsertAfter {
+            file: "w.c".into(),
+            line: 2,
+            lines: vec!["#pragma acc wait(1)".into()],
+        };
+        let other = Edit::InsertAfter {
+            file: "w.c".into(),
+            line: 2,
+            lines: vec!["#pragma acc wait(2)".into()],
+        };
+        let p = render(&set, &[wait.clone(), other, wait]).expect("patch");
+        assert_eq!(
+            p.files[0].1,
+            "int main(void)\n{\n#pragma acc wait(1)\n#pragma acc wait(2)\n  return 0;\n}\n"
+        );
+    }
+
+    #[test]
     fn diff_of_equal_texts_is_empty() {
         assert_eq!(unified_diff("a", "b", "x\ny", "x\ny", 3), "");
     }
