@@ -15,6 +15,7 @@ pub mod model;
 pub mod patch;
 pub mod proposals;
 pub mod rules;
+pub mod runtime_facts;
 pub mod source;
 pub mod summary;
 pub mod symbolize;

@@ -237,7 +237,13 @@ fn apply(
 ) -> Result<Vec<String>, PatchError> {
     let mut plan: BTreeMap<u32, LinePlan> = BTreeMap::new();
     let line_text = |n: u32| lines.get(n as usize - 1).map(String::as_str).unwrap_or("");
-    for e in edits {
+    for (k, e) in edits.iter().enumerate() {
+        // Two findings that propose the same inserted lines at the same
+        // place (L5 and R1 queueing one loop's constructs) insert them once.
+        let inserts = matches!(e, Edit::InsertBefore { .. } | Edit::InsertAfter { .. });
+        if inserts && edits[..k].contains(e) {
+            continue;
+        }
         let p = plan.entry(e.line()).or_default();
         match e {
             Edit::InsertBefore { lines: l, .. } => p.before.extend(l.iter().cloned()),
@@ -547,6 +553,26 @@ mod tests {
             pos += 1;
         }
         out.join("\n")
+    }
+
+    #[test]
+    fn the_same_lines_proposed_twice_at_one_place_are_inserted_once() {
+        let set = SourceSet::with_text("w.c", "int main(void)\n{\n  return 0;\n}\n");
+        let wait = Edit::InsertAfter {
+            file: "w.c".into(),
+            line: 2,
+            lines: vec!["#pragma acc wait(1)".into()],
+        };
+        let other = Edit::InsertAfter {
+            file: "w.c".into(),
+            line: 2,
+            lines: vec!["#pragma acc wait(2)".into()],
+        };
+        let p = render(&set, &[wait.clone(), other, wait]).expect("patch");
+        assert_eq!(
+            p.files[0].1,
+            "int main(void)\n{\n#pragma acc wait(1)\n#pragma acc wait(2)\n  return 0;\n}\n"
+        );
     }
 
     #[test]

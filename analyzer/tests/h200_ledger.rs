@@ -167,3 +167,111 @@ fn a_loop_of_several_tiny_synchronous_kernels_is_launch_bound() {
     assert_eq!(f.cost_ns, Some(sum));
     assert!(ids(&a).contains(&"R1"), "{:?}", ids(&a));
 }
+
+/// The loop finding's patch queues the runs of constructs in compute_rhs
+/// and solve and waits once after each run's last construct, before the
+/// data region's end; with no async construct in the run (and libgomp),
+/// the saving is not estimated and the text quotes what was measured.
+#[test]
+fn the_loop_finding_queues_each_run_and_says_the_saving_is_not_estimated() {
+    let run = testkit::fixtures::load(DIR, "small_kernels_8_300");
+    let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.id == "L5" && f.title.contains("launch-bound loop"))
+        .expect("L5's loop finding");
+    assert_eq!(f.saving_ns, None);
+    let said = f.evidence.text.join(" ");
+    assert!(said.contains("the saving is not estimated"), "{said}");
+    assert!(
+        said.contains("With GCC's libgomp it was measured on an NVIDIA H200 (2026-11-26)")
+            && said.contains("504 -> 628 ms"),
+        "{said}"
+    );
+    let patched = accprof_analyzer::patch::render(&src, &f.proposal.edits).expect("patch");
+    assert_eq!(patched.files.len(), 1);
+    let old: Vec<&str> = src
+        .get(&patched.files[0].0)
+        .expect("source")
+        .lines
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let new: Vec<&str> = patched.files[0].1.lines().collect();
+    // Queued: 72, 75, 78 (compute_rhs) and 92, 95 (solve); one wait after
+    // each run's last statement (80 and 97).
+    let mut async_lines = Vec::new();
+    let mut k = 0;
+    for (i, line) in new.iter().enumerate() {
+        if *line == "#pragma acc wait(1)" {
+            assert!(
+                [80, 97].contains(&(i - k)),
+                "wait after original line {}",
+                i - k
+            );
+            k += 1;
+            continue;
+        }
+        if line.contains("async(1)") {
+            async_lines.push(i - k + 1);
+            assert_eq!(line.replace(" async(1)", ""), old[i - k]);
+        }
+    }
+    assert_eq!(k, 2);
+    assert_eq!(async_lines, [72, 75, 78, 92, 95]);
+    assert!(f.proposal.no_patch.is_none());
+    assert!(
+        f.proposal
+            .text
+            .contains("small_kernels.c:72, :75, :78, :92, :95"),
+        "{}",
+        f.proposal.text
+    );
+}
+
+/// Sync and async constructs in one run: the async ones cost more host
+/// time per construct than the synchronous ones, so queueing is no cure
+/// and no finding patches a queue.
+#[test]
+fn a_run_whose_async_constructs_cost_more_gets_no_queue() {
+    let (_, a) = analyze("launch_storm_2000");
+    let l5 = a.findings.iter().find(|f| f.id == "L5").expect("L5");
+    assert!(
+        l5.evidence
+            .text
+            .iter()
+            .any(|t| t.starts_with("An async queue is no cure in this run")),
+        "{:?}",
+        l5.evidence.text
+    );
+    assert!(
+        !l5.proposal.text.contains("async(1)"),
+        "{}",
+        l5.proposal.text
+    );
+    for f in &a.findings {
+        assert!(
+            !f.proposal
+                .edits
+                .iter()
+                .any(|e| format!("{e:?}").contains("async(1)")
+                    || format!("{e:?}").contains("wait(1)")),
+            "{}: {:?}",
+            f.id,
+            f.proposal.edits
+        );
+    }
+    // And with no launch finding, the data shapes get no queue either.
+    for name in DATA_SHAPES {
+        let (_, a) = analyze(name);
+        for f in &a.findings {
+            assert!(
+                !format!("{:?}", f.proposal.edits).contains("async(1)"),
+                "{name} {}",
+                f.id
+            );
+        }
+    }
+}

@@ -298,3 +298,37 @@ fn verify_caller_files(keep: &Path, build: &str) -> std::process::Output {
         .output()
         .expect("accprof runs")
 }
+
+/// queue_files on the host: each step function's construct (in
+/// queue_files_step.c) knows its caller's line in the time loop of
+/// queue_files.c, which is how the launch-bound loop finding reaches both
+/// files. A host run has no device and no driver timings, so no launch
+/// finding fires on it: the patch itself is tested on the sources
+/// (proposals::queue) until a GPU recording is a fixture.
+#[test]
+fn queue_files_constructs_know_the_time_loop_in_the_other_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = traced(dir.path(), "queue_files", &["64", "5"]);
+    let step = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/queue_files_step.c");
+    let lines = directive_lines(&step, &["parallel"]);
+    assert_eq!(lines, [17, 25]);
+    for (line, call) in lines.into_iter().zip([82, 83]) {
+        let chains = chains(&run, "queue_files_step.c", line);
+        assert_eq!(chains.len(), 1, "line {line}: {chains:?}");
+        assert!(
+            has_frame(&chains[0], "queue_files.c", "main", call),
+            "line {line}: {:?}",
+            chains[0]
+        );
+    }
+    let trace = dir.path().join("queue_files.trace");
+    let out = std::process::Command::new(accprof())
+        .arg("analyze")
+        .arg(&trace)
+        .arg("--source-dir")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples"))
+        .output()
+        .expect("analyze runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains(" L5 "), "{}", stdout(&out));
+}

@@ -7,6 +7,7 @@
 pub mod caller_region;
 pub mod data_region;
 pub mod parallel_loop;
+pub mod queue;
 pub mod update_guard;
 
 use crate::source::Lang;

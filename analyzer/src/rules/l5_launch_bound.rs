@@ -10,6 +10,7 @@
 //! costing more), fusing with neighbouring constructs in the same host
 //! loop, more work per launch.
 
+use super::queueing::{self, Verdict};
 use super::{Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::Part;
@@ -153,33 +154,48 @@ pub fn check(cx: &Context) -> Checked {
                 }
             ));
         }
+        let mut edits = Vec::new();
+        let mut why_no_patch = None;
         if !ls.asynchronous {
-            // An async site of the same run that costs more per launch shows
-            // that this runtime's async launches are no cheaper.
-            let dearer = sites
-                .iter()
-                .filter(|o| o.asynchronous && o.kernels.len() as u64 >= MIN_LAUNCHES)
-                .find(|o| o.host_ns / o.kernels.len() as u64 > per_host);
-            match dearer {
-                Some(o) => {
-                    f.evidence.say(format!(
-                    "An async queue is no cure in this run: the async construct at {} cost {} of host time per launch, more than the {} here.",
-                    cx.location("construct", Some(o.site), None).place(),
-                    units::duration_ns(o.host_ns / o.kernels.len() as u64),
-                    units::duration_ns(per_host)
-                    ));
+            match queueing::verdict(cx, &[ls], super::repeating_loop(cx, ls.site)) {
+                Verdict::NoCure(said) => {
+                    f.evidence.say(said);
                 }
-                None => {
+                Verdict::Propose {
+                    saving_ns,
+                    said,
+                    plan,
+                } => {
+                    for s in said {
+                        f.evidence.say(s);
+                    }
+                    f.saving_ns = saving_ns.map(|s| s.min(over));
+                    let how = if plan.edits.is_empty() {
+                        why_no_patch = Some(format!(
+                            "no place for one wait was found that nothing else runs before: {}",
+                            plan.notes.join("; ")
+                        ));
+                        match &host_loop {
+                            Some(lp) => {
+                                format!(" after the host loop ending at line {}", lp.end_line)
+                            }
+                            None => String::new(),
+                        }
+                    } else {
+                        String::new()
+                    };
+                    let patch = if plan.edits.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", queueing::describe(&plan))
+                    };
                     proposals.insert(
                         0,
                         format!(
-                            "launch it on an async queue (`async(1)`) and wait once{} (`wait(1)`), so that the host does not wait for every kernel",
-                            match &host_loop {
-                                Some(lp) => format!(" after the host loop ending at line {}", lp.end_line),
-                                None => String::new(),
-                            }
+                            "launch it on an async queue (`async(1)`) and wait once{how} (`wait(1)`), so that the host does not wait for every kernel{patch}"
                         ),
                     );
+                    edits = plan.edits;
                 }
             }
         }
@@ -187,10 +203,15 @@ pub fn check(cx: &Context) -> Checked {
             proposals.push("launch less often: fewer, larger kernels".to_string());
         }
         f.proposal.text = format!("{}.", capitalize(&proposals.join("; or ")));
-        f.proposal.no_patch = Some(
-            "fusing loops or batching work changes the program's structure: not a mechanical edit"
-                .to_string(),
-        );
+        f.proposal.no_patch = if edits.is_empty() {
+            Some(why_no_patch.unwrap_or_else(|| {
+                "fusing loops or batching work changes the program's structure: not a mechanical edit"
+                    .to_string()
+            }))
+        } else {
+            None
+        };
+        f.proposal.edits = edits;
         // No `measure:` line: `accprof tune` times the kernels on the
         // device, and the cost here is the host's around them. A sweep of
         // gangs, or an async variant, would time the same kernels and say
@@ -273,13 +294,44 @@ fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
             "No construct here is launch-bound alone, but together the launch calls and the waits for these short kernels took {:.0}% of the run's wall time (the CUDA driver's timings); the runtime's other per-construct work is not counted here.",
             100.0 * cx.share(cost)
         ));
-        f.proposal.text = format!(
-            "Launch them on one async queue (`async(1)`) and wait once (`wait(1)`) where the host next needs their results, so that the host does not wait for every kernel ({} of waits); or give each launch more work (fewer, larger kernels).",
-            units::duration_ns(wait)
-        );
-        f.proposal.no_patch = Some(
-            "where the host next needs the data is a matter of the program's logic across functions: not a mechanical edit".to_string(),
-        );
+        let list: Vec<&super::LaunchSite> = sites.iter().map(|s| s.0).collect();
+        match queueing::verdict(cx, &list, Some((file.clone(), line))) {
+            Verdict::NoCure(said) => {
+                f.evidence.say(said);
+                f.proposal.text = "Give each launch more work (fewer, larger kernels).".to_string();
+                f.proposal.no_patch = Some(
+                    "batching work changes the program's structure: not a mechanical edit"
+                        .to_string(),
+                );
+            }
+            Verdict::Propose {
+                saving_ns,
+                said,
+                plan,
+            } => {
+                for s in said {
+                    f.evidence.say(s);
+                }
+                f.saving_ns = saving_ns.map(|s| s.min(cost));
+                if plan.edits.is_empty() {
+                    f.proposal.text = format!(
+                        "Launch them on one async queue (`async(1)`) and wait once (`wait(1)`) where the host next needs their results, so that the host does not wait for every kernel ({} of waits); or give each launch more work (fewer, larger kernels).",
+                        units::duration_ns(wait)
+                    );
+                    f.proposal.no_patch = Some(format!(
+                        "no constructs here follow each other with nothing else between them, and the loop runs more than them: {}",
+                        plan.notes.join("; ")
+                    ));
+                } else {
+                    f.proposal.text = format!(
+                        "Launch them on one async queue (`async(1)`) and wait once (`wait(1)`) before the host runs anything else, so that the host does not wait for every kernel ({} of waits): {}; or give each launch more work (fewer, larger kernels).",
+                        units::duration_ns(wait),
+                        queueing::describe(&plan)
+                    );
+                    f.proposal.edits = plan.edits;
+                }
+            }
+        }
         out.push(f);
     }
     out

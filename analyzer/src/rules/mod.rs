@@ -29,6 +29,7 @@ pub mod l4_launch_differs;
 pub mod l5_launch_bound;
 pub(crate) mod names;
 pub mod p1_partial_change;
+pub(crate) mod queueing;
 pub mod r1_runtime_bound;
 pub mod s1_pageable;
 pub mod s2_sync_waits;

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use super::queueing::{self, Verdict};
 use super::{Checked, Context, LaunchSite};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::{Part, SiteLedger};
@@ -253,16 +254,43 @@ fn finding(
         ));
     }
     let short = total.kernel_ns / n.max(1) < SHORT_KERNEL_NS;
+    let mut edits = Vec::new();
     if short && 3 * total.wait_ns >= total.host_ns {
-        text.push(format!(
-            "queueing the constructs (`async(1)`, one `wait(1)` where the host next needs the data) would take the waits for the kernels ({} per construct) off the host, not the runtime's per-construct work above",
-            per(total.wait_ns, n)
-        ));
+        let list: Vec<&LaunchSite> = sites.iter().map(|(ls, _)| *ls).collect();
+        match queueing::verdict(cx, &list, Some((file.to_string(), line))) {
+            Verdict::NoCure(said) => {
+                f.evidence.say(said);
+            }
+            Verdict::Propose { said, plan, .. } => {
+                for s in said {
+                    f.evidence.say(s);
+                }
+                // The waits are the launch finding's (L5) to claim: this
+                // finding's saving stays the runtime's per-construct work.
+                // The patch goes with it only where no fusion is proposed,
+                // so that the saving and the patch speak of the same change.
+                let patch = if plan.edits.is_empty() || !pairs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", queueing::describe(&plan))
+                };
+                text.push(format!(
+                    "queueing the constructs (`async(1)`, one `wait(1)` before the host runs anything else) would take the waits for the kernels ({} per construct) off the host, not the runtime's per-construct work above{patch}",
+                    per(total.wait_ns, n)
+                ));
+                if pairs.is_empty() {
+                    edits = plan.edits;
+                }
+            }
+        }
     }
     f.proposal.text = format!("{}.", text.join("; "));
-    f.proposal.no_patch = Some(
-        "fusing constructs changes the program's structure: not a mechanical edit".to_string(),
-    );
+    f.proposal.no_patch = if edits.is_empty() {
+        Some("fusing constructs changes the program's structure: not a mechanical edit".to_string())
+    } else {
+        None
+    };
+    f.proposal.edits = edits;
     f
 }
 

@@ -16,6 +16,7 @@ mod directive;
 mod lex;
 mod loops;
 mod set;
+mod stmts;
 mod uses;
 
 use std::path::{Path, PathBuf};
