@@ -275,3 +275,47 @@ fn a_run_whose_async_constructs_cost_more_gets_no_queue() {
         }
     }
 }
+
+/// queue_files: the time loop in queue_files.c calls two step functions of
+/// queue_files_step.c, each one short synchronous kernel. Each construct is
+/// launch-bound on its own; queueing one alone leaves no place for a single
+/// wait, so each finding's patch queues both, in the other file, and waits
+/// once after the loop in the caller's file: one patch over both files,
+/// offered for measurement (libgomp's async path was measured slower).
+#[test]
+fn the_queue_patch_spans_the_callers_file_and_the_constructs_file() {
+    let (_, a) = analyze("queue_files_4096_2000");
+    let l5: Vec<_> = a.findings.iter().filter(|f| f.id == "L5").collect();
+    assert_eq!(l5.len(), 2, "{:?}", ids(&a));
+    let src = SourceSet::load(
+        &testkit::fixtures::load(DIR, "queue_files_4096_2000"),
+        &[testkit::fixtures::samples()],
+    );
+    for f in l5 {
+        assert_eq!(f.saving_ns, None, "{}", f.title);
+        let patched = accprof_analyzer::patch::render(&src, &f.proposal.edits).expect("patch");
+        let mut files: Vec<(&str, &str)> = patched
+            .files
+            .iter()
+            .map(|(p, t)| (p.rsplit('/').next().unwrap_or(p), t.as_str()))
+            .collect();
+        files.sort();
+        let names: Vec<&str> = files.iter().map(|f| f.0).collect();
+        assert_eq!(names, ["queue_files.c", "queue_files_step.c"]);
+        // The wait right after the loop's closing brace (line 84), before
+        // the data region ends.
+        let main: Vec<&str> = files[0].1.lines().collect();
+        assert_eq!(main[83].trim(), "}");
+        assert_eq!(main[84], "#pragma acc wait(1)");
+        assert_eq!(main[85].trim(), "}");
+        // Both constructs queued, nothing else changed.
+        let step: Vec<&str> = files[1].1.lines().collect();
+        for n in [17, 25] {
+            assert_eq!(
+                step[n - 1],
+                "#pragma acc parallel loop async(1) present(u[0:n], v[0:n])"
+            );
+        }
+        assert_eq!(step.iter().filter(|l| l.contains("async")).count(), 2);
+    }
+}

@@ -157,7 +157,23 @@ pub fn check(cx: &Context) -> Checked {
         let mut edits = Vec::new();
         let mut why_no_patch = None;
         if !ls.asynchronous {
-            match queueing::verdict(cx, &[ls], super::repeating_loop(cx, ls.site)) {
+            let host_key = super::repeating_loop(cx, ls.site);
+            // The other synchronous constructs the same loop repeats: the
+            // patch queues them too, or it finds no place for one wait.
+            let siblings: Vec<&super::LaunchSite> = match &host_key {
+                Some(key) => sites
+                    .iter()
+                    .filter(|o| {
+                        o.site == ls.site
+                            || (!o.asynchronous
+                                && !o.kernels.is_empty()
+                                && !o.moves_data()
+                                && super::repeating_loop(cx, o.site).as_ref() == Some(key))
+                    })
+                    .collect(),
+                None => vec![ls],
+            };
+            match queueing::verdict_with(cx, &[ls], &siblings, host_key) {
                 Verdict::NoCure(said) => {
                     f.evidence.say(said);
                 }

@@ -38,8 +38,21 @@ pub(crate) enum Verdict {
 /// The verdict on queueing the constructs of `sites`; `host_loop` is the
 /// loop that repeats them.
 pub(crate) fn verdict(cx: &Context, sites: &[&LaunchSite], host_loop: Option<At>) -> Verdict {
+    verdict_with(cx, sites, sites, host_loop)
+}
+
+/// As [`verdict`], with the patch planned over `plan_over` (`sites` and the
+/// other synchronous constructs the same host loop repeats: queueing one of
+/// them alone leaves no place for a single wait when the loop calls the
+/// others), while the estimate stays about `sites`.
+pub(crate) fn verdict_with(
+    cx: &Context,
+    sites: &[&LaunchSite],
+    plan_over: &[&LaunchSite],
+    host_loop: Option<At>,
+) -> Verdict {
     let run = cx.run;
-    let named: Vec<At> = sites
+    let named: Vec<At> = plan_over
         .iter()
         .filter_map(|ls| {
             let s = run.site(ls.site);
