@@ -211,6 +211,7 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::CallChain(_) => TAG_CALL_CHAIN,
         Record::MpiCall(_) => TAG_MPI_CALL,
         Record::DriverSpan(_) => TAG_DRIVER_SPAN,
+        Record::Coherence(_) => TAG_COHERENCE,
     }
 }
 
@@ -357,6 +358,23 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
             if d.correlation != 0 {
                 put_delta32(e, &mut st.correlation, d.correlation);
             }
+        }
+        Record::Coherence(k) => {
+            let kind = CoherenceKind::ALL
+                .iter()
+                .position(|&c| c == k.kind)
+                .unwrap_or(0) as u8;
+            e.u8(kind | (u8::from(k.confirmed) << 2) | (u8::from(k.variable.is_some()) << 3));
+            e.varint(k.time_ns);
+            e.varint(u64::from(k.thread));
+            e.varint(k.code_addr);
+            e.varint(k.host_addr);
+            e.varint(k.range_start);
+            e.varint(k.range_bytes);
+            if let Some(v) = k.variable {
+                e.varint(u64::from(v.0));
+            }
+            e.varint(k.construct.0);
         }
         Record::MpiCall(m) => {
             let flags = match m.cuda_aware {
@@ -596,6 +614,7 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
         TAG_MEMSET => Record::Memset(decode_memset(c, st)),
         TAG_DRIVER_CALL => Record::DriverCall(decode_driver_call(c, st)),
         TAG_DRIVER_SPAN => Record::DriverSpan(decode_driver_span(c, st)),
+        TAG_COHERENCE => Record::Coherence(decode_coherence(c)),
         TAG_HASH => Record::Hash(decode_hash(c, st)),
         TAG_STRING => Record::String {
             id: StringId(c.varint_u32()),
@@ -851,6 +870,31 @@ pub(crate) fn decode_driver_span(c: &mut Cursor<'_>, st: &mut DeltaState) -> Dri
         op,
         cbid,
         correlation,
+    }
+}
+
+fn decode_coherence(c: &mut Cursor<'_>) -> Coherence {
+    let flags = c.u8();
+    if flags >> 4 != 0 {
+        c.fail(DecodeError::Invalid("coherence flags"));
+    }
+    let kind = known(
+        c,
+        CoherenceKind::ALL.get(usize::from(flags & 3)).copied(),
+        CoherenceKind::StaleRead,
+        "coherence kind",
+    );
+    Coherence {
+        kind,
+        time_ns: c.varint(),
+        thread: c.varint_u32(),
+        code_addr: c.varint(),
+        host_addr: c.varint(),
+        range_start: c.varint(),
+        range_bytes: c.varint(),
+        variable: (flags & 8 != 0).then(|| StringId(c.varint_u32())),
+        construct: RegionId(c.varint()),
+        confirmed: flags & 4 != 0,
     }
 }
 

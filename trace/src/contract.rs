@@ -39,6 +39,49 @@ pub mod env {
     /// pattern is resolved against it, whatever the program's working
     /// directory is when it opens its trace.
     pub const BASE_DIR: &str = "ACCPROF_BASE_DIR";
+    /// Correctness checks to run, comma-separated (see
+    /// [`super::parse_checks`]); none by default.
+    pub const CHECK: &str = "ACCPROF_CHECK";
+}
+
+/// The correctness checks `ACCPROF_CHECK` and `--check` turn on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checks {
+    /// Host accesses to ranges whose device copy is newer (stale reads).
+    pub coherence: bool,
+}
+
+/// The names [`parse_checks`] knows.
+pub const CHECK_NAMES: [&str; 1] = ["coherence"];
+
+/// Checks as spelled in `ACCPROF_CHECK` and `--check`: names from
+/// [`CHECK_NAMES`], comma-separated; the empty string and `off` mean none.
+/// The error is the first word that is not a check's name.
+pub fn parse_checks(text: &str) -> Result<Checks, String> {
+    let mut checks = Checks::default();
+    if text.is_empty() || text == "off" {
+        return Ok(checks);
+    }
+    for word in text.split(',') {
+        match word {
+            "coherence" => checks.coherence = true,
+            other => return Err(other.to_string()),
+        }
+    }
+    Ok(checks)
+}
+
+/// The spelling [`parse_checks`] reads back.
+pub fn checks_value(checks: Checks) -> String {
+    let mut names = Vec::new();
+    if checks.coherence {
+        names.push("coherence");
+    }
+    if names.is_empty() {
+        "off".into()
+    } else {
+        names.join(",")
+    }
 }
 
 /// The default output pattern.
@@ -234,6 +277,20 @@ mod tests {
         }
         assert_eq!(parse_hash(""), Some(HashMode::Sampled));
         assert_eq!(parse_hash("Full"), None);
+    }
+
+    #[test]
+    fn check_spellings_round_trip() {
+        let on = Checks { coherence: true };
+        assert_eq!(parse_checks("coherence"), Ok(on));
+        assert_eq!(parse_checks(&checks_value(on)), Ok(on));
+        assert_eq!(parse_checks(""), Ok(Checks::default()));
+        assert_eq!(
+            parse_checks(&checks_value(Checks::default())),
+            Ok(Checks::default())
+        );
+        assert_eq!(parse_checks("coherence,races"), Err("races".into()));
+        assert_eq!(parse_checks("Coherence"), Err("Coherence".into()));
     }
 
     #[test]

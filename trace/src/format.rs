@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.4.
+//! The binary layout of a trace file, version 1.5.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (4)
+//! minor     u16      FORMAT_MINOR (5)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -134,11 +134,17 @@
 //!                the correlation of launches, copies and memsets only
 //!                (the calls whose kernel, memcpy or memset record shares
 //!                it), so a span of a storm is mostly 7 bytes framed
+//! 18 Coherence   (1.5) flags u8 (bits 0-1 kind, 2 confirmed, 3 variable),
+//!                time varint, thread varint, code_addr varint,
+//!                host_addr varint, range_start varint, range_bytes
+//!                varint, variable? varint (string id), construct varint
+//!                (a region id); all absolute (no delta state)
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
 //! unknown enum code or ends inside a field is malformed. Enum codes:
-//! CopyKind, MemoryKind, DriverApi, DriverOp, DropSource, Level and HashMode are
+//! CopyKind, MemoryKind, DriverApi, DriverOp, DropSource, Level, HashMode and
+//! CoherenceKind are
 //! numbered in declaration order from 0; AccEventKind and ConstructKind use
 //! the OpenACC numbers.
 //!
@@ -169,7 +175,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 4;
+pub const FORMAT_MINOR: u16 = 5;
 
 /// The first minor whose header holds a copy of the version.
 pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;
@@ -213,3 +219,4 @@ pub(crate) const TAG_API: u8 = 14;
 pub(crate) const TAG_CALL_CHAIN: u8 = 15;
 pub(crate) const TAG_MPI_CALL: u8 = 16;
 pub(crate) const TAG_DRIVER_SPAN: u8 = 17;
+pub(crate) const TAG_COHERENCE: u8 = 18;

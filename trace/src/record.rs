@@ -714,6 +714,53 @@ pub struct ApiCall {
     pub async_queue: Option<i32>,
 }
 
+/// What the coherence check (`ACCPROF_CHECK=coherence`) saw the host do
+/// with a range whose two copies differ (since format 1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CoherenceKind {
+    /// The host read its copy while the device copy was newer (a compute
+    /// construct may have written it and no `update self` came between).
+    StaleRead,
+    /// The host wrote its copy and the device went on using its own.
+    LostWrite,
+    /// A download whose bytes the host never read before the next one.
+    UnreadDownload,
+}
+
+impl CoherenceKind {
+    pub const ALL: [CoherenceKind; 3] = [
+        CoherenceKind::StaleRead,
+        CoherenceKind::LostWrite,
+        CoherenceKind::UnreadDownload,
+    ];
+}
+
+/// One host access the coherence check caught (since format 1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coherence {
+    pub kind: CoherenceKind,
+    /// When the access faulted (host clock, ns).
+    pub time_ns: u64,
+    /// OS thread id of the thread that made the access.
+    pub thread: u32,
+    /// Run-time address of the faulting instruction (not a return
+    /// address): the analyzer finds its module among the trace's modules.
+    pub code_addr: u64,
+    /// The host address the instruction touched.
+    pub host_addr: u64,
+    /// The tracked host range the address falls in.
+    pub range_start: u64,
+    pub range_bytes: u64,
+    /// The variable's name, when the runtime gave one.
+    pub variable: Option<StringId>,
+    /// The compute construct that last made the device copy newer.
+    pub construct: RegionId,
+    /// The device copy was read and differs from the host bytes the access
+    /// touched; false when it could not be read (never when it was equal:
+    /// such accesses are not recorded).
+    pub confirmed: bool,
+}
+
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -749,4 +796,6 @@ pub enum Record {
     MpiCall(MpiCall),
     /// Since format 1.4.
     DriverSpan(DriverSpan),
+    /// Since format 1.5.
+    Coherence(Coherence),
 }

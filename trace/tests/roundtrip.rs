@@ -253,6 +253,25 @@ fn edge_records() -> Vec<Record> {
             }));
         }
     }
+    // Every kind, with and without a variable, confirmed or not, at the
+    // edges of every field.
+    for (i, kind) in CoherenceKind::ALL.into_iter().enumerate() {
+        for j in 0..4u64 {
+            let edge = [u64::MAX, 0, 1 << 47, 4095][((i as u64 + j) % 4) as usize];
+            v.push(Record::Coherence(Coherence {
+                kind,
+                time_ns: edge,
+                thread: [u32::MAX, 0][(j % 2) as usize],
+                code_addr: edge.wrapping_add(1),
+                host_addr: edge,
+                range_start: edge.wrapping_sub(j),
+                range_bytes: [0, 1, u64::MAX, 8 << 20][j as usize],
+                variable: (j % 2 == 1).then_some(StringId([1, u32::MAX][i % 2])),
+                construct: RegionId(edge.rotate_left(j as u32)),
+                confirmed: j >= 2,
+            }));
+        }
+    }
     for mode in [HashMode::Off, HashMode::Sampled, HashMode::Full] {
         for direction in [Direction::Upload, Direction::Download] {
             v.push(Record::Hash(BufferHash {
