@@ -137,6 +137,12 @@ pub struct RunArgs {
     /// else sampled].
     #[arg(long, value_enum)]
     pub hash: Option<HashArg>,
+    /// Correctness checks, comma-separated: `coherence` catches the host
+    /// reading an array whose device copy is newer (a missing `update
+    /// self`); `accprof analyze` reports each with the patch that fixes it
+    /// [default: $ACCPROF_CHECK, else none].
+    #[arg(long, value_name = "CHECKS")]
+    pub check: Option<String>,
     /// Do not record device activity with CUPTI (also ACCPROF_CUPTI=0).
     #[arg(long)]
     pub no_cupti: bool,

@@ -130,6 +130,7 @@ struct Settings {
     output_from: &'static str,
     hash: HashMode,
     cupti: bool,
+    checks: contract::Checks,
 }
 
 fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
@@ -149,11 +150,22 @@ fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
         }
     };
     let cupti = !args.no_cupti && !std::env::var(env::CUPTI).is_ok_and(|v| contract::cupti_off(&v));
+    let (check_text, check_from) = match &args.check {
+        Some(c) => (c.clone(), "--check"),
+        None => (std::env::var(env::CHECK).unwrap_or_default(), env::CHECK),
+    };
+    let checks = contract::parse_checks(&check_text).map_err(|bad| {
+        anyhow!(
+            "{check_from} {check_text}: {bad} is not a check (known: {})",
+            contract::CHECK_NAMES.join(", ")
+        )
+    })?;
     Ok(Settings {
         output,
         output_from,
         hash,
         cupti,
+        checks,
     })
 }
 
@@ -293,6 +305,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
         output: &s.output,
         hash: s.hash,
         cupti: s.cupti,
+        checks: s.checks,
         base: &base,
         manifest: manifest.path(),
     };

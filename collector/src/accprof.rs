@@ -210,10 +210,11 @@ pub unsafe extern "C" fn on_event(
     state::guarded("the acc_prof callback", || {
         // One thread-local access per event: everything below takes `t`.
         let _ = crate::tls::THREAD.try_with(|t| {
+            let mut seen = None;
             sink::push_with(t, |slot| {
                 // SAFETY: the runtime passes valid (or NULL) pointers for the
                 // call; `slot` is writable space for one record.
-                unsafe {
+                let made = unsafe {
                     convert_into(
                         slot,
                         t,
@@ -222,8 +223,19 @@ pub unsafe extern "C" fn on_event(
                         event_info.cast_const(),
                         anchor,
                     )
+                };
+                if made && crate::coherence::on() {
+                    // SAFETY: convert_into just wrote an Event::Acc there.
+                    if let Event::Acc(a) = unsafe { &*slot } {
+                        seen = Some(*a);
+                    }
                 }
-            })
+                made
+            });
+            // Outside the slot: the check may call the runtime.
+            if let Some(a) = seen {
+                crate::coherence::on_acc(&a);
+            }
         });
     });
 }

@@ -624,6 +624,24 @@ fn define_module(id: ModuleId) {
     }
 }
 
+/// Defines the module holding the code address `ip` in the trace, so
+/// the analyzer can symbolize it (the coherence check's faulting
+/// instructions); false when no loaded module holds it.
+pub(crate) fn define_module_of(ip: u64) -> bool {
+    let mut owner = owner_of(ip);
+    if matches!(owner, Owner::Unknown) {
+        refresh();
+        owner = owner_of(ip);
+    }
+    match owner {
+        Owner::App(module, _) => {
+            define_module(module);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// After fork the child's trace must define modules and call sites again.
 pub fn reset_after_fork() {
     if let Ok(mut mods) = MODULES.try_write() {

@@ -32,6 +32,9 @@ pub struct Config {
     /// (the program may change it before it opens its trace). `None` only
     /// when neither can be had.
     pub base_dir: Option<PathBuf>,
+    /// ACCPROF_CHECK=coherence: watch host accesses to ranges whose
+    /// device copy is newer (see `coherence`). Off by default.
+    pub coherence: bool,
     /// ACCPROF_MANIFEST: where to append a line naming each trace opened.
     pub manifest: Option<PathBuf>,
     /// Problems with the options themselves, reported once at start.
@@ -79,6 +82,18 @@ impl Config {
             }
             _ => cwd,
         };
+        let check_text = std::env::var(env::CHECK).unwrap_or_default();
+        // A bad value is said at start and the program runs unchecked: the
+        // collector never changes how the program ends (`accprof run`
+        // refuses the value before it starts anything).
+        let checks = contract::parse_checks(&check_text).unwrap_or_else(|bad| {
+            warnings.push(format!(
+                "{}={check_text}: {bad} is not a check (known: {}); no check runs",
+                env::CHECK,
+                contract::CHECK_NAMES.join(", ")
+            ));
+            contract::Checks::default()
+        });
         let manifest = std::env::var_os(env::MANIFEST)
             .filter(|m| !m.is_empty())
             .map(|m| resolve_in(base_dir.as_deref(), Path::new(&m)));
@@ -91,6 +106,7 @@ impl Config {
             disabled: flag(env::DISABLE),
             quiet: flag(env::QUIET),
             allow_tsc,
+            coherence: checks.coherence,
             base_dir,
             manifest,
             warnings,

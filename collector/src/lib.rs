@@ -17,6 +17,7 @@ mod api;
 mod buffer;
 mod callsite;
 pub mod clock;
+mod coherence;
 pub mod config;
 mod cupti;
 mod ending;
@@ -157,6 +158,9 @@ fn init() {
         interpose::resolve_all();
         OWN_PID.store(std::process::id(), Ordering::Release);
         signals::install();
+        // After the collector's own handlers: faults that are not the
+        // check's go on to them.
+        coherence::start();
         // No atexit handler: the final flush runs from the library's
         // destructor. An atexit entry of ours takes part in glibc's exit
         // handling, which OpenACC runtimes enter twice at once when they
@@ -197,6 +201,8 @@ fn start_cupti() {
 
 /// Final flush at exit (the library's destructor), once.
 fn finish() {
+    // Its last records and its note, while records are still taken.
+    coherence::at_exit();
     if !state::begin_stop() {
         return;
     }

@@ -23,6 +23,8 @@ pub struct Launch<'a> {
     pub hash: HashMode,
     /// Record device activity with CUPTI.
     pub cupti: bool,
+    /// Correctness checks to run (`ACCPROF_CHECK`); none by default.
+    pub checks: contract::Checks,
     /// Relative trace names resolve against this directory.
     pub base: &'a Path,
     /// The manifest the collectors append their traces to.
@@ -60,6 +62,9 @@ pub fn collector_command(command: &[impl AsRef<OsStr>], launch: &Launch<'_>) -> 
     if !launch.cupti {
         cmd.env(env::CUPTI, "0");
     }
+    // Always set, so a value in the launcher's environment that `run`
+    // already overrode does not reach the program.
+    cmd.env(env::CHECK, contract::checks_value(launch.checks));
     cmd
 }
 

@@ -330,6 +330,10 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
                 host_ptr,
                 bytes,
             };
+            if crate::coherence::on() && t.hash != HashAt::Never {
+                // Before the copy touches the host bytes.
+                crate::coherence::driver_copy(t.hash == HashAt::Enter, host_ptr, bytes);
+            }
             // One thread-local access for the call and its hash.
             let done = crate::tls::THREAD.try_with(|th| {
                 call.thread = crate::clock::thread_id_in(th);

@@ -1,0 +1,477 @@
+//! The SIGSEGV/SIGBUS handler of the coherence check, and the program's
+//! own handlers for those signals, chained behind it.
+//!
+//! Async-signal-safe: the handler reads the published [`Snapshot`] (an
+//! atomic pointer; the callbacks replace it and free old ones only when no
+//! handler is inside), writes a fixed ring of fault records, calls
+//! `mprotect` and returns. It never allocates, locks or calls the device.
+//!
+//! Faults that are not the check's go to the disposition the signal had
+//! before the check installed its handler (normally the collector's own
+//! flush-and-chain handler in `signals`), or to the one the program sets
+//! later: `sigaction` and `signal` for SIGSEGV and SIGBUS are interposed
+//! while the check runs, so the program's handler is recorded here instead
+//! of replacing ours, and the program is told what it would have been
+//! told.
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use super::table::{save_window, Snapshot, Verdict};
+
+/// si_code of a SIGSEGV for an access the page's protection refused.
+const SEGV_ACCERR: libc::c_int = 2;
+
+/// Bytes saved around a faulting address for the confirmation.
+pub(crate) const SAVED: usize = 64;
+/// Faults kept until the next construct boundary; more are counted.
+const RING: usize = 256;
+
+/// One fault, as the handler left it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fault {
+    pub time: u64,
+    pub thread: u32,
+    pub code_addr: u64,
+    pub host_addr: u64,
+    pub range: super::table::Range,
+    /// The saved host bytes: `saved_len` bytes from `saved_at`.
+    pub saved_at: u64,
+    pub saved_len: usize,
+    pub saved: [u8; SAVED],
+}
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+struct Slot {
+    state: AtomicU8,
+    fault: UnsafeCell<Fault>,
+}
+
+// SAFETY: a slot's fault is written only by the handler that moved its
+// state EMPTY -> WRITING, and read only by the drainer that moved it
+// READY -> WRITING; the state's acquire/release orders the two.
+unsafe impl Sync for Slot {}
+
+const BLANK: Fault = Fault {
+    time: 0,
+    thread: 0,
+    code_addr: 0,
+    host_addr: 0,
+    range: super::table::Range {
+        start: 0,
+        bytes: 0,
+        device: 0,
+        name: 0,
+        state: super::table::State::HostCurrent,
+    },
+    saved_at: 0,
+    saved_len: 0,
+    saved: [0; SAVED],
+};
+
+static SLOTS: [Slot; RING] = [const {
+    Slot {
+        state: AtomicU8::new(EMPTY),
+        fault: UnsafeCell::new(BLANK),
+    }
+}; RING];
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counters for the exit note.
+pub(crate) static FAULTS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+/// Stale-range faults the ring had no room for.
+pub(crate) static RING_FULL: AtomicU64 = AtomicU64::new(0);
+/// Host writes into a stale range (not reads: not a C1).
+pub(crate) static WRITES: AtomicU64 = AtomicU64::new(0);
+/// Accesses from inside an OpenACC construct (the runtime's own).
+pub(crate) static RUNTIME_ACCESSES: AtomicU64 = AtomicU64::new(0);
+
+/// The published snapshot (null: nothing protected).
+static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
+/// Handlers reading a snapshot right now.
+static READERS: AtomicUsize = AtomicUsize::new(0);
+/// The system page size.
+pub(crate) static PAGE: AtomicU64 = AtomicU64::new(4096);
+
+thread_local! {
+    /// OpenACC constructs open on this thread: an access from inside one
+    /// is the runtime's (its copies), never the program's.
+    pub(crate) static IN_CONSTRUCT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Publishes `next` for the handler and frees the snapshots no handler
+/// can still be reading. `retired` holds the replaced ones until then.
+// The boxes are the published allocations themselves: moving a snapshot
+// out of its box would free memory a handler may still be reading.
+#[allow(clippy::vec_box)]
+pub(crate) fn publish(next: Snapshot, retired: &mut Vec<Box<Snapshot>>) {
+    let new = Box::into_raw(Box::new(next));
+    let old = SNAPSHOT.swap(new, Ordering::SeqCst);
+    if !old.is_null() {
+        // SAFETY: `old` came from Box::into_raw in an earlier publish and
+        // was owned by SNAPSHOT alone until the swap.
+        retired.push(unsafe { Box::from_raw(old) });
+    }
+    // A handler that enters after this read sees `new` (its increment and
+    // load are ordered after the swap); one inside may hold any retired.
+    if READERS.load(Ordering::SeqCst) == 0 {
+        retired.clear();
+    }
+}
+
+/// Takes the faults recorded since the last call, oldest slot first.
+pub(crate) fn drain(mut each: impl FnMut(Fault)) {
+    for slot in &SLOTS {
+        if slot
+            .state
+            .compare_exchange(READY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: we own the slot until it is EMPTY again (see Slot).
+            let f = unsafe { *slot.fault.get() };
+            slot.state.store(EMPTY, Ordering::Release);
+            each(f);
+        }
+    }
+}
+
+/// The disposition behind ours, per signal (SIGSEGV, SIGBUS): handler
+/// address, flags and mask, as the program would read them back.
+struct Behind {
+    handler: AtomicUsize,
+    flags: AtomicU64,
+    mask: [AtomicU64; MASK_WORDS],
+}
+
+const MASK_WORDS: usize = std::mem::size_of::<libc::sigset_t>() / 8;
+
+static BEHIND: [Behind; 2] = [const {
+    Behind {
+        handler: AtomicUsize::new(libc::SIG_DFL),
+        flags: AtomicU64::new(0),
+        mask: [const { AtomicU64::new(0) }; MASK_WORDS],
+    }
+}; 2];
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+fn behind(sig: libc::c_int) -> Option<&'static Behind> {
+    match sig {
+        libc::SIGSEGV => Some(&BEHIND[0]),
+        libc::SIGBUS => Some(&BEHIND[1]),
+        _ => None,
+    }
+}
+
+fn store(b: &Behind, sa: &libc::sigaction) {
+    // SAFETY: sigset_t is plain bytes, MASK_WORDS u64 long.
+    let words: [u64; MASK_WORDS] = unsafe { std::mem::transmute_copy(&sa.sa_mask) };
+    for (w, v) in b.mask.iter().zip(words) {
+        w.store(v, Ordering::Relaxed);
+    }
+    b.flags.store(sa.sa_flags as u64, Ordering::Relaxed);
+    b.handler.store(sa.sa_sigaction, Ordering::Release);
+}
+
+fn load(b: &Behind) -> libc::sigaction {
+    // SAFETY: an all-zero sigaction is a valid value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = b.handler.load(Ordering::Acquire);
+    sa.sa_flags = b.flags.load(Ordering::Relaxed) as libc::c_int;
+    let words: [u64; MASK_WORDS] = std::array::from_fn(|i| b.mask[i].load(Ordering::Relaxed));
+    // SAFETY: as in `store`.
+    sa.sa_mask = unsafe { std::mem::transmute_copy(&words) };
+    sa
+}
+
+/// Installs the handler for SIGSEGV and SIGBUS, keeping what was there
+/// as the disposition faults that are not ours go to. `real` is the
+/// system's `sigaction` (not the interposed one).
+pub(crate) fn install(real: RealSigaction) {
+    if INSTALLED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 && (page as u64).is_power_of_two() {
+        PAGE.store(page as u64, Ordering::Relaxed);
+    }
+    for sig in [libc::SIGSEGV, libc::SIGBUS] {
+        let Some(b) = behind(sig) else { continue };
+        // SAFETY: sigaction with structs we own; the old disposition is
+        // stored before ours is installed.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if real(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            store(b, &old);
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = handler as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+            libc::sigemptyset(&mut new.sa_mask);
+            real(sig, &new, std::ptr::null_mut());
+        }
+    }
+}
+
+pub(crate) type RealSigaction =
+    unsafe fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+
+/// The program's `sigaction(sig, act, old)`, while the check runs: for
+/// SIGSEGV and SIGBUS the disposition is kept behind ours and the
+/// program is told the one it would have had; `None` for every other
+/// signal (the caller forwards it).
+///
+/// # Safety
+/// `act` and `old` as for sigaction(2).
+pub(crate) unsafe fn intercept(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> Option<libc::c_int> {
+    if !INSTALLED.load(Ordering::Acquire) {
+        return None;
+    }
+    let b = behind(sig)?;
+    if !old.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { old.write(load(b)) };
+    }
+    if !act.is_null() {
+        // SAFETY: the caller's promise.
+        store(b, unsafe { &*act });
+    }
+    Some(0)
+}
+
+/// Whether `sig`'s disposition is kept behind the check's handler.
+pub(crate) fn intercepts(sig: libc::c_int) -> bool {
+    INSTALLED.load(Ordering::Acquire) && behind(sig).is_some()
+}
+
+/// Hands a fault that is not ours to the disposition behind us, as the
+/// kernel would have.
+fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(b) = behind(sig) else { return };
+    let h = b.handler.load(Ordering::Acquire);
+    let flags = b.flags.load(Ordering::Relaxed) as libc::c_int;
+    if h == libc::SIG_DFL {
+        crate::end_by_signal(sig);
+        // SAFETY: the default disposition and a re-raise: the signal is
+        // blocked while we run, so it is delivered with the default action
+        // on return (for a fault, the instruction faults again and the
+        // process dies of it as it would have).
+        unsafe {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            real_sigaction()(sig, &dfl, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        return;
+    }
+    if h == libc::SIG_IGN {
+        return;
+    }
+    if flags & libc::SA_RESETHAND != 0 {
+        b.handler.store(libc::SIG_DFL, Ordering::Release);
+    }
+    // SAFETY: the handler the program installed, called the way the kernel
+    // would have, with the flags it was installed with.
+    unsafe {
+        if flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+            f(sig);
+        }
+    }
+}
+
+/// The system's `sigaction` (the next definition after this library's
+/// interposer), looked up once at install, never in the handler.
+static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
+
+type SigactionFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+
+/// Calls the system's sigaction, past the interposer.
+///
+/// # Safety
+/// As sigaction(2).
+unsafe fn system_sigaction(
+    sig: libc::c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> libc::c_int {
+    let mut f = REAL_SIGACTION.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: dlsym with a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
+        REAL_SIGACTION.store(f, Ordering::Release);
+    }
+    if f == 0 {
+        return -1;
+    }
+    // SAFETY: the next definition of sigaction, with the caller's arguments.
+    unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) }
+}
+
+/// The system's sigaction, past our interposer.
+pub(crate) fn real_sigaction() -> RealSigaction {
+    system_sigaction
+}
+
+#[cfg(target_arch = "x86_64")]
+fn context(ctx: *mut libc::c_void) -> (u64, bool) {
+    if ctx.is_null() {
+        return (0, false);
+    }
+    // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    // Page-fault error code: bit 1 set for a write.
+    let write = uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0;
+    (rip, write)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn context(ctx: *mut libc::c_void) -> (u64, bool) {
+    if ctx.is_null() {
+        return (0, false);
+    }
+    // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+    // The write bit (ESR WnR) lives in an extra context record; without
+    // it every access counts as a read.
+    (uc.uc_mcontext.pc, false)
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn context(_ctx: *mut libc::c_void) -> (u64, bool) {
+    (0, false)
+}
+
+fn open_page(addr: u64) {
+    let page = PAGE.load(Ordering::Relaxed);
+    // SAFETY: the page holds a range the check protected (it was readable
+    // and writable before); giving it back its access changes nothing
+    // else.
+    unsafe {
+        libc::mprotect(
+            (addr & !(page - 1)) as usize as *mut libc::c_void,
+            page as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+        );
+    }
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: errno is this thread's; the interrupted code must find it
+    // as it left it.
+    let errno = unsafe { *libc::__errno_location() };
+    let started = crate::clock::now_ns();
+    // Only the kernel's "no access to a mapped page" can be the check's
+    // (not a raise, not an unmapped address).
+    let addr = if info.is_null() || sig != libc::SIGSEGV {
+        0
+    } else {
+        // SAFETY: the kernel's siginfo; si_addr is meaningful for its own
+        // SIGSEGV, which si_code tells apart.
+        unsafe {
+            if (*info).si_code == SEGV_ACCERR {
+                (*info).si_addr() as u64
+            } else {
+                0
+            }
+        }
+    };
+    READERS.fetch_add(1, Ordering::SeqCst);
+    let snap = SNAPSHOT.load(Ordering::SeqCst);
+    // SAFETY: a published snapshot is freed only while READERS is 0.
+    let verdict = unsafe { snap.as_ref() }.map_or(Verdict::NotOurs, |s| s.judge(addr));
+    READERS.fetch_sub(1, Ordering::SeqCst);
+    match verdict {
+        Verdict::NotOurs => {
+            // SAFETY: as above.
+            unsafe { *libc::__errno_location() = errno };
+            pass_on(sig, info, ctx);
+            return;
+        }
+        Verdict::OurPage => open_page(addr),
+        Verdict::Stale(range) => {
+            open_page(addr);
+            FAULTS.fetch_add(1, Ordering::Relaxed);
+            let (code_addr, write) = context(ctx);
+            let inside = IN_CONSTRUCT.try_with(Cell::get).unwrap_or(0) > 0;
+            if inside {
+                RUNTIME_ACCESSES.fetch_add(1, Ordering::Relaxed);
+            } else if write {
+                WRITES.fetch_add(1, Ordering::Relaxed);
+            } else {
+                record(started, code_addr, addr, range);
+            }
+        }
+    }
+    HANDLER_NS.fetch_add(
+        crate::clock::now_ns().saturating_sub(started),
+        Ordering::Relaxed,
+    );
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+fn record(time: u64, code_addr: u64, addr: u64, range: super::table::Range) {
+    let page = PAGE.load(Ordering::Relaxed);
+    let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+    for k in 0..RING {
+        let slot = &SLOTS[(start + k) % RING];
+        if slot
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        let (at, len) = save_window(&range, addr, page, SAVED as u64);
+        let mut f = Fault {
+            time,
+            // SAFETY: gettid has no preconditions; async-signal-safe.
+            thread: unsafe { libc::gettid() } as u32,
+            code_addr,
+            host_addr: addr,
+            range,
+            saved_at: at,
+            saved_len: len as usize,
+            saved: [0; SAVED],
+        };
+        // SAFETY: at..at+len lies in the page just opened (save_window keeps
+        // it there), so reading it cannot fault.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                at as usize as *const u8,
+                f.saved.as_mut_ptr(),
+                len as usize,
+            );
+        }
+        // SAFETY: we own the slot (EMPTY -> WRITING above).
+        unsafe { slot.fault.get().write(f) };
+        slot.state.store(READY, Ordering::Release);
+        return;
+    }
+    RING_FULL.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Used by the callbacks to keep [`IN_CONSTRUCT`].
+pub(crate) fn construct_entered() {
+    let _ = IN_CONSTRUCT.try_with(|c| c.set(c.get().saturating_add(1)));
+}
+
+pub(crate) fn construct_left() {
+    let _ = IN_CONSTRUCT.try_with(|c| c.set(c.get().saturating_sub(1)));
+}
