@@ -83,14 +83,17 @@ pub fn rank(findings: &mut [Finding]) {
     findings.sort_by(rank_order);
 }
 
-/// Where finding `a` ranks against `b`: those that can save nothing last;
-/// then by cost, largest first, unmeasured after measured; then by rule.
+/// Where finding `a` ranks against `b`: errors (wrong results) first;
+/// those that can save nothing last; then by cost, largest first,
+/// unmeasured after measured; then by rule.
 /// Every view that lists findings, of one run or of several, orders them
 /// by this alone.
 pub fn rank_order(a: &Finding, b: &Finding) -> Ordering {
     let saves_nothing = |f: &Finding| f.saving_ns == Some(0);
-    saves_nothing(a)
-        .cmp(&saves_nothing(b))
+    b.category
+        .is_error()
+        .cmp(&a.category.is_error())
+        .then(saves_nothing(a).cmp(&saves_nothing(b)))
         .then(b.cost_ns.is_some().cmp(&a.cost_ns.is_some()))
         .then(b.cost_ns.cmp(&a.cost_ns))
         .then(a.id.cmp(b.id))
@@ -201,5 +204,23 @@ mod tests {
         assert_eq!(all[..3], [(2, 0), (0, 0), (2, 1)]);
         let one = rank_together([Some(&a)]);
         assert_eq!(one, [(0, 0), (0, 1), (0, 2)]);
+    }
+
+    /// An error (a stale read: wrong results) comes before every
+    /// performance finding, however costly, even unmeasured.
+    #[test]
+    fn errors_rank_first() {
+        let mut findings: Vec<Finding> = [("D6", Some(900)), ("L3", None)]
+            .into_iter()
+            .map(|(id, cost)| {
+                let mut f = Finding::new(id, Category::DataMovement, id);
+                f.cost_ns = cost;
+                f
+            })
+            .collect();
+        findings.push(Finding::new("C1", Category::Correctness, "C1"));
+        rank(&mut findings);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["C1", "D6", "L3"]);
     }
 }

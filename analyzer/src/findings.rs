@@ -16,6 +16,10 @@ use crate::patch::Edit;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
+    /// The host and device copies of data out of step: the program
+    /// computes with stale values (C1). Errors: they rank before every
+    /// performance finding.
+    Correctness,
     /// Host <-> device transfers that could be avoided (D1-D6, U1, P1).
     DataMovement,
     /// Device allocations (A1, A2).
@@ -32,6 +36,11 @@ impl Category {
     /// True for the categories that are about moving or placing data.
     pub fn is_data_movement(self) -> bool {
         matches!(self, Category::DataMovement | Category::Allocation)
+    }
+
+    /// True for the categories whose findings are errors, not costs.
+    pub fn is_error(self) -> bool {
+        matches!(self, Category::Correctness)
     }
 }
 

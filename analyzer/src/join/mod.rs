@@ -93,6 +93,13 @@ pub(crate) struct Join<S: Sink> {
     /// recorded callers).
     callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
     mpi_calls: Vec<crate::model::MpiCall>,
+    host_accesses: Vec<crate::model::HostAccess>,
+    /// The sites of the coherence check's code addresses, symbolized once.
+    code_sites: HashMap<u64, SiteId>,
+    /// The last constructs started (region, construct): a coherence
+    /// record names the construct that made the device copy newer, which
+    /// has ended by the time the record is written.
+    recent: std::collections::VecDeque<(u64, ConstructId)>,
     site_index: HashMap<Site, SiteId>,
     sites: Vec<Site>,
     symbolized: IdMap<SiteId>,
@@ -139,6 +146,9 @@ pub(crate) struct Join<S: Sink> {
     dropped_overflow: bool,
 }
 
+/// Constructs remembered for the coherence records (see `Join::recent`).
+const RECENT: usize = 1024;
+
 impl<S: Sink> Join<S> {
     pub(crate) fn new(header: &Header, sink: S) -> Self {
         Join {
@@ -150,6 +160,9 @@ impl<S: Sink> Join<S> {
             call_chains: IdHashMap::default(),
             callers: Default::default(),
             mpi_calls: Vec::new(),
+            host_accesses: Vec::new(),
+            code_sites: HashMap::new(),
+            recent: std::collections::VecDeque::new(),
             site_index: HashMap::new(),
             sites: Vec::new(),
             symbolized: IdMap::new(),
@@ -480,7 +493,79 @@ impl<S: Sink> Join<S> {
                 self.ending = Some(*end);
             }
             Record::Api(a) => self.add_api(a, symbolizer),
+            Record::Coherence(k) => self.add_coherence(k, symbolizer),
         }
+    }
+
+    fn add_coherence(&mut self, k: &accprof_trace::Coherence, symbolizer: &mut Symbolizer) {
+        self.see_time(k.time_ns);
+        let site = self.code_site(k.code_addr, symbolizer);
+        let construct = self
+            .recent
+            .iter()
+            .rev()
+            .find(|(r, _)| *r == k.construct.0)
+            .map(|&(_, c)| c);
+        let variable = self.name(k.variable);
+        self.host_accesses.push(crate::model::HostAccess {
+            kind: k.kind,
+            time_ns: k.time_ns,
+            thread: k.thread,
+            site,
+            host_addr: k.host_addr,
+            range_start: k.range_start,
+            range_bytes: k.range_bytes,
+            variable,
+            construct,
+            confirmed: k.confirmed,
+        });
+    }
+
+    /// The source site of a code address (an instruction's own address,
+    /// not a return address), in the module of the trace that holds it.
+    fn code_site(&mut self, addr: u64, symbolizer: &mut Symbolizer) -> SiteId {
+        if let Some(&id) = self.code_sites.get(&addr) {
+            return id;
+        }
+        let module = self
+            .modules
+            .values()
+            .find(|m| {
+                addr >= m.base.saturating_add(m.text_start)
+                    && addr < m.base.saturating_add(m.text_end)
+            })
+            .cloned();
+        let site = match module {
+            Some(m) => {
+                let offset = addr - m.base;
+                // lookup() reads a return address, at the byte before it.
+                match symbolizer.lookup(&m, offset + 1) {
+                    SymbolizedSite::Found {
+                        file,
+                        function,
+                        line,
+                    } => Site {
+                        file,
+                        function,
+                        line,
+                        address: Some((m.path.clone(), offset)),
+                    },
+                    SymbolizedSite::NoDebugInfo { function } => Site {
+                        file: m.path.clone(),
+                        function: function.unwrap_or_else(|| "?".into()),
+                        line: None,
+                        address: Some((m.path.clone(), offset)),
+                    },
+                }
+            }
+            None => Site {
+                address: Some(("(no module)".into(), addr)),
+                ..Site::unknown()
+            },
+        };
+        let id = self.intern_site(site);
+        self.code_sites.insert(addr, id);
+        id
     }
 
     fn retain(&mut self, id: ConstructId) {
@@ -662,6 +747,10 @@ impl<S: Sink> Join<S> {
             self.retain(top);
         }
         self.by_region.insert(region, id);
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((region, id));
         let thread = c.thread;
         self.live.insert(
             id,
@@ -1053,6 +1142,11 @@ impl<S: Sink> Join<S> {
                 let mut m = self.mpi_calls;
                 m.sort_by_key(|c| c.start_ns);
                 m
+            },
+            host_accesses: {
+                let mut h = self.host_accesses;
+                h.sort_by_key(|a| a.time_ns);
+                h
             },
             names: self.names,
             routines: self.routines,

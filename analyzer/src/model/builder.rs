@@ -166,6 +166,7 @@ impl Run {
                 sites: Vec::new(),
                 callers: Default::default(),
                 mpi_calls: Vec::new(),
+                host_accesses: Vec::new(),
                 names: Vec::new(),
                 routines: Vec::new(),
                 modules: Vec::new(),

@@ -98,6 +98,30 @@ impl Site {
     }
 }
 
+/// A host access the coherence check caught (`accprof run --check
+/// coherence`): the host touched its copy of a range while the device's
+/// was newer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAccess {
+    pub kind: accprof_trace::CoherenceKind,
+    pub time_ns: u64,
+    pub thread: u32,
+    /// The source line of the instruction that made the access.
+    pub site: SiteId,
+    pub host_addr: u64,
+    /// The host range mapped to the device that the access fell in.
+    pub range_start: u64,
+    pub range_bytes: u64,
+    /// The variable's name, when the runtime gave one.
+    pub variable: Option<NameId>,
+    /// The compute construct that last made the device copy newer, when
+    /// the trace still names it.
+    pub construct: Option<ConstructId>,
+    /// The device copy was read and differs; false when it could not be
+    /// read.
+    pub confirmed: bool,
+}
+
 /// A call of an MPI routine, as the collector's PMPI wrappers saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpiCall {

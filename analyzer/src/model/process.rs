@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use accprof_trace::{Device, DropSource, EndRecord, Header, Level, Loss, Module};
 
-use super::entities::{ConstructId, MpiCall, Site, SiteId};
+use super::entities::{ConstructId, HostAccess, MpiCall, Site, SiteId};
 use super::facts::{Placement, Totals};
 
 #[derive(Debug, Clone)]
@@ -26,6 +26,9 @@ pub struct Process {
     pub(crate) callers: BTreeMap<SiteId, Vec<Site>>,
     /// MPI calls in start order ([`super::Run::mpi_calls`]).
     pub(crate) mpi_calls: Vec<MpiCall>,
+    /// What the coherence check caught, in time order
+    /// ([`super::Run::host_accesses`]).
+    pub(crate) host_accesses: Vec<HostAccess>,
     /// Kernel and variable names, indexed by [`super::NameId`].
     pub(crate) names: Vec<String>,
     /// Names of the OpenACC API routines called, indexed by

@@ -441,6 +441,12 @@ impl Run {
         &self.process.mpi_calls
     }
 
+    /// The host accesses the coherence check caught, in time order (empty
+    /// unless the run had `--check coherence`, and before format 1.5).
+    pub fn host_accesses(&self) -> &[HostAccess] {
+        &self.process.host_accesses
+    }
+
     /// The MPI calls with their handles, in start order.
     pub fn mpi_call_ids(&self) -> impl ExactSizeIterator<Item = (MpiCallId, &MpiCall)> + '_ {
         self.process

@@ -15,6 +15,7 @@ use crate::source::SourceSet;
 
 pub mod a1_repeated_alloc;
 pub mod a2_unused_alloc;
+pub mod c1_stale_read;
 pub mod d1_duplicate_upload;
 pub mod d2_duplicate_download;
 pub mod d3_copy_not_needed;
@@ -628,7 +629,8 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 20] = [
+    let rules: [fn(&Context) -> Checked; 21] = [
+        c1_stale_read::check,
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,
         d2_duplicate_download::check,

@@ -1,0 +1,175 @@
+//! C1 on a real binary: the coherence check's records of a hand-built
+//! trace point at an instruction of samples/coherence_norm.c built here
+//! with GCC (the norm's read of `u`), so the finding's line comes from
+//! symbolizing the binary as `accprof analyze` does, and its patch from
+//! the sample's own source.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use accprof_analyzer::analysis;
+use accprof_analyzer::findings::Category;
+use accprof_analyzer::rules::Options;
+use accprof_analyzer::source::SourceSet;
+use accprof_analyzer::symbolize::{build_id, SymbolizedSite, Symbolizer};
+use accprof_analyzer::testkit;
+use accprof_analyzer::testkit::trace::TraceBuilder;
+use accprof_trace::{
+    AccEventKind, Coherence, CoherenceKind, ConstructKind, Module, ModuleId, Record, RegionId,
+    StringId,
+};
+
+const SOURCE: StringId = StringId(20);
+const VARIABLE: StringId = StringId(21);
+const BASE: u64 = 0x5555_0000_0000;
+
+fn sample() -> PathBuf {
+    testkit::fixtures::samples().join("coherence_norm.c")
+}
+
+/// The sample built as the samples Makefile builds it (-g -O2).
+fn build(dir: &Path) -> PathBuf {
+    let exe = dir.join("coherence_norm");
+    let out = Command::new("gcc")
+        .args(["-g", "-O2", "-fopenacc"])
+        .arg(sample())
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lm")
+        .output()
+        .expect("gcc runs (the test needs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// The 1-based line of the sample that `needle` starts.
+fn line_of(needle: &str) -> u32 {
+    let text = std::fs::read_to_string(sample()).expect("sample");
+    let i = text
+        .lines()
+        .position(|l| l.trim_start().starts_with(needle))
+        .expect("line in the sample");
+    i as u32 + 1
+}
+
+/// An instruction of the module that the line tables put at `line` of the
+/// sample: what a fault there would report.
+fn instruction_at(module: &Module, line: u32) -> u64 {
+    let mut s = Symbolizer::new();
+    (module.text_start..module.text_end)
+        .find(|&off| {
+            matches!(
+                s.lookup(module, off + 1),
+                SymbolizedSite::Found { line: Some(l), ref file, .. }
+                    if l == line && file.ends_with("coherence_norm.c")
+            )
+        })
+        .expect("an instruction at the line")
+}
+
+#[test]
+fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build(dir.path());
+    let size = std::fs::metadata(&exe).expect("binary").len();
+    let module = Module {
+        id: ModuleId(1),
+        path: exe.display().to_string(),
+        build_id: build_id(&exe).unwrap_or_default(),
+        base: BASE,
+        text_start: 0,
+        text_end: size,
+    };
+    let read_line = line_of("for (long k = 0; k < n; k++) sum += u[k] * u[k];");
+    let copy_line = line_of("#pragma acc parallel loop present(u[0:n], unew[0:n])");
+    let data_line = line_of("#pragma acc data copy");
+    let code = BASE + instruction_at(&module, read_line);
+
+    let mut t = TraceBuilder::new();
+    t.records.push(Record::String {
+        id: SOURCE,
+        text: sample().display().to_string(),
+    });
+    t.records.push(Record::String {
+        id: VARIABLE,
+        text: "u".into(),
+    });
+    t.records.push(Record::Module(module));
+    t.construct(
+        AccEventKind::EnterDataStart,
+        1,
+        1,
+        ConstructKind::Data,
+        data_line,
+    );
+    t.construct(
+        AccEventKind::ComputeConstructStart,
+        1,
+        2,
+        ConstructKind::Parallel,
+        copy_line,
+    );
+    // The builder's events are in app.c: these are in the sample.
+    for r in &mut t.records {
+        if let Record::Acc(e) = r {
+            e.location.file = Some(SOURCE);
+        }
+    }
+    let range_start = 0x7f00_0000_0000u64;
+    for (i, confirmed) in [true, true, false].into_iter().enumerate() {
+        t.t += 1000;
+        t.records.push(Record::Coherence(Coherence {
+            kind: CoherenceKind::StaleRead,
+            time_ns: t.t,
+            thread: 1,
+            code_addr: code,
+            host_addr: range_start + 4096 * i as u64,
+            range_start,
+            range_bytes: 8 << 20,
+            variable: Some(VARIABLE),
+            construct: RegionId(2),
+            confirmed,
+        }));
+    }
+    let run = t.build(testkit::trace::header());
+    assert_eq!(run.host_accesses().len(), 3);
+    let sources = SourceSet::load(&run, &[]);
+    let a = analysis::analyze(&run, &sources, &Options::default());
+    let f = &a.findings[0];
+    assert_eq!(f.id, "C1", "{:#?}", a.findings);
+    assert_eq!(f.category, Category::Correctness);
+    assert_eq!(
+        f.title,
+        format!(
+            "stale host read of u at coherence_norm.c:{read_line}: the device copy is newer (written by the compute construct at coherence_norm.c:{copy_line})"
+        )
+    );
+    assert_eq!(f.evidence.count("reads"), Some(3));
+    assert_eq!(f.evidence.count("confirmed"), Some(2));
+    assert_eq!(f.evidence.count("unconfirmed"), Some(1));
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc update self(u[0:n])")
+    );
+    let patch = f.proposal.patch.as_deref().expect("a patch");
+    assert!(
+        patch.contains(
+            "+                #pragma acc update self(u[0:n])\n                 for (long k = 0; k < n; k++) sum += u[k] * u[k];"
+        ),
+        "{patch}"
+    );
+    assert!(patch.contains(&format!("@@ -{}", read_line - 3)), "{patch}");
+}
+
+#[test]
+fn without_the_check_there_is_no_c1() {
+    let mut t = TraceBuilder::new();
+    t.compute(1, 1, 10, 1000);
+    let run = t.build(testkit::trace::header());
+    let a = analysis::analyze(&run, &SourceSet::default(), &Options::default());
+    assert!(a.findings.iter().all(|f| f.id != "C1"));
+}
