@@ -77,6 +77,7 @@ const SOURCES: &[&str] = &[
     "caller_files_step.c",
     "partial_region.c",
     "cond_update.c",
+    "coherence_norm.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

@@ -1,0 +1,243 @@
+//! The coherence check (`--check coherence`, `ACCPROF_CHECK=coherence`)
+//! end to end on the host: a program playing a runtime with device memory
+//! of its own (a second buffer) drives the real collector through its
+//! stale reads, the programs' own SIGSEGV handlers and genuine faults; the
+//! OpenACC sample runs on the host fallback, where the check does not
+//! apply; bad values are refused.
+
+mod support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use accprof_trace::{CoherenceKind, Ending, Record};
+use support::*;
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The driver in `mode`, preloaded directly, with the check on or off.
+fn drive(dir: &Path, mode: &str, check: bool) -> Output {
+    let exe = program("coherence_driver");
+    let mut cmd = preloaded(&exe, &dir.join("t-%p.trace"));
+    cmd.arg(mode).env_remove("ACCPROF_QUIET");
+    if check {
+        cmd.env("ACCPROF_CHECK", "coherence");
+    } else {
+        cmd.env_remove("ACCPROF_CHECK");
+    }
+    cmd.output().expect("driver runs")
+}
+
+/// The records of the only trace in `dir`.
+fn records(dir: &Path) -> Vec<Record> {
+    let t = traces(dir);
+    assert_eq!(t.len(), 1, "one trace in {}: {t:?}", dir.display());
+    accprof_trace::read_file(&t[0])
+        .expect("trace reads")
+        .records
+}
+
+fn coherence(records: &[Record]) -> Vec<accprof_trace::Coherence> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Coherence(c) => Some(*c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The two addresses the driver prints: the array and the element it reads.
+fn addresses(out: &str) -> (u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("range "))
+        .expect("range line");
+    let hex = |w: &str| u64::from_str_radix(w.trim_start_matches("0x"), 16).expect("hex");
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (hex(w[1]), hex(w[3]))
+}
+
+#[test]
+fn a_stale_read_is_recorded_once_and_the_program_reads_what_it_would_have() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "stale", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // The host copy's value, not the device's (1001): unchanged by the check.
+    assert!(text.contains("host read 1000\n"), "{text}");
+    assert!(text.contains("other read 7\n"), "{text}");
+    assert!(text.contains("a[1000] after exit data 1001\n"), "{text}");
+    assert!(
+        stderr(&out).contains("coherence check: 1 faults (")
+            && stderr(&out)
+                .contains("stale host reads: 1 confirmed, 0 found current, 0 unconfirmed"),
+        "{}",
+        stderr(&out)
+    );
+    let (range, read) = addresses(&text);
+    let recs = records(dir.path());
+    let found = coherence(&recs);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let c = found[0];
+    assert_eq!(c.kind, CoherenceKind::StaleRead);
+    assert_eq!((c.range_start, c.range_bytes), (range, 2048 * 8));
+    assert_eq!(c.host_addr, read);
+    assert!(c.confirmed);
+    let name = recs.iter().find_map(|r| match r {
+        Record::String { id, text } if Some(*id) == c.variable => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(name.as_deref(), Some("a"));
+    assert_ne!(c.code_addr, 0);
+}
+
+#[test]
+fn the_stale_read_is_c1_at_the_line_that_read() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "stale", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = &traces(dir.path())[0];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/coherence_driver.c");
+    let line = std::fs::read_to_string(&src)
+        .expect("source")
+        .lines()
+        .position(|l| l.contains("double v = va[1000];"))
+        .expect("the read")
+        + 1;
+    let a = Command::new(accprof())
+        .args(["analyze", "--json"])
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    assert!(a.status.success(), "{}", stderr(&a));
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).expect("json");
+    let f = &v["findings"][0];
+    assert_eq!(f["rule"], "C1", "{v}");
+    assert_eq!(f["category"], "correctness");
+    let title = f["title"].as_str().expect("title");
+    assert!(
+        title.starts_with(&format!(
+            "stale host read of a at coherence_driver.c:{line}:"
+        )),
+        "{title}"
+    );
+    assert_eq!(evidence_u64(f, "reads"), 1);
+    // The CSV export takes it through the common path.
+    let csv = Command::new(accprof())
+        .args(["export", "-f", "csv", "--what", "findings"])
+        .arg(trace)
+        .output()
+        .expect("export runs");
+    assert!(csv.status.success(), "{}", stderr(&csv));
+    let rows = stdout(&csv);
+    let first = rows.lines().nth(1).expect("a finding row");
+    assert!(
+        first.contains("C1") && first.contains("correctness"),
+        "{rows}"
+    );
+}
+
+#[test]
+fn a_read_the_kernel_left_current_is_counted_not_recorded() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "current", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stale host reads: 0 confirmed, 1 found current, 0 unconfirmed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(coherence(&records(dir.path())).is_empty());
+}
+
+#[test]
+fn the_programs_own_handler_installed_later_still_handles_its_faults() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "handler", true);
+    assert!(out.status.success(), "{:?} {}", out.status, stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("own handler ran\n"), "{text}");
+    assert!(text.contains("done\n"), "{text}");
+    assert_eq!(coherence(&records(dir.path())).len(), 1);
+}
+
+#[test]
+fn a_genuine_fault_still_kills_the_program_and_the_trace_is_kept() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "null", true);
+    assert_eq!(out.status.signal(), Some(11), "{:?}", out.status);
+    assert!(!stdout(&out).contains("done"));
+    let recs = records(dir.path());
+    assert_eq!(coherence(&recs).len(), 1);
+    let end = recs.iter().find_map(|r| match r {
+        Record::End(e) => Some(e.how),
+        _ => None,
+    });
+    assert_eq!(end, Some(Ending::Signal(11)));
+}
+
+#[test]
+fn off_by_default() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "stale", false);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("coherence"), "{}", stderr(&out));
+    assert!(coherence(&records(dir.path())).is_empty());
+}
+
+#[test]
+fn on_the_host_fallback_the_check_says_it_does_not_apply() {
+    let dir = tempdir();
+    let bin = samples().join("coherence_norm");
+    let args = ["64", "48", "20", "5"];
+    let bare = Command::new(&bin).args(args).output().expect("runs");
+    let out = accprof_run(
+        dir.path(),
+        &["--no-summary", "--check", "coherence"],
+        &bin,
+        &args,
+    );
+    assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&bare));
+    assert!(stdout(&out).contains("reference: match"));
+    assert!(
+        stderr(&out).contains(
+            "coherence check: does not apply: the OpenACC device is the host (no device copies)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1);
+    accprof_analyzer::load_run(&t[0]).expect("trace loads");
+}
+
+#[test]
+fn bad_check_values_are_refused_by_name() {
+    let dir = tempdir();
+    let bin = samples().join("coherence_norm");
+    for (flag, env) in [(Some("coherence,races"), None), (None, Some("Coherence"))] {
+        let mut cmd = Command::new(accprof());
+        cmd.arg("run")
+            .arg("--output")
+            .arg(dir.path().join("t-%p.trace"));
+        if let Some(f) = flag {
+            cmd.args(["--check", f]);
+        }
+        match env {
+            Some(e) => cmd.env("ACCPROF_CHECK", e),
+            None => cmd.env_remove("ACCPROF_CHECK"),
+        };
+        let out = cmd.arg("--").arg(&bin).output().expect("accprof runs");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let bad = if flag.is_some() { "races" } else { "Coherence" };
+        assert!(err.contains(&format!("{bad} is not a check")), "{err}");
+        assert!(traces(dir.path()).is_empty(), "the program must not start");
+    }
+}

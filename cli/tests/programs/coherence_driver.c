@@ -1,0 +1,159 @@
+/* Plays an OpenACC runtime with its own device memory (a second buffer on
+ * the host stands in for the device copy) for the coherence check: an
+ * array is mapped by an enter data, a compute construct "writes" its
+ * device copy, and the host reads the host copy without an update. The
+ * OpenACC API routines the check asks (acc_is_present, acc_deviceptr,
+ * acc_memcpy_from_device) are this program's. Run with the collector in
+ * LD_PRELOAD and ACCPROF_CHECK=coherence; link with -rdynamic.
+ *
+ * Modes (argv[1]):
+ *   stale    the device copy differs: one stale read to report
+ *   current  the "kernel" leaves the device copy equal: nothing to report
+ *   handler  the program installs its own SIGSEGV handler first (after the
+ *            collector's), then as stale, then it dereferences NULL; its
+ *            handler jumps back and it exits 0 (a fault at any other
+ *            address reaching it exits 9)
+ *   null     as stale, then a NULL dereference with no handler of its own
+ *
+ * Prints "range <a> read <&a[1000]>" (addresses, in hex), "other read
+ * <value>" (data sharing the array's first page), "host read <value>"
+ * (the host copy's value, as without the check), then "done". */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <acc_prof.h>
+
+#define N 2048 /* doubles: 16 KiB, four pages from 256 bytes into a page */
+
+static acc_prof_callback callbacks[acc_ev_last];
+static char *block;
+static double *a, *dev;
+
+void acc_prof_register(acc_event_t ev, acc_prof_callback cb, acc_register_t info) {
+  (void)info;
+  if (ev > acc_ev_none && ev < acc_ev_last) callbacks[ev] = cb;
+}
+
+int acc_is_present(void *h, size_t bytes) {
+  return a && (char *)h >= (char *)a && (char *)h + bytes <= (char *)(a + N);
+}
+
+void *acc_deviceptr(void *h) {
+  return acc_is_present(h, 1) ? (char *)dev + ((char *)h - (char *)a) : NULL;
+}
+
+void acc_memcpy_from_device(void *dst, void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t bytes) {
+  acc_prof_info pi;
+  memset(&pi, 0, sizeof pi);
+  pi.event_type = ev;
+  pi.valid_bytes = _ACC_PROF_INFO_VALID_BYTES;
+  pi.version = 201711;
+  pi.device_type = acc_device_nvidia;
+  pi.async = -2;
+  pi.src_file = "/src/driver.c";
+  pi.func_name = "main";
+  pi.line_no = 10;
+  acc_event_info ei;
+  memset(&ei, 0, sizeof ei);
+  if (host) {
+    ei.data_event.event_type = ev;
+    ei.data_event.valid_bytes = _ACC_DATA_EVENT_INFO_VALID_BYTES;
+    ei.data_event.parent_construct = construct;
+    ei.data_event.var_name = "a";
+    ei.data_event.bytes = bytes;
+    ei.data_event.host_ptr = host;
+    ei.data_event.device_ptr = dev;
+  } else {
+    ei.other_event.event_type = ev;
+    ei.other_event.valid_bytes = _ACC_OTHER_EVENT_INFO_VALID_BYTES;
+    ei.other_event.parent_construct = construct;
+  }
+  acc_api_info ai;
+  memset(&ai, 0, sizeof ai);
+  if (callbacks[ev]) callbacks[ev](&pi, &ei, &ai);
+}
+
+static void kernel(int change) {
+  fire(acc_ev_compute_construct_start, acc_construct_parallel, NULL, 0);
+  for (int i = 0; i < N; i++) dev[i] = change ? dev[i] + 1 : dev[i];
+  fire(acc_ev_compute_construct_end, acc_construct_parallel, NULL, 0);
+}
+
+static sigjmp_buf back;
+static void own_handler(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  (void)uc;
+  static const char msg[] = "own handler ran\n";
+  if (si->si_addr == NULL) {
+    write(1, msg, sizeof msg - 1);
+    siglongjmp(back, 1);
+  }
+  _exit(9);
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "stale";
+  void (*reglib)(acc_prof_reg, acc_prof_reg, acc_prof_lookup_func) =
+      (void (*)(acc_prof_reg, acc_prof_reg, acc_prof_lookup_func))dlsym(RTLD_DEFAULT, "acc_register_library");
+  if (reglib) reglib(acc_prof_register, acc_prof_register, NULL);
+  if (strcmp(mode, "handler") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = own_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  if (posix_memalign((void **)&block, page, 6 * page)) return 2;
+  a = (double *)(block + 256);
+  dev = malloc(N * sizeof *dev);
+  for (int i = 0; i < 256; i++) block[i] = (char)i;
+  for (int i = 0; i < N; i++) a[i] = i;
+
+  fire(acc_ev_enter_data_start, acc_construct_enter_data, NULL, 0);
+  fire(acc_ev_create, acc_construct_enter_data, a, N * sizeof *a);
+  fire(acc_ev_enqueue_upload_start, acc_construct_enter_data, a, N * sizeof *a);
+  memcpy(dev, a, N * sizeof *a);
+  fire(acc_ev_enqueue_upload_end, acc_construct_enter_data, a, N * sizeof *a);
+  fire(acc_ev_enter_data_end, acc_construct_enter_data, NULL, 0);
+
+  printf("range %#lx read %#lx\n", (unsigned long)a, (unsigned long)&a[1000]);
+  kernel(strcmp(mode, "current") != 0);
+  /* Other data on the array's first page: let through, not reported. */
+  volatile char *other = block;
+  printf("other read %d\n", other[7]);
+  /* The stale read. */
+  volatile double *va = a;
+  double v = va[1000];
+  printf("host read %g\n", v);
+  fflush(stdout);
+  /* The next construct: the check compares the bytes read with the
+     device copy. */
+  kernel(0);
+
+  if (strcmp(mode, "handler") == 0) {
+    if (sigsetjmp(back, 1) == 0) {
+      volatile int *null = NULL;
+      printf("%d\n", *null);
+    }
+  } else if (strcmp(mode, "null") == 0) {
+    volatile int *null = NULL;
+    printf("%d\n", *null);
+  }
+
+  fire(acc_ev_exit_data_start, acc_construct_exit_data, NULL, 0);
+  fire(acc_ev_enqueue_download_start, acc_construct_exit_data, a, N * sizeof *a);
+  memcpy(a, dev, N * sizeof *a);
+  fire(acc_ev_enqueue_download_end, acc_construct_exit_data, a, N * sizeof *a);
+  fire(acc_ev_delete, acc_construct_exit_data, a, N * sizeof *a);
+  fire(acc_ev_exit_data_end, acc_construct_exit_data, NULL, 0);
+  printf("a[1000] after exit data %g\n", a[1000]);
+  puts("done");
+  return 0;
+}
