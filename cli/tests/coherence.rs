@@ -28,7 +28,25 @@ fn drive(dir: &Path, mode: &str, check: bool) -> Output {
     } else {
         cmd.env_remove("ACCPROF_CHECK");
     }
-    cmd.output().expect("driver runs")
+    // A check that waits on itself (the runtime's routine it calls sends
+    // events of its own) hangs the program: fail instead of waiting.
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("driver runs");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => out.expect("driver output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{mode}: the driver did not finish in 60 s");
+        }
+    }
 }
 
 /// The records of the only trace in `dir`.

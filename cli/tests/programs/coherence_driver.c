@@ -46,7 +46,15 @@ void *acc_deviceptr(void *h) {
   return acc_is_present(h, 1) ? (char *)dev + ((char *)h - (char *)a) : NULL;
 }
 
-void acc_memcpy_from_device(void *dst, void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t bytes);
+
+/* As a runtime may, the routine reports its own download: the check
+   calls it from inside its callback. */
+void acc_memcpy_from_device(void *dst, void *src, size_t bytes) {
+  fire(acc_ev_enqueue_download_start, acc_construct_runtime_api, dst, bytes);
+  memcpy(dst, src, bytes);
+  fire(acc_ev_enqueue_download_end, acc_construct_runtime_api, dst, bytes);
+}
 
 static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t bytes) {
   acc_prof_info pi;

@@ -60,9 +60,22 @@ struct Checker {
 
 static CHECKER: Mutex<Option<Checker>> = Mutex::new(None);
 
+thread_local! {
+    /// This thread is inside the check: the runtime routines it calls
+    /// (the device copy's bytes) send events and driver callbacks of their
+    /// own, which must neither be acted on nor wait for the lock it holds.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
 fn with_checker<T>(f: impl FnOnce(&mut Checker) -> T) -> Option<T> {
+    if BUSY.try_with(Cell::get).unwrap_or(true) {
+        return None;
+    }
     let mut g = CHECKER.lock().ok()?;
-    Some(f(g.get_or_insert_with(Checker::default)))
+    let _ = BUSY.try_with(|b| b.set(true));
+    let out = f(g.get_or_insert_with(Checker::default));
+    let _ = BUSY.try_with(|b| b.set(false));
+    Some(out)
 }
 
 /// Installs the handler when `ACCPROF_CHECK` asks for the check; called
@@ -124,6 +137,9 @@ fn page() -> u64 {
 /// One acc_prof event, as the callback recorded it.
 pub(crate) fn on_acc(a: &AccRaw) {
     use AccEventKind::*;
+    if BUSY.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
     let starts = matches!(
         a.kind,
         ComputeConstructStart | EnterDataStart | ExitDataStart | UpdateStart | WaitStart
@@ -383,6 +399,15 @@ fn api() -> Api {
         let find = |name: &std::ffi::CStr| {
             // SAFETY: dlsym with a NUL-terminated name.
             let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            // The collector's own entry (it interposes the API routines to
+            // record the program's calls) is not the runtime's: take the
+            // next definition.
+            let p = if !p.is_null() && in_this_library(p) {
+                // SAFETY: as above.
+                unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+            } else {
+                p
+            };
             (!p.is_null()).then_some(p)
         };
         Api {
@@ -403,6 +428,19 @@ fn api() -> Api {
             }),
         }
     })
+}
+
+/// Whether `p` is an address of this library.
+fn in_this_library(p: *mut c_void) -> bool {
+    let base = |addr: *const c_void| {
+        // SAFETY: dladdr fills the struct we own; it only reads `addr`.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(addr, &mut info) != 0).then_some(info.dli_fbase as usize)
+        }
+    };
+    let own = base(in_this_library as *const c_void);
+    own.is_some() && base(p) == own
 }
 
 /// The device's bytes of `f`'s saved window, when they can be read.
