@@ -199,6 +199,20 @@ fn a_genuine_fault_still_kills_the_program_and_the_trace_is_kept() {
 }
 
 #[test]
+fn without_host_addresses_the_check_says_it_checked_nothing() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "unnamed", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("host read 1000\n"));
+    assert!(
+        stderr(&out).contains("coherence check: no host range mapped to the device was seen"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(coherence(&records(dir.path())).is_empty());
+}
+
+#[test]
 fn off_by_default() {
     let dir = tempdir();
     let out = drive(dir.path(), "stale", false);

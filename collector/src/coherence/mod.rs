@@ -53,6 +53,8 @@ struct Checker {
     confirmed: u64,
     current: u64,
     unconfirmed: u64,
+    /// Ranges ever mapped: none on a device means nothing was checked.
+    mapped: u64,
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     unwatched: u64,
@@ -226,7 +228,11 @@ impl Checker {
             .ranges()
             .iter()
             .any(|r| r.start == host && r.is_stale());
-        if self.table.map(host, bytes, device, name) && was_stale {
+        if !self.table.map(host, bytes, device, name) {
+            return;
+        }
+        self.mapped += 1;
+        if was_stale {
             open(host, bytes);
             self.publish();
         }
@@ -543,6 +549,12 @@ fn exit_note(c: &Checker) -> Option<String> {
     }
     if !c.device_seen {
         return None;
+    }
+    if c.mapped == 0 {
+        return Some(
+            "coherence check: no host range mapped to the device was seen, so nothing was checked (GCC's libgomp gives its arrays' host addresses only through CUPTI's copies: is CUPTI off?)"
+                .into(),
+        );
     }
     let faults = fault::FAULTS.load(Ordering::Relaxed);
     let us = fault::HANDLER_NS.load(Ordering::Relaxed) as f64 / 1e3;
