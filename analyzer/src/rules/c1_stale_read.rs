@@ -147,7 +147,8 @@ fn propose(cx: &Context, f: &mut Finding, site: SiteId, var: &str) {
         ));
         return;
     };
-    let item = clause_item(src, var);
+    // A Fortran array knows its bounds: the whole of it is a valid item.
+    let item = clause_item(src, var).or_else(|| (lang == Lang::Fortran).then(|| var.to_string()));
     let shown = item.clone().unwrap_or_else(|| var.to_string());
     let directive = format!("{} update self({shown})", lang.sentinel());
     let at = placement(src, line);
@@ -241,5 +242,29 @@ int main(void) {
         assert_eq!(clause_item(src, "u").as_deref(), Some("u[0:n]"));
         assert_eq!(clause_item(src, "x"), None);
         assert_eq!(base_name("u(1:n)"), "u");
+    }
+
+    #[test]
+    fn fortran_sections_are_read_from_the_clauses() {
+        let src = "\
+program p
+  !$acc data copy(u(1:n))
+  do s = 1, 10
+    !$acc parallel loop
+    do k = 1, n
+      u(k) = u(k) + 1
+    end do
+    t = 0
+    do k = 1, n
+      t = t + u(k)
+    end do
+  end do
+  !$acc end data
+end program
+";
+        let set = SourceSet::with_text("heat.f90", src);
+        let f = set.get("heat.f90").expect("loaded");
+        assert_eq!(clause_item(f, "u").as_deref(), Some("u(1:n)"));
+        assert_eq!(placement(f, 10), 9);
     }
 }

@@ -100,9 +100,9 @@ impl Table {
 
     /// The host copy of `start..start+bytes` is brought up to date (a
     /// download writes it, an upload makes both copies equal): every
-    /// range it covers whole becomes host-current. Returns the page spans
-    /// to unprotect: those of the copied bytes, which the runtime is about
-    /// to touch, whatever else they hold.
+    /// range it covers whole becomes host-current. (The caller opens the
+    /// pages of the copied bytes, whatever else they hold: the runtime is
+    /// about to touch them.)
     pub fn host_updated(&mut self, start: u64, bytes: u64) {
         let end = start.saturating_add(bytes);
         for r in &mut self.ranges {
