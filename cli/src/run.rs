@@ -151,12 +151,15 @@ fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
     };
     let cupti = !args.no_cupti && !std::env::var(env::CUPTI).is_ok_and(|v| contract::cupti_off(&v));
     let (check_text, check_from) = match &args.check {
-        Some(c) => (c.clone(), "--check"),
-        None => (std::env::var(env::CHECK).unwrap_or_default(), env::CHECK),
+        Some(c) => (c.clone(), format!("--check {c}")),
+        None => {
+            let v = std::env::var(env::CHECK).unwrap_or_default();
+            (v.clone(), format!("{}={v}", env::CHECK))
+        }
     };
     let checks = contract::parse_checks(&check_text).map_err(|bad| {
         anyhow!(
-            "{check_from} {check_text}: {bad} is not a check (known: {})",
+            "{check_from}: {bad} is not a check (known: {})",
             contract::CHECK_NAMES.join(", ")
         )
     })?;

@@ -268,8 +268,12 @@ fn bad_check_values_are_refused_by_name() {
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let err = stderr(&out);
         assert_eq!(err.lines().count(), 1, "{err}");
-        let bad = if flag.is_some() { "races" } else { "Coherence" };
-        assert!(err.contains(&format!("{bad} is not a check")), "{err}");
+        let said = if flag.is_some() {
+            "--check coherence,races: races is not a check"
+        } else {
+            "ACCPROF_CHECK=Coherence: Coherence is not a check"
+        };
+        assert!(err.contains(said), "{err}");
         assert!(traces(dir.path()).is_empty(), "the program must not start");
     }
 }
