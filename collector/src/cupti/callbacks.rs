@@ -330,9 +330,19 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
                 host_ptr,
                 bytes,
             };
-            if crate::coherence::on() && t.hash != HashAt::Never {
-                // Before the copy touches the host bytes.
-                crate::coherence::driver_copy(t.hash == HashAt::Enter, host_ptr, bytes);
+            if crate::coherence::on()
+                && matches!(
+                    t.api,
+                    DriverApi::CopyHostToDevice | DriverApi::CopyDeviceToHost
+                )
+            {
+                // Before the copy touches the host bytes (asynchronous
+                // downloads too: they write them later).
+                crate::coherence::driver_copy(
+                    t.api == DriverApi::CopyHostToDevice,
+                    host_ptr,
+                    bytes,
+                );
             }
             // One thread-local access for the call and its hash.
             let done = crate::tls::THREAD.try_with(|th| {
