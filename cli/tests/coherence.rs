@@ -123,7 +123,7 @@ fn the_stale_read_is_c1_at_the_line_that_read() {
     let line = std::fs::read_to_string(&src)
         .expect("source")
         .lines()
-        .position(|l| l.contains("double v = va[1000];"))
+        .position(|l| l.contains("    v = va[1000];"))
         .expect("the read")
         + 1;
     let a = Command::new(accprof())
@@ -157,6 +157,26 @@ fn the_stale_read_is_c1_at_the_line_that_read() {
         first.contains("C1") && first.contains("correctness"),
         "{rows}"
     );
+}
+
+#[test]
+fn a_read_on_another_thread_is_recorded_on_that_thread() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "thread", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("host read 1000\n"), "{text}");
+    let reader: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("reader "))
+        .and_then(|t| t.parse().ok())
+        .expect("reader line");
+    let (_, read) = addresses(&text);
+    let found = coherence(&records(dir.path()));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].thread, reader);
+    assert_eq!(found[0].host_addr, read);
+    assert!(found[0].confirmed);
 }
 
 #[test]

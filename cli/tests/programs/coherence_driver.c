@@ -14,6 +14,8 @@
  *            handler jumps back and it exits 0 (a fault at any other
  *            address reaching it exits 9)
  *   null     as stale, then a NULL dereference with no handler of its own
+ *   thread   as stale, the read made by a second thread (prints its id as
+ *            "reader <tid>")
  *   unnamed  as stale, but the data events give no host addresses (as
  *            libgomp's without CUPTI): nothing can be checked
  *
@@ -21,6 +23,8 @@
  * <value>" (data sharing the array's first page), "host read <value>"
  * (the host copy's value, as without the check), then "done". */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,6 +99,14 @@ static void kernel(int change) {
   fire(acc_ev_compute_construct_end, acc_construct_parallel, NULL, 0);
 }
 
+static double thread_read;
+static void *reader(void *arg) {
+  (void)arg;
+  printf("reader %ld\n", (long)syscall(SYS_gettid));
+  thread_read = ((volatile double *)a)[1000];
+  return NULL;
+}
+
 static sigjmp_buf back;
 static void own_handler(int sig, siginfo_t *si, void *uc) {
   (void)sig;
@@ -143,7 +155,15 @@ int main(int argc, char **argv) {
   printf("other read %d\n", other[7]);
   /* The stale read. */
   volatile double *va = a;
-  double v = va[1000];
+  double v;
+  if (strcmp(mode, "thread") == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, reader, NULL);
+    pthread_join(t, NULL);
+    v = thread_read;
+  } else {
+    v = va[1000];
+  }
   printf("host read %g\n", v);
   fflush(stdout);
   /* The next construct: the check compares the bytes read with the
