@@ -180,6 +180,20 @@ fn a_read_on_another_thread_is_recorded_on_that_thread() {
 }
 
 #[test]
+fn a_host_write_is_no_stale_read() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "write", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("stale host reads: 0 confirmed, 0 found current, 0 unconfirmed")
+            && err.contains("; 1 host writes into stale ranges (not checked)"),
+        "{err}"
+    );
+    assert!(coherence(&records(dir.path())).is_empty());
+}
+
+#[test]
 fn a_read_the_kernel_left_current_is_counted_not_recorded() {
     let dir = tempdir();
     let out = drive(dir.path(), "current", true);

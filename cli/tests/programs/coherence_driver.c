@@ -14,6 +14,7 @@
  *            handler jumps back and it exits 0 (a fault at any other
  *            address reaching it exits 9)
  *   null     as stale, then a NULL dereference with no handler of its own
+ *   write    as stale, but the host writes a[1000] (42) instead of reading
  *   thread   as stale, the read made by a second thread (prints its id as
  *            "reader <tid>")
  *   unnamed  as stale, but the data events give no host addresses (as
@@ -161,6 +162,9 @@ int main(int argc, char **argv) {
     pthread_create(&t, NULL, reader, NULL);
     pthread_join(t, NULL);
     v = thread_read;
+  } else if (strcmp(mode, "write") == 0) {
+    va[1000] = 42;
+    v = 1000;
   } else {
     v = va[1000];
   }
