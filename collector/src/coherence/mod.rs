@@ -543,7 +543,7 @@ pub(crate) fn at_exit() {
 fn exit_note(c: &Checker) -> Option<String> {
     if c.host_seen && !c.device_seen {
         return Some(
-            "coherence check: does not apply: the OpenACC device is the host (no device copies)"
+            "coherence check: does not apply: no device copies (the OpenACC device is the host, or shares its memory)"
                 .into(),
         );
     }
