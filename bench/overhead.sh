@@ -10,7 +10,8 @@
 #                           [--accprof2 LIB] [--raw FILE] [--quick]
 #   variants: bare, ref, accprof-off|sampled|full (hash mode), accprof-nocupti
 #             (acc_prof only, sampled hashing), accprof-nodriver (sampled
-#             hashing, no CUDA driver spans), accprof2-MODE
+#             hashing, no CUDA driver spans), accprof-coherence (sampled
+#             hashing and the coherence check), accprof2-MODE
 #   LIB     libaccprof.so / librefcollector.so
 #   --accprof2  a second build of libaccprof.so, timed as variants accprof2-MODE (A/B of two builds)
 #   --raw   also write every timed run as "program<TAB>variant<TAB>round<TAB>seconds" to FILE
@@ -64,6 +65,8 @@ run_one() { # variant program args...
                           ACCPROF_OUTPUT="$work/t-%p.trace") ;;
     accprof-nodriver) env=(LD_PRELOAD="$acc" ACCPROF_DRIVER=0 ACCPROF_QUIET=1
                            ACCPROF_OUTPUT="$work/t-%p.trace") ;;
+    accprof-coherence) env=(LD_PRELOAD="$acc" ACCPROF_CHECK=coherence ACCPROF_QUIET=1
+                            ACCPROF_OUTPUT="$work/t-%p.trace") ;;
     accprof-*) env=(LD_PRELOAD="$acc" ACCPROF_HASH="${v#accprof-}" ACCPROF_QUIET=1
                     ACCPROF_OUTPUT="$work/t-%p.trace") ;;
     accprof2-*) env=(LD_PRELOAD="$acc2" ACCPROF_HASH="${v#accprof2-}" ACCPROF_QUIET=1

@@ -18,11 +18,37 @@ fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
+/// fake_libcuda.c built as a shared library with the CUDA driver's soname.
+fn fake_libcuda() -> std::path::PathBuf {
+    static LIB: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = build_dir().join("programs");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let lib = dir.join("libfakecuda.so");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/fake_libcuda.c");
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .expect("gcc runs");
+        assert!(
+            out.status.success(),
+            "compiling fake_libcuda.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lib
+    })
+    .clone()
+}
+
 /// The driver in `mode`, preloaded directly, with the check on or off.
 fn drive(dir: &Path, mode: &str, check: bool) -> Output {
     let exe = program("coherence_driver");
     let mut cmd = preloaded(&exe, &dir.join("t-%p.trace"));
-    cmd.arg(mode).env_remove("ACCPROF_QUIET");
+    cmd.arg(mode)
+        .env_remove("ACCPROF_QUIET")
+        .env("FAKE_LIBCUDA", fake_libcuda());
     if check {
         cmd.env("ACCPROF_CHECK", "coherence");
     } else {

@@ -3,8 +3,14 @@
  * array is mapped by an enter data, a compute construct "writes" its
  * device copy, and the host reads the host copy without an update. The
  * OpenACC API routines the check asks (acc_is_present, acc_deviceptr,
- * acc_memcpy_from_device) are this program's. Run with the collector in
- * LD_PRELOAD and ACCPROF_CHECK=coherence; link with -rdynamic.
+ * acc_memcpy_from_device) are this program's; the CUDA driver's routines
+ * it copies the device bytes with come from the library FAKE_LIBCUDA names
+ * (fake_libcuda.c, soname libcuda.so.1), loaded first. As libgomp does,
+ * the program holds its profiling lock while it calls the callbacks, and
+ * its own acc_memcpy_from_device dispatches events under that lock: called
+ * from a callback, it would wait on itself (libgomp hangs there); here it
+ * prints "deadlock" and exits 7. Run with the collector in LD_PRELOAD and
+ * ACCPROF_CHECK=coherence; link with -rdynamic.
  *
  * Modes (argv[1]):
  *   stale    the device copy differs: one stale read to report
@@ -24,6 +30,7 @@
  * <value>" (data sharing the array's first page), "host read <value>"
  * (the host copy's value, as without the check), then "done". */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <setjmp.h>
@@ -63,7 +70,15 @@ void acc_memcpy_from_device(void *dst, void *src, size_t bytes) {
   fire(acc_ev_enqueue_download_end, acc_construct_runtime_api, dst, bytes);
 }
 
+/* libgomp's goacc_prof_lock: held while the callbacks run. */
+static pthread_mutex_t prof_lock;
+
 static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t bytes) {
+  if (pthread_mutex_lock(&prof_lock) == EDEADLK) {
+    static const char msg[] = "deadlock: the profiling lock taken again from a callback\n";
+    write(2, msg, sizeof msg - 1);
+    _exit(7);
+  }
   acc_prof_info pi;
   memset(&pi, 0, sizeof pi);
   pi.event_type = ev;
@@ -92,6 +107,7 @@ static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t b
   acc_api_info ai;
   memset(&ai, 0, sizeof ai);
   if (callbacks[ev]) callbacks[ev](&pi, &ei, &ai);
+  pthread_mutex_unlock(&prof_lock);
 }
 
 static void kernel(int change) {
@@ -122,6 +138,15 @@ static void own_handler(int sig, siginfo_t *si, void *uc) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "stale";
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+  pthread_mutex_init(&prof_lock, &attr);
+  const char *cuda = getenv("FAKE_LIBCUDA");
+  if (cuda && !dlopen(cuda, RTLD_NOW)) {
+    fprintf(stderr, "cannot load %s: %s\n", cuda, dlerror());
+    return 2;
+  }
   void (*reglib)(acc_prof_reg, acc_prof_reg, acc_prof_lookup_func) =
       (void (*)(acc_prof_reg, acc_prof_reg, acc_prof_lookup_func))dlsym(RTLD_DEFAULT, "acc_register_library");
   if (reglib) reglib(acc_prof_register, acc_prof_register, NULL);

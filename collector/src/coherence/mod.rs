@@ -388,7 +388,13 @@ fn stack_bounds() -> Option<(u64, u64)> {
 
 type IsPresent = unsafe extern "C" fn(*mut c_void, usize) -> libc::c_int;
 type DevicePtr = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
-type MemcpyFromDevice = unsafe extern "C" fn(*mut c_void, *mut c_void, usize);
+/// cuMemcpyDtoH_v2(dst, src, bytes): the CUDA driver's copy, not the
+/// OpenACC runtime's: libgomp holds its profiling lock while it calls our
+/// callbacks, and its `acc_memcpy_from_device` takes that lock again to
+/// dispatch its own events (a deadlock seen on an H200).
+type MemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> libc::c_int;
+/// cuCtxGetCurrent(&ctx): whether this thread has a CUDA context to copy in.
+type CtxGetCurrent = unsafe extern "C" fn(*mut *mut c_void) -> libc::c_int;
 
 /// The OpenACC API routines the check asks (the runtime's, found by
 /// name; absent ones leave what they decide undecided).
@@ -396,7 +402,8 @@ type MemcpyFromDevice = unsafe extern "C" fn(*mut c_void, *mut c_void, usize);
 struct Api {
     is_present: Option<IsPresent>,
     deviceptr: Option<DevicePtr>,
-    memcpy_from_device: Option<MemcpyFromDevice>,
+    memcpy_dtoh: Option<MemcpyDtoH>,
+    ctx_get_current: Option<CtxGetCurrent>,
 }
 
 fn api() -> Api {
@@ -427,13 +434,35 @@ fn api() -> Api {
                 // signature.
                 unsafe { std::mem::transmute::<*mut c_void, DevicePtr>(p) }
             }),
-            memcpy_from_device: find(c"acc_memcpy_from_device").map(|p| {
-                // SAFETY: the OpenACC routine of this name has this
-                // signature.
-                unsafe { std::mem::transmute::<*mut c_void, MemcpyFromDevice>(p) }
+            memcpy_dtoh: cuda(c"cuMemcpyDtoH_v2").map(|p| {
+                // SAFETY: the CUDA driver routine of this name has this
+                // signature (CUdeviceptr is 64 bits, CUresult an int).
+                unsafe { std::mem::transmute::<*mut c_void, MemcpyDtoH>(p) }
+            }),
+            ctx_get_current: cuda(c"cuCtxGetCurrent").map(|p| {
+                // SAFETY: as above.
+                unsafe { std::mem::transmute::<*mut c_void, CtxGetCurrent>(p) }
             }),
         }
     })
+}
+
+/// A routine of the CUDA driver the runtime loaded (never loaded here).
+fn cuda(name: &std::ffi::CStr) -> Option<*mut c_void> {
+    // SAFETY: dlopen with a NUL-terminated name; RTLD_NOLOAD only looks for
+    // a library already loaded, and the handle is never closed.
+    let h = unsafe {
+        libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        )
+    };
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: dlsym on a live handle with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+    (!p.is_null()).then_some(p)
 }
 
 /// Whether `p` is an address of this library.
@@ -452,9 +481,14 @@ fn in_this_library(p: *mut c_void) -> bool {
 /// The device's bytes of `f`'s saved window, when they can be read.
 fn device_bytes(f: &fault::Fault, out: &mut [u8]) -> bool {
     let api = api();
-    let Some(copy) = api.memcpy_from_device else {
+    let (Some(copy), Some(current)) = (api.memcpy_dtoh, api.ctx_get_current) else {
         return false;
     };
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    // SAFETY: cuCtxGetCurrent writes one pointer into `ctx`.
+    if unsafe { current(&mut ctx) } != 0 || ctx.is_null() {
+        return false;
+    }
     let base = if f.range.device != 0 {
         f.range.device
     } else {
@@ -471,8 +505,7 @@ fn device_bytes(f: &fault::Fault, out: &mut [u8]) -> bool {
     let at = base + (f.saved_at - f.range.start);
     // SAFETY: a present range's device copy holds the whole range; the
     // window lies inside it (save_window); `out` has room for it.
-    unsafe { copy(out.as_mut_ptr().cast(), at as *mut c_void, out.len()) };
-    true
+    unsafe { copy(out.as_mut_ptr().cast(), at, out.len()) == 0 }
 }
 
 /// Compares the faults recorded since the last boundary with the device
