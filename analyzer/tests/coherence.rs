@@ -173,3 +173,39 @@ fn without_the_check_there_is_no_c1() {
     let a = analysis::analyze(&run, &SourceSet::default(), &Options::default());
     assert!(a.findings.iter().all(|f| f.id != "C1"));
 }
+
+/// Recorded on an H200 with `accprof run --check coherence --
+/// coherence_norm 256 256 10 5` (cli/tests/fixtures/h200-coherence): the
+/// norm's host reads of u faulted and their bytes differed from the device
+/// copy's; C1 comes first, at line 98, names u (from the source: libgomp
+/// gives its arrays no names), the construct at line 92 that wrote it, and
+/// puts `update self(u[0:n])` before the read.
+#[test]
+fn on_the_gpu_the_norm_reads_stale_u_and_the_patch_updates_it_first() {
+    let run = testkit::fixtures::load("h200-coherence", "coherence_norm_256");
+    let src = SourceSet::load(&run, &[testkit::fixtures::samples()]);
+    let a = analysis::analyze(&run, &src, &Options::default());
+    let f = &a.findings[0];
+    assert_eq!(
+        f.id,
+        "C1",
+        "{:?}",
+        a.findings.iter().map(|f| f.id).collect::<Vec<_>>()
+    );
+    assert!(
+        f.title
+            .starts_with("stale host read of u at coherence_norm.c:98: ")
+            && f.title
+                .contains("written by the compute construct at coherence_norm.c:92"),
+        "{}",
+        f.title
+    );
+    let reads = f.evidence.count("reads").expect("reads");
+    assert!(reads > 0);
+    assert_eq!(f.evidence.count("confirmed"), Some(reads));
+    let patched = accprof_analyzer::patch::render(&src, &f.proposal.edits).expect("patch");
+    assert_eq!(patched.files.len(), 1);
+    let lines: Vec<&str> = patched.files[0].1.lines().collect();
+    assert_eq!(lines[97].trim(), "#pragma acc update self(u[0:n])");
+    assert!(lines[98].contains("sum += u[k] * u[k]"), "{}", lines[98]);
+}
