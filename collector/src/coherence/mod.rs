@@ -58,9 +58,6 @@ struct Checker {
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     unwatched: u64,
-    /// Device blocks the driver allocated while the check ran: start and
-    /// size, so that freeing one unmaps the ranges whose copies it held.
-    blocks: std::collections::BTreeMap<u64, u64>,
 }
 
 static CHECKER: Mutex<Option<Checker>> = Mutex::new(None);
@@ -192,6 +189,7 @@ pub(crate) fn on_acc(a: &AccRaw) {
                 c.host_updated(h, b);
             }
             (Delete, Some(h), b) => c.unmap(h, b.unwrap_or(1)),
+            (ExitDataEnd, ..) => c.prune_absent(),
             (ComputeConstructEnd, ..) => c.device_written(a.region),
             _ => {}
         }
@@ -200,16 +198,10 @@ pub(crate) fn on_acc(a: &AccRaw) {
 
 /// A host <-> device copy the driver is asked for (CUPTI's callback, on
 /// the calling thread, before the copy).
-pub(crate) fn driver_copy(
-    upload: bool,
-    host: Option<u64>,
-    bytes: Option<u64>,
-    device: Option<u64>,
-) {
+pub(crate) fn driver_copy(upload: bool, host: Option<u64>, bytes: Option<u64>) {
     let (Some(h), Some(b)) = (host, bytes) else {
         return;
     };
-    let device = device.unwrap_or(0);
     let kind = innermost_kind();
     let _ = with_checker(|c| {
         if c.host_seen && !c.device_seen {
@@ -220,44 +212,8 @@ pub(crate) fn driver_copy(
         // of a compute construct (its arguments, its own clauses) end with
         // it.
         if upload && matches!(kind, Some(ConstructKind::Data | ConstructKind::EnterData)) {
-            c.map(h, b, device, 0);
+            c.map(h, b, 0, 0);
         }
-    });
-}
-
-/// The driver allocated a device block (only followed while the check
-/// runs).
-pub(crate) fn device_alloc(at: u64, bytes: u64) {
-    let _ = with_checker(|c| {
-        c.blocks.insert(at, bytes);
-    });
-}
-
-/// The driver is about to free the device block at `at`: the ranges whose
-/// device copies it holds are no longer mapped. This, not the OpenACC
-/// runtime's routines, tells when a range goes: libgomp's data events give
-/// no host addresses, and its `acc_is_present` takes the device lock that
-/// another thread may hold while it waits for the profiling lock this
-/// thread's callback holds.
-pub(crate) fn device_free(at: u64) {
-    let _ = with_checker(|c| {
-        let size = c.blocks.remove(&at).unwrap_or(1);
-        let end = at.saturating_add(size);
-        let gone: Vec<table::Range> = c
-            .table
-            .ranges()
-            .iter()
-            .filter(|r| r.device >= at && r.device < end)
-            .copied()
-            .collect();
-        if gone.is_empty() {
-            return;
-        }
-        for r in &gone {
-            open(r.start, r.bytes);
-        }
-        c.table.retain(|r| !(r.device >= at && r.device < end));
-        c.publish();
     });
 }
 
@@ -317,12 +273,41 @@ impl Checker {
         self.publish();
     }
 
+    /// After an exit data: forget the ranges the runtime no longer holds
+    /// (asked of the OpenACC API when the events gave no device address).
+    fn prune_absent(&mut self) {
+        let Some(present) = api().is_present else {
+            return;
+        };
+        let mut gone = Vec::new();
+        self.table.retain(|r| {
+            // SAFETY: acc_is_present takes any host address and size.
+            let keep =
+                r.device != 0 || unsafe { present(r.start as *mut c_void, r.bytes as usize) } != 0;
+            if !keep {
+                gone.push(*r);
+            }
+            keep
+        });
+        for r in &gone {
+            open(r.start, r.bytes);
+        }
+        if !gone.is_empty() {
+            self.publish();
+        }
+    }
+
     /// A compute construct ended: the ranges the device holds may be newer
     /// there. Their pages are protected until the host copy is updated.
     fn device_written(&mut self, region: u64) {
-        // Mapped with a device address and not freed since: present. (No
-        // OpenACC routine is asked: see device_free.)
-        self.table.device_written(region, |r| r.device != 0);
+        let present = api().is_present;
+        self.table.device_written(region, |r| {
+            r.device != 0
+                || present.is_some_and(|p| {
+                    // SAFETY: acc_is_present takes any host address and size.
+                    unsafe { p(r.start as *mut c_void, r.bytes as usize) != 0 }
+                })
+        });
         let stale = self.table.stale();
         if stale.is_empty() {
             return;
@@ -401,6 +386,8 @@ fn stack_bounds() -> Option<(u64, u64)> {
     }
 }
 
+type IsPresent = unsafe extern "C" fn(*mut c_void, usize) -> libc::c_int;
+type DevicePtr = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
 /// cuMemcpyDtoH_v2(dst, src, bytes): the CUDA driver's copy, not the
 /// OpenACC runtime's: libgomp holds its profiling lock while it calls our
 /// callbacks, and its `acc_memcpy_from_device` takes that lock again to
@@ -409,26 +396,54 @@ type MemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> libc::c_int;
 /// cuCtxGetCurrent(&ctx): whether this thread has a CUDA context to copy in.
 type CtxGetCurrent = unsafe extern "C" fn(*mut *mut c_void) -> libc::c_int;
 
-/// The CUDA driver's routines the check reads device copies with (found in
-/// the driver the runtime loaded; absent ones leave the reads unconfirmed).
+/// The OpenACC API routines the check asks (the runtime's, found by
+/// name; absent ones leave what they decide undecided).
 #[derive(Clone, Copy)]
 struct Api {
+    is_present: Option<IsPresent>,
+    deviceptr: Option<DevicePtr>,
     memcpy_dtoh: Option<MemcpyDtoH>,
     ctx_get_current: Option<CtxGetCurrent>,
 }
 
 fn api() -> Api {
     static API: std::sync::OnceLock<Api> = std::sync::OnceLock::new();
-    *API.get_or_init(|| Api {
-        memcpy_dtoh: cuda(c"cuMemcpyDtoH_v2").map(|p| {
-            // SAFETY: the CUDA driver routine of this name has this
-            // signature (CUdeviceptr is 64 bits, CUresult an int).
-            unsafe { std::mem::transmute::<*mut c_void, MemcpyDtoH>(p) }
-        }),
-        ctx_get_current: cuda(c"cuCtxGetCurrent").map(|p| {
-            // SAFETY: as above.
-            unsafe { std::mem::transmute::<*mut c_void, CtxGetCurrent>(p) }
-        }),
+    *API.get_or_init(|| {
+        let find = |name: &std::ffi::CStr| {
+            // SAFETY: dlsym with a NUL-terminated name.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            // The collector's own entry (it interposes the API routines to
+            // record the program's calls) is not the runtime's: take the
+            // next definition.
+            let p = if !p.is_null() && in_this_library(p) {
+                // SAFETY: as above.
+                unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+            } else {
+                p
+            };
+            (!p.is_null()).then_some(p)
+        };
+        Api {
+            is_present: find(c"acc_is_present").map(|p| {
+                // SAFETY: the OpenACC routine of this name has this
+                // signature.
+                unsafe { std::mem::transmute::<*mut c_void, IsPresent>(p) }
+            }),
+            deviceptr: find(c"acc_deviceptr").map(|p| {
+                // SAFETY: the OpenACC routine of this name has this
+                // signature.
+                unsafe { std::mem::transmute::<*mut c_void, DevicePtr>(p) }
+            }),
+            memcpy_dtoh: cuda(c"cuMemcpyDtoH_v2").map(|p| {
+                // SAFETY: the CUDA driver routine of this name has this
+                // signature (CUdeviceptr is 64 bits, CUresult an int).
+                unsafe { std::mem::transmute::<*mut c_void, MemcpyDtoH>(p) }
+            }),
+            ctx_get_current: cuda(c"cuCtxGetCurrent").map(|p| {
+                // SAFETY: as above.
+                unsafe { std::mem::transmute::<*mut c_void, CtxGetCurrent>(p) }
+            }),
+        }
     })
 }
 
@@ -450,6 +465,19 @@ fn cuda(name: &std::ffi::CStr) -> Option<*mut c_void> {
     (!p.is_null()).then_some(p)
 }
 
+/// Whether `p` is an address of this library.
+fn in_this_library(p: *mut c_void) -> bool {
+    let base = |addr: *const c_void| {
+        // SAFETY: dladdr fills the struct we own; it only reads `addr`.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(addr, &mut info) != 0).then_some(info.dli_fbase as usize)
+        }
+    };
+    let own = base(in_this_library as *const c_void);
+    own.is_some() && base(p) == own
+}
+
 /// The device's bytes of `f`'s saved window, when they can be read.
 fn device_bytes(f: &fault::Fault, out: &mut [u8]) -> bool {
     let api = api();
@@ -461,7 +489,16 @@ fn device_bytes(f: &fault::Fault, out: &mut [u8]) -> bool {
     if unsafe { current(&mut ctx) } != 0 || ctx.is_null() {
         return false;
     }
-    let base = f.range.device;
+    let base = if f.range.device != 0 {
+        f.range.device
+    } else {
+        match api.deviceptr {
+            // SAFETY: acc_deviceptr takes any host address (NULL when it is
+            // not present).
+            Some(d) => (unsafe { d(f.range.start as *mut c_void) }) as u64,
+            None => 0,
+        }
+    };
     if base == 0 {
         return false;
     }

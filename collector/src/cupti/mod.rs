@@ -313,12 +313,7 @@ fn start_inner() -> Result<(), String> {
     }
 
     let mut refused = Vec::new();
-    let coherence: &[sys::CUpti_driver_api_trace_cbid] = if crate::config::config().coherence {
-        &callbacks::COHERENCE_TRACED
-    } else {
-        &[]
-    };
-    for cb in TRACED.iter().map(|(cb, _)| cb).chain(coherence) {
+    for (cb, _) in TRACED {
         // SAFETY: `sub` is our live subscriber; the id is from this CUPTI's
         // driver-API table.
         let r = unsafe {
