@@ -53,6 +53,9 @@ mod tests;
 pub use sink::{At, Both, Order, Sink};
 use state::*;
 
+/// The first format whose traces may hold timed driver calls.
+const FIRST_VERSION_WITH_DRIVER_SPANS: (u16, u16) = (1, 4);
+
 /// Sequence numbers of the runtime's own events sort after CUPTI's.
 const ACC_SEQ: u64 = 1 << 63;
 
@@ -150,10 +153,14 @@ pub(crate) struct Join<S: Sink> {
 const RECENT: usize = 1024;
 
 impl<S: Sink> Join<S> {
-    pub(crate) fn new(header: &Header, sink: S) -> Self {
+    pub(crate) fn new(header: &Header, version: (u16, u16), mut sink: S) -> Self {
+        // CUPTI times the driver calls: without it (as the header says, which
+        // the join trusts for the transfers too) there are none.
+        let cupti = header.sources.cupti.is_active();
+        sink.driver_spans_possible(cupti && version >= FIRST_VERSION_WITH_DRIVER_SPANS);
         Join {
             sink,
-            cupti: header.sources.cupti.is_active(),
+            cupti,
             strings: IdHashMap::default(),
             modules: HashMap::new(),
             call_sites: IdHashMap::default(),
@@ -1174,7 +1181,7 @@ pub fn join_reader<S: Sink>(
     symbolizer: &mut Symbolizer,
     sink: S,
 ) -> S::Output {
-    let mut j = Join::new(reader.header(), sink);
+    let mut j = Join::new(reader.header(), reader.version(), sink);
     reader.for_each_record(|rec| j.add(rec, symbolizer));
     let header = reader.header().clone();
     let version = reader.version();
@@ -1189,7 +1196,7 @@ pub fn join_trace<S: Sink>(
     symbolizer: &mut Symbolizer,
     sink: S,
 ) -> S::Output {
-    let mut j = Join::new(&trace.header, sink);
+    let mut j = Join::new(&trace.header, trace.version, sink);
     for rec in &trace.records {
         j.add(rec, symbolizer);
     }

@@ -166,6 +166,10 @@ impl SummarySink {
 impl Sink for SummarySink {
     type Output = Summary;
 
+    fn driver_spans_possible(&mut self, possible: bool) {
+        self.ledger.driver_spans_possible(possible);
+    }
+
     fn started(&mut self, id: ConstructId, c: &Construct) {
         if c.parent.is_none() {
             let family = Family {
