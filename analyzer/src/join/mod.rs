@@ -658,9 +658,18 @@ impl<S: Sink> Join<S> {
 
     /// Where a live construct stands.
     fn at(&self, id: ConstructId) -> Option<At> {
-        let l = self.live.get(&id)?;
-        let top = self.live.get(&l.top);
-        Some(At {
+        Some(self.at_of(id, self.live.get(&id)?))
+    }
+
+    /// Where the live construct `id` (whose entry is `l`) stands.
+    #[inline]
+    fn at_of(&self, id: ConstructId, l: &Live) -> At {
+        let top = if l.top == id {
+            Some(l)
+        } else {
+            self.live.get(&l.top)
+        };
+        At {
             construct: id,
             thread: l.c.thread,
             line_site: l.c.line_site,
@@ -668,7 +677,7 @@ impl<S: Sink> Join<S> {
             top_class: l.top_class,
             host_ns: l.c.host_ns(),
             top_host_ns: top.filter(|t| t.fin).and_then(|t| t.c.host_ns()),
-        })
+        }
     }
 
     fn emit_device(&mut self, r: DeviceRecord, seq: u64, at: Option<&At>, c: Correlated) {
@@ -811,9 +820,7 @@ impl<S: Sink> Join<S> {
             return;
         };
         let c = l.c.clone();
-        let Some(at) = self.at(id) else {
-            return;
-        };
+        let at = self.at_of(id, l);
         // Without CUPTI, the runtime's launch events are the kernels.
         if !self.cupti {
             for (i, l) in launches.iter().enumerate() {
