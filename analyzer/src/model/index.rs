@@ -132,9 +132,19 @@ impl<I: Copy> ByConstruct<I> {
         let Some(last) = v.last() else {
             return &[];
         };
-        let span = last.index() as u128 + 1;
-        let guess = ((c.index() as u128 * n as u128) / span).min(n as u128) as usize;
-        let lo = lower_bound(v, c, guess);
+        // Handles and counts fit in 32 bits, so the product fits in 64
+        // (a 128-bit division is a call where this is one instruction).
+        let span = last.index() as u64 + 1;
+        let guess = (c.index() as u64)
+            .checked_mul(n as u64)
+            .map_or(n, |p| (p / span).min(n as u64) as usize);
+        // The guess is mostly the very place (one entity per owner, owners
+        // evenly spread): then there is nothing to search.
+        let lo = if v.get(guess) == Some(&c) && (guess == 0 || v[guess - 1] < c) {
+            guess
+        } else {
+            lower_bound(v, c, guess)
+        };
         let len = v[lo..].iter().take_while(|&&o| o == c).count();
         &self.ids[lo..lo + len]
     }

@@ -360,7 +360,9 @@ fn an_index_by_construct_reads_the_same_in_order_or_not() {
     // (owner) per entity, some without one.
     let sorted = [Some(c(0)), None, Some(c(0)), Some(c(2)), Some(c(5)), None];
     let mixed = [Some(c(5)), None, Some(c(0)), Some(c(2)), Some(c(0)), None];
-    for owners in [&sorted[..], &mixed[..]] {
+    // One each, evenly spread: the first guess is the place.
+    let even = [Some(c(0)), Some(c(2)), Some(c(4)), Some(c(6))];
+    for owners in [&sorted[..], &mixed[..], &even[..]] {
         let by = ByConstruct::new(owners, |i| i as u32, |o| *o);
         for k in 0..7 {
             let want: Vec<u32> = (0..owners.len() as u32)
