@@ -63,8 +63,30 @@ fn plausible(start_ns: u64, end_ns: u64) -> bool {
     end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }
 
+/// `kind` as a bit of a set of kinds (by its OpenACC number, at most 25).
+const fn bit(kind: AccEventKind) -> u32 {
+    1 << kind as u32
+}
+
+/// The kinds that start a construct, and those that end one: most events
+/// are neither, and one test says so.
+const STARTS: u32 = bit(AccEventKind::ComputeConstructStart)
+    | bit(AccEventKind::EnterDataStart)
+    | bit(AccEventKind::ExitDataStart)
+    | bit(AccEventKind::UpdateStart)
+    | bit(AccEventKind::WaitStart);
+const ENDS: u32 = bit(AccEventKind::ComputeConstructEnd)
+    | bit(AccEventKind::EnterDataEnd)
+    | bit(AccEventKind::ExitDataEnd)
+    | bit(AccEventKind::UpdateEnd)
+    | bit(AccEventKind::WaitEnd);
+
+#[inline]
 fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     use AccEventKind::*;
+    if bit(kind) & STARTS == 0 {
+        return None;
+    }
     Some(match kind {
         ComputeConstructStart => ConstructClass::Compute,
         EnterDataStart => ConstructClass::EnterData,
@@ -75,12 +97,9 @@ fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     })
 }
 
+#[inline]
 fn is_end(kind: AccEventKind) -> bool {
-    use AccEventKind::*;
-    matches!(
-        kind,
-        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd
-    )
+    bit(kind) & ENDS != 0
 }
 
 pub(crate) struct Join<S: Sink> {
@@ -135,7 +154,9 @@ pub(crate) struct Join<S: Sink> {
     acc_events: u64,
     dropped: HashMap<DropSource, u64>,
     diagnostics: Vec<(Level, String)>,
-    span: Option<(u64, u64)>,
+    /// The first and last time seen (none seen while the last is 0:
+    /// times of 0 are not seen).
+    span: (u64, u64),
     ending: Option<accprof_trace::EndRecord>,
     routines: Vec<String>,
     routine_ids: IdHashMap<StringId, ApiRoutine>,
@@ -193,7 +214,7 @@ impl<S: Sink> Join<S> {
             acc_events: 0,
             dropped: HashMap::new(),
             diagnostics: Vec::new(),
-            span: None,
+            span: (u64::MAX, 0),
             ending: None,
             routines: Vec::new(),
             routine_ids: IdHashMap::default(),
@@ -211,10 +232,7 @@ impl<S: Sink> Join<S> {
         if t == 0 {
             return;
         }
-        self.span = Some(match self.span {
-            None => (t, t),
-            Some((a, b)) => (a.min(t), b.max(t)),
-        });
+        self.span = (self.span.0.min(t), self.span.1.max(t));
     }
 
     fn string(&self, id: Option<StringId>) -> Option<String> {
@@ -1170,7 +1188,7 @@ impl<S: Sink> Join<S> {
             diagnostics: self.diagnostics,
             notes,
             skipped_unknown,
-            span_ns: self.span.unwrap_or((0, 0)),
+            span_ns: if self.span.1 == 0 { (0, 0) } else { self.span },
             open_at_end,
             ending: self.ending,
             constructs: self.next_construct,
