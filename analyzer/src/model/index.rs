@@ -91,26 +91,29 @@ impl<I: Copy> ByConstruct<I> {
         owner: impl Fn(&T) -> Option<ConstructId>,
     ) -> Self {
         // Entities in their owners' order (the usual case): the index is
-        // made in one pass, with no pairs to sort.
-        let mut count = 0;
+        // made in one pass, with no pairs to sort. Room is asked for every
+        // entity: what no owner takes is never touched, so it takes no
+        // memory (shrinking would copy the index where the allocator
+        // serves the smaller size from its heap).
+        let mut ids = Vec::with_capacity(entities.len());
+        let mut owners = Vec::with_capacity(entities.len());
         let mut last = None;
-        let in_order = entities.iter().filter_map(&owner).all(|c| {
-            count += 1;
-            let ok = last.map_or(true, |l| l <= c);
+        let in_order = entities.iter().enumerate().all(|(i, x)| {
+            let Some(c) = owner(x) else {
+                return true;
+            };
+            if last.is_some_and(|l| l > c) {
+                return false;
+            }
             last = Some(c);
-            ok
+            ids.push(id(i));
+            owners.push(c);
+            true
         });
         if in_order {
-            let mut ids = Vec::with_capacity(count);
-            let mut owners = Vec::with_capacity(count);
-            for (i, x) in entities.iter().enumerate() {
-                if let Some(c) = owner(x) {
-                    ids.push(id(i));
-                    owners.push(c);
-                }
-            }
             return ByConstruct { ids, owners };
         }
+        drop((ids, owners));
         let mut owned: Vec<(ConstructId, u32)> = entities
             .iter()
             .enumerate()
