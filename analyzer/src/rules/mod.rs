@@ -751,7 +751,16 @@ fn run_each(rules: &[fn(&Context) -> Checked], cx: &Context) -> Vec<Checked> {
         }
     };
     let mut results: Vec<(usize, Checked)> = std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        // The launch sites, which the launch rules wait for and which take
+        // as long as the longest rule, are made first, beside the first
+        // rules, not when the first launch rule comes up.
+        let first = s.spawn(|| {
+            cx.launch_sites();
+            work()
+        });
+        let helpers: Vec<_> = std::iter::once(first)
+            .chain((2..threads).map(|_| s.spawn(work)))
+            .collect();
         let mut all = work();
         for h in helpers {
             match h.join() {
