@@ -266,6 +266,10 @@ pub struct LedgerSink {
     /// Top-level constructs open when the trace ended.
     open: Vec<(u32, u64, SiteId)>,
     driver_calls: u64,
+    /// The trace cannot hold driver calls (its format is older than
+    /// them, or CUPTI did not record): no construct is kept for calls to
+    /// come.
+    spanless: bool,
 }
 
 impl LedgerSink {
@@ -303,13 +307,16 @@ impl LedgerSink {
         let s = Self::site(&mut self.sites, site);
         s.constructs += 1;
         s.host_ns = s.host_ns.saturating_add(end.saturating_sub(start));
+        let keep = !self.spanless;
         let t = self.thread(thread);
         t.ledger.constructs += 1;
         t.ledger.inside_ns = t.ledger.inside_ns.saturating_add(end.saturating_sub(start));
-        if t.recent.len() == RECENT {
-            t.recent.pop_front();
+        if keep {
+            if t.recent.len() == RECENT {
+                t.recent.pop_front();
+            }
+            t.recent.push_back(Span { start, end, site });
         }
-        t.recent.push_back(Span { start, end, site });
         t.horizon = t.horizon.max(end);
         if t.pending.iter().any(|&(s, ..)| s < t.horizon) {
             let horizon = t.horizon;
@@ -350,6 +357,10 @@ impl LedgerSink {
 impl Sink for LedgerSink {
     type Output = Ledger;
 
+    fn driver_spans_possible(&mut self, possible: bool) {
+        self.spanless = !possible;
+    }
+
     fn construct(
         &mut self,
         _id: ConstructId,
@@ -383,6 +394,9 @@ impl Sink for LedgerSink {
     }
 
     fn driver_span(&mut self, d: &DriverSpan) {
+        // A crafted trace may hold calls its format cannot: the
+        // constructs from here on are kept for them.
+        self.spanless = false;
         self.driver_calls += 1;
         let t = self.thread(d.thread);
         if d.start_ns >= t.horizon {
@@ -438,5 +452,47 @@ impl LedgerSink {
                 .filter(|&s| s <= first)
                 .map(|s| first - s),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(start_ns: u64, end_ns: u64) -> DriverSpan {
+        DriverSpan {
+            thread: 1,
+            start_ns,
+            end_ns,
+            op: DriverOp::Launch,
+            cbid: 0,
+            correlation: 0,
+        }
+    }
+
+    /// Told that no driver call can come, the sink keeps no construct for
+    /// one; a call that comes all the same (a crafted trace) is counted,
+    /// outside the constructs that went, inside those kept from then on.
+    #[test]
+    fn a_trace_without_driver_calls_keeps_no_construct_for_them() {
+        let site = SiteId::at(0);
+        let mut kept = LedgerSink::new();
+        let mut spanless = LedgerSink::new();
+        spanless.driver_spans_possible(false);
+        for s in [&mut kept, &mut spanless] {
+            s.top_level(1, 10, 20, site);
+            s.top_level(1, 30, 40, site);
+        }
+        assert_eq!(kept.threads[0].recent.len(), 2);
+        assert!(spanless.threads[0].recent.is_empty());
+        spanless.driver_span(&call(12, 14));
+        spanless.top_level(1, 50, 60, site);
+        spanless.driver_span(&call(52, 55));
+        let t = &spanless.threads[0];
+        assert_eq!(t.recent.len(), 1);
+        assert_eq!(t.ledger.outside.ns(Part::Launch), 2);
+        assert_eq!(t.ledger.inside.ns(Part::Launch), 3);
+        assert_eq!(spanless.driver_calls, 2);
+        assert_eq!(spanless.sites[0].constructs, 3);
     }
 }

@@ -475,3 +475,53 @@ fn launch_sites_and_the_summary_agree_on_kernel_time_per_line() {
     }
     assert!(lines_seen >= 10 && l5_seen >= 2, "{lines_seen} {l5_seen}");
 }
+
+/// Launch sites gather each site's constructs, kernels and most common
+/// shapes also when two sites take turns (a loop body launching both)
+/// and the shapes change within a site: in start order per site, and the
+/// shape most launches got, the smaller on a tie.
+#[test]
+fn launch_sites_gather_sites_that_take_turns() {
+    use accprof_analyzer::rules::{Context, Options};
+
+    let mut b = RunBuilder::new(HashMode::Off);
+    let (a, z) = (b.site("t.c", 4), b.site("t.c", 6));
+    let at = |b: &mut RunBuilder, site, grid| {
+        let c = b.open(ConstructClass::Compute, site, None);
+        let k = b.kernel(c, grid, 2_000).expect("CUPTI records");
+        b.close(c);
+        (c, k)
+    };
+    // a: grids 8, 8, 4, 4, 4 (4 most); z: grids 2, 3, 3, 2 (a tie: 2).
+    let plan = [
+        (a, 8),
+        (z, 2),
+        (a, 8),
+        (z, 3),
+        (a, 4),
+        (a, 4),
+        (z, 3),
+        (a, 4),
+        (z, 2),
+    ];
+    let made: Vec<_> = plan.iter().map(|&(s, g)| (s, at(&mut b, s, g))).collect();
+    let run = b.build();
+    let (sources, opts) = (SourceSet::default(), Options::default());
+    let cx = Context::new(&run, &sources, &opts);
+    let sites = cx.launch_sites();
+    assert_eq!(
+        sites.iter().map(|ls| ls.site).collect::<Vec<_>>(),
+        vec![a, z]
+    );
+    for (ls, grid) in sites.iter().zip([4, 2]) {
+        let own = made.iter().filter(|(s, _)| *s == ls.site);
+        assert_eq!(
+            ls.constructs,
+            own.clone().map(|(_, (c, _))| *c).collect::<Vec<_>>()
+        );
+        assert_eq!(ls.kernels, own.map(|(_, (_, k))| *k).collect::<Vec<_>>());
+        assert_eq!(ls.grid_block, Some(([grid, 1, 1], [32, 1, 1])));
+        assert_eq!(ls.dims, Some((u64::from(grid), 1, 32)));
+        assert_eq!(ls.launches(), ls.constructs.len() as u64);
+    }
+}

@@ -1187,15 +1187,28 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16
 /// them, so that a reader can refuse a block before returning any of it.
 /// The error is the payload offset of the first bad frame.
 pub(crate) fn count_frames(payload: &[u8]) -> Result<u32, usize> {
-    let mut c = Cursor::new(payload);
+    let mut pos = 0;
     let mut n: u32 = 0;
-    while c.remaining() > 0 {
-        let at = c.pos();
-        c.u8();
-        c.bytes();
-        if c.failed() {
+    while pos < payload.len() {
+        let at = pos;
+        // A tag, then the body's length: one byte for nearly every record
+        // (a body under 128 bytes), read here without a cursor.
+        let end = match payload.get(pos + 1) {
+            Some(&len) if len < 0x80 => pos + 2 + usize::from(len),
+            _ => {
+                let mut c = Cursor::new(&payload[pos..]);
+                c.u8();
+                c.bytes();
+                if c.failed() {
+                    return Err(at);
+                }
+                pos + c.pos()
+            }
+        };
+        if end > payload.len() {
             return Err(at);
         }
+        pos = end;
         n = n.checked_add(1).ok_or(at)?;
     }
     Ok(n)
@@ -1407,5 +1420,14 @@ mod tests {
         assert_eq!(count_frames(&[5, 0, 9, 1, 0]), Ok(2));
         assert_eq!(count_frames(&[5, 2, 0]), Err(0));
         assert_eq!(count_frames(&[5, 0, 9]), Err(2));
+        // A length of two bytes, and one that runs past the payload.
+        let mut long = vec![5, 0x80, 1];
+        long.extend([7; 128]);
+        assert_eq!(count_frames(&long), Ok(1));
+        long.extend([5, 3, 1]);
+        assert_eq!(count_frames(&long), Err(131));
+        long.truncate(131);
+        long.extend([5, 0x80]);
+        assert_eq!(count_frames(&long), Err(131));
     }
 }

@@ -53,6 +53,9 @@ mod tests;
 pub use sink::{At, Both, Order, Sink};
 use state::*;
 
+/// The first format whose traces may hold timed driver calls.
+const FIRST_VERSION_WITH_DRIVER_SPANS: (u16, u16) = (1, 4);
+
 /// Sequence numbers of the runtime's own events sort after CUPTI's.
 const ACC_SEQ: u64 = 1 << 63;
 
@@ -60,8 +63,30 @@ fn plausible(start_ns: u64, end_ns: u64) -> bool {
     end_ns >= start_ns && end_ns - start_ns <= MAX_DEVICE_RECORD_NS
 }
 
+/// `kind` as a bit of a set of kinds (by its OpenACC number, at most 25).
+const fn bit(kind: AccEventKind) -> u32 {
+    1 << kind as u32
+}
+
+/// The kinds that start a construct, and those that end one: most events
+/// are neither, and one test says so.
+const STARTS: u32 = bit(AccEventKind::ComputeConstructStart)
+    | bit(AccEventKind::EnterDataStart)
+    | bit(AccEventKind::ExitDataStart)
+    | bit(AccEventKind::UpdateStart)
+    | bit(AccEventKind::WaitStart);
+const ENDS: u32 = bit(AccEventKind::ComputeConstructEnd)
+    | bit(AccEventKind::EnterDataEnd)
+    | bit(AccEventKind::ExitDataEnd)
+    | bit(AccEventKind::UpdateEnd)
+    | bit(AccEventKind::WaitEnd);
+
+#[inline]
 fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     use AccEventKind::*;
+    if bit(kind) & STARTS == 0 {
+        return None;
+    }
     Some(match kind {
         ComputeConstructStart => ConstructClass::Compute,
         EnterDataStart => ConstructClass::EnterData,
@@ -72,12 +97,9 @@ fn class_of(kind: AccEventKind) -> Option<ConstructClass> {
     })
 }
 
+#[inline]
 fn is_end(kind: AccEventKind) -> bool {
-    use AccEventKind::*;
-    matches!(
-        kind,
-        ComputeConstructEnd | EnterDataEnd | ExitDataEnd | UpdateEnd | WaitEnd
-    )
+    bit(kind) & ENDS != 0
 }
 
 pub(crate) struct Join<S: Sink> {
@@ -132,7 +154,9 @@ pub(crate) struct Join<S: Sink> {
     acc_events: u64,
     dropped: HashMap<DropSource, u64>,
     diagnostics: Vec<(Level, String)>,
-    span: Option<(u64, u64)>,
+    /// The first and last time seen (none seen while the last is 0:
+    /// times of 0 are not seen).
+    span: (u64, u64),
     ending: Option<accprof_trace::EndRecord>,
     routines: Vec<String>,
     routine_ids: IdHashMap<StringId, ApiRoutine>,
@@ -150,10 +174,14 @@ pub(crate) struct Join<S: Sink> {
 const RECENT: usize = 1024;
 
 impl<S: Sink> Join<S> {
-    pub(crate) fn new(header: &Header, sink: S) -> Self {
+    pub(crate) fn new(header: &Header, version: (u16, u16), mut sink: S) -> Self {
+        // CUPTI times the driver calls: without it (as the header says, which
+        // the join trusts for the transfers too) there are none.
+        let cupti = header.sources.cupti.is_active();
+        sink.driver_spans_possible(cupti && version >= FIRST_VERSION_WITH_DRIVER_SPANS);
         Join {
             sink,
-            cupti: header.sources.cupti.is_active(),
+            cupti,
             strings: IdHashMap::default(),
             modules: HashMap::new(),
             call_sites: IdHashMap::default(),
@@ -186,7 +214,7 @@ impl<S: Sink> Join<S> {
             acc_events: 0,
             dropped: HashMap::new(),
             diagnostics: Vec::new(),
-            span: None,
+            span: (u64::MAX, 0),
             ending: None,
             routines: Vec::new(),
             routine_ids: IdHashMap::default(),
@@ -204,10 +232,7 @@ impl<S: Sink> Join<S> {
         if t == 0 {
             return;
         }
-        self.span = Some(match self.span {
-            None => (t, t),
-            Some((a, b)) => (a.min(t), b.max(t)),
-        });
+        self.span = (self.span.0.min(t), self.span.1.max(t));
     }
 
     fn string(&self, id: Option<StringId>) -> Option<String> {
@@ -651,9 +676,18 @@ impl<S: Sink> Join<S> {
 
     /// Where a live construct stands.
     fn at(&self, id: ConstructId) -> Option<At> {
-        let l = self.live.get(&id)?;
-        let top = self.live.get(&l.top);
-        Some(At {
+        Some(self.at_of(id, self.live.get(&id)?))
+    }
+
+    /// Where the live construct `id` (whose entry is `l`) stands.
+    #[inline]
+    fn at_of(&self, id: ConstructId, l: &Live) -> At {
+        let top = if l.top == id {
+            Some(l)
+        } else {
+            self.live.get(&l.top)
+        };
+        At {
             construct: id,
             thread: l.c.thread,
             line_site: l.c.line_site,
@@ -661,7 +695,7 @@ impl<S: Sink> Join<S> {
             top_class: l.top_class,
             host_ns: l.c.host_ns(),
             top_host_ns: top.filter(|t| t.fin).and_then(|t| t.c.host_ns()),
-        })
+        }
     }
 
     fn emit_device(&mut self, r: DeviceRecord, seq: u64, at: Option<&At>, c: Correlated) {
@@ -804,9 +838,7 @@ impl<S: Sink> Join<S> {
             return;
         };
         let c = l.c.clone();
-        let Some(at) = self.at(id) else {
-            return;
-        };
+        let at = self.at_of(id, l);
         // Without CUPTI, the runtime's launch events are the kernels.
         if !self.cupti {
             for (i, l) in launches.iter().enumerate() {
@@ -1156,7 +1188,7 @@ impl<S: Sink> Join<S> {
             diagnostics: self.diagnostics,
             notes,
             skipped_unknown,
-            span_ns: self.span.unwrap_or((0, 0)),
+            span_ns: if self.span.1 == 0 { (0, 0) } else { self.span },
             open_at_end,
             ending: self.ending,
             constructs: self.next_construct,
@@ -1174,7 +1206,7 @@ pub fn join_reader<S: Sink>(
     symbolizer: &mut Symbolizer,
     sink: S,
 ) -> S::Output {
-    let mut j = Join::new(reader.header(), sink);
+    let mut j = Join::new(reader.header(), reader.version(), sink);
     reader.for_each_record(|rec| j.add(rec, symbolizer));
     let header = reader.header().clone();
     let version = reader.version();
@@ -1189,7 +1221,7 @@ pub fn join_trace<S: Sink>(
     symbolizer: &mut Symbolizer,
     sink: S,
 ) -> S::Output {
-    let mut j = Join::new(&trace.header, sink);
+    let mut j = Join::new(&trace.header, trace.version, sink);
     for rec in &trace.records {
         j.add(rec, symbolizer);
     }

@@ -37,6 +37,11 @@ pub type Order = (u64, u64);
 /// Takes the join's finished entities as they come.
 pub trait Sink {
     type Output;
+    /// Told once, before anything else, whether the trace can hold timed
+    /// driver calls ([`Sink::driver_span`]): a trace of a format before
+    /// 1.4, or one recorded without CUPTI, holds none, so a sink need not
+    /// keep anything for calls to come.
+    fn driver_spans_possible(&mut self, _possible: bool) {}
     /// A construct started (before anything of its own is handed over).
     fn started(&mut self, _id: ConstructId, _c: &Construct) {}
     /// A construct is final: it ended, was cut, or was open when the trace
@@ -73,6 +78,10 @@ pub struct Both<A, B>(pub A, pub B);
 
 impl<A: Sink, B: Sink> Sink for Both<A, B> {
     type Output = (A::Output, B::Output);
+    fn driver_spans_possible(&mut self, possible: bool) {
+        self.0.driver_spans_possible(possible);
+        self.1.driver_spans_possible(possible);
+    }
     fn started(&mut self, id: ConstructId, c: &Construct) {
         self.0.started(id, c);
         self.1.started(id, c);

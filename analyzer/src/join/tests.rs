@@ -54,3 +54,19 @@ fn live_map_keeps_long_lived_constructs_past_its_window() {
         assert!(m.get(&ConstructId::at(i)).is_none());
     }
 }
+
+/// The sets of starting and ending kinds say of every kind what the
+/// kind's name says.
+#[test]
+fn starts_and_ends_are_told_by_their_kinds() {
+    use accprof_trace::AccEventKind;
+    for k in AccEventKind::ALL {
+        let name = format!("{k:?}");
+        let start =
+            name.ends_with("Start") && !name.starts_with("Enqueue") && !name.starts_with("Device");
+        let end =
+            name.ends_with("End") && !name.starts_with("Enqueue") && !name.starts_with("Device");
+        assert_eq!(class_of(k).is_some(), start, "{name}");
+        assert_eq!(is_end(k), end, "{name}");
+    }
+}

@@ -20,9 +20,9 @@ pub(crate) struct RunSink {
     /// they cannot tell back.
     pub(super) launches_in_kernels: bool,
     pub(super) launches: Vec<LaunchRequest>,
-    pub(super) kernels: Vec<(Order, KernelRow)>,
-    pub(super) transfers: Vec<(Order, TransferRow)>,
-    pub(super) memsets: Vec<(Order, Memset)>,
+    pub(super) kernels: Arrivals<KernelRow>,
+    pub(super) transfers: Arrivals<TransferRow>,
+    pub(super) memsets: Arrivals<Memset>,
     /// The shapes of the rows, and the allocations (by handle).
     pub(super) tables: Tables,
     pub(super) hashes: Vec<BufferHash>,
@@ -33,9 +33,9 @@ impl RunSink {
         RunSink {
             launches_in_kernels: !header.sources.cupti.is_active(),
             launches: Vec::new(),
-            kernels: Vec::new(),
-            transfers: Vec::new(),
-            memsets: Vec::new(),
+            kernels: Arrivals::default(),
+            transfers: Arrivals::default(),
+            memsets: Arrivals::default(),
             tables: Tables::default(),
             hashes: Vec::new(),
         }
@@ -52,15 +52,52 @@ pub(super) fn place<T: Clone>(table: &mut Vec<T>, index: usize, x: T) {
     }
 }
 
-/// The entities in the run's order, their keys dropped, the table no
-/// larger than it holds.
-pub(super) fn in_order<T>(mut v: Vec<(Order, T)>) -> Vec<T> {
-    if !v.windows(2).all(|w| w[0].0 <= w[1].0) {
-        v.sort_by_key(|(o, _)| *o);
+/// Entities of one kind as the join hands them over: their rows, and
+/// beside them the second half of each one's [`Order`] (the first is the
+/// row's start). They mostly come in the run's order, and then the rows
+/// are the table as they stand.
+pub(super) struct Arrivals<T> {
+    rows: Vec<T>,
+    seqs: Vec<u64>,
+    /// The latest order handed over.
+    last: Option<Order>,
+    /// None came before the one handed over before it.
+    sorted: bool,
+}
+
+impl<T> Default for Arrivals<T> {
+    fn default() -> Self {
+        Arrivals {
+            rows: Vec::new(),
+            seqs: Vec::new(),
+            last: None,
+            sorted: true,
+        }
     }
-    let mut out: Vec<T> = v.into_iter().map(|(_, x)| x).collect();
-    out.shrink_to_fit();
-    out
+}
+
+impl<T> Arrivals<T> {
+    pub(super) fn push(&mut self, order: Order, row: T) {
+        if self.last.is_some_and(|last| order < last) {
+            self.sorted = false;
+        }
+        self.last = Some(order);
+        self.rows.push(row);
+        self.seqs.push(order.1);
+    }
+
+    /// The rows in the run's order (start, then the order's second half),
+    /// the table no larger than it holds.
+    pub(super) fn in_order(self, start: impl Fn(&T) -> u64) -> Vec<T> {
+        let mut rows = self.rows;
+        if !self.sorted {
+            let mut keyed: Vec<(u64, T)> = self.seqs.into_iter().zip(rows).collect();
+            keyed.sort_by_key(|(seq, x)| (start(x), *seq));
+            rows = keyed.into_iter().map(|(_, x)| x).collect();
+        }
+        rows.shrink_to_fit();
+        rows
+    }
 }
 
 impl Sink for RunSink {
@@ -85,17 +122,29 @@ impl Sink for RunSink {
     }
 
     fn kernel(&mut self, k: &Kernel, order: Order, _at: Option<&At>) {
+        debug_assert_eq!(
+            order.0, k.start_ns,
+            "a kernel's order starts with its start"
+        );
         let row = self.tables.kernel_row(k);
-        self.kernels.push((order, row));
+        self.kernels.push(order, row);
     }
 
     fn transfer(&mut self, t: &Transfer, order: Order, _at: Option<&At>) {
+        debug_assert_eq!(
+            order.0, t.start_ns,
+            "a transfer's order starts with its start"
+        );
         let row = self.tables.transfer_row(t);
-        self.transfers.push((order, row));
+        self.transfers.push(order, row);
     }
 
     fn memset(&mut self, m: &Memset, order: Order, _at: Option<&At>) {
-        self.memsets.push((order, m.clone()));
+        debug_assert_eq!(
+            order.0, m.start_ns,
+            "a memset's order starts with its start"
+        );
+        self.memsets.push(order, m.clone());
     }
 
     fn alloc(&mut self, id: AllocId, a: &DeviceAlloc) {
@@ -120,8 +169,8 @@ impl Sink for RunSink {
         tables.constructs.shrink_to_fit();
         tables.allocs.truncate(process.allocs as usize);
         tables.allocs.shrink_to_fit();
-        tables.kernels = in_order(self.kernels);
-        tables.transfers = in_order(self.transfers);
+        tables.kernels = self.kernels.in_order(|k| k.start_ns);
+        tables.transfers = self.transfers.in_order(|t| t.start_ns);
         tables.seal();
         let mut launches = self.launches;
         if !launches
@@ -136,7 +185,7 @@ impl Sink for RunSink {
         let mut run = Run {
             process,
             tables,
-            memsets: in_order(self.memsets),
+            memsets: self.memsets.in_order(|m| m.start_ns),
             launches,
             launches_in_kernels: self.launches_in_kernels,
             collector_spans: collector_spans(&hashes),

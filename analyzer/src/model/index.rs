@@ -91,26 +91,29 @@ impl<I: Copy> ByConstruct<I> {
         owner: impl Fn(&T) -> Option<ConstructId>,
     ) -> Self {
         // Entities in their owners' order (the usual case): the index is
-        // made in one pass, with no pairs to sort.
-        let mut count = 0;
+        // made in one pass, with no pairs to sort. Room is asked for every
+        // entity: what no owner takes is never touched, so it takes no
+        // memory (shrinking would copy the index where the allocator
+        // serves the smaller size from its heap).
+        let mut ids = Vec::with_capacity(entities.len());
+        let mut owners = Vec::with_capacity(entities.len());
         let mut last = None;
-        let in_order = entities.iter().filter_map(&owner).all(|c| {
-            count += 1;
-            let ok = last.map_or(true, |l| l <= c);
+        let in_order = entities.iter().enumerate().all(|(i, x)| {
+            let Some(c) = owner(x) else {
+                return true;
+            };
+            if last.is_some_and(|l| l > c) {
+                return false;
+            }
             last = Some(c);
-            ok
+            ids.push(id(i));
+            owners.push(c);
+            true
         });
         if in_order {
-            let mut ids = Vec::with_capacity(count);
-            let mut owners = Vec::with_capacity(count);
-            for (i, x) in entities.iter().enumerate() {
-                if let Some(c) = owner(x) {
-                    ids.push(id(i));
-                    owners.push(c);
-                }
-            }
             return ByConstruct { ids, owners };
         }
+        drop((ids, owners));
         let mut owned: Vec<(ConstructId, u32)> = entities
             .iter()
             .enumerate()
@@ -132,9 +135,19 @@ impl<I: Copy> ByConstruct<I> {
         let Some(last) = v.last() else {
             return &[];
         };
-        let span = last.index() as u128 + 1;
-        let guess = ((c.index() as u128 * n as u128) / span).min(n as u128) as usize;
-        let lo = lower_bound(v, c, guess);
+        // Handles and counts fit in 32 bits, so the product fits in 64
+        // (a 128-bit division is a call where this is one instruction).
+        let span = last.index() as u64 + 1;
+        let guess = (c.index() as u64)
+            .checked_mul(n as u64)
+            .map_or(n, |p| (p / span).min(n as u64) as usize);
+        // The guess is mostly the very place (one entity per owner, owners
+        // evenly spread): then there is nothing to search.
+        let lo = if v.get(guess) == Some(&c) && (guess == 0 || v[guess - 1] < c) {
+            guess
+        } else {
+            lower_bound(v, c, guess)
+        };
         let len = v[lo..].iter().take_while(|&&o| o == c).count();
         &self.ids[lo..lo + len]
     }

@@ -198,6 +198,20 @@ impl Run {
         )
     }
 
+    /// The constructs of `class` with their handles, in start order: the
+    /// others are passed over on their rows, never read back whole.
+    pub fn constructs_of_class(
+        &self,
+        class: ConstructClass,
+    ) -> impl Iterator<Item = (ConstructId, Construct)> + '_ {
+        let t = &self.tables;
+        t.constructs
+            .iter()
+            .enumerate()
+            .filter(move |(_, r)| t.construct_shapes.get(r.shape).class == class)
+            .map(move |(i, r)| (ConstructId::at(i), t.construct(r)))
+    }
+
     /// The kernels with their handles, in device start order.
     pub fn kernels(&self) -> Rows<'_, KernelId, KernelRow, Kernel> {
         Rows::of(

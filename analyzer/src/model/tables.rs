@@ -35,8 +35,10 @@ impl<S: Copy + Eq + std::hash::Hash> Shapes<S> {
     /// The index of `shape`, added when new. A run holds fewer than 2^32
     /// shapes (each is an entity's).
     pub(super) fn intern(&mut self, shape: S) -> u32 {
-        if let Some((_, i)) = self.recent.iter().flatten().find(|(s, _)| *s == shape) {
-            return *i;
+        for (s, i) in self.recent.iter().flatten() {
+            if *s == shape {
+                return *i;
+            }
         }
         let list = &mut self.list;
         let i = *self.index.entry(shape).or_insert_with(|| {

@@ -360,7 +360,9 @@ fn an_index_by_construct_reads_the_same_in_order_or_not() {
     // (owner) per entity, some without one.
     let sorted = [Some(c(0)), None, Some(c(0)), Some(c(2)), Some(c(5)), None];
     let mixed = [Some(c(5)), None, Some(c(0)), Some(c(2)), Some(c(0)), None];
-    for owners in [&sorted[..], &mixed[..]] {
+    // One each, evenly spread: the first guess is the place.
+    let even = [Some(c(0)), Some(c(2)), Some(c(4)), Some(c(6))];
+    for owners in [&sorted[..], &mixed[..], &even[..]] {
         let by = ByConstruct::new(owners, |i| i as u32, |o| *o);
         for k in 0..7 {
             let want: Vec<u32> = (0..owners.len() as u32)
@@ -369,6 +371,28 @@ fn an_index_by_construct_reads_the_same_in_order_or_not() {
             assert_eq!(by.of(c(k)), &want[..], "{owners:?} construct {k}");
         }
     }
+}
+
+/// Kernels, transfers and memsets that come in the run's order stand as
+/// they came; others are put in it: by start, then the rest of their
+/// order.
+#[test]
+fn arrivals_are_put_in_the_runs_order() {
+    use super::builder::Arrivals;
+    let in_order = [(1, 5), (1, 7), (4, 2), (4, 2), (9, 0)];
+    let mut a = Arrivals::default();
+    for o in in_order {
+        a.push(o, o);
+    }
+    assert_eq!(a.in_order(|x| x.0), in_order);
+    let mut b = Arrivals::default();
+    for o in [(4, 1), (1, 9), (4, 0), (1, 3), (2, 8)] {
+        b.push(o, o);
+    }
+    assert_eq!(
+        b.in_order(|x| x.0),
+        [(1, 3), (1, 9), (2, 8), (4, 0), (4, 1)]
+    );
 }
 
 /// The model's entries stay compact (a launch-storm trace holds about

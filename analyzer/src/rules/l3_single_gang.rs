@@ -39,14 +39,13 @@ pub fn check(cx: &Context) -> Checked {
         }
     } else {
         measured_on_device = false;
-        for (id, c) in run
-            .constructs()
-            .filter(|(_, c)| c.class == ConstructClass::Compute)
-        {
-            let launches = run.launches_of(id).count();
-            for l in run.launches_of(id) {
+        let mut launches = Vec::new();
+        for (id, c) in run.constructs_of_class(ConstructClass::Compute) {
+            launches.clear();
+            launches.extend(run.launches_of(id));
+            for l in &launches {
                 if l.gangs() == Some(1) {
-                    let ns = run.program_host_ns(&c).unwrap_or(0) / launches.max(1) as u64;
+                    let ns = run.program_host_ns(&c).unwrap_or(0) / launches.len().max(1) as u64;
                     single.push((Some(c.site), (ns, None, Some(id))));
                 }
             }

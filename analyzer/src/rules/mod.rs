@@ -154,6 +154,36 @@ pub struct Context<'a> {
     pub host: Option<host_cost::HostCosts>,
 }
 
+/// Counts of keys per site, taken a run of equal ones at a time: a run
+/// costs one map update, not one per key.
+struct Tally<K> {
+    run: Option<(SiteId, K, u64)>,
+}
+
+impl<K> Default for Tally<K> {
+    fn default() -> Self {
+        Tally { run: None }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash> Tally<K> {
+    fn add(&mut self, counts: &mut IdHashMap<SiteId, IdHashMap<K, u64>>, site: SiteId, key: K) {
+        match &mut self.run {
+            Some((s, k, n)) if *s == site && *k == key => *n += 1,
+            _ => {
+                self.flush(counts);
+                self.run = Some((site, key, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self, counts: &mut IdHashMap<SiteId, IdHashMap<K, u64>>) {
+        if let Some((site, key, n)) = self.run.take() {
+            *counts.entry(site).or_default().entry(key).or_default() += n;
+        }
+    }
+}
+
 /// The compute constructs at one site and what their launches got: the
 /// device-timed kernels (CUPTI) or, without them, the runtime's launch
 /// requests.
@@ -328,22 +358,32 @@ impl<'a> Context<'a> {
             type Counts<K> = IdHashMap<SiteId, IdHashMap<K, u64>>;
             let mut shapes: Counts<([u32; 3], [u32; 3])> = IdHashMap::default();
             let mut dims: Counts<(u64, u64, u64)> = IdHashMap::default();
-            for (id, c) in run
-                .constructs()
-                .filter(|(_, c)| c.class == ConstructClass::Compute)
-            {
+            // A site's constructs mostly come one after another with the
+            // same shapes (a loop launching one kernel): each is counted
+            // a run at a time.
+            let mut shape_run = Tally::default();
+            let mut dims_run = Tally::default();
+            let mut entry: Option<LaunchSite> = None;
+            for (id, c) in run.constructs_of_class(ConstructClass::Compute) {
                 let site = run.line_site(id);
-                let e = by_site.entry(site).or_insert_with(|| LaunchSite {
-                    site,
-                    constructs: Vec::new(),
-                    kernels: Vec::new(),
-                    device_ns: run.summary().site_kernel_ns(site),
-                    host_ns: 0,
-                    grid_block: None,
-                    dims: None,
-                    asynchronous: false,
-                    data_transfers: 0,
-                    data_bytes: 0,
+                if entry.as_ref().is_some_and(|e| e.site != site) {
+                    if let Some(done) = entry.take() {
+                        by_site.insert(done.site, done);
+                    }
+                }
+                let e = entry.get_or_insert_with(|| {
+                    by_site.remove(&site).unwrap_or_else(|| LaunchSite {
+                        site,
+                        constructs: Vec::new(),
+                        kernels: Vec::new(),
+                        device_ns: run.summary().site_kernel_ns(site),
+                        host_ns: 0,
+                        grid_block: None,
+                        dims: None,
+                        asynchronous: false,
+                        data_transfers: 0,
+                        data_bytes: 0,
+                    })
                 });
                 e.constructs.push(id);
                 e.host_ns += c.host_ns().unwrap_or(0);
@@ -352,20 +392,21 @@ impl<'a> Context<'a> {
                     let kernel = run.kernel(k);
                     if kernel.device_timed() {
                         e.kernels.push(k);
-                        *shapes
-                            .entry(site)
-                            .or_default()
-                            .entry((kernel.grid, kernel.block))
-                            .or_default() += 1;
+                        shape_run.add(&mut shapes, site, (kernel.grid, kernel.block));
                     }
                 }
                 for l in run.launches_of(id) {
                     if let (Some(g), Some(w), Some(v)) = (l.gangs(), l.workers(), l.vector_length())
                     {
-                        *dims.entry(site).or_default().entry((g, w, v)).or_default() += 1;
+                        dims_run.add(&mut dims, site, (g, w, v));
                     }
                 }
             }
+            if let Some(done) = entry {
+                by_site.insert(done.site, done);
+            }
+            shape_run.flush(&mut shapes);
+            dims_run.flush(&mut dims);
             fn most<K: Copy + Ord>(m: Option<&IdHashMap<K, u64>>) -> Option<K> {
                 m?.iter()
                     .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
@@ -710,7 +751,16 @@ fn run_each(rules: &[fn(&Context) -> Checked], cx: &Context) -> Vec<Checked> {
         }
     };
     let mut results: Vec<(usize, Checked)> = std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        // The launch sites, which the launch rules wait for and which take
+        // as long as the longest rule, are made first, beside the first
+        // rules, not when the first launch rule comes up.
+        let first = s.spawn(|| {
+            cx.launch_sites();
+            work()
+        });
+        let helpers: Vec<_> = std::iter::once(first)
+            .chain((2..threads).map(|_| s.spawn(work)))
+            .collect();
         let mut all = work();
         for h in helpers {
             match h.join() {

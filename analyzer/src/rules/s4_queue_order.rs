@@ -48,9 +48,10 @@ pub fn check(cx: &Context) -> Checked {
     let kernels = || kernels.get_or_init(|| kernels_by_construct(run));
     let launched =
         |id: ConstructId| run.launches_of(id).next().is_some() || kernels().contains_key(&id);
-    if !run
-        .constructs()
-        .any(|(_, c)| c.class == ConstructClass::Wait)
+    if run
+        .constructs_of_class(ConstructClass::Wait)
+        .next()
+        .is_none()
     {
         out.findings
             .extend(source_waits(cx, &queues, &first_work, &launched));
@@ -147,12 +148,28 @@ fn waits_for(d: &Directive) -> Option<Option<Vec<i32>>> {
 /// When each queue first received work (any construct on it).
 fn first_work(run: &Run, queues: &Queues) -> IdHashMap<i32, u64> {
     let mut first: IdHashMap<i32, u64> = IdHashMap::default();
+    // Constructs mostly follow others on the same queue: the earliest
+    // start of such a run is kept, and the map updated once per run.
+    let mut run_of: Option<(i32, u64)> = None;
+    let keep = |first: &mut IdHashMap<i32, u64>, (q, start): (i32, u64)| {
+        let t = first.entry(q).or_insert(start);
+        *t = (*t).min(start);
+    };
     for (i, &q) in queues.0.iter().enumerate() {
         if q != Queues::NONE {
             let (start, _) = run.construct_span(ConstructId::at(i));
-            let t = first.entry(q).or_insert(start);
-            *t = (*t).min(start);
+            match &mut run_of {
+                Some((rq, min)) if *rq == q => *min = (*min).min(start),
+                _ => {
+                    if let Some(done) = run_of.replace((q, start)) {
+                        keep(&mut first, done);
+                    }
+                }
+            }
         }
+    }
+    if let Some(done) = run_of {
+        keep(&mut first, done);
     }
     first
 }

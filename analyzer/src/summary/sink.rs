@@ -166,6 +166,10 @@ impl SummarySink {
 impl Sink for SummarySink {
     type Output = Summary;
 
+    fn driver_spans_possible(&mut self, possible: bool) {
+        self.ledger.driver_spans_possible(possible);
+    }
+
     fn started(&mut self, id: ConstructId, c: &Construct) {
         if c.parent.is_none() {
             let family = Family {
@@ -185,7 +189,11 @@ impl Sink for SummarySink {
         open_at_end: bool,
     ) {
         self.ledger.construct(id, c, launches, at, open_at_end);
-        if let Some(f) = family_mut(&mut self.families, at.top) {
+        let f = match launches {
+            [] => None,
+            _ => family_mut(&mut self.families, at.top),
+        };
+        if let Some(f) = f {
             for (i, l) in launches.iter().enumerate() {
                 let key = (l.start_ns, id, i);
                 if f.last_launch.as_ref().map_or(true, |(k, _)| key >= *k) {
@@ -305,10 +313,14 @@ impl Sink for SummarySink {
             return;
         }
         if let Some(f) = at.and_then(|at| family_mut(&mut self.families, at.top)) {
-            f.last_transfers
-                .push((order, cp.kind, cp.bytes, cp.variable));
-            f.last_transfers.sort_by_key(|x| std::cmp::Reverse(x.0));
-            f.last_transfers.truncate(3);
+            // The three latest, latest first; of equal orders, the one
+            // handed over first.
+            let last = &mut f.last_transfers;
+            let i = last.iter().position(|x| x.0 < order).unwrap_or(last.len());
+            if i < 3 {
+                last.insert(i, (order, cp.kind, cp.bytes, cp.variable));
+                last.truncate(3);
+            }
         }
         let a = self.slot(at);
         let dir = Some(cp.kind);
