@@ -1,0 +1,151 @@
+//! Where the join's records point in the source: call sites and their
+//! callers (symbolized once each), and the code addresses of the
+//! coherence check's host accesses.
+
+use accprof_trace::CallSiteId;
+
+use super::{Join, Sink};
+use crate::model::{Site, SiteId};
+use crate::symbolize::{SymbolizedSite, Symbolizer};
+
+impl<S: Sink> Join<S> {
+    /// The source site of an interned call site, symbolized once.
+    pub(super) fn call_site_site(&mut self, cs: CallSiteId, symbolizer: &mut Symbolizer) -> SiteId {
+        if let Some(id) = self.symbolized.get(u64::from(cs.0)) {
+            return id;
+        }
+        let site = match self.call_sites.get(&cs).copied() {
+            Some(c) => match self.modules.get(&c.module) {
+                Some(m) => symbolized(symbolizer, m, c.return_offset, c.return_offset),
+                None => Site::unknown(),
+            },
+            None => Site::unknown(),
+        };
+        let id = self.intern_site(site);
+        self.symbolized.insert(u64::from(cs.0), id);
+        self.find_callers(cs, id, symbolizer);
+        id
+    }
+
+    /// The source frames above the call site `cs` (symbolized as `id`):
+    /// the functions its call was inlined into, then each recorded caller
+    /// with the functions that call was inlined into. Kept for the first
+    /// call site that symbolizes to `id`.
+    pub(super) fn find_callers(&mut self, cs: CallSiteId, id: SiteId, symbolizer: &mut Symbolizer) {
+        if self.callers.contains_key(&id) {
+            return;
+        }
+        let Some(c) = self.call_sites.get(&cs).copied() else {
+            return;
+        };
+        let frame = |s: &mut Symbolizer, m: &accprof_trace::Module, off: u64| {
+            s.frames(m, off)
+                .into_iter()
+                .map(move |(file, function, line)| Site {
+                    file,
+                    function,
+                    line: Some(line),
+                    address: Some((m.path.clone(), off)),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut out = Vec::new();
+        if let Some(m) = self.modules.get(&c.module) {
+            out.extend(frame(symbolizer, m, c.return_offset).into_iter().skip(1));
+        }
+        for f in self.call_chains.get(&cs).into_iter().flatten() {
+            if let Some(m) = self.modules.get(&f.module) {
+                out.extend(frame(symbolizer, m, f.return_offset));
+            }
+        }
+        if !out.is_empty() {
+            self.callers.insert(id, out);
+        }
+    }
+
+    pub(super) fn add_coherence(
+        &mut self,
+        k: &accprof_trace::Coherence,
+        symbolizer: &mut Symbolizer,
+    ) {
+        self.see_time(k.time_ns);
+        let site = self.code_site(k.code_addr, symbolizer);
+        let construct = self
+            .recent
+            .iter()
+            .rev()
+            .find(|(r, _)| *r == k.construct.0)
+            .map(|&(_, c)| c);
+        let variable = self.name(k.variable);
+        self.host_accesses.push(crate::model::HostAccess {
+            kind: k.kind,
+            time_ns: k.time_ns,
+            thread: k.thread,
+            site,
+            host_addr: k.host_addr,
+            range_start: k.range_start,
+            range_bytes: k.range_bytes,
+            variable,
+            construct,
+            confirmed: k.confirmed,
+        });
+    }
+
+    /// The source site of a code address (an instruction's own address,
+    /// not a return address), in the module of the trace that holds it.
+    pub(super) fn code_site(&mut self, addr: u64, symbolizer: &mut Symbolizer) -> SiteId {
+        if let Some(&id) = self.code_sites.get(&addr) {
+            return id;
+        }
+        let module = self
+            .modules
+            .values()
+            .find(|m| {
+                addr >= m.base.saturating_add(m.text_start)
+                    && addr < m.base.saturating_add(m.text_end)
+            })
+            .cloned();
+        let site = match module {
+            Some(m) => {
+                let offset = addr - m.base;
+                // lookup() reads a return address, at the byte before it.
+                symbolized(symbolizer, &m, offset + 1, offset)
+            }
+            None => Site {
+                address: Some(("(no module)".into(), addr)),
+                ..Site::unknown()
+            },
+        };
+        let id = self.intern_site(site);
+        self.code_sites.insert(addr, id);
+        id
+    }
+}
+
+/// The site `lookup` gives for `offset` in `m` (`at`: the offset kept as
+/// the site's address).
+fn symbolized(
+    symbolizer: &mut Symbolizer,
+    m: &accprof_trace::Module,
+    lookup: u64,
+    at: u64,
+) -> Site {
+    match symbolizer.lookup(m, lookup) {
+        SymbolizedSite::Found {
+            file,
+            function,
+            line,
+        } => Site {
+            file,
+            function,
+            line,
+            address: Some((m.path.clone(), at)),
+        },
+        SymbolizedSite::NoDebugInfo { function } => Site {
+            file: m.path.clone(),
+            function: function.unwrap_or_else(|| "?".into()),
+            line: None,
+            address: Some((m.path.clone(), at)),
+        },
+    }
+}
