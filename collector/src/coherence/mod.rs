@@ -55,6 +55,9 @@ struct Checker {
     unconfirmed: u64,
     /// Ranges ever mapped: none on a device means nothing was checked.
     mapped: u64,
+    /// Host <-> device copies the driver reported (CUPTI's callbacks): with
+    /// none, the ranges' host addresses could not be known.
+    copies_seen: u64,
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     unwatched: u64,
@@ -207,6 +210,7 @@ pub(crate) fn driver_copy(upload: bool, host: Option<u64>, bytes: Option<u64>) {
         if c.host_seen && !c.device_seen {
             return;
         }
+        c.copies_seen += 1;
         c.host_updated(h, b);
         // Copies of a data construct map a range that outlives it; those
         // of a compute construct (its arguments, its own clauses) end with
@@ -583,6 +587,12 @@ fn exit_note(c: &Checker) -> Option<String> {
     if !c.device_seen {
         return None;
     }
+    if c.mapped == 0 && c.copies_seen > 0 {
+        return Some(
+            "coherence check: no array stayed on the device between constructs (every copy belonged to a compute construct's own clauses), so no host read could find it stale"
+                .into(),
+        );
+    }
     if c.mapped == 0 {
         return Some(
             "coherence check: no host range mapped to the device was seen, so nothing was checked (GCC's libgomp gives its arrays' host addresses only through CUPTI's copies: is CUPTI off?)"
@@ -615,4 +625,37 @@ fn exit_note(c: &Checker) -> Option<String> {
         }
     }
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exit_note, Checker};
+
+    fn note(c: &Checker) -> String {
+        exit_note(c).expect("a note")
+    }
+
+    /// Copies came (CUPTI was recording) but none of them mapped an array
+    /// beyond its construct: nothing could be stale, and CUPTI is not to
+    /// blame; with no copy at all, the addresses could not be known.
+    #[test]
+    fn a_run_without_data_regions_is_told_apart_from_one_without_cupti() {
+        let mut c = Checker {
+            device_seen: true,
+            ..Checker::default()
+        };
+        assert!(note(&c).contains("is CUPTI off?"), "{}", note(&c));
+        c.copies_seen = 4;
+        assert!(
+            note(&c).contains("no array stayed on the device between constructs"),
+            "{}",
+            note(&c)
+        );
+        c.mapped = 1;
+        assert!(
+            note(&c).starts_with("coherence check: 0 faults"),
+            "{}",
+            note(&c)
+        );
+    }
 }
