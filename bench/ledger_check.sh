@@ -48,8 +48,7 @@ if [ -z "$out" ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 mkdir -p "$out" || { echo "ledger_check.sh: cannot create '$out'" >&2; exit 2; }
 export SAMPLE_SKIP_REFERENCE=1
 
-median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-wall_us() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
+. "$(dirname "$0")/stats.sh"
 # A run under the collector, preloaded as `accprof run` preloads it.
 recorded_us() { local t=$1; shift; wall_us env LD_PRELOAD="$lib" ACCPROF_OUTPUT="$t" ACCPROF_QUIET=1 ACCPROF_TIME=0 "$@"; }
 # The ledger's time inside constructs (all threads), in microseconds.

@@ -35,8 +35,7 @@ if [ -z "$out" ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 mkdir -p "$out" || { echo "savings.sh: cannot create '$out'" >&2; exit 2; }
 export SAMPLE_SKIP_REFERENCE=1
 
-median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-wall_us() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
+. "$(dirname "$0")/stats.sh"
 claim_us() {
   "$acc" analyze --json ${map:+--source-map "$map"} "$1" 2> /dev/null |
     python3 -c 'import json, sys; print(round((json.load(sys.stdin).get("total_saving_ns") or 0) / 1000))'

@@ -1,6 +1,10 @@
 # Sourced by the timing scripts of bench/: medians, and a row of a
 # variant's times against the bare program's, round by round.
 
+# The wall time of a command in microseconds, its output and failure
+# ignored.
+wall_us() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
+
 # The median of the numbers on standard input, one a line.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 

@@ -337,19 +337,14 @@ fn applied_fortran_patch_compiles_and_matches_the_reference() {
     );
 }
 
-/// --verify on this machine: no GPU, so libgomp runs the program on the
-/// host and CUPTI is absent; the outputs are compared and the missing
-/// transfer and kernel times are named as missing.
-#[test]
-fn verify_in_host_fallback() {
-    if !need("gcc") {
-        return;
-    }
+/// `analyze --verify` of the laplace_bad_c fixture against a copy of its
+/// source in `dir`, built with `build`, run as `{out} 64 10 0`, the two
+/// versions kept in `dir`/verify (returned with the output).
+fn verify_laplace_bad(dir: &Path, build: &str) -> (Output, PathBuf) {
     let lib = collector_lib();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let (_, map) = sample_copy(dir, "laplace_bad.c");
     let t = fixture("laplace_bad_c");
-    let keep = dir.path().join("verify");
+    let keep = dir.join("verify");
     let out = analyze(&[
         "--source-map",
         &map,
@@ -359,11 +354,27 @@ fn verify_in_host_fallback() {
         "--keep",
         path_str(&keep),
         "--build",
-        "gcc -O2 -g -fopenacc -foffload=disable {src} -o {out} -lm",
+        build,
         "--run",
         "{out} 64 10 0",
         path_str(&t),
     ]);
+    (out, keep)
+}
+
+/// --verify on this machine: no GPU, so libgomp runs the program on the
+/// host and CUPTI is absent; the outputs are compared and the missing
+/// transfer and kernel times are named as missing.
+#[test]
+fn verify_in_host_fallback() {
+    if !need("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (out, keep) = verify_laplace_bad(
+        dir.path(),
+        "gcc -O2 -g -fopenacc -foffload=disable {src} -o {out} -lm",
+    );
     let s = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{s}\n{}", text(&out.stderr));
     assert!(s.contains("patched with #1 L3, #2 D6"), "{s}");
@@ -400,25 +411,11 @@ fn verify_builds_a_one_file_patch_from_dir() {
     if !need("gcc") {
         return;
     }
-    let lib = collector_lib();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
-    let t = fixture("laplace_bad_c");
-    let keep = dir.path().join("verify");
-    let out = analyze(&[
-        "--source-map",
-        &map,
-        "--verify",
-        "--lib",
-        path_str(&lib),
-        "--keep",
-        path_str(&keep),
-        "--build",
+    let (out, keep) = verify_laplace_bad(
+        dir.path(),
         "gcc -O1 -fopenacc -foffload=disable {dir}/laplace_bad.c -o {out} -lm",
-        "--run",
-        "{out} 64 10 0",
-        path_str(&t),
-    ]);
+    );
     let s = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{s}\n{}", text(&out.stderr));
     let src = dir.path().join("laplace_bad.c");

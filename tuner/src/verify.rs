@@ -259,9 +259,19 @@ pub fn verify<R: Runner + ?Sized>(
     };
     let before = build_and_run("before", plan.source)?;
     let after = build_and_run("after", &copy)?;
-    Ok(Verified {
+    Ok(verified(plan, Vec::new(), before, after))
+}
+
+/// The result of `plan`, its two versions measured.
+fn verified(
+    plan: &VerifyPlan<'_>,
+    also: Vec<PathBuf>,
+    before: Measured,
+    after: Measured,
+) -> Verified {
+    Verified {
         source: plan.source.to_path_buf(),
-        also: Vec::new(),
+        also,
         patch: plan.patch.clone(),
         build: plan.build.to_string(),
         run: plan.run.to_string(),
@@ -269,7 +279,7 @@ pub fn verify<R: Runner + ?Sized>(
         before,
         after,
         kept: plan.keep.map(Path::to_path_buf),
-    })
+    }
 }
 
 fn file_name(p: &Path) -> String {
@@ -323,17 +333,8 @@ fn verify_in_dirs<R: Runner + ?Sized>(
     };
     let before = build_and_run("before", false)?;
     let after = build_and_run("after", true)?;
-    Ok(Verified {
-        source: plan.source.to_path_buf(),
-        also: plan.also.iter().map(|f| f.source.to_path_buf()).collect(),
-        patch: plan.patch.clone(),
-        build: plan.build.to_string(),
-        run: plan.run.to_string(),
-        differences: differences(&before, &after),
-        before,
-        after,
-        kept: plan.keep.map(Path::to_path_buf),
-    })
+    let also = plan.also.iter().map(|f| f.source.to_path_buf()).collect();
+    Ok(verified(plan, also, before, after))
 }
 
 /// Writes `files` (source, text to write) into `dir` under their own
