@@ -432,6 +432,14 @@ fn full_unwind() -> Option<Walk> {
     Some(walk)
 }
 
+/// The return address into the application of the call this thread is
+/// in (a full unwind: for the rare call that needs it).
+pub(crate) fn app_return_address() -> Option<u64> {
+    let walk = full_unwind()?;
+    let app = walk.app?;
+    Some(walk.frames.get(app)?.ip)
+}
+
 /// Full unwind; learns the chain's layout relative to `anchor`.
 fn learn(anchor: u64) -> Learned {
     let nothing = Learned {

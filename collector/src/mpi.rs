@@ -202,6 +202,10 @@ fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_
     // those whose counter-tick stamps the writer converts.
     let record = state::enabled();
     let start_ns = if record { clock::now_ns() } else { 0 };
+    if crate::coherence::on() {
+        // After the call's start: its accesses fall inside its span.
+        let _ = std::panic::catch_unwind(|| coherence_check(buffers));
+    }
     let rc = call(f);
     if record {
         let end_ns = clock::now_ns();
@@ -222,6 +226,22 @@ fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_
     }
     let _ = INSIDE.try_with(|c| c.set(false));
     rc
+}
+
+/// The coherence check's view of the call's buffers: MPI reads what it
+/// sends (a stale copy is a stale read) and writes what it receives, and
+/// may do either through the kernel (shared-memory single copy), which
+/// finds a protected page an error: the pages are opened first.
+fn coherence_check(buffers: &[Buffer]) {
+    let ranges: Vec<MpiRange> = buffers.iter().filter_map(|&b| range_of(b)).collect();
+    if ranges.is_empty() {
+        return;
+    }
+    // Inside the call instruction: its line is the call's.
+    let code = || crate::callsite::app_return_address().map_or(0, |a| a.saturating_sub(1));
+    for r in ranges {
+        crate::coherence::host_buffer(r.host_ptr, r.bytes, r.write, &code);
+    }
 }
 
 type SendFn = unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle) -> c_int;

@@ -17,7 +17,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use super::table::{save_window, Snapshot, Verdict};
+use super::table::{save_window, Prot, Range, Snapshot, Verdict};
 
 /// si_code of a SIGSEGV for an access the page's protection refused.
 const SEGV_ACCERR: libc::c_int = 2;
@@ -35,6 +35,8 @@ pub(crate) struct Fault {
     pub code_addr: u64,
     pub host_addr: u64,
     pub range: super::table::Range,
+    /// A write (else a read).
+    pub write: bool,
     /// The saved host bytes: `saved_len` bytes from `saved_at`.
     pub saved_at: u64,
     pub saved_len: usize,
@@ -66,7 +68,10 @@ const BLANK: Fault = Fault {
         device: 0,
         name: 0,
         state: super::table::State::HostCurrent,
+        unread: None,
+        unproven: false,
     },
+    write: false,
     saved_at: 0,
     saved_len: 0,
     saved: [0; SAVED],
@@ -83,9 +88,13 @@ static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 /// Counters for the exit note.
 pub(crate) static FAULTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
-/// Stale-range faults the ring had no room for.
+/// Faults the ring had no room for: what they would have said is lost
+/// (the drainer then takes every awaited download for read).
 pub(crate) static RING_FULL: AtomicU64 = AtomicU64::new(0);
-/// Host writes into a stale range (not reads: not a C1).
+/// Protection changes the handler made: the callbacks' idea of what is
+/// protected is out of date when this moved.
+pub(crate) static OPENED: AtomicU64 = AtomicU64::new(0);
+/// Host writes into a stale range (not reads: not a C1; not checked).
 pub(crate) static WRITES: AtomicU64 = AtomicU64::new(0);
 /// Accesses from inside an OpenACC construct (the runtime's own).
 pub(crate) static RUNTIME_ACCESSES: AtomicU64 = AtomicU64::new(0);
@@ -121,6 +130,24 @@ pub(crate) fn publish(next: Snapshot, retired: &mut Vec<Box<Snapshot>>) {
     if READERS.load(Ordering::SeqCst) == 0 {
         retired.clear();
     }
+}
+
+/// Runs `f` on the published snapshot, if any (from a wrapped call, not
+/// the handler: the same reader protocol).
+pub(crate) fn with_snapshot(f: impl FnOnce(&Snapshot)) {
+    READERS.fetch_add(1, Ordering::SeqCst);
+    let snap = SNAPSHOT.load(Ordering::SeqCst);
+    // SAFETY: a published snapshot is freed only while READERS is 0.
+    if let Some(s) = unsafe { snap.as_ref() } {
+        f(s);
+    }
+    READERS.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Opens the whole pages `lo..hi` (a wrapped call is about to hand them
+/// to the system).
+pub(crate) fn open_span(lo: u64, hi: u64) {
+    protect(lo, hi.saturating_sub(lo), Prot::Rw);
 }
 
 /// Takes the faults recorded since the last call, oldest slot first.
@@ -359,15 +386,17 @@ fn context(_ctx: *mut libc::c_void) -> (u64, bool) {
 
 fn open_page(addr: u64) {
     let page = PAGE.load(Ordering::Relaxed);
-    // SAFETY: the page holds a range the check protected (it was readable
-    // and writable before); giving it back its access changes nothing
-    // else.
+    protect(addr & !(page - 1), page, Prot::Rw);
+}
+
+/// Gives `lo..lo+len` (whole pages) protection `prot`: only ever less
+/// strict than what the check set there.
+fn protect(lo: u64, len: u64, prot: Prot) {
+    OPENED.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: pages the check protected (they were readable and writable
+    // before); loosening them changes nothing else.
     unsafe {
-        libc::mprotect(
-            (addr & !(page - 1)) as usize as *mut libc::c_void,
-            page as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-        );
+        libc::mprotect(lo as usize as *mut libc::c_void, len as usize, prot.bits());
     }
 }
 
@@ -398,23 +427,24 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     READERS.fetch_sub(1, Ordering::SeqCst);
     match verdict {
         Verdict::NotOurs => {
+            if addr != 0 {
+                say_not_ours(addr, context(ctx).0);
+            }
             // SAFETY: as above.
             unsafe { *libc::__errno_location() = errno };
             pass_on(sig, info, ctx);
             return;
         }
         Verdict::OurPage => open_page(addr),
-        Verdict::Stale(range) => {
-            open_page(addr);
+        Verdict::Watched(range) => {
             FAULTS.fetch_add(1, Ordering::Relaxed);
             let (code_addr, write) = context(ctx);
             let inside = IN_CONSTRUCT.try_with(Cell::get).unwrap_or(0) > 0;
             if inside {
                 RUNTIME_ACCESSES.fetch_add(1, Ordering::Relaxed);
-            } else if write {
-                WRITES.fetch_add(1, Ordering::Relaxed);
+                open_page(addr);
             } else {
-                record(started, code_addr, addr, range);
+                access(started, code_addr, addr, write, range);
             }
         }
     }
@@ -426,7 +456,37 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     unsafe { *libc::__errno_location() = errno };
 }
 
-fn record(time: u64, code_addr: u64, addr: u64, range: super::table::Range) {
+/// A host access to a watched range, from the handler (`code_addr` the
+/// faulting instruction) or from a wrapped call that hands the range to
+/// the system (`code_addr` inside the call instruction): recorded for the
+/// next construct boundary, and the range's pages opened as far as the
+/// access needs. Async-signal-safe.
+pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+    let page = PAGE.load(Ordering::Relaxed);
+    if write || range.is_stale() {
+        // A stale copy is watched page by page (each read is one); a
+        // write needs its page writable.
+        open_page(addr);
+    } else {
+        // A read of a download: it is read, whatever else is; what stays
+        // watched is a write to a copy the device shares.
+        let (lo, hi) = super::table::page_span(range.start, range.bytes, page);
+        let after = Range {
+            unread: None,
+            ..range
+        };
+        protect(lo, hi - lo, after.prot());
+    }
+    if write && range.is_stale() {
+        WRITES.fetch_add(1, Ordering::Relaxed);
+    }
+    if !(write && range.is_stale()) || range.unread.is_some() {
+        // After the page is open: a read's bytes are saved.
+        record(time, code_addr, addr, write, range);
+    }
+}
+
+fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
     let page = PAGE.load(Ordering::Relaxed);
     let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     for k in 0..RING {
@@ -446,18 +506,21 @@ fn record(time: u64, code_addr: u64, addr: u64, range: super::table::Range) {
             code_addr,
             host_addr: addr,
             range,
+            write,
             saved_at: at,
             saved_len: len as usize,
             saved: [0; SAVED],
         };
-        // SAFETY: at..at+len lies in the page just opened (save_window keeps
-        // it there), so reading it cannot fault.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                at as usize as *const u8,
-                f.saved.as_mut_ptr(),
-                len as usize,
-            );
+        if !write {
+            // SAFETY: at..at+len lies in the page `access` opened (at
+            // least readable) before recording; save_window keeps it there.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    at as usize as *const u8,
+                    f.saved.as_mut_ptr(),
+                    len as usize,
+                );
+            }
         }
         // SAFETY: we own the slot (EMPTY -> WRITING above).
         unsafe { slot.fault.get().write(f) };
@@ -465,6 +528,40 @@ fn record(time: u64, code_addr: u64, addr: u64, range: super::table::Range) {
         return;
     }
     RING_FULL.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One line on stderr for a fault the check passes on while it runs: the
+/// program's own (or one the check cannot explain). Async-signal-safe.
+fn say_not_ours(addr: u64, code: u64) {
+    let mut buf = [0u8; 160];
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+        for &c in b {
+            if n < buf.len() {
+                buf[n] = c;
+                n += 1;
+            }
+        }
+    };
+    put(b"accprof: coherence check: SIGSEGV at ");
+    put(&hex(addr));
+    put(b" (instruction ");
+    put(&hex(code));
+    put(b") is not on a page the check watches: passed on to the program\n");
+    // SAFETY: write(2) on stderr with our own buffer; async-signal-safe.
+    unsafe {
+        libc::write(2, buf.as_ptr().cast(), n);
+    }
+}
+
+fn hex(v: u64) -> [u8; 18] {
+    let mut out = [b'0'; 18];
+    out[1] = b'x';
+    for i in 0..16 {
+        let d = ((v >> ((15 - i) * 4)) & 0xf) as u8;
+        out[2 + i] = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+    }
+    out
 }
 
 /// Used by the callbacks to keep [`IN_CONSTRUCT`].

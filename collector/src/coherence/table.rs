@@ -1,16 +1,49 @@
 //! The host ranges mapped to the device, which copy of each is current,
-//! and the pages that watching the stale ones takes: plain data and pure
+//! and the page protection that watching them takes: plain data and pure
 //! functions, so every decision the signal handler and the callbacks make
 //! is testable without a device, a signal or `mprotect`.
 
 /// Which copy of a range the host may trust.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
-    /// The host copy is current (just mapped, uploaded or downloaded).
+    /// Both copies agree (just mapped, uploaded or downloaded).
     HostCurrent,
     /// A compute construct (this region) may have written the device copy
     /// since the host copy was last brought up to date.
     DeviceNewer { since: u64 },
+    /// The host wrote its copy since both agreed; no upload yet.
+    HostNewer,
+}
+
+/// How a range's pages are protected while it is in a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Prot {
+    /// No access: every touch faults (a stale copy, or a download whose
+    /// reader is awaited).
+    None,
+    /// Read-only: a host write faults (both copies agree).
+    Read,
+    /// Open.
+    Rw,
+}
+
+impl Prot {
+    pub fn bits(self) -> i32 {
+        match self {
+            Prot::None => libc::PROT_NONE,
+            Prot::Read => libc::PROT_READ,
+            Prot::Rw => libc::PROT_READ | libc::PROT_WRITE,
+        }
+    }
+}
+
+/// A download (`update self`) the host has not read yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Download {
+    /// The update construct that downloaded.
+    pub region: u64,
+    pub time: u64,
+    pub thread: u32,
 }
 
 /// One host range mapped to the device.
@@ -18,12 +51,16 @@ pub(crate) enum State {
 pub(crate) struct Range {
     pub start: u64,
     pub bytes: u64,
-    /// The device copy's address; 0 when the runtime did not say (the
-    /// OpenACC API is asked when it is needed).
+    /// The device copy's address; 0 when the runtime did not say.
     pub device: u64,
     /// The variable's interned name; 0 when none was given.
     pub name: u32,
     pub state: State,
+    /// The last download into the range, while the host has not read it.
+    pub unread: Option<Download>,
+    /// Mapped from a copy the runtime may have staged through a buffer of
+    /// its own: not watched until shown to be the array itself.
+    pub unproven: bool,
 }
 
 impl Range {
@@ -37,6 +74,21 @@ impl Range {
 
     pub fn is_stale(&self) -> bool {
         matches!(self.state, State::DeviceNewer { .. })
+    }
+
+    /// The protection this range asks of its pages: reads of a stale copy
+    /// and of an unread download fault; writes to a copy the device shares
+    /// fault; a range the host already changed is left open.
+    pub fn prot(&self) -> Prot {
+        if self.unproven {
+            return Prot::Rw;
+        }
+        match self.state {
+            State::DeviceNewer { .. } => Prot::None,
+            _ if self.unread.is_some() => Prot::None,
+            State::HostCurrent if self.device != 0 => Prot::Read,
+            _ => Prot::Rw,
+        }
     }
 }
 
@@ -64,6 +116,10 @@ pub(crate) struct Table {
 impl Table {
     pub fn ranges(&self) -> &[Range] {
         &self.ranges
+    }
+
+    pub fn ranges_mut(&mut self) -> &mut [Range] {
+        &mut self.ranges
     }
 
     /// Starts tracking `start..start+bytes` with the host copy current, or
@@ -94,69 +150,92 @@ impl Table {
             device,
             name,
             state: State::HostCurrent,
+            unread: None,
+            unproven: false,
         });
         true
     }
 
     /// The host copy of `start..start+bytes` is brought up to date (a
     /// download writes it, an upload makes both copies equal): every
-    /// range it covers whole becomes host-current. (The caller opens the
-    /// pages of the copied bytes, whatever else they hold: the runtime is
-    /// about to touch them.)
-    pub fn host_updated(&mut self, start: u64, bytes: u64) {
+    /// range it covers whole becomes host-current. Returns the ranges it
+    /// covers, as they were.
+    pub fn host_updated(&mut self, start: u64, bytes: u64) -> Vec<Range> {
         let end = start.saturating_add(bytes);
+        let mut covered = Vec::new();
         for r in &mut self.ranges {
             if r.start >= start && r.end() <= end {
+                covered.push(*r);
                 r.state = State::HostCurrent;
             }
         }
+        covered
     }
 
-    /// Forgets the ranges that start inside `start..start+bytes` (a delete
-    /// or an exit data: the host copy is the only one again).
-    pub fn unmap(&mut self, start: u64, bytes: u64) {
-        let end = start.saturating_add(bytes.max(1));
-        self.ranges.retain(|r| !(r.start >= start && r.start < end));
+    /// Forgets the ranges `keep` says no; returns them.
+    pub fn take(&mut self, mut gone: impl FnMut(&Range) -> bool) -> Vec<Range> {
+        let mut out = Vec::new();
+        self.ranges.retain(|r| {
+            let g = gone(r);
+            if g {
+                out.push(*r);
+            }
+            !g
+        });
+        out
     }
 
-    /// Forgets the ranges `keep` says no.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Range) -> bool) {
-        self.ranges.retain(|r| keep(r));
-    }
-
-    /// A compute construct (region `region`) ended: every range `present`
-    /// says the device holds may now be newer there.
-    pub fn device_written(&mut self, region: u64, mut present: impl FnMut(&Range) -> bool) {
+    /// A compute construct (region `region`) ended: every range the device
+    /// holds may now be newer there.
+    pub fn device_written(&mut self, region: u64) {
         for r in &mut self.ranges {
-            if present(r) {
+            if r.device != 0 && !r.unproven {
                 r.state = State::DeviceNewer { since: region };
             }
         }
     }
 
-    /// The stale ranges, for the handler's snapshot.
-    pub fn stale(&self) -> Vec<Range> {
+    /// The ranges whose pages are watched, for the handler's snapshot.
+    pub fn watched(&self) -> Vec<Range> {
         self.ranges
             .iter()
-            .filter(|r| r.is_stale())
+            .filter(|r| r.prot() != Prot::Rw)
             .copied()
             .collect()
     }
 }
 
-/// The page spans that cover `ranges`, sorted and merged (a page shared
-/// by two stale ranges is protected once).
-pub(crate) fn protected_spans(ranges: &[Range], page: u64) -> Vec<(u64, u64)> {
-    let mut spans: Vec<(u64, u64)> = ranges
+/// The page segments that watching `ranges` takes: sorted, disjoint, each
+/// with the strictest protection any range on it asks (a page shared by a
+/// stale range and a current one is closed).
+pub(crate) fn segments(ranges: &[Range], page: u64) -> Vec<(u64, u64, Prot)> {
+    let mut cuts: Vec<u64> = Vec::with_capacity(ranges.len() * 2);
+    let spans: Vec<(u64, u64, Prot)> = ranges
         .iter()
-        .map(|r| page_span(r.start, r.bytes, page))
+        .filter(|r| r.prot() != Prot::Rw)
+        .map(|r| {
+            let (lo, hi) = page_span(r.start, r.bytes, page);
+            (lo, hi, r.prot())
+        })
         .collect();
-    spans.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
-    for (lo, hi) in spans {
+    for s in &spans {
+        cuts.push(s.0);
+        cuts.push(s.1);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out: Vec<(u64, u64, Prot)> = Vec::new();
+    for w in cuts.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        let prot = spans
+            .iter()
+            .filter(|s| s.0 < hi && s.1 > lo)
+            .map(|s| s.2)
+            .min();
+        let Some(prot) = prot else { continue };
         match out.last_mut() {
-            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-            _ => out.push((lo, hi)),
+            Some(last) if last.1 == lo && last.2 == prot => last.1 = hi,
+            _ => out.push((lo, hi, prot)),
         }
     }
     out
@@ -166,36 +245,49 @@ pub(crate) fn protected_spans(ranges: &[Range], page: u64) -> Vec<(u64, u64)> {
 /// address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Inside this stale range: the host touched a copy older than the
-    /// device's.
-    Stale(Range),
-    /// On a page the check protected, outside every stale range (other
+    /// Inside this watched range.
+    Watched(Range),
+    /// On a page the check protected, outside every watched range (other
     /// data sharing the page): let it through, say nothing.
     OurPage,
     /// Not the check's doing: the program's own fault.
     NotOurs,
 }
 
-/// The handler's view: the stale ranges and the protected page spans,
+/// The handler's view: the watched ranges and the protected page spans,
 /// immutable once published.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
-    pub stale: Vec<Range>,
+    pub watched: Vec<Range>,
+    /// Sorted, disjoint page spans that may be protected.
     pub spans: Vec<(u64, u64)>,
 }
 
 impl Snapshot {
-    pub fn new(stale: Vec<Range>, page: u64) -> Snapshot {
-        let spans = protected_spans(&stale, page);
-        Snapshot { stale, spans }
+    /// `extra`: page spans protected until now that the new state may
+    /// open (a fault there while they are opened is still ours).
+    pub fn new(watched: Vec<Range>, page: u64, extra: &[(u64, u64, Prot)]) -> Snapshot {
+        let mut all: Vec<(u64, u64)> = segments(&watched, page)
+            .into_iter()
+            .chain(extra.iter().copied())
+            .map(|s| (s.0, s.1))
+            .collect();
+        all.sort_unstable();
+        let mut spans: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+        for (lo, hi) in all {
+            match spans.last_mut() {
+                Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                _ => spans.push((lo, hi)),
+            }
+        }
+        Snapshot { watched, spans }
     }
 
     /// Allocation-free: called from the signal handler.
     pub fn judge(&self, addr: u64) -> Verdict {
-        if let Some(r) = self.stale.iter().find(|r| r.contains(addr)) {
-            return Verdict::Stale(*r);
+        if let Some(r) = self.watched.iter().find(|r| r.contains(addr)) {
+            return Verdict::Watched(*r);
         }
-        // spans are sorted and disjoint.
         let i = self.spans.partition_point(|s| s.1 <= addr);
         match self.spans.get(i) {
             Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
@@ -222,14 +314,20 @@ mod tests {
 
     const PAGE: u64 = 4096;
 
-    fn stale_at(start: u64, bytes: u64) -> Range {
+    fn at(start: u64, bytes: u64, state: State) -> Range {
         Range {
             start,
             bytes,
-            device: 0,
+            device: 0xd000_0000 + start,
             name: 0,
-            state: State::DeviceNewer { since: 1 },
+            state,
+            unread: None,
+            unproven: false,
         }
+    }
+
+    fn stale_at(start: u64, bytes: u64) -> Range {
+        at(start, bytes, State::DeviceNewer { since: 1 })
     }
 
     #[test]
@@ -243,48 +341,80 @@ mod tests {
     fn a_construct_end_makes_present_ranges_stale_and_a_download_current() {
         let mut t = Table::default();
         assert!(t.map(0x10000, 0x3000, 0xd0000, 7));
+        // No device address known: never taken for present.
         assert!(t.map(0x20000, 0x100, 0, 0));
-        t.device_written(5, |r| r.start == 0x10000);
-        assert_eq!(t.stale().len(), 1);
-        assert_eq!(t.stale()[0].state, State::DeviceNewer { since: 5 });
-        // Part of the range downloaded: still stale (its pages are opened
-        // by the caller, the rest stays watched).
-        t.host_updated(0x10000, 0x1000);
-        assert_eq!(t.stale().len(), 1);
-        t.host_updated(0x10000, 0x3000);
-        assert!(t.stale().is_empty());
+        t.device_written(5);
+        assert_eq!(t.watched().len(), 1);
+        assert_eq!(t.watched()[0].state, State::DeviceNewer { since: 5 });
+        // Part of the range downloaded: still stale.
+        assert!(t.host_updated(0x10000, 0x1000).is_empty());
+        assert!(t.ranges()[0].is_stale());
+        let covered = t.host_updated(0x10000, 0x3000);
+        assert_eq!(covered.len(), 1);
+        assert!(covered[0].is_stale(), "returned as it was");
+        assert_eq!(t.ranges()[0].state, State::HostCurrent);
+        // Both copies agree: the pages are read-only, to catch a write.
+        assert_eq!(t.ranges()[0].prot(), Prot::Read);
+        assert_eq!(t.ranges()[1].prot(), Prot::Rw);
         // Mapping the same start again keeps one range.
         assert!(t.map(0x10000, 0x3000, 0, 0));
         assert_eq!(t.ranges().len(), 2);
         assert_eq!(t.ranges()[0].device, 0xd0000);
-        t.unmap(0x10000, 0x3000);
-        assert_eq!(t.ranges().len(), 1);
+        let gone = t.take(|r| r.start == 0x10000);
+        assert_eq!((gone.len(), t.ranges().len()), (1, 1));
     }
 
     #[test]
-    fn overlapping_and_page_sharing_ranges_are_protected_once() {
-        // Two ranges on one page, a third overlapping the second.
+    fn each_state_asks_its_protection() {
+        let mut r = at(0x1000, 0x100, State::HostCurrent);
+        assert_eq!(r.prot(), Prot::Read);
+        r.state = State::HostNewer;
+        assert_eq!(r.prot(), Prot::Rw);
+        r.unread = Some(Download {
+            region: 3,
+            time: 1,
+            thread: 1,
+        });
+        assert_eq!(r.prot(), Prot::None, "a download awaiting its reader");
+        r.unread = None;
+        r.state = State::DeviceNewer { since: 2 };
+        assert_eq!(r.prot(), Prot::None);
+        // A copy that may be the runtime's staging buffer is never watched.
+        r.unproven = true;
+        assert_eq!(r.prot(), Prot::Rw);
+    }
+
+    #[test]
+    fn shared_pages_take_the_strictest_protection() {
+        // A stale range and a current one share the page at 0x1000.
         let rs = [
             stale_at(0x1000, 0x100),
-            stale_at(0x1800, 0x1000),
+            at(0x1800, 0x1000, State::HostCurrent),
             stale_at(0x2000, 0x2000),
-            stale_at(0x8000, 8),
+            at(0x8000, 8, State::HostCurrent),
+            at(0x9000, 8, State::HostNewer),
         ];
         assert_eq!(
-            protected_spans(&rs, PAGE),
-            vec![(0x1000, 0x4000), (0x8000, 0x9000)]
+            segments(&rs, PAGE),
+            vec![(0x1000, 0x4000, Prot::None), (0x8000, 0x9000, Prot::Read)]
         );
     }
 
     #[test]
-    fn unrelated_data_on_a_protected_page_is_ours_but_not_stale() {
-        let s = Snapshot::new(vec![stale_at(0x1100, 0x100), stale_at(0x5000, 0x10)], PAGE);
-        assert_eq!(s.judge(0x1100), Verdict::Stale(stale_at(0x1100, 0x100)));
-        assert_eq!(s.judge(0x11ff), Verdict::Stale(stale_at(0x1100, 0x100)));
+    fn unrelated_data_on_a_protected_page_is_ours_but_not_watched() {
+        let s = Snapshot::new(
+            vec![stale_at(0x1100, 0x100), stale_at(0x5000, 0x10)],
+            PAGE,
+            &[(0x7000, 0x8000, Prot::None)],
+        );
+        assert_eq!(s.judge(0x1100), Verdict::Watched(stale_at(0x1100, 0x100)));
+        assert_eq!(s.judge(0x11ff), Verdict::Watched(stale_at(0x1100, 0x100)));
         // Same page, before and after the range.
         assert_eq!(s.judge(0x1000), Verdict::OurPage);
         assert_eq!(s.judge(0x1200), Verdict::OurPage);
         assert_eq!(s.judge(0x5fff), Verdict::OurPage);
+        // A span about to be opened is still ours.
+        assert_eq!(s.judge(0x7008), Verdict::OurPage);
         // Pages nobody protected.
         assert_eq!(s.judge(0x2000), Verdict::NotOurs);
         assert_eq!(s.judge(0), Verdict::NotOurs);
@@ -296,11 +426,8 @@ mod tests {
     fn the_saved_window_stays_in_the_range_and_the_page() {
         let r = stale_at(0x1000, 0x3000);
         assert_eq!(save_window(&r, 0x1800, PAGE, 64), (0x17e0, 64));
-        // At the range's start: nothing before it.
         assert_eq!(save_window(&r, 0x1000, PAGE, 64), (0x1000, 64));
-        // Near the page's end: cut there, the next page may be protected.
         assert_eq!(save_window(&r, 0x1ff8, PAGE, 64), (0x1fd8, 0x28));
-        // Near the range's end.
         let small = stale_at(0x1010, 8);
         assert_eq!(save_window(&small, 0x1010, PAGE, 64), (0x1010, 8));
     }

@@ -283,7 +283,13 @@ pub(super) fn flush_before_context_destroy() {
 /// # Safety
 /// `data` must point to the CUpti_CallbackData of a driver-API callback.
 unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
-    let Some(t) = traced(cbid) else { return };
+    let Some(t) = traced(cbid) else {
+        if crate::coherence::on() && COHERENCE_TRACED.iter().any(|c| *c as u32 == cbid) {
+            // SAFETY: as for this function.
+            unsafe { coherence_memory(cbid, data) };
+        }
+        return;
+    };
     // The site is read as an integer: only ENTER and EXIT are acted on.
     // SAFETY: `data` is valid (caller); addr_of! makes no reference.
     let site = unsafe { addr_of!((*data).callbackSite).cast::<u32>().read() };
@@ -336,12 +342,15 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
                     DriverApi::CopyHostToDevice | DriverApi::CopyDeviceToHost
                 )
             {
+                // SAFETY: as for read_params: the struct `t.params` names.
+                let device = unsafe { device_param(t.params, params) };
                 // Before the copy touches the host bytes (asynchronous
                 // downloads too: they write them later).
                 crate::coherence::driver_copy(
                     t.api == DriverApi::CopyHostToDevice,
                     host_ptr,
                     bytes,
+                    device,
                 );
             }
             // One thread-local access for the call and its hash.
@@ -451,6 +460,72 @@ fn cuda_error(cbid: u32, code: u32) {
 pub(crate) fn context_broken() -> bool {
     CONTEXT_BROKEN.load(Ordering::Acquire)
 }
+
+/// The device address of a host <-> device copy, from its parameter
+/// struct (None for other shapes or a null struct).
+///
+/// # Safety
+/// `p` is null or points to a parameter struct of the shape `shape` names.
+unsafe fn device_param(shape: Params, p: *const c_void) -> Option<u64> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in read_params: the struct the arm names, integers only.
+    unsafe {
+        match shape {
+            Params::HtoD => Some((*p.cast::<sys::cuMemcpyHtoD_v2_params_st>()).dstDevice),
+            Params::DtoH => Some((*p.cast::<sys::cuMemcpyDtoH_v2_params_st>()).srcDevice),
+            _ => None,
+        }
+    }
+}
+
+/// The device blocks allocated and freed, followed only while the
+/// coherence check runs: a range whose device copy is freed is no longer
+/// mapped (the OpenACC runtime may say nothing else of it).
+///
+/// # Safety
+/// `data` must point to the CUpti_CallbackData of a driver-API callback.
+unsafe fn coherence_memory(cbid: u32, data: *const sys::CUpti_CallbackData) {
+    // SAFETY: `data` is valid (caller); addr_of! makes no reference.
+    let (site, params, ret) = unsafe {
+        (
+            addr_of!((*data).callbackSite).cast::<u32>().read(),
+            (*data).functionParams,
+            (*data).functionReturnValue,
+        )
+    };
+    if params.is_null() {
+        return;
+    }
+    if cbid == Cb::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 as u32 && site == SITE_EXIT {
+        // SAFETY: at the exit site the return value is the call's CUresult.
+        if ret.is_null() || unsafe { ret.cast::<u32>().read() } != 0 {
+            return;
+        }
+        // SAFETY: cuMemAlloc_v2's parameter struct; after a successful
+        // call `dptr` points to the new block's address.
+        let (dptr, bytes) = unsafe {
+            let s = &*params.cast::<sys::cuMemAlloc_v2_params_st>();
+            (s.dptr, s.bytesize)
+        };
+        if !dptr.is_null() {
+            // SAFETY: as above.
+            let at = unsafe { dptr.read() };
+            crate::coherence::device_alloc(at, bytes as u64);
+        }
+    } else if cbid == Cb::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 as u32 && site == SITE_ENTER {
+        // SAFETY: cuMemFree_v2's parameter struct.
+        let at = unsafe { (*params.cast::<sys::cuMemFree_v2_params_st>()).dptr };
+        crate::coherence::device_free(at);
+    }
+}
+
+/// The callbacks only the coherence check needs.
+pub(super) const COHERENCE_TRACED: [Cb; 2] = [
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+];
 
 /// Host pointer and byte count of a call, from its parameter struct.
 ///

@@ -313,7 +313,12 @@ fn start_inner() -> Result<(), String> {
     }
 
     let mut refused = Vec::new();
-    for (cb, _) in TRACED {
+    let coherence: &[sys::CUpti_driver_api_trace_cbid] = if crate::config::config().coherence {
+        &callbacks::COHERENCE_TRACED
+    } else {
+        &[]
+    };
+    for cb in TRACED.iter().map(|(cb, _)| cb).chain(coherence) {
         // SAFETY: `sub` is our live subscriber; the id is from this CUPTI's
         // driver-API table.
         let r = unsafe {

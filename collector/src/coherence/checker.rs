@@ -1,0 +1,401 @@
+//! What the check knows and decides between two callbacks: the table of
+//! ranges, the faults drained from the handler's ring, the records they
+//! become (C1 stale reads, C2 lost writes, C3 unread downloads), and the
+//! page protection that the ranges' states ask for.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use accprof_trace::{Coherence, CoherenceKind, Record, RegionId, StringId};
+
+use super::device::{read_device, read_host};
+use super::fault::{self, Fault};
+use super::table::{page_span, segments, Download, Prot, Range, Snapshot, State, Table};
+
+/// Bytes compared around a host write (its page, within the range).
+const WRITE_WINDOW: u64 = 4096;
+/// Bytes compared to tell an array from a runtime's staging buffer.
+const PROOF: usize = 64;
+
+#[derive(Default)]
+pub(super) struct Checker {
+    pub table: Table,
+    /// Replaced snapshots a handler may still read (see `fault::publish`).
+    #[allow(clippy::vec_box)]
+    retired: Vec<Box<Snapshot>>,
+    /// The page segments protected now, as last applied.
+    applied: Vec<(u64, u64, Prot)>,
+    /// fault::OPENED when `applied` was last made true.
+    opened_seen: u64,
+    /// fault::RING_FULL last seen.
+    ring_full_seen: u64,
+    /// Something changed since the last `apply`.
+    dirty: bool,
+    /// The first host write into a range since its copies last agreed.
+    writes: BTreeMap<u64, Fault>,
+    /// Constructs ran on a device with its own memory / on the host.
+    pub device_seen: bool,
+    pub host_seen: bool,
+    pub confirmed: u64,
+    pub current: u64,
+    pub unconfirmed: u64,
+    pub lost_writes: u64,
+    pub unread_downloads: u64,
+    /// Ranges ever mapped: none on a device means nothing was checked.
+    pub mapped: u64,
+    /// Copies into a data construct found to come from a buffer of the
+    /// runtime's own (libgomp stages small arrays through one).
+    pub staged: u64,
+    /// Host <-> device copies the driver reported (CUPTI's callbacks): with
+    /// none, the ranges' host addresses could not be known.
+    pub copies_seen: u64,
+    /// Ranges left unwatched: on a thread's stack (protecting it would
+    /// leave no room for the handler) or in memory `mprotect` refused.
+    pub unwatched: u64,
+    /// Device blocks the driver allocated while the check ran: start and
+    /// size, so that freeing one unmaps the ranges whose copies it held.
+    pub blocks: BTreeMap<u64, u64>,
+}
+
+fn page() -> u64 {
+    fault::PAGE.load(Ordering::Relaxed)
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+impl Checker {
+    /// Starts tracking a range. `proven`: the runtime named the host
+    /// address itself (else it came from a driver copy, which libgomp may
+    /// have staged through a buffer of its own: see `prove`).
+    pub fn map(&mut self, host: u64, bytes: u64, device: u64, name: u32, proven: bool) {
+        if super::on_own_stack(host, bytes) {
+            self.unwatched += 1;
+            return;
+        }
+        if !self.table.map(host, bytes, device, name) {
+            return;
+        }
+        if let Some(r) = self.table.ranges_mut().iter_mut().find(|r| r.start == host) {
+            r.unproven = !proven;
+        }
+        self.mapped += 1;
+        self.dirty = true;
+    }
+
+    /// The runtime is about to read (upload) or write (download) the host
+    /// bytes: their pages are opened first; afterwards both copies agree.
+    /// `download_by`: the update construct downloading, when it is one
+    /// (whose reader is then awaited).
+    pub fn host_updated(&mut self, host: u64, bytes: u64, upload: bool, download_by: Option<u64>) {
+        let end = host.saturating_add(bytes);
+        let watched = self
+            .applied
+            .iter()
+            .any(|s| s.0 < end && s.1 > host && s.2 != Prot::Rw);
+        if watched {
+            let (lo, hi) = page_span(host, bytes, page());
+            fault::open_span(lo, hi);
+            self.dirty = true;
+        }
+        let covered = self.table.host_updated(host, bytes);
+        if covered.is_empty() {
+            return;
+        }
+        self.dirty = true;
+        for r in covered {
+            self.writes.remove(&r.start);
+            if upload {
+                continue;
+            }
+            if let Some(d) = r.unread {
+                self.unread_download(&r, d);
+            }
+            let next = download_by.map(|region| Download {
+                region,
+                time: crate::clock::now_ns(),
+                thread: gettid(),
+            });
+            if let Some(t) = self
+                .table
+                .ranges_mut()
+                .iter_mut()
+                .find(|x| x.start == r.start)
+            {
+                t.unread = next;
+            }
+        }
+    }
+
+    /// Forgets the ranges `gone` picks (the runtime freed their device
+    /// copies): a download still unread is one nobody read.
+    pub fn unmap(&mut self, gone: impl FnMut(&Range) -> bool) {
+        let gone = self.table.take(gone);
+        if gone.is_empty() {
+            return;
+        }
+        for r in &gone {
+            if let Some(d) = r.unread {
+                self.unread_download(r, d);
+            }
+            self.writes.remove(&r.start);
+            let (lo, hi) = page_span(r.start, r.bytes, page());
+            if self.applied.iter().any(|s| s.0 < hi && s.1 > lo) {
+                fault::open_span(lo, hi);
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// After a data construct's entry: the ranges mapped from its copies
+    /// are watched only where the host bytes are the device's (a staging
+    /// buffer was freed, or filled with other arrays' bytes, by now).
+    pub fn prove(&mut self) {
+        let mut staged = Vec::new();
+        for r in self.table.ranges_mut().iter_mut().filter(|r| r.unproven) {
+            let n = (r.bytes as usize).min(PROOF);
+            let (mut h, mut d) = ([0u8; PROOF], [0u8; PROOF]);
+            if !read_device(r.device, &mut d[..n]) {
+                // Undecided: stays unwatched.
+                continue;
+            }
+            if read_host(r.start, &mut h[..n]) && h[..n] == d[..n] {
+                r.unproven = false;
+                self.dirty = true;
+            } else {
+                staged.push(r.start);
+            }
+        }
+        if !staged.is_empty() {
+            self.staged += staged.len() as u64;
+            self.unmap(|r| staged.contains(&r.start));
+        }
+    }
+
+    /// A compute construct (region `region`) ended: the copies the device
+    /// holds may be newer there.
+    pub fn device_written(&mut self, region: u64) {
+        self.table.device_written(region);
+        self.dirty = true;
+    }
+
+    /// A compute construct starts: a range the host wrote since both copies
+    /// agreed, with no upload since, is used as the device has it (C2),
+    /// when the written bytes differ from the device's.
+    pub fn lost_writes(&mut self, region: u64) {
+        let written: Vec<Range> = self
+            .table
+            .ranges()
+            .iter()
+            .filter(|r| r.state == State::HostNewer && r.device != 0)
+            .copied()
+            .collect();
+        for r in written {
+            let Some(f) = self.writes.remove(&r.start) else {
+                continue;
+            };
+            let lo = (f.host_addr & !(WRITE_WINDOW - 1)).max(r.start);
+            let hi = (lo + WRITE_WINDOW).min(r.end());
+            let n = (hi - lo) as usize;
+            let (mut h, mut d) = (vec![0u8; n], vec![0u8; n]);
+            let host_ok = read_host(lo, &mut h);
+            let confirmed = if host_ok && read_device(r.device + (lo - r.start), &mut d) {
+                if h == d {
+                    // Written back as it was: nothing lost.
+                    continue;
+                }
+                true
+            } else {
+                false
+            };
+            self.lost_writes += 1;
+            push(CoherenceKind::LostWrite, &f, &r, region, confirmed);
+            if let Some(t) = self
+                .table
+                .ranges_mut()
+                .iter_mut()
+                .find(|x| x.start == r.start)
+            {
+                // Said once: from here on the device's copy is the one used.
+                t.state = State::HostCurrent;
+            }
+            self.dirty = true;
+        }
+    }
+
+    /// Takes the faults the handler recorded since the last boundary: a
+    /// read of a stale copy is compared with the device's bytes (when
+    /// `device`: the device may still be asked) and recorded if they
+    /// differ (C1); a write to a copy the device shares makes the host's
+    /// newer; any touch of an awaited download reads it.
+    pub fn settle(&mut self, device: bool) {
+        let mut faults = Vec::new();
+        fault::drain(|f| faults.push(f));
+        let full = fault::RING_FULL.load(Ordering::Relaxed);
+        if full != self.ring_full_seen {
+            // Accesses were lost: every awaited download may have been read.
+            self.ring_full_seen = full;
+            for r in self.table.ranges_mut() {
+                r.unread = None;
+            }
+            self.dirty = true;
+        }
+        for f in faults {
+            let start = f.range.start;
+            if f.range.unread.is_some() {
+                if let Some(t) = self
+                    .table
+                    .ranges_mut()
+                    .iter_mut()
+                    .find(|x| x.start == start)
+                {
+                    t.unread = None;
+                }
+                self.dirty = true;
+            }
+            if f.write {
+                if !f.range.is_stale() {
+                    if let Some(t) = self
+                        .table
+                        .ranges_mut()
+                        .iter_mut()
+                        .find(|x| x.start == start)
+                    {
+                        if t.state == State::HostCurrent {
+                            t.state = State::HostNewer;
+                            self.writes.entry(start).or_insert(f);
+                            self.dirty = true;
+                        }
+                    }
+                }
+                continue;
+            }
+            if f.range.is_stale() {
+                self.stale_read(&f, device);
+            }
+        }
+    }
+
+    fn stale_read(&mut self, f: &Fault, device: bool) {
+        let mut dev = [0u8; fault::SAVED];
+        let n = f.saved_len;
+        let at = f.range.device + (f.saved_at - f.range.start);
+        let confirmed = if device && f.range.device != 0 && read_device(at, &mut dev[..n]) {
+            if dev[..n] == f.saved[..n] {
+                self.current += 1;
+                return;
+            }
+            self.confirmed += 1;
+            true
+        } else {
+            self.unconfirmed += 1;
+            false
+        };
+        let since = match f.range.state {
+            State::DeviceNewer { since } => since,
+            _ => 0,
+        };
+        push(CoherenceKind::StaleRead, f, &f.range, since, confirmed);
+    }
+
+    fn unread_download(&mut self, r: &Range, d: Download) {
+        self.unread_downloads += 1;
+        crate::sink::push(Record::Coherence(Coherence {
+            kind: CoherenceKind::UnreadDownload,
+            time_ns: d.time,
+            thread: d.thread,
+            code_addr: 0,
+            host_addr: r.start,
+            range_start: r.start,
+            range_bytes: r.bytes,
+            variable: (r.name != 0).then_some(StringId(r.name)),
+            construct: RegionId(d.region),
+            confirmed: true,
+        }));
+    }
+
+    /// Makes the pages' protection what the ranges' states ask (after a
+    /// construct: the runtime's copies are done), when anything changed.
+    pub fn apply(&mut self) {
+        let opened = fault::OPENED.load(Ordering::Relaxed);
+        if !self.dirty && opened == self.opened_seen {
+            return;
+        }
+        let watched = self.table.watched();
+        let next = segments(&watched, page());
+        if next == self.applied && opened == self.opened_seen {
+            // The same pages, the same protection: only the states the
+            // handler reads changed.
+            self.dirty = false;
+            self.publish_with(watched, &[]);
+            return;
+        }
+        // While segments open, a fault there is still the check's.
+        self.publish_with(watched.clone(), &self.applied.clone());
+        for old in &self.applied {
+            if !next.contains(old) {
+                fault::open_span(old.0, old.1);
+            }
+        }
+        for s in &next {
+            // SAFETY: whole pages of host ranges mapped to the device; the
+            // handler loosens any page something else needs.
+            let failed = unsafe {
+                libc::mprotect(
+                    s.0 as usize as *mut libc::c_void,
+                    (s.1 - s.0) as usize,
+                    s.2.bits(),
+                )
+            } != 0;
+            if failed {
+                self.unwatched += 1;
+            }
+        }
+        self.applied = next;
+        self.opened_seen = fault::OPENED.load(Ordering::Relaxed);
+        self.dirty = false;
+        self.publish_with(watched, &[]);
+    }
+
+    fn publish_with(&mut self, watched: Vec<Range>, extra: &[(u64, u64, Prot)]) {
+        fault::publish(Snapshot::new(watched, page(), extra), &mut self.retired);
+    }
+
+    /// At exit: the faults still waiting (unconfirmed), the downloads
+    /// nobody read, every page opened.
+    pub fn finish(&mut self) {
+        self.settle(false);
+        let unread: Vec<(Range, Download)> = self
+            .table
+            .ranges()
+            .iter()
+            .filter_map(|r| r.unread.map(|d| (*r, d)))
+            .collect();
+        for (r, d) in unread {
+            self.unread_download(&r, d);
+        }
+        for s in std::mem::take(&mut self.applied) {
+            fault::open_span(s.0, s.1);
+        }
+        self.table.take(|_| true);
+        self.publish_with(Vec::new(), &[]);
+    }
+}
+
+fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bool) {
+    crate::callsite::define_module_of(f.code_addr);
+    crate::sink::push(Record::Coherence(Coherence {
+        kind,
+        time_ns: f.time,
+        thread: f.thread,
+        code_addr: f.code_addr,
+        host_addr: f.host_addr,
+        range_start: r.start,
+        range_bytes: r.bytes,
+        variable: (r.name != 0).then_some(StringId(r.name)),
+        construct: RegionId(construct),
+        confirmed,
+    }));
+}
