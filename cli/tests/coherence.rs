@@ -337,3 +337,86 @@ fn bad_check_values_are_refused_by_name() {
         assert!(traces(dir.path()).is_empty(), "the program must not start");
     }
 }
+
+#[test]
+fn a_host_write_the_next_kernel_does_not_see_is_a_lost_write() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "lost", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (range, written) = addresses(&text);
+    assert!(
+        stderr(&out).contains("lost host writes: 1;"),
+        "{}",
+        stderr(&out)
+    );
+    let found = coherence(&records(dir.path()));
+    let lost: Vec<_> = found
+        .iter()
+        .filter(|c| c.kind == CoherenceKind::LostWrite)
+        .collect();
+    assert_eq!(lost.len(), 1, "{found:?}");
+    assert_eq!((lost[0].range_start, lost[0].host_addr), (range, written));
+    assert!(lost[0].confirmed);
+    assert_ne!(lost[0].code_addr, 0);
+    // The write itself went through: the host reads what it wrote.
+    assert!(text.contains("done"), "{text}");
+}
+
+#[test]
+fn a_host_write_followed_by_an_update_device_is_not_lost() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "updated", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lost host writes: 0;"),
+        "{}",
+        stderr(&out)
+    );
+    let found = coherence(&records(dir.path()));
+    assert!(
+        found.iter().all(|c| c.kind != CoherenceKind::LostWrite),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn downloads_the_host_never_reads_are_counted_per_update() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "unread", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (range, _) = addresses(&text);
+    assert!(
+        stderr(&out).contains("downloads nobody read: 2"),
+        "{}",
+        stderr(&out)
+    );
+    let found = coherence(&records(dir.path()));
+    let unread: Vec<_> = found
+        .iter()
+        .filter(|c| c.kind == CoherenceKind::UnreadDownload)
+        .collect();
+    assert_eq!(unread.len(), 2, "{found:?}");
+    assert!(unread.iter().all(|c| c.range_start == range));
+    // The two first updates, not the third (read) one.
+    assert!(unread[0].construct != unread[1].construct);
+    // The program computes what it would have: the third download's value.
+    assert!(text.contains("host read 1001\n"), "{text}");
+}
+
+#[test]
+fn a_stale_array_written_out_with_fwrite_is_a_stale_read_and_the_write_succeeds() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "fwrite", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("fwrite wrote 2048\n"), "{text}");
+    let found = coherence(&records(dir.path()));
+    assert!(
+        found
+            .iter()
+            .any(|c| c.kind == CoherenceKind::StaleRead && c.confirmed),
+        "{found:?}"
+    );
+}

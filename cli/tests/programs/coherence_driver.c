@@ -25,6 +25,14 @@
  *            "reader <tid>")
  *   unnamed  as stale, but the data events give no host addresses (as
  *            libgomp's without CUPTI): nothing can be checked
+ *   lost     before the first kernel the host writes a[1000] (42) and no
+ *            update device follows: the kernel uses the old device copy
+ *   updated  as lost, but an update device follows the write: no loss
+ *   unread   after the kernel, three update self of the array; the host
+ *            reads it only after the third: two downloads nobody read
+ *   fwrite   as stale, but the host writes the array to a temporary file with
+ *            fwrite (the kernel reads the stale copy; prints "fwrite
+ *            wrote <n>", n = 2048)
  *
  * Prints "range <a> read <&a[1000]>" (addresses, in hex), "other read
  * <value>" (data sharing the array's first page), "host read <value>"
@@ -110,6 +118,20 @@ static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t b
   pthread_mutex_unlock(&prof_lock);
 }
 
+static void update(int device) {
+  fire(acc_ev_update_start, acc_construct_update, NULL, 0);
+  if (device) {
+    fire(acc_ev_enqueue_upload_start, acc_construct_update, a, N * sizeof *a);
+    memcpy(dev, a, N * sizeof *a);
+    fire(acc_ev_enqueue_upload_end, acc_construct_update, a, N * sizeof *a);
+  } else {
+    fire(acc_ev_enqueue_download_start, acc_construct_update, a, N * sizeof *a);
+    memcpy(a, dev, N * sizeof *a);
+    fire(acc_ev_enqueue_download_end, acc_construct_update, a, N * sizeof *a);
+  }
+  fire(acc_ev_update_end, acc_construct_update, NULL, 0);
+}
+
 static void kernel(int change) {
   fire(acc_ev_compute_construct_start, acc_construct_parallel, NULL, 0);
   for (int i = 0; i < N; i++) dev[i] = change ? dev[i] + 1 : dev[i];
@@ -175,18 +197,33 @@ int main(int argc, char **argv) {
   fire(acc_ev_enter_data_end, acc_construct_enter_data, NULL, 0);
 
   printf("range %#lx read %#lx\n", (unsigned long)a, (unsigned long)&a[1000]);
+  volatile double *va = a;
+  if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0) {
+    va[1000] = 42;
+    if (strcmp(mode, "updated") == 0) update(1);
+  }
   kernel(strcmp(mode, "current") != 0);
+  if (strcmp(mode, "unread") == 0) {
+    update(0);
+    update(0);
+    update(0);
+  }
   /* Other data on the array's first page: let through, not reported. */
   volatile char *other = block;
   printf("other read %d\n", other[7]);
   /* The stale read. */
-  volatile double *va = a;
   double v;
   if (strcmp(mode, "thread") == 0) {
     pthread_t t;
     pthread_create(&t, NULL, reader, NULL);
     pthread_join(t, NULL);
     v = thread_read;
+  } else if (strcmp(mode, "fwrite") == 0) {
+    FILE *f = tmpfile();
+    size_t n = f ? fwrite(a, sizeof *a, N, f) : 0;
+    if (f) fclose(f);
+    printf("fwrite wrote %zu\n", n);
+    v = -1;
   } else if (strcmp(mode, "write") == 0) {
     va[1000] = 42;
     v = 1000;
