@@ -36,7 +36,8 @@
 #   accprof's own lines go to stderr, so only exit codes and stdout are
 #   compared. Then `BIN analyze --json` of the trace counts the findings
 #   of rules C1 and C2. The trace and the analysis (OUT/traces/NAME.json)
-#   are kept only where there is a finding (the trace also where the
+#   are kept only where there is a finding or the exit code or stdout
+#   differ (the trace also where the
 #   analysis failed). OUT/results.tsv: name, bare rc, checked rc, same
 #   stdout (yes/no), C1, C2, note (timeouts, differences, C1 findings
 #   whose reads were never compared with the device's bytes, a missing
@@ -132,9 +133,11 @@ run_one() {
     # A read whose bytes could not be compared with the device's is only likely stale.
     f=$(rule_count "$json" C1 likely)
     if [ "$f" -gt 0 ]; then note+=("$f of the C1 unconfirmed"); fi
-    # Traces are kept only where the check found something (or the
-    # analysis failed).
-    if [ $((c1 + c2)) -eq 0 ]; then rm -f "$VV_R_OUT/traces/$name.trace" "$json"; fi
+    # Traces are kept only where the check found something, changed how
+    # the test ended or what it printed (or the analysis failed).
+    if [ $((c1 + c2)) -eq 0 ] && [ $brc -eq $crc ] && [ $same = yes ]; then
+      rm -f "$VV_R_OUT/traces/$name.trace" "$json"
+    fi
   fi
   # An empty output leaves no file.
   for f in "$log".{bare,checked}.{out,err} "$log.analyze.err"; do
