@@ -189,7 +189,15 @@ fn range_of(b: Buffer) -> Option<MpiRange> {
 
 /// Calls the library's routine `i` through `call`, recording the call with
 /// the ranges of `buffers` when it is the outermost one on this thread.
-fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_int {
+/// `peers`: the rank each buffer goes to or comes from (point-to-point
+/// calls; empty for collectives): towards MPI_PROC_NULL nothing is read or
+/// written.
+fn around(
+    i: usize,
+    buffers: &[Buffer],
+    peers: &[c_int],
+    call: impl FnOnce(usize) -> c_int,
+) -> c_int {
     let f = real(i);
     if f == 0 {
         return NOT_FOUND;
@@ -204,7 +212,7 @@ fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_
     let start_ns = if record { clock::now_ns() } else { 0 };
     if crate::coherence::on() {
         // After the call's start: its accesses fall inside its span.
-        let _ = std::panic::catch_unwind(|| coherence_check(buffers));
+        let _ = std::panic::catch_unwind(|| coherence_check(buffers, peers));
     }
     let rc = call(f);
     if record {
@@ -232,8 +240,14 @@ fn around(i: usize, buffers: &[Buffer], call: impl FnOnce(usize) -> c_int) -> c_
 /// sends (a stale copy is a stale read) and writes what it receives, and
 /// may do either through the kernel (shared-memory single copy), which
 /// finds a protected page an error: the pages are opened first.
-fn coherence_check(buffers: &[Buffer]) {
-    let ranges: Vec<MpiRange> = buffers.iter().filter_map(|&b| range_of(b)).collect();
+fn coherence_check(buffers: &[Buffer], peers: &[c_int]) {
+    let null = proc_null();
+    let ranges: Vec<MpiRange> = buffers
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| peers.get(*k) != Some(&null))
+        .filter_map(|(_, &b)| range_of(b))
+        .collect();
     if ranges.is_empty() {
         return;
     }
@@ -242,6 +256,21 @@ fn coherence_check(buffers: &[Buffer]) {
     for r in ranges {
         crate::coherence::host_buffer(r.host_ptr, r.bytes, r.write, &code);
     }
+}
+
+/// MPI_PROC_NULL of the library loaded: -2 in Open MPI, -1 in the MPICH
+/// family (where -2 is MPI_ANY_SOURCE).
+fn proc_null() -> c_int {
+    static NULL: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+    *NULL.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name; only compared to null.
+        let ompi = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_comm_world".as_ptr()) };
+        if ompi.is_null() {
+            -1
+        } else {
+            -2
+        }
+    })
 }
 
 type SendFn = unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle) -> c_int;
@@ -281,7 +310,7 @@ unsafe fn send(
     tag: c_int,
     comm: Handle,
 ) -> c_int {
-    around(SEND, &[(buf, count, datatype, false)], |f| {
+    around(SEND, &[(buf, count, datatype, false)], &[dest], |f| {
         // SAFETY: `f` is the library's PMPI_Send; the arguments are the caller's.
         unsafe { std::mem::transmute::<usize, SendFn>(f)(buf, count, datatype, dest, tag, comm) }
     })
@@ -298,7 +327,7 @@ unsafe fn recv(
     comm: Handle,
     status: *mut c_void,
 ) -> c_int {
-    around(RECV, &[(buf, count, datatype, true)], |f| {
+    around(RECV, &[(buf, count, datatype, true)], &[source], |f| {
         // SAFETY: `f` is the library's PMPI_Recv; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, RecvFn>(f)(buf, count, datatype, source, tag, comm, status)
@@ -327,7 +356,7 @@ unsafe fn sendrecv(
         (sendbuf, sendcount, sendtype, false),
         (recvbuf as *const c_void, recvcount, recvtype, true),
     ];
-    around(SENDRECV, &buffers, |f| {
+    around(SENDRECV, &buffers, &[dest, source], |f| {
         // SAFETY: `f` is the library's PMPI_Sendrecv; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, SendrecvFn>(f)(
@@ -349,7 +378,7 @@ unsafe fn isend(
     comm: Handle,
     request: *mut c_void,
 ) -> c_int {
-    around(ISEND, &[(buf, count, datatype, false)], |f| {
+    around(ISEND, &[(buf, count, datatype, false)], &[dest], |f| {
         // SAFETY: `f` is the library's PMPI_Isend; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, IsendFn>(f)(buf, count, datatype, dest, tag, comm, request)
@@ -368,7 +397,7 @@ unsafe fn irecv(
     comm: Handle,
     request: *mut c_void,
 ) -> c_int {
-    around(IRECV, &[(buf, count, datatype, true)], |f| {
+    around(IRECV, &[(buf, count, datatype, true)], &[source], |f| {
         // SAFETY: `f` is the library's PMPI_Irecv; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, IrecvFn>(f)(
@@ -387,7 +416,7 @@ unsafe fn bcast(
     root: c_int,
     comm: Handle,
 ) -> c_int {
-    around(BCAST, &[(buf, count, datatype, true)], |f| {
+    around(BCAST, &[(buf, count, datatype, true)], &[], |f| {
         // SAFETY: `f` is the library's PMPI_Bcast; the arguments are the caller's.
         unsafe { std::mem::transmute::<usize, BcastFn>(f)(buf, count, datatype, root, comm) }
     })
@@ -408,7 +437,7 @@ unsafe fn reduce(
         (sendbuf, count, datatype, false),
         (recvbuf as *const c_void, count, datatype, true),
     ];
-    around(REDUCE, &buffers, |f| {
+    around(REDUCE, &buffers, &[], |f| {
         // SAFETY: `f` is the library's PMPI_Reduce; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, ReduceFn>(f)(
@@ -432,7 +461,7 @@ unsafe fn allreduce(
         (sendbuf, count, datatype, false),
         (recvbuf as *const c_void, count, datatype, true),
     ];
-    around(ALLREDUCE, &buffers, |f| {
+    around(ALLREDUCE, &buffers, &[], |f| {
         // SAFETY: `f` is the library's PMPI_Allreduce; the arguments are the caller's.
         unsafe {
             std::mem::transmute::<usize, AllreduceFn>(f)(

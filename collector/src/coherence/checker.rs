@@ -21,8 +21,7 @@ const PROOF: usize = 64;
 pub(super) struct Checker {
     pub table: Table,
     /// Replaced snapshots a handler may still read (see `fault::publish`).
-    #[allow(clippy::vec_box)]
-    retired: Vec<Box<Snapshot>>,
+    retired: Vec<fault::Retired>,
     /// The page segments protected now, as last applied.
     applied: Vec<(u64, u64, Prot)>,
     /// fault::OPENED when `applied` was last made true.
@@ -71,9 +70,14 @@ impl Checker {
     /// address itself (else it came from a driver copy, which libgomp may
     /// have staged through a buffer of its own: see `prove`).
     pub fn map(&mut self, host: u64, bytes: u64, device: u64, name: u32, proven: bool) {
-        if super::on_own_stack(host, bytes) {
+        if super::on_own_stack(host, bytes) || super::on_thread_block(host, bytes) {
             self.unwatched += 1;
             return;
+        }
+        if !proven {
+            // Copied from now: a buffer the runtime freed here before is
+            // not this one.
+            super::staging::forget(host);
         }
         if !self.table.map(host, bytes, device, name) {
             return;
@@ -105,19 +109,26 @@ impl Checker {
             return;
         }
         self.dirty = true;
+        let next = (!upload)
+            .then(|| {
+                download_by.map(|region| Download {
+                    region,
+                    time: crate::clock::now_ns(),
+                    thread: gettid(),
+                })
+            })
+            .flatten();
+        // One download over parts of a range split since is one download.
+        let mut said: Vec<Download> = Vec::new();
         for r in covered {
             self.writes.remove(&r.start);
             if upload {
                 continue;
             }
-            if let Some(d) = r.unread {
+            if let Some(d) = r.unread.filter(|d| !said.contains(d)) {
+                said.push(d);
                 self.unread_download(&r, d);
             }
-            let next = download_by.map(|region| Download {
-                region,
-                time: crate::clock::now_ns(),
-                thread: gettid(),
-            });
             if let Some(t) = self
                 .table
                 .ranges_mut()
@@ -127,6 +138,7 @@ impl Checker {
                 t.unread = next;
             }
         }
+        self.table.join_parts();
     }
 
     /// Forgets the ranges `gone` picks (the runtime freed their device
@@ -136,8 +148,10 @@ impl Checker {
         if gone.is_empty() {
             return;
         }
+        let mut said: Vec<Download> = Vec::new();
         for r in &gone {
-            if let Some(d) = r.unread {
+            if let Some(d) = r.unread.filter(|d| !said.contains(d)) {
+                said.push(d);
                 self.unread_download(r, d);
             }
             self.writes.remove(&r.start);
@@ -155,6 +169,10 @@ impl Checker {
     pub fn prove(&mut self) {
         let mut staged = Vec::new();
         for r in self.table.ranges_mut().iter_mut().filter(|r| r.unproven) {
+            if super::staging::freed_by_runtime(r.start) {
+                staged.push(r.start);
+                continue;
+            }
             let n = (r.bytes as usize).min(PROOF);
             let (mut h, mut d) = ([0u8; PROOF], [0u8; PROOF]);
             if !read_device(r.device, &mut d[..n]) {
@@ -319,6 +337,18 @@ impl Checker {
     /// Makes the pages' protection what the ranges' states ask (after a
     /// construct: the runtime's copies are done), when anything changed.
     pub fn apply(&mut self) {
+        // A staging buffer freed late (after an asynchronous copy).
+        let late: Vec<u64> = self
+            .table
+            .ranges()
+            .iter()
+            .filter(|r| super::staging::freed_by_runtime(r.start))
+            .map(|r| r.start)
+            .collect();
+        if !late.is_empty() {
+            self.staged += late.len() as u64;
+            self.unmap(|r| late.contains(&r.start));
+        }
         let opened = fault::OPENED.load(Ordering::Relaxed);
         if !self.dirty && opened == self.opened_seen {
             return;
@@ -360,7 +390,7 @@ impl Checker {
     }
 
     fn publish_with(&mut self, watched: Vec<Range>, extra: &[(u64, u64, Prot)]) {
-        fault::publish(Snapshot::new(watched, page(), extra), &mut self.retired);
+        fault::publish(&Snapshot::new(watched, page(), extra), &mut self.retired);
     }
 
     /// At exit: the faults still waiting (unconfirmed), the downloads
@@ -373,8 +403,12 @@ impl Checker {
             .iter()
             .filter_map(|r| r.unread.map(|d| (*r, d)))
             .collect();
+        let mut said: Vec<Download> = Vec::new();
         for (r, d) in unread {
-            self.unread_download(&r, d);
+            if !said.contains(&d) {
+                said.push(d);
+                self.unread_download(&r, d);
+            }
         }
         for s in std::mem::take(&mut self.applied) {
             fault::open_span(s.0, s.1);

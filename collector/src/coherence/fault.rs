@@ -17,7 +17,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use super::table::{save_window, Prot, Range, Snapshot, Verdict};
+use super::table::{judge, save_window, Prot, Range, Snapshot, Verdict};
 
 /// si_code of a SIGSEGV for an access the page's protection refused.
 const SEGV_ACCERR: libc::c_int = 2;
@@ -100,7 +100,7 @@ pub(crate) static WRITES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static RUNTIME_ACCESSES: AtomicU64 = AtomicU64::new(0);
 
 /// The published snapshot (null: nothing protected).
-static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
+static SNAPSHOT: AtomicPtr<Published> = AtomicPtr::new(std::ptr::null_mut());
 /// Handlers reading a snapshot right now.
 static READERS: AtomicUsize = AtomicUsize::new(0);
 /// The system page size.
@@ -112,18 +112,126 @@ thread_local! {
     pub(crate) static IN_CONSTRUCT: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Publishes `next` for the handler and frees the snapshots no handler
+/// A snapshot as the handler reads it, copied into pages of its own
+/// (`mmap`): the handler must never touch the heap, whose pages the check
+/// may have protected (a small array shares its page with the allocator's
+/// other blocks, the collector's included). The header is followed by the
+/// watched ranges, then the page spans.
+#[repr(C)]
+pub(crate) struct Published {
+    mapped: usize,
+    watched: usize,
+    spans: usize,
+}
+
+impl Published {
+    fn layout(watched: usize, spans: usize) -> (usize, usize, usize) {
+        let ranges_at =
+            std::mem::size_of::<Published>().next_multiple_of(std::mem::align_of::<Range>());
+        let spans_at = (ranges_at + watched * std::mem::size_of::<Range>())
+            .next_multiple_of(std::mem::align_of::<(u64, u64)>());
+        (
+            ranges_at,
+            spans_at,
+            spans_at + spans * std::mem::size_of::<(u64, u64)>(),
+        )
+    }
+
+    /// A copy of `s` in fresh pages; null when the system has none.
+    fn create(s: &Snapshot) -> *mut Published {
+        let (ranges_at, spans_at, len) = Self::layout(s.watched.len(), s.spans.len());
+        // SAFETY: an anonymous private mapping of `len` bytes; the writes
+        // below stay inside it, at offsets aligned for their types.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return std::ptr::null_mut();
+            }
+            let base = base.cast::<u8>();
+            base.cast::<Published>().write(Published {
+                mapped: len,
+                watched: s.watched.len(),
+                spans: s.spans.len(),
+            });
+            std::ptr::copy_nonoverlapping(
+                s.watched.as_ptr(),
+                base.add(ranges_at).cast::<Range>(),
+                s.watched.len(),
+            );
+            std::ptr::copy_nonoverlapping(
+                s.spans.as_ptr(),
+                base.add(spans_at).cast::<(u64, u64)>(),
+                s.spans.len(),
+            );
+            base.cast()
+        }
+    }
+
+    pub fn watched(&self) -> &[Range] {
+        let (at, _, _) = Self::layout(self.watched, self.spans);
+        // SAFETY: `create` wrote `watched` ranges at this offset of the
+        // mapping this header starts, which lives as long as `self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self as *const Published).cast::<u8>().add(at).cast(),
+                self.watched,
+            )
+        }
+    }
+
+    pub fn spans(&self) -> &[(u64, u64)] {
+        let (_, at, _) = Self::layout(self.watched, self.spans);
+        // SAFETY: as in `watched`, for the spans.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self as *const Published).cast::<u8>().add(at).cast(),
+                self.spans,
+            )
+        }
+    }
+
+    /// Allocation-free: called from the signal handler.
+    pub fn judge(&self, addr: u64) -> Verdict {
+        judge(self.watched(), self.spans(), addr)
+    }
+}
+
+/// A replaced snapshot, unmapped when dropped (once no handler can read it).
+pub(crate) struct Retired(*mut Published);
+
+// SAFETY: the mapping is owned by this value alone once replaced.
+unsafe impl Send for Retired {}
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        // SAFETY: a mapping `create` made, `mapped` bytes long, that no
+        // handler reads any more (see `publish`).
+        unsafe {
+            let len = (*self.0).mapped;
+            libc::munmap(self.0.cast(), len);
+        }
+    }
+}
+
+/// Publishes `next` for the handler and unmaps the snapshots no handler
 /// can still be reading. `retired` holds the replaced ones until then.
-// The boxes are the published allocations themselves: moving a snapshot
-// out of its box would free memory a handler may still be reading.
-#[allow(clippy::vec_box)]
-pub(crate) fn publish(next: Snapshot, retired: &mut Vec<Box<Snapshot>>) {
-    let new = Box::into_raw(Box::new(next));
+pub(crate) fn publish(next: &Snapshot, retired: &mut Vec<Retired>) {
+    let new = Published::create(next);
+    if new.is_null() {
+        // No memory for it: the old one stays, a fault it does not know is
+        // passed on as the program's.
+        return;
+    }
     let old = SNAPSHOT.swap(new, Ordering::SeqCst);
     if !old.is_null() {
-        // SAFETY: `old` came from Box::into_raw in an earlier publish and
-        // was owned by SNAPSHOT alone until the swap.
-        retired.push(unsafe { Box::from_raw(old) });
+        retired.push(Retired(old));
     }
     // A handler that enters after this read sees `new` (its increment and
     // load are ordered after the swap); one inside may hold any retired.
@@ -134,10 +242,10 @@ pub(crate) fn publish(next: Snapshot, retired: &mut Vec<Box<Snapshot>>) {
 
 /// Runs `f` on the published snapshot, if any (from a wrapped call, not
 /// the handler: the same reader protocol).
-pub(crate) fn with_snapshot(f: impl FnOnce(&Snapshot)) {
+pub(crate) fn with_snapshot(f: impl FnOnce(&Published)) {
     READERS.fetch_add(1, Ordering::SeqCst);
     let snap = SNAPSHOT.load(Ordering::SeqCst);
-    // SAFETY: a published snapshot is freed only while READERS is 0.
+    // SAFETY: a published snapshot is unmapped only while READERS is 0.
     if let Some(s) = unsafe { snap.as_ref() } {
         f(s);
     }
@@ -422,7 +530,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     };
     READERS.fetch_add(1, Ordering::SeqCst);
     let snap = SNAPSHOT.load(Ordering::SeqCst);
-    // SAFETY: a published snapshot is freed only while READERS is 0.
+    // SAFETY: a published snapshot is unmapped only while READERS is 0.
     let verdict = unsafe { snap.as_ref() }.map_or(Verdict::NotOurs, |s| s.judge(addr));
     READERS.fetch_sub(1, Ordering::SeqCst);
     match verdict {

@@ -20,11 +20,12 @@ mod calls;
 mod checker;
 mod device;
 pub(crate) mod fault;
+mod staging;
 mod table;
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use accprof_trace::{AccEventKind, ConstructKind};
@@ -71,7 +72,43 @@ pub(crate) fn start() {
         return;
     }
     fault::install(fault::real_sigaction());
+    staging::watch_runtime_frees();
+    let (lo, hi) = thread_block();
+    TLS_LO.store(lo, Ordering::Relaxed);
+    TLS_HI.store(hi, Ordering::Relaxed);
     ON.store(true, Ordering::Release);
+}
+
+/// The starting thread's static TLS and thread control block (errno, the
+/// stack guard, the check's own thread-locals): the handler reads them, so
+/// their pages are never protected. glibc takes the main thread's block
+/// from the heap's first pages (`sbrk`), where a small array may sit too.
+static TLS_LO: AtomicU64 = AtomicU64::new(0);
+static TLS_HI: AtomicU64 = AtomicU64::new(0);
+
+/// The pages from the lowest thread-local the handler reads to a page past
+/// the thread pointer (the control block lies above it on x86-64, below
+/// it on aarch64, next to the static TLS either way).
+fn thread_block() -> (u64, u64) {
+    let page = fault::PAGE.load(Ordering::Relaxed);
+    let ours = fault::IN_CONSTRUCT.with(|c| c as *const Cell<u32> as u64);
+    // SAFETY: errno's location and the thread's handle have no
+    // preconditions.
+    let (errno, tp) = unsafe { (libc::__errno_location() as u64, libc::pthread_self() as u64) };
+    let lo = ours.min(errno).min(tp).saturating_sub(page) & !(page - 1);
+    let hi = ours.max(errno).max(tp).saturating_add(2 * page) & !(page - 1);
+    (lo, hi)
+}
+
+/// Whether `host..host+bytes` shares a page with the starting thread's
+/// thread-local block (see [`thread_block`]).
+pub(super) fn on_thread_block(host: u64, bytes: u64) -> bool {
+    let (lo, hi) = (
+        TLS_LO.load(Ordering::Relaxed),
+        TLS_HI.load(Ordering::Relaxed),
+    );
+    let (plo, phi) = table::page_span(host, bytes, fault::PAGE.load(Ordering::Relaxed));
+    lo < hi && plo < hi && phi > lo
 }
 
 /// The program's `sigaction` for SIGSEGV and SIGBUS while the check runs
@@ -256,12 +293,16 @@ pub(crate) fn host_buffer(addr: u64, len: u64, write: bool, code_addr: &dyn Fn()
     let now = crate::clock::now_ns();
     fault::with_snapshot(|s| {
         let mut code = None;
-        for r in s.watched.iter().filter(|r| r.start < end && r.end() > addr) {
+        for r in s
+            .watched()
+            .iter()
+            .filter(|r| r.start < end && r.end() > addr)
+        {
             let at = *code.get_or_insert_with(code_addr);
             fault::access(now, at, addr.max(r.start), write, *r);
         }
         let (lo, hi) = table::page_span(addr, len, fault::PAGE.load(Ordering::Relaxed));
-        if s.spans.iter().any(|sp| sp.0 < hi && sp.1 > lo) {
+        if s.spans().iter().any(|sp| sp.0 < hi && sp.1 > lo) {
             fault::open_span(lo, hi);
         }
     });

@@ -138,6 +138,10 @@ impl Table {
                 r.name = name;
             }
             r.state = State::HostCurrent;
+            // Parts split from it (see `host_updated`) are one range again.
+            let (start, end) = (r.start, r.end());
+            self.ranges
+                .retain(|x| !(x.start > start && x.start < end && x.end() <= end));
             return true;
         }
         if self.ranges.len() >= MAX_RANGES {
@@ -157,19 +161,74 @@ impl Table {
     }
 
     /// The host copy of `start..start+bytes` is brought up to date (a
-    /// download writes it, an upload makes both copies equal): every
-    /// range it covers whole becomes host-current. Returns the ranges it
-    /// covers, as they were.
+    /// download writes it, an upload makes both copies equal): the part of
+    /// every range it covers becomes host-current, a range it covers in
+    /// part is split there (`update self(u[ny:ny])` brings back one row).
+    /// Returns the covered parts, as they were.
     pub fn host_updated(&mut self, start: u64, bytes: u64) -> Vec<Range> {
         let end = start.saturating_add(bytes);
         let mut covered = Vec::new();
-        for r in &mut self.ranges {
-            if r.start >= start && r.end() <= end {
-                covered.push(*r);
-                r.state = State::HostCurrent;
+        let mut i = 0;
+        while i < self.ranges.len() {
+            let r = self.ranges[i];
+            let (lo, hi) = (r.start.max(start), r.end().min(end));
+            if lo >= hi {
+                i += 1;
+                continue;
             }
+            let part = |a: u64, b: u64| Range {
+                start: a,
+                bytes: b - a,
+                device: if r.device == 0 {
+                    0
+                } else {
+                    r.device + (a - r.start)
+                },
+                ..r
+            };
+            let pieces: Vec<Range> = [(r.start, lo), (lo, hi), (hi, r.end())]
+                .into_iter()
+                .filter(|(a, b)| a < b)
+                .map(|(a, b)| part(a, b))
+                .collect();
+            let n = pieces.len();
+            if self.ranges.len() + n - 1 > MAX_RANGES {
+                // No room to split: only a whole range becomes current.
+                if lo == r.start && hi == r.end() {
+                    covered.push(r);
+                    self.ranges[i].state = State::HostCurrent;
+                }
+                i += 1;
+                continue;
+            }
+            self.ranges.splice(i..=i, pieces);
+            let at = if lo > r.start { i + 1 } else { i };
+            covered.push(self.ranges[at]);
+            self.ranges[at].state = State::HostCurrent;
+            i += n;
         }
         covered
+    }
+
+    /// Joins the neighbouring parts of one mapping that are alike again
+    /// (split by partial updates; see `host_updated`).
+    pub fn join_parts(&mut self) {
+        let mut out: Vec<Range> = Vec::with_capacity(self.ranges.len());
+        for r in self.ranges.drain(..) {
+            match out.last_mut() {
+                Some(p)
+                    if p.end() == r.start
+                        && p.device != 0
+                        && p.device + p.bytes == r.device
+                        && (p.name, p.state, p.unread, p.unproven)
+                            == (r.name, r.state, r.unread, r.unproven) =>
+                {
+                    p.bytes += r.bytes;
+                }
+                _ => out.push(r),
+            }
+        }
+        self.ranges = out;
     }
 
     /// Forgets the ranges `keep` says no; returns them.
@@ -193,6 +252,7 @@ impl Table {
                 r.state = State::DeviceNewer { since: region };
             }
         }
+        self.join_parts();
     }
 
     /// The ranges whose pages are watched, for the handler's snapshot.
@@ -283,16 +343,22 @@ impl Snapshot {
         Snapshot { watched, spans }
     }
 
-    /// Allocation-free: called from the signal handler.
+    #[cfg(test)]
     pub fn judge(&self, addr: u64) -> Verdict {
-        if let Some(r) = self.watched.iter().find(|r| r.contains(addr)) {
-            return Verdict::Watched(*r);
-        }
-        let i = self.spans.partition_point(|s| s.1 <= addr);
-        match self.spans.get(i) {
-            Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
-            _ => Verdict::NotOurs,
-        }
+        judge(&self.watched, &self.spans, addr)
+    }
+}
+
+/// What a fault at `addr` is, given the watched ranges and the protected
+/// page spans (sorted). Allocation-free: called from the signal handler.
+pub(crate) fn judge(watched: &[Range], spans: &[(u64, u64)], addr: u64) -> Verdict {
+    if let Some(r) = watched.iter().find(|r| r.contains(addr)) {
+        return Verdict::Watched(*r);
+    }
+    let i = spans.partition_point(|s| s.1 <= addr);
+    match spans.get(i) {
+        Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
+        _ => Verdict::NotOurs,
     }
 }
 
@@ -346,12 +412,14 @@ mod tests {
         t.device_written(5);
         assert_eq!(t.watched().len(), 1);
         assert_eq!(t.watched()[0].state, State::DeviceNewer { since: 5 });
-        // Part of the range downloaded: still stale.
-        assert!(t.host_updated(0x10000, 0x1000).is_empty());
-        assert!(t.ranges()[0].is_stale());
+        // Part of the range downloaded: the rest is still stale.
+        assert_eq!(t.host_updated(0x10000, 0x1000).len(), 1);
+        assert!(!t.ranges()[0].is_stale());
+        assert!(t.ranges()[1].is_stale());
         let covered = t.host_updated(0x10000, 0x3000);
-        assert_eq!(covered.len(), 1);
-        assert!(covered[0].is_stale(), "returned as it was");
+        assert_eq!(covered.len(), 2);
+        assert!(covered[1].is_stale(), "returned as it was");
+        t.join_parts();
         assert_eq!(t.ranges()[0].state, State::HostCurrent);
         // Both copies agree: the pages are read-only, to catch a write.
         assert_eq!(t.ranges()[0].prot(), Prot::Read);
@@ -430,6 +498,43 @@ mod tests {
         assert_eq!(save_window(&r, 0x1ff8, PAGE, 64), (0x1fd8, 0x28));
         let small = stale_at(0x1010, 8);
         assert_eq!(save_window(&small, 0x1010, PAGE, 64), (0x1010, 8));
+    }
+
+    #[test]
+    fn a_partial_download_makes_only_its_part_current() {
+        let mut t = Table::default();
+        assert!(t.map(0x1000, 0x4000, 0xd000_0000, 7));
+        t.device_written(3);
+        // One row of the array comes back.
+        let covered = t.host_updated(0x2000, 0x800);
+        assert_eq!(covered.len(), 1);
+        assert_eq!((covered[0].start, covered[0].bytes), (0x2000, 0x800));
+        let parts: Vec<(u64, u64, u64, bool)> = t
+            .ranges()
+            .iter()
+            .map(|r| (r.start, r.bytes, r.device, r.is_stale()))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                (0x1000, 0x1000, 0xd000_0000, true),
+                (0x2000, 0x800, 0xd000_1000, false),
+                (0x2800, 0x2800, 0xd000_1800, true),
+            ]
+        );
+        assert!(t.ranges().iter().all(|r| r.name == 7));
+        // The next construct makes the whole array stale again: one range.
+        t.device_written(4);
+        assert_eq!(t.ranges().len(), 1);
+        assert_eq!((t.ranges()[0].start, t.ranges()[0].bytes), (0x1000, 0x4000));
+        // A download of the whole array covers it whole.
+        t.host_updated(0x2000, 0x800);
+        let covered = t.host_updated(0x1000, 0x4000);
+        assert_eq!(covered.len(), 3);
+        assert!(t.ranges().iter().all(|r| !r.is_stale()));
+        // Mapped again at its start: one range.
+        t.map(0x1000, 0x4000, 0xd000_0000, 7);
+        assert_eq!(t.ranges().len(), 1);
     }
 
     #[test]
