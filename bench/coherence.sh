@@ -105,10 +105,10 @@ while read -r name rest; do
   launch=()
   [ -n "$np" ] && launch=(mpirun -np "$np")
   # shellcheck disable=SC2086
-  (cd "$dir" && timeout -k 5 "$timeout_s" "${launch[@]}" "$samples/$name" $args > "$log.bare.out" 2> "$log.bare.err") || brc=$?
+  (cd "$dir" && timeout -k 5 "$timeout_s" "${launch[@]}" "$samples/$name" $args < /dev/null > "$log.bare.out" 2> "$log.bare.err") || brc=$?
   trace="$log.r%r.trace"; [ -n "$np" ] || trace="$log.trace"
   # shellcheck disable=SC2086
-  (cd "$dir" && timeout -k 5 "$timeout_s" "${launch[@]}" "$acc" run --check coherence --no-summary --force --output "$trace" -- "$samples/$name" $args > "$log.checked.out" 2> "$log.checked.err") || crc=$?
+  (cd "$dir" && timeout -k 5 "$timeout_s" "${launch[@]}" "$acc" run --check coherence --no-summary --force --output "$trace" -- "$samples/$name" $args < /dev/null > "$log.checked.out" 2> "$log.checked.err") || crc=$?
   rm -rf "$dir"
   same=no
   if diff -q <(grep -v '^time:' "$log.bare.out" | sort) <(grep -v '^time:' "$log.checked.out" | sort) > /dev/null; then same=yes; fi
