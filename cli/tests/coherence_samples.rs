@@ -94,11 +94,9 @@ fn lost_write_both_variants() {
     for variant in ["bad", "fixed"] {
         let out = bare_and_checked("lost_write", &["64", "48", "20", "5", variant]);
         // Four heatings, each after the centre value it printed.
-        let steps: Vec<&str> = stdout(&out)
-            .lines()
-            .filter(|l| l.starts_with("step "))
-            .collect();
-        assert_eq!(steps.len(), 4, "{}", stdout(&out));
+        let text = stdout(&out);
+        let steps = text.lines().filter(|l| l.starts_with("step ")).count();
+        assert_eq!(steps, 4, "{text}");
     }
 }
 
