@@ -22,8 +22,8 @@
  * line 183: `#pragma acc update self(u[rows * ny:ny]) // last owned row`
  * On a GPU with 2 or more ranks the bad variant's sums differ from the
  * serial reference (MISMATCH, exit 1); on one rank, or on the host
- * fallback (one copy), both variants match. Rows of NY <= 512 doubles
- * (4 KiB) keep MPI_Send on its eager path.
+ * fallback (one copy), both variants match. NY defaults to 512: rows of
+ * 4 KiB, small messages (large ones may take another path in MPI).
  *
  * Usage: mpirun -np P mpi_halo_stale [NX [NY [STEPS [VARIANT]]]]
  *        defaults: 2048 512 200 bad; VARIANT is bad or fixed
