@@ -1,7 +1,8 @@
 //! The OpenACC sample programs in samples/: they build with their Makefile
 //! (with GPU offload when the compiler has it, and host-only with
 //! OFFLOAD=no), every one of them reproduces its plain CPU reference with
-//! small arguments, mpi_halo does so on 2 and 4 ranks, and the source lines
+//! small arguments (the coherence samples in their variants that are right
+//! on a GPU too), the MPI samples do so on 2 and 4 ranks, and the source lines
 //! their header comments name are the constructs they claim.
 //!
 //! Needs make and gcc (gfortran, mpicc and mpirun for some samples); a
@@ -38,6 +39,13 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("partial_region", &["64", "48", "20"]),
     ("partial_region", &["64", "48", "7"]),
     ("cond_update", &["64", "48", "20", "4"]),
+    // The coherence samples: the variants that are right on a GPU too.
+    ("lost_write", &["64", "48", "20", "5", "fixed"]),
+    ("unread_download", &["64", "48", "20", "5"]),
+    ("unread_download", &["64", "48", "20", "5", "fixed"]),
+    ("shared_page", &["4500", "20", "fixed"]),
+    ("own_handler", &["64", "48", "20", "5"]),
+    ("coherence_threads", &["20000", "20", "5", "0"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -47,6 +55,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("laplace_good_f90", &["16", "100000", "1e-3"]),
     ("jacobi_f90", &["128", "50"]),
     ("caller_loop_f90", &["64", "48", "10"]),
+    ("coherence_norm_f90", &["64", "48", "20", "5", "fixed"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -78,6 +87,13 @@ const SOURCES: &[&str] = &[
     "partial_region.c",
     "cond_update.c",
     "coherence_norm.c",
+    "coherence_norm.f90",
+    "lost_write.c",
+    "unread_download.c",
+    "shared_page.c",
+    "own_handler.c",
+    "coherence_threads.c",
+    "mpi_halo_stale.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -202,7 +218,7 @@ fn build_and_run_all(offload: &str) {
     if !need("mpicc") {
         return;
     }
-    for name in ["mpi_halo", "mpi_halo_whole"] {
+    for name in ["mpi_halo", "mpi_halo_whole", "mpi_halo_stale"] {
         let bin = dir.join(name);
         assert!(bin.is_file(), "{} was not built:\n{log}", bin.display());
     }
@@ -214,11 +230,13 @@ fn build_and_run_all(offload: &str) {
         .output()
         .map(|o| text(&o).contains("Open MPI"))
         .unwrap_or(false);
-    for (name, np) in [
-        ("mpi_halo", "2"),
-        ("mpi_halo", "4"),
-        ("mpi_halo_whole", "2"),
-        ("mpi_halo_whole", "4"),
+    for (name, np, variant) in [
+        ("mpi_halo", "2", None),
+        ("mpi_halo", "4", None),
+        ("mpi_halo_whole", "2", None),
+        ("mpi_halo_whole", "4", None),
+        ("mpi_halo_stale", "2", Some("fixed")),
+        ("mpi_halo_stale", "4", Some("fixed")),
     ] {
         let bin = dir.join(name);
         let mut cmd = Command::new("mpirun");
@@ -229,9 +247,13 @@ fn build_and_run_all(offload: &str) {
         if open_mpi {
             cmd.arg("--oversubscribe");
         }
-        cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS);
+        cmd.args(["-np", np]).arg(&bin).args(MPI_ARGS).args(variant);
         check_run(
-            &format!("mpirun -np {np} {name} {}", MPI_ARGS.join(" ")),
+            &format!(
+                "mpirun -np {np} {name} {} {}",
+                MPI_ARGS.join(" "),
+                variant.unwrap_or("")
+            ),
             &mut cmd,
         );
     }
