@@ -300,4 +300,30 @@ mod tests {
             Some("no single condition guards the host's writes")
         );
     }
+
+    const READS: &str = "void f(int n, double *u) {\n  double seen = 0;\n  for (int step = 0; step < n; step++) {\n#pragma acc parallel loop present(u[0:n])\n    for (int i = 0; i < n; i++) u[i] += 1;\n#pragma acc update self(u[0:n])\n    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n  }\n}\n";
+
+    #[test]
+    fn the_reads_guard_becomes_the_downloads_if_clause() {
+        let p = plan_download(&src(READS), 6).expect("an update self");
+        assert_eq!(
+            p.directive.as_deref(),
+            Some("#pragma acc update self(u[0:n]) if(step % 10 == 0)")
+        );
+        assert_eq!(p.edits.len(), 1);
+        assert!(
+            p.text.contains("The host reads `u` only when `step % 10 == 0` (the `if` at line 7, reads at line 9)"),
+            "{}",
+            p.text
+        );
+        // An upload plan does not take a download.
+        assert_eq!(plan(&src(READS), 6), None);
+        // Reads before the update (of the previous download): move it.
+        let before = READS.replace(
+            "#pragma acc update self(u[0:n])\n    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n",
+            "    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n#pragma acc update self(u[0:n])\n",
+        );
+        let p = plan_download(&src(&before), 10).expect("an update self");
+        assert!(p.edits.is_empty(), "{p:?}");
+    }
 }

@@ -230,9 +230,12 @@ fn propose(
 ) {
     let s = site.map(|s| cx.run.site(s));
     let located = s.and_then(|s| Some((s.line?, cx.sources.get(&s.file)?)));
+    let guard_words = every.map_or(String::new(), |(k, r)| {
+        format!(" (the host read every {k}th download: `if(i % {k} == {r})` with i counting the update's executions from 0)")
+    });
     let Some((line, src)) = located else {
         f.proposal.text = format!(
-            "download {var} only when the host reads it: guard the update with an `if` clause, or move it next to the host code that reads {var}"
+            "download {var} only when the host reads it: guard the update with an `if` clause{guard_words}, or move it next to the host code that reads {var}"
         );
         f.proposal.no_patch = Some(match s {
             Some(s) => format!("the source of {} is not at hand", s.file),
@@ -250,58 +253,74 @@ fn propose(
         return;
     }
     let why_not = plan.map(|p| p.text);
-    if let Some((k, r)) = every {
-        if let Some(g) = synthesized_guard(src, line, k, r) {
+    let synthesized = match every {
+        Some((k, r)) => synthesized_guard(src, line, k, r),
+        None => Err(
+            "the host's reads follow no period a condition could name: moving the update is left to the user"
+                .to_string(),
+        ),
+    };
+    match synthesized {
+        Ok((condition, directive, edit, no_patch)) => {
+            let k = every.map_or(0, |e| e.0);
             f.proposal.text = format!(
-                "The host read only every {k}th download: add `if({})` to the update, so that it downloads {var} only on those iterations (`{}`).",
-                g.0, g.1
+                "The host read only every {k}th download: add `if({condition})` to the update, so that it downloads {var} only on those iterations (`{directive}`)."
             );
-            f.proposal.directive = Some(g.1);
-            f.proposal.edits.extend(g.2);
-            f.proposal.no_patch = g.3;
-            return;
+            f.proposal.directive = Some(directive);
+            f.proposal.edits.extend(edit);
+            f.proposal.no_patch = no_patch;
+        }
+        Err(why) => {
+            f.proposal.text = format!(
+                "Move the download of {var} next to the host code that reads it, so that it runs only when that code does{guard_words}.{}",
+                why_not.map_or(String::new(), |w| format!(" {w}"))
+            );
+            f.proposal.no_patch = Some(why);
         }
     }
-    f.proposal.text = format!(
-        "Move the download of {var} next to the host code that reads it, so that it runs only when that code does.{}",
-        why_not.map_or(String::new(), |w| format!(" {w}"))
-    );
-    f.proposal.no_patch = Some(if every.is_none() {
-        "the host's reads follow no period a condition could name: moving the update is left to the user".to_string()
-    } else {
-        format!(
-            "the host loop around line {line} has no index counting up by one from a constant to name the period with"
-        )
-    });
 }
 
 /// `if(step % k == r')` on the update at `line`: the condition, the
-/// directive with it, the edit, why there is none. None when the update
-/// is not a plain one-line `update` inside a loop counting up by one from
-/// a constant.
+/// directive with it, the edit, why there is none; or why no condition
+/// can be written (not a plain `update`, or not inside a loop counting up
+/// by one from a constant).
+type Synthesized = (String, String, Option<crate::patch::Edit>, Option<String>);
+
 fn synthesized_guard(
     src: &SourceFile,
     line: u32,
     k: usize,
     r: usize,
-) -> Option<(String, String, Option<crate::patch::Edit>, Option<String>)> {
-    let d = src.directive_at(line)?;
-    if d.construct_name() != "update" || d.clause("if").is_some() {
-        return None;
+) -> Result<Synthesized, String> {
+    let d = src
+        .directive_at(line)
+        .filter(|d| d.construct_name() == "update")
+        .ok_or_else(|| format!("line {line} of {} holds no `update` directive", src.path))?;
+    if d.clause("if").is_some() {
+        return Err(format!(
+            "the update at line {line} has an `if` clause already"
+        ));
     }
-    let lp = src.enclosing_loops(line).into_iter().next()?;
-    let index = src.loop_index(lp)?;
-    let start = src.unit_start(lp)?;
+    let no_index = || {
+        format!("the host loop around line {line} has no index counting up by one from a constant to name the period with")
+    };
+    let lp = src
+        .enclosing_loops(line)
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("the update at line {line} is not inside a host loop"))?;
+    let index = src.loop_index(lp).ok_or_else(no_index)?;
+    let start = src.unit_start(lp).ok_or_else(no_index)?;
     // Execution i runs with index start + i: i % k == r.
-    let k64 = i64::try_from(k).ok()?;
-    let rest = (i64::try_from(r).ok()? + start).rem_euclid(k64);
+    let k64 = i64::try_from(k).map_err(|_| no_index())?;
+    let rest = (i64::try_from(r).map_err(|_| no_index())? + start).rem_euclid(k64);
     let index = base_name(&index).to_string();
     let condition = match src.lang {
         crate::source::Lang::C => format!("{index} % {k} == {rest}"),
         crate::source::Lang::Fortran => format!("mod({index}, {k}) == {rest}"),
     };
     let (directive, edit, no_patch) = update_guard::with_if(src, &d, &condition);
-    Some((condition, directive, edit, no_patch))
+    Ok((condition, directive, edit, no_patch))
 }
 
 #[cfg(test)]
@@ -319,5 +338,28 @@ mod tests {
         assert_eq!(period(&broken), None);
         assert_eq!(period(&[true, false, false]), None, "one read");
         assert_eq!(period(&[false; 4]), None);
+    }
+
+    #[test]
+    fn without_a_guard_in_the_source_the_period_names_the_loop_index() {
+        let text = "void f(int n, double *u) {\n  for (int s = 1; s <= n; s++) {\n#pragma acc update self(u[0:n])\n    g(s, u);\n  }\n}\n";
+        let file = SourceFile::new(
+            "g.c",
+            "g.c".into(),
+            crate::source::Lang::C,
+            text.to_string(),
+        );
+        // Executions 0, 10, 20...: s = 1, 11, 21...
+        let (cond, directive, edit, why) = synthesized_guard(&file, 3, 10, 0).expect("a guard");
+        assert_eq!(cond, "s % 10 == 1");
+        assert_eq!(directive, "#pragma acc update self(u[0:n]) if(s % 10 == 1)");
+        assert!(edit.is_some() && why.is_none());
+        assert!(
+            synthesized_guard(&file, 4, 10, 0).is_err(),
+            "no directive there"
+        );
+        let while_loop = text.replace("for (int s = 1; s <= n; s++)", "while (go())");
+        let file = SourceFile::new("g.c", "g.c".into(), crate::source::Lang::C, while_loop);
+        assert!(synthesized_guard(&file, 3, 10, 0).is_err());
     }
 }

@@ -153,8 +153,12 @@ impl SourceFile {
                 let semi2 = cond_at + words[cond_at..].iter().position(|w| *w == ";")?;
                 let b = match &words[cond_at..semi2] {
                     [v, "<", ..] if v == &var => value(cond_at + 2, semi2),
-                    [v, "<=", ..] if v == &var => value(cond_at + 2, semi2)?.checked_add(1),
-                    [v, "<", "=", ..] if v == &var => value(cond_at + 3, semi2)?.checked_add(1),
+                    [v, "<=", ..] if v == &var => {
+                        value(cond_at + 2, semi2).and_then(|b| b.checked_add(1))
+                    }
+                    [v, "<", "=", ..] if v == &var => {
+                        value(cond_at + 3, semi2).and_then(|b| b.checked_add(1))
+                    }
                     _ => return None,
                 };
                 let inc: Vec<&str> = words[semi2 + 1..]
