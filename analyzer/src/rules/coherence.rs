@@ -117,7 +117,9 @@ pub(crate) enum Side {
 /// directive (the update would otherwise run once per iteration, or land
 /// inside a loop body without braces). After: the statement's last line
 /// or the loop's end.
-pub(crate) fn placement(src: &SourceFile, line: u32, side: Side) -> u32 {
+/// Also the line whose indentation the update takes (the statement's or
+/// the loop's first).
+fn placed(src: &SourceFile, line: u32, side: Side) -> (u32, u32) {
     let mut around = None;
     for lp in src.enclosing_loops(line) {
         if !src.directives_in(lp.header_line, lp.end_line).is_empty() {
@@ -126,10 +128,10 @@ pub(crate) fn placement(src: &SourceFile, line: u32, side: Side) -> u32 {
         around = Some(lp);
     }
     match (side, around) {
-        (Side::Before, Some(lp)) => lp.header_line,
-        (Side::Before, None) => line,
-        (Side::After, Some(lp)) => lp.end_line,
-        (Side::After, None) => src.statement_end_line(line),
+        (Side::Before, Some(lp)) => (lp.header_line, lp.header_line),
+        (Side::Before, None) => (line, line),
+        (Side::After, Some(lp)) => (lp.end_line, lp.header_line),
+        (Side::After, None) => (src.statement_end_line(line), line),
     }
 }
 
@@ -199,7 +201,7 @@ pub(crate) fn propose_update(
     let item = clause_item(src, var).or_else(|| (lang == Lang::Fortran).then(|| var.to_string()));
     let shown = item.clone().unwrap_or_else(|| var.to_string());
     let directive = format!("{} update {clause}({shown})", lang.sentinel());
-    let at = placement(src, line, side);
+    let (at, indent_line) = placed(src, line, side);
     f.proposal.text = format!("{why}: `{directive}` {which} line {at}");
     f.proposal.directive = Some(directive.clone());
     if item.is_none() {
@@ -209,17 +211,7 @@ pub(crate) fn propose_update(
         ));
         return;
     }
-    let indent = match side {
-        Side::Before => src.indent_of(at),
-        // The statement's or the loop's own indentation, not that of its
-        // closing line.
-        Side::After => src.indent_of(
-            src.enclosing_loops(line)
-                .into_iter()
-                .find(|lp| lp.end_line == at)
-                .map_or(line, |lp| lp.header_line),
-        ),
-    };
+    let indent = src.indent_of(indent_line);
     let lines = vec![format!("{indent}{directive}")];
     f.proposal.edits.push(match side {
         Side::Before => Edit::InsertBefore {
@@ -260,12 +252,12 @@ int main(void) {
     fn the_update_goes_around_the_host_loop_without_directives() {
         let set = SourceSet::with_text("heat.c", SRC);
         let src = set.get("heat.c").expect("loaded");
-        assert_eq!(placement(src, 8, Side::Before), 7);
-        assert_eq!(placement(src, 8, Side::After), 8);
+        assert_eq!(placed(src, 8, Side::Before).0, 7);
+        assert_eq!(placed(src, 8, Side::After).0, 8);
         // A statement over two lines: after its last.
-        assert_eq!(placement(src, 9, Side::After), 10);
+        assert_eq!(placed(src, 9, Side::After).0, 10);
         // The time loop holds a directive: it is not crossed.
-        assert_eq!(placement(src, 7, Side::Before), 7);
+        assert_eq!(placed(src, 7, Side::Before).0, 7);
         assert_eq!(clause_item(src, "u").as_deref(), Some("u[0:n]"));
         assert_eq!(clause_item(src, "x"), None);
         assert_eq!(base_name("u(1:n)"), "u");
@@ -292,8 +284,8 @@ end program
         let set = SourceSet::with_text("heat.f90", src);
         let f = set.get("heat.f90").expect("loaded");
         assert_eq!(clause_item(f, "u").as_deref(), Some("u(1:n)"));
-        assert_eq!(placement(f, 10, Side::Before), 9);
-        assert_eq!(placement(f, 10, Side::After), 11);
-        assert_eq!(placement(f, 8, Side::After), 8);
+        assert_eq!(placed(f, 10, Side::Before).0, 9);
+        assert_eq!(placed(f, 10, Side::After).0, 11);
+        assert_eq!(placed(f, 8, Side::After).0, 8);
     }
 }
