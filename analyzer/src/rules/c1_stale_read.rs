@@ -13,27 +13,18 @@
 //! around it that hold no OpenACC directive). A read made inside an MPI
 //! call (a send of the stale buffer) is named with the call.
 
-use std::collections::BTreeMap;
-
 use accprof_trace::CoherenceKind;
 
-use super::coherence::{construct_line, here, mpi_routine, propose_update, variable, Side};
+use super::coherence::{
+    access_evidence, construct_line, grouped, here, mpi_routine, propose_update, Side,
+};
 use super::{Checked, Context};
-use crate::findings::{Category, Confidence, Finding, Value};
+use crate::findings::{Category, Finding, Value};
 use crate::model::{HostAccess, SiteId};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
-    let mut groups: BTreeMap<(Option<SiteId>, String), Vec<&HostAccess>> = BTreeMap::new();
-    for a in cx
-        .run
-        .host_accesses()
-        .iter()
-        .filter(|a| a.kind == CoherenceKind::StaleRead)
-    {
-        groups.entry((a.site, variable(cx, a))).or_default().push(a);
-    }
-    for ((site, var), accesses) in groups {
+    for ((site, var), accesses) in grouped(cx, CoherenceKind::StaleRead, |a| a.site) {
         out.findings.push(finding(cx, site, &var, &accesses));
     }
     out
@@ -53,13 +44,6 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
         Category::Correctness,
         format!("stale host read of {var}{by_mpi} at {place}: the device copy is newer{by_text}"),
     );
-    let confirmed = accesses.iter().filter(|a| a.confirmed).count() as u64;
-    let unconfirmed = accesses.len() as u64 - confirmed;
-    f.confidence = if confirmed > 0 {
-        Confidence::Certain
-    } else {
-        Confidence::Likely
-    };
     f.locations
         .push(cx.location("host read", site, Some(var.to_string())));
     if let Some(c) = writer {
@@ -74,16 +58,8 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
     let (lo, hi) = accesses.iter().fold((u64::MAX, 0), |(lo, hi), a| {
         (lo.min(a.host_addr), hi.max(a.host_addr))
     });
+    let (confirmed, unconfirmed) = access_evidence(&mut f, accesses, var, "reads", mpi.as_deref());
     f.evidence
-        .field("reads", Value::Count(accesses.len() as u64))
-        .field("confirmed", Value::Count(confirmed))
-        .field("unconfirmed", Value::Count(unconfirmed))
-        .field("variable", Value::Text(var.to_string()))
-        .field(
-            "range_start",
-            Value::Text(format!("{:#x}", first.range_start)),
-        )
-        .field("range_bytes", Value::Bytes(first.range_bytes))
         .field(
             "first_offset_read",
             Value::Bytes(lo.saturating_sub(first.range_start)),
@@ -92,9 +68,6 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
             "last_offset_read",
             Value::Bytes(hi.saturating_sub(first.range_start)),
         );
-    if let Some(r) = &mpi {
-        f.evidence.field("mpi_call", Value::Text(r.clone()));
-    }
     f.evidence.say(format!(
         "The host read {var} here{} {} time{} (one per page touched) while the device copy of its {} was newer; {}.",
         mpi.as_ref().map_or(String::new(), |r| format!(" (inside {r}, which read the host buffer)")),

@@ -13,27 +13,18 @@
 //! device` for the range after the statement that wrote (after the host
 //! loops around it that hold no OpenACC directive), before the construct.
 
-use std::collections::BTreeMap;
-
 use accprof_trace::CoherenceKind;
 
-use super::coherence::{construct_line, here, mpi_routine, propose_update, variable, Side};
+use super::coherence::{
+    access_evidence, construct_line, grouped, here, mpi_routine, propose_update, Side,
+};
 use super::{Checked, Context};
-use crate::findings::{Category, Confidence, Finding, Value};
+use crate::findings::{Category, Finding, Value};
 use crate::model::{HostAccess, SiteId};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
-    let mut groups: BTreeMap<(Option<SiteId>, String), Vec<&HostAccess>> = BTreeMap::new();
-    for a in cx
-        .run
-        .host_accesses()
-        .iter()
-        .filter(|a| a.kind == CoherenceKind::LostWrite)
-    {
-        groups.entry((a.site, variable(cx, a))).or_default().push(a);
-    }
-    for ((site, var), accesses) in groups {
+    for ((site, var), accesses) in grouped(cx, CoherenceKind::LostWrite, |a| a.site) {
         out.findings.push(finding(cx, site, &var, &accesses));
     }
     out
@@ -59,13 +50,6 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
         Category::Correctness,
         format!("lost host write of {var}{by_mpi} at {place}{user_text}"),
     );
-    let confirmed = accesses.iter().filter(|a| a.confirmed).count() as u64;
-    let unconfirmed = accesses.len() as u64 - confirmed;
-    f.confidence = if confirmed > 0 {
-        Confidence::Certain
-    } else {
-        Confidence::Likely
-    };
     f.locations
         .push(cx.location("host write", site, Some(var.to_string())));
     for &c in &users {
@@ -77,23 +61,11 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
         f.subjects.constructs.push(c);
     }
     let first = accesses[0];
-    f.evidence
-        .field("writes", Value::Count(accesses.len() as u64))
-        .field("confirmed", Value::Count(confirmed))
-        .field("unconfirmed", Value::Count(unconfirmed))
-        .field("variable", Value::Text(var.to_string()))
-        .field(
-            "range_start",
-            Value::Text(format!("{:#x}", first.range_start)),
-        )
-        .field("range_bytes", Value::Bytes(first.range_bytes))
-        .field(
-            "first_offset_written",
-            Value::Bytes(first.host_addr.saturating_sub(first.range_start)),
-        );
-    if let Some(r) = &mpi {
-        f.evidence.field("mpi_call", Value::Text(r.clone()));
-    }
+    let (confirmed, unconfirmed) = access_evidence(&mut f, accesses, var, "writes", mpi.as_deref());
+    f.evidence.field(
+        "first_offset_written",
+        Value::Bytes(first.host_addr.saturating_sub(first.range_start)),
+    );
     f.evidence.say(format!(
         "The host wrote {var} here{} {} time{} after both copies of its {} last agreed, and a compute construct then used the device copy with no upload between; {}.",
         mpi.as_ref().map_or(String::new(), |r| format!(" (inside {r}, which wrote the host buffer)")),

@@ -13,11 +13,9 @@
 //! of the host loop around the update; when no period fits, the proposal
 //! is to move the download next to the host code that reads it.
 
-use std::collections::BTreeMap;
-
 use accprof_trace::{CoherenceKind, CopyKind};
 
-use super::coherence::{base_name, short, variable};
+use super::coherence::{base_name, grouped, short};
 use super::{Checked, Context};
 use crate::findings::{Category, Finding, Value};
 use crate::model::{ConstructId, HostAccess, SiteId, TransferId};
@@ -26,17 +24,8 @@ use crate::source::SourceFile;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
-    let mut groups: BTreeMap<(Option<SiteId>, String), Vec<&HostAccess>> = BTreeMap::new();
-    for a in cx
-        .run
-        .host_accesses()
-        .iter()
-        .filter(|a| a.kind == CoherenceKind::UnreadDownload)
-    {
-        let site = a.construct.map(|c| cx.run.line_site(c));
-        groups.entry((site, variable(cx, a))).or_default().push(a);
-    }
-    for ((site, var), unread) in groups {
+    let by_construct = |a: &HostAccess| a.construct.map(|c| cx.run.line_site(c));
+    for ((site, var), unread) in grouped(cx, CoherenceKind::UnreadDownload, by_construct) {
         out.findings.push(finding(cx, site, &var, &unread));
     }
     out

@@ -3,12 +3,70 @@
 //! section the data clauses give it, where an `update` goes in the host
 //! code, and the MPI call an access was made by.
 
-use crate::findings::Finding;
+use std::collections::BTreeMap;
+
+use accprof_trace::CoherenceKind;
+
+use crate::findings::{Confidence, Finding, Value};
 use crate::model::{HostAccess, MpiCall, SiteId};
 use crate::patch::Edit;
 use crate::source::{Lang, SourceFile};
 
 use super::Context;
+
+/// The run's accesses of `kind`, grouped by the site `site_of` gives
+/// each and the variable.
+pub(crate) type Groups<'r> = BTreeMap<(Option<SiteId>, String), Vec<&'r HostAccess>>;
+
+pub(crate) fn grouped<'r>(
+    cx: &Context<'r>,
+    kind: CoherenceKind,
+    site_of: impl Fn(&HostAccess) -> Option<SiteId>,
+) -> Groups<'r> {
+    let mut groups: Groups<'r> = BTreeMap::new();
+    for a in cx.run.host_accesses().iter().filter(|a| a.kind == kind) {
+        groups
+            .entry((site_of(a), variable(cx, a)))
+            .or_default()
+            .push(a);
+    }
+    groups
+}
+
+/// What C1 and C2 findings share: the confidence (certain when some
+/// access was compared with the device copy and differs), and the
+/// evidence of the accesses (`what`: "reads", "writes"), with the MPI
+/// routine they were made in. Returns (confirmed, unconfirmed).
+pub(crate) fn access_evidence(
+    f: &mut Finding,
+    accesses: &[&HostAccess],
+    var: &str,
+    what: &str,
+    mpi: Option<&str>,
+) -> (u64, u64) {
+    let confirmed = accesses.iter().filter(|a| a.confirmed).count() as u64;
+    let unconfirmed = accesses.len() as u64 - confirmed;
+    f.confidence = if confirmed > 0 {
+        Confidence::Certain
+    } else {
+        Confidence::Likely
+    };
+    let first = accesses[0];
+    f.evidence
+        .field(what, Value::Count(accesses.len() as u64))
+        .field("confirmed", Value::Count(confirmed))
+        .field("unconfirmed", Value::Count(unconfirmed))
+        .field("variable", Value::Text(var.to_string()))
+        .field(
+            "range_start",
+            Value::Text(format!("{:#x}", first.range_start)),
+        )
+        .field("range_bytes", Value::Bytes(first.range_bytes));
+    if let Some(r) = mpi {
+        f.evidence.field("mpi_call", Value::Text(r.to_string()));
+    }
+    (confirmed, unconfirmed)
+}
 
 /// The name of the array an access fell in: the runtime's, the run's
 /// name for the buffer, or the one array of the file's data clauses that
