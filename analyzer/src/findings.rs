@@ -17,10 +17,11 @@ use crate::patch::Edit;
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// The host and device copies of data out of step: the program
-    /// computes with stale values (C1). Errors: they rank before every
-    /// performance finding.
+    /// computes with stale values (C1) or without the host's writes (C2).
+    /// Errors: they rank before every performance finding.
     Correctness,
-    /// Host <-> device transfers that could be avoided (D1-D6, U1, P1).
+    /// Host <-> device transfers that could be avoided (D1-D6, U1, P1,
+    /// C3).
     DataMovement,
     /// Device allocations (A1, A2).
     Allocation,

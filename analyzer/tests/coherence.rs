@@ -71,10 +71,18 @@ fn instruction_at(module: &Module, line: u32) -> u64 {
         .expect("an instruction at the line")
 }
 
-#[test]
-fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let exe = build(dir.path());
+/// A run of the sample built here whose coherence records are `kind`
+/// accesses at `line` of the sample, one per `confirmed` entry, 4 KiB
+/// apart in u, after the data construct and the copy-back construct
+/// (region 2) started; `more` adds records after them.
+fn norm_run(
+    dir: &Path,
+    kind: CoherenceKind,
+    line: u32,
+    confirmed: &[bool],
+    more: impl FnOnce(&mut TraceBuilder),
+) -> accprof_analyzer::Run {
+    let exe = build(dir);
     let size = std::fs::metadata(&exe).expect("binary").len();
     let module = Module {
         id: ModuleId(1),
@@ -84,10 +92,9 @@ fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
         text_start: 0,
         text_end: size,
     };
-    let read_line = line_of("for (long k = 0; k < n; k++) sum += u[k] * u[k];");
     let copy_line = line_of("#pragma acc parallel loop present(u[0:n], unew[0:n])");
     let data_line = line_of("#pragma acc data copy");
-    let code = BASE + instruction_at(&module, read_line);
+    let code = BASE + instruction_at(&module, line);
 
     let mut t = TraceBuilder::new();
     t.records.push(Record::String {
@@ -120,10 +127,10 @@ fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
         }
     }
     let range_start = 0x7f00_0000_0000u64;
-    for (i, confirmed) in [true, true, false].into_iter().enumerate() {
+    for (i, &confirmed) in confirmed.iter().enumerate() {
         t.t += 1000;
         t.records.push(Record::Coherence(Coherence {
-            kind: CoherenceKind::StaleRead,
+            kind,
             time_ns: t.t,
             thread: 1,
             code_addr: code,
@@ -135,7 +142,22 @@ fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
             confirmed,
         }));
     }
-    let run = t.build(testkit::trace::header());
+    more(&mut t);
+    t.build(testkit::trace::header())
+}
+
+#[test]
+fn a_stale_read_is_an_error_at_the_line_that_read_with_an_update_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let read_line = line_of("for (long k = 0; k < n; k++) sum += u[k] * u[k];");
+    let copy_line = line_of("#pragma acc parallel loop present(u[0:n], unew[0:n])");
+    let run = norm_run(
+        dir.path(),
+        CoherenceKind::StaleRead,
+        read_line,
+        &[true, true, false],
+        |_| {},
+    );
     assert_eq!(run.host_accesses().len(), 3);
     let sources = SourceSet::load(&run, &[]);
     let a = analysis::analyze(&run, &sources, &Options::default());
@@ -208,4 +230,85 @@ fn on_the_gpu_the_norm_reads_stale_u_and_the_patch_updates_it_first() {
     let lines: Vec<&str> = patched.files[0].1.lines().collect();
     assert_eq!(lines[97].trim(), "#pragma acc update self(u[0:n])");
     assert!(lines[98].contains("sum += u[k] * u[k]"), "{}", lines[98]);
+}
+
+/// A read made inside an MPI call on the same thread is named with the
+/// call, in the title and the evidence.
+#[test]
+fn a_stale_read_inside_an_mpi_call_names_the_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let read_line = line_of("for (long k = 0; k < n; k++) sum += u[k] * u[k];");
+    let run = norm_run(
+        dir.path(),
+        CoherenceKind::StaleRead,
+        read_line,
+        &[true],
+        |t| {
+            t.records.push(Record::String {
+                id: StringId(22),
+                text: "MPI_Send".into(),
+            });
+            let at = t.t;
+            t.records.push(Record::MpiCall(accprof_trace::MpiCall {
+                start_ns: at - 500,
+                end_ns: at + 500,
+                thread: 1,
+                routine: StringId(22),
+                cuda_aware: None,
+                ranges: Vec::new(),
+            }));
+            t.t += 1000;
+        },
+    );
+    let a = analysis::analyze(&run, &SourceSet::load(&run, &[]), &Options::default());
+    let f = &a.findings[0];
+    assert!(
+        f.title.starts_with(&format!(
+            "stale host read of u by MPI_Send at coherence_norm.c:{read_line}:"
+        )),
+        "{}",
+        f.title
+    );
+    assert_eq!(
+        f.evidence.get("mpi_call"),
+        Some(&accprof_analyzer::findings::Value::Text("MPI_Send".into()))
+    );
+}
+
+/// A lost write: C2 at the line that wrote, naming the construct that
+/// used the device copy, with `update device` after the host loop that
+/// wrote (it holds no directive) and before the construct.
+#[test]
+fn a_lost_write_is_an_error_with_an_update_device_after_the_writing_loop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write_line = line_of("u[j * nx + i] = (i == 0 || j == 0) ? 1.0 : 0.0;");
+    let copy_line = line_of("#pragma acc parallel loop present(u[0:n], unew[0:n])");
+    let run = norm_run(
+        dir.path(),
+        CoherenceKind::LostWrite,
+        write_line,
+        &[true],
+        |_| {},
+    );
+    let a = analysis::analyze(&run, &SourceSet::load(&run, &[]), &Options::default());
+    let f = &a.findings[0];
+    assert_eq!(f.id, "C2", "{:#?}", a.findings);
+    assert_eq!(f.category, Category::Correctness);
+    assert_eq!(
+        f.title,
+        format!(
+            "lost host write of u at coherence_norm.c:{write_line}: the compute construct at coherence_norm.c:{copy_line} used the device copy"
+        )
+    );
+    assert_eq!(f.evidence.count("writes"), Some(1));
+    assert_eq!(
+        f.proposal.directive.as_deref(),
+        Some("#pragma acc update device(u[0:n])")
+    );
+    let patch = f.proposal.patch.as_deref().expect("a patch");
+    // After the `for (long j ...)` loop of init, at its indentation.
+    assert!(
+        patch.contains("             u[j * nx + i] = (i == 0 || j == 0) ? 1.0 : 0.0;\n+    #pragma acc update device(u[0:n])\n }"),
+        "{patch}"
+    );
 }

@@ -420,3 +420,139 @@ fn a_stale_array_written_out_with_fwrite_is_a_stale_read_and_the_write_succeeds(
         "{found:?}"
     );
 }
+
+/// The 1-based line of the driver's source holding `needle`.
+fn driver_line(needle: &str) -> usize {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/coherence_driver.c");
+    std::fs::read_to_string(&src)
+        .expect("source")
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} in the driver"))
+        + 1
+}
+
+/// `accprof analyze` of the only trace in `dir`, as text and as JSON.
+fn analyze(dir: &Path) -> (String, serde_json::Value) {
+    let trace = &traces(dir)[0];
+    let text = Command::new(accprof())
+        .arg("analyze")
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    assert!(text.status.success(), "{}", stderr(&text));
+    let json = Command::new(accprof())
+        .args(["analyze", "--json"])
+        .arg(trace)
+        .output()
+        .expect("analyze runs");
+    assert!(json.status.success(), "{}", stderr(&json));
+    let v = serde_json::from_slice(&json.stdout).expect("json");
+    (stdout(&text), v)
+}
+
+#[test]
+fn a_lost_write_is_c2_at_the_line_that_wrote_naming_the_construct_and_ranks_with_the_errors() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "lost", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let wrote = driver_line("    va[1000] = 42;");
+    let kernel = driver_line("  AT(kernel(strcmp(mode, \"current\") != 0));");
+    let (text, v) = analyze(dir.path());
+    let findings = v["findings"].as_array().expect("findings");
+    // The mode's later read of the array is a stale read too: both errors
+    // come first, C1 before C2.
+    let rules: Vec<&str> = findings.iter().filter_map(|f| f["rule"].as_str()).collect();
+    assert_eq!(&rules[..2], ["C1", "C2"], "{v}");
+    let f = &findings[1];
+    assert_eq!(f["category"], "correctness");
+    let title = format!(
+        "lost host write of a at coherence_driver.c:{wrote}: the compute construct at coherence_driver.c:{kernel} used the device copy"
+    );
+    assert_eq!(f["title"], title.as_str(), "{v}");
+    assert_eq!(evidence_u64(f, "writes"), 1);
+    assert_eq!(evidence_u64(f, "confirmed"), 1);
+    assert_eq!(evidence_u64(f, "range_bytes"), 2048 * 8);
+    // The driver's source holds no directive at the construct's line, so
+    // analyze does not place one in it: the proposal says what to write.
+    let proposal = f["proposal"]["text"].as_str().expect("proposal");
+    assert!(
+        proposal.contains("`#pragma acc update device(a)` (with its bounds) after the write"),
+        "{proposal}"
+    );
+    assert!(text.contains(&format!("#2 C2  {title}")), "{text}");
+}
+
+#[test]
+fn a_lost_write_followed_by_the_update_gives_no_c2() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "updated", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (_, v) = analyze(dir.path());
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["rule"].as_str())
+        .collect();
+    assert!(!rules.contains(&"C2"), "{v}");
+}
+
+#[test]
+fn downloads_read_every_tenth_step_are_c3_with_their_period() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "every10", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("seen 10470\n"), "{}", stdout(&out));
+    let update = driver_line("      AT(update(0));");
+    let (text, v) = analyze(dir.path());
+    let findings = v["findings"].as_array().expect("findings");
+    let f = findings
+        .iter()
+        .find(|f| f["rule"] == "C3")
+        .unwrap_or_else(|| panic!("a C3 in {v}"));
+    let title = format!(
+        "90 of 100 downloads of a at coherence_driver.c:{update} were not read by the host"
+    );
+    assert_eq!(f["title"], title.as_str(), "{v}");
+    assert_eq!(f["category"], "data_movement");
+    assert_eq!(evidence_u64(f, "downloads"), 100);
+    assert_eq!(evidence_u64(f, "unread"), 90);
+    assert_eq!(evidence_u64(f, "read_every"), 10);
+    assert_eq!(evidence_u64(f, "read_first"), 0);
+    // The driver plays its updates without a directive in its source:
+    // the proposal says what to do, with the period, and has no patch.
+    assert!(f["proposal"]["no_patch"].is_string(), "{f}");
+    let proposal = f["proposal"]["text"].as_str().expect("proposal");
+    assert!(
+        proposal.contains("the host read every 10th download: `if(i % 10 == 0)`"),
+        "{proposal}"
+    );
+    assert!(text.contains(&format!("C3  {title}")), "{text}");
+}
+
+#[test]
+fn each_unread_update_is_its_own_c3_after_no_error() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "unread", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = driver_line("    AT(update(0));");
+    let (_, v) = analyze(dir.path());
+    let c3: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["rule"] == "C3")
+        .collect();
+    assert_eq!(c3.len(), 2, "{v}");
+    let titles: Vec<&str> = c3.iter().filter_map(|f| f["title"].as_str()).collect();
+    for (i, t) in titles.iter().enumerate() {
+        assert_eq!(
+            *t,
+            format!(
+                "1 of 1 downloads of a at coherence_driver.c:{} were not read by the host",
+                first + i
+            )
+        );
+    }
+}

@@ -69,7 +69,9 @@ impl<S: Sink> Join<S> {
         symbolizer: &mut Symbolizer,
     ) {
         self.see_time(k.time_ns);
-        let site = self.code_site(k.code_addr, symbolizer);
+        // An unread download has no host instruction: it is the
+        // download's construct that the finding is about.
+        let site = (k.code_addr != 0).then(|| self.code_site(k.code_addr, symbolizer));
         let construct = self
             .recent
             .iter()

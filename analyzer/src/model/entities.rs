@@ -99,26 +99,36 @@ impl Site {
 }
 
 /// A host access the coherence check caught (`accprof run --check
-/// coherence`): the host touched its copy of a range while the device's
-/// was newer.
+/// coherence`). What its fields say depends on its kind:
+/// - a stale read (C1): the host read its copy of a range while the
+///   device's was newer; `construct` is the compute construct that last
+///   made the device copy newer;
+/// - a lost write (C2): the host wrote its copy (the first write since
+///   both copies agreed) and `construct`, a compute construct, then used
+///   the device copy with no upload between;
+/// - an unread download (C3): `construct` (an `update self`, or a data
+///   construct's exit) downloaded the range and the host read none of it
+///   before the next download or the end; `time_ns` and `thread` are the
+///   download's, and there is no host instruction (`site` is None).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostAccess {
     pub kind: accprof_trace::CoherenceKind,
     pub time_ns: u64,
     pub thread: u32,
-    /// The source line of the instruction that made the access.
-    pub site: SiteId,
+    /// The source line of the instruction that made the access; None for
+    /// an unread download.
+    pub site: Option<SiteId>,
     pub host_addr: u64,
     /// The host range mapped to the device that the access fell in.
     pub range_start: u64,
     pub range_bytes: u64,
     /// The variable's name, when the runtime gave one.
     pub variable: Option<NameId>,
-    /// The compute construct that last made the device copy newer, when
-    /// the trace still names it.
+    /// The construct the access is about (see the kinds above), when the
+    /// trace still names it.
     pub construct: Option<ConstructId>,
-    /// The device copy was read and differs; false when it could not be
-    /// read.
+    /// The device copy was read and differs (C1, C2); false when it could
+    /// not be read.
     pub confirmed: bool,
 }
 

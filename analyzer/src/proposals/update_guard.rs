@@ -3,7 +3,9 @@
 //! D1 from the source: the condition that guards the host's writes of the
 //! arrays becomes the update's `if(...)` clause, when it still holds the
 //! same value at the update; otherwise the update should move next to the
-//! writes.
+//! writes. The mirror for C3: an `update self` whose downloads the host
+//! reads only on some iterations takes the condition that guards the
+//! host's reads, when it holds the same value from the update to them.
 
 use crate::patch::Edit;
 use crate::source::{Lang, SourceFile};
@@ -23,14 +25,31 @@ pub struct UpdatePlan {
 /// Plans the change of the `update device` at `line`. None when the line
 /// holds no `update` with a `device` clause.
 pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
+    plan_for(src, line, false)
+}
+
+/// Plans the change of the `update self` (or `host`) at `line` from the
+/// host's reads of its arrays in the loop around it. None when the line
+/// holds no `update` with a `self` or `host` clause.
+pub fn plan_download(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
+    plan_for(src, line, true)
+}
+
+fn plan_for(src: &SourceFile, line: u32, download: bool) -> Option<UpdatePlan> {
     let d = src.directive_at(line)?;
     if d.construct_name() != "update" {
         return None;
     }
+    let clause_names: &[&str] = if download {
+        &["self", "host"]
+    } else {
+        &["device"]
+    };
+    let changes = if download { "reads" } else { "writes" };
     let items: Vec<String> = d
         .clauses
         .iter()
-        .filter(|c| c.name == "device")
+        .filter(|c| clause_names.contains(&c.name.as_str()))
         .flat_map(|c| c.items())
         .collect();
     if items.is_empty() {
@@ -49,7 +68,11 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         .join(" and ");
     let mut plan = UpdatePlan::default();
     let Some(lp) = src.enclosing_loops(line).first().map(|l| (*l).clone()) else {
-        plan.text = format!("Send {list} only after the host changed it.");
+        plan.text = if download {
+            format!("Bring {list} back only when the host reads it.")
+        } else {
+            format!("Send {list} only after the host changed it.")
+        };
         plan.no_patch = Some(format!(
             "the update at line {line} is not inside a host loop"
         ));
@@ -71,23 +94,37 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         .filter(|u| keys.contains(&u.key))
         .collect();
     if let Some(u) = uses.iter().find(|u| u.whole) {
-        plan.text = format!("Send {list} only on the iterations where the host changed it.");
+        plan.text = if download {
+            format!("Bring {list} back only on the iterations where the host reads it.")
+        } else {
+            format!("Send {list} only on the iterations where the host changed it.")
+        };
         plan.no_patch = Some(format!(
-            "the host passes `{}` to a call at line {} inside the loop: which iterations change it is not visible in the source",
-            src.tokens[u.tok].text, u.line
+            "the host passes `{}` to a call at line {} inside the loop: which iterations {} it is not visible in the source",
+            src.tokens[u.tok].text,
+            u.line,
+            if download { "read" } else { "change" }
         ));
         return Some(plan);
     }
     let writes: Vec<u32> = uses
         .iter()
-        .filter(|u| u.write && (u.indexed || src.lang == Lang::Fortran))
+        .filter(|u| if download { u.read } else { u.write })
+        .filter(|u| u.indexed || src.lang == Lang::Fortran)
         .map(|u| u.line)
         .collect();
     if writes.is_empty() {
-        plan.text = format!(
-            "The host does not write {list} inside the loop at line {}: one `update device` before the loop is enough.",
-            lp.header_line
-        );
+        plan.text = if download {
+            format!(
+                "The host does not read {list} inside the loop at line {}: one `update self` after the loop is enough.",
+                lp.header_line
+            )
+        } else {
+            format!(
+                "The host does not write {list} inside the loop at line {}: one `update device` before the loop is enough.",
+                lp.header_line
+            )
+        };
         plan.no_patch = Some("moving a directive out of the loop is left to the user".to_string());
         return Some(plan);
     }
@@ -110,14 +147,14 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         }
         _ => {
             plan.text = format!(
-                "The host writes {list} inside the loop (line {lines}) but not under one condition: move the update next to those writes, so that it runs only when they do."
+                "The host {changes} {list} inside the loop (line {lines}) but not under one condition: move the update next to those {changes}, so that it runs only when they do."
             );
-            plan.no_patch = Some("no single condition guards the host's writes".to_string());
+            plan.no_patch = Some(format!("no single condition guards the host's {changes}"));
             return Some(plan);
         }
     };
     let under = format!(
-        "the host writes {list} only when `{}` (the `if` at line {}, writes at line {lines})",
+        "the host {changes} {list} only when `{}` (the `if` at line {}, {changes} at line {lines})",
         guard.condition, guard.line
     );
     if d.clause("if").is_some() {
@@ -129,8 +166,8 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         return Some(plan);
     }
     // The condition must mean the same at the update: the guarded code
-    // comes before it in the iteration and nothing in between assigns a
-    // name the condition reads.
+    // comes before it in the iteration (after it, for a download) and
+    // nothing in between assigns a name the condition reads.
     let cond_names: Vec<String> = guard
         .condition
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -141,15 +178,21 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         })
         .map(key)
         .collect();
-    let changed_between = guard.end_line < line
+    let (ordered, from, to) = if download {
+        (guard.line > line, line + 1, guard.line)
+    } else {
+        (guard.end_line < line, guard.line, line.saturating_sub(1))
+    };
+    let changed_between = ordered
         && src
-            .uses(guard.line, line.saturating_sub(1), &[])
+            .uses(from, to, &[])
             .iter()
             .any(|u| u.write && cond_names.contains(&u.key));
-    if guard.end_line >= line || changed_between {
+    if !ordered || changed_between {
         plan.text = format!(
-            "{} Move the update into that `if` block, after the writes: the condition does not hold the same value at line {line}.",
-            capitalized(&under)
+            "{} Move the update into that `if` block, {} the {changes}: the condition does not hold the same value at line {line}.",
+            capitalized(&under),
+            if download { "before" } else { "after" }
         );
         plan.no_patch = Some(format!(
             "`{}` may change between line {} and the update at line {line}",
@@ -157,33 +200,49 @@ pub fn plan(src: &SourceFile, line: u32) -> Option<UpdatePlan> {
         ));
         return Some(plan);
     }
+    let (directive, edit, no_patch) = with_if(src, &d, &guard.condition);
+    plan.text = format!(
+        "{}: add `if({})` to the update (`{directive}`), or move the update into that `if` block {} the {changes}.",
+        capitalized(&under),
+        guard.condition,
+        if download { "before" } else { "after" }
+    );
+    plan.edits.extend(edit);
+    plan.no_patch = no_patch;
+    plan.directive = Some(directive);
+    Some(plan)
+}
+
+/// Directive `d` of `src` with `if(condition)` added: as it then reads,
+/// the edit that makes it so, or why there is none (a directive continued
+/// over several lines).
+pub fn with_if(
+    src: &SourceFile,
+    d: &crate::source::Directive,
+    condition: &str,
+) -> (String, Option<Edit>, Option<String>) {
     let mut clauses: Vec<String> = d.clauses.iter().map(|c| c.text()).collect();
-    clauses.push(format!("if({})", guard.condition));
+    clauses.push(format!("if({condition})"));
     let directive = d.render(&d.construct_name(), &clauses);
     let directive = match &d.comment {
         Some(c) => directive.trim_end_matches(c.as_str()).trim().to_string(),
         None => directive.trim().to_string(),
     };
-    plan.text = format!(
-        "{}: add `if({})` to the update (`{directive}`), or move the update into that `if` block after the writes.",
-        capitalized(&under),
-        guard.condition
-    );
     if d.end_line != d.line {
-        plan.no_patch = Some(format!(
-            "the directive at line {line} continues over several lines: add the clause by hand"
-        ));
-    } else {
-        plan.edits.push(Edit::rewrite(
-            src,
-            &d,
-            None,
-            d.clauses.iter().map(|c| c.name.clone()).collect(),
-            clauses,
-        ));
+        let why = format!(
+            "the directive at line {} continues over several lines: add the clause by hand",
+            d.line
+        );
+        return (directive, None, Some(why));
     }
-    plan.directive = Some(directive);
-    Some(plan)
+    let edit = Edit::rewrite(
+        src,
+        d,
+        None,
+        d.clauses.iter().map(|c| c.name.clone()).collect(),
+        clauses,
+    );
+    (directive, Some(edit), None)
 }
 
 fn capitalized(s: &str) -> String {
@@ -240,5 +299,31 @@ mod tests {
             p.no_patch.as_deref(),
             Some("no single condition guards the host's writes")
         );
+    }
+
+    const READS: &str = "void f(int n, double *u) {\n  double seen = 0;\n  for (int step = 0; step < n; step++) {\n#pragma acc parallel loop present(u[0:n])\n    for (int i = 0; i < n; i++) u[i] += 1;\n#pragma acc update self(u[0:n])\n    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n  }\n}\n";
+
+    #[test]
+    fn the_reads_guard_becomes_the_downloads_if_clause() {
+        let p = plan_download(&src(READS), 6).expect("an update self");
+        assert_eq!(
+            p.directive.as_deref(),
+            Some("#pragma acc update self(u[0:n]) if(step % 10 == 0)")
+        );
+        assert_eq!(p.edits.len(), 1);
+        assert!(
+            p.text.contains("The host reads `u` only when `step % 10 == 0` (the `if` at line 7, reads at line 9)"),
+            "{}",
+            p.text
+        );
+        // An upload plan does not take a download.
+        assert_eq!(plan(&src(READS), 6), None);
+        // Reads before the update (of the previous download): move it.
+        let before = READS.replace(
+            "#pragma acc update self(u[0:n])\n    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n",
+            "    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n#pragma acc update self(u[0:n])\n",
+        );
+        let p = plan_download(&src(&before), 10).expect("an update self");
+        assert!(p.edits.is_empty(), "{p:?}");
     }
 }

@@ -16,6 +16,9 @@ use crate::source::SourceSet;
 pub mod a1_repeated_alloc;
 pub mod a2_unused_alloc;
 pub mod c1_stale_read;
+pub mod c2_lost_write;
+pub mod c3_unread_download;
+pub(crate) mod coherence;
 pub mod d1_duplicate_upload;
 pub mod d2_duplicate_download;
 pub mod d3_copy_not_needed;
@@ -670,8 +673,10 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 21] = [
+    let rules: [fn(&Context) -> Checked; 23] = [
         c1_stale_read::check,
+        c2_lost_write::check,
+        c3_unread_download::check,
         d6_repeated_in_loop::check,
         d1_duplicate_upload::check,
         d2_duplicate_download::check,

@@ -110,6 +110,22 @@ impl SourceFile {
     /// Fortran `parameter`: see [`SourceFile::constant`]). None for any
     /// other form, or a name without a certain value.
     pub fn trip_count(&self, lp: &Loop) -> Option<u64> {
+        let (a, b) = self.unit_bounds(lp)?;
+        let b = b?;
+        (b >= a).then(|| b.abs_diff(a))
+    }
+
+    /// The first value of the index of a loop that counts up by one from
+    /// an integer constant (`for (int s = 1; ...; s++)`, `do s = 1, n`),
+    /// whatever its end.
+    pub fn unit_start(&self, lp: &Loop) -> Option<i64> {
+        self.unit_bounds(lp).map(|(a, _)| a)
+    }
+
+    /// The first value and one past the last of a unit-stride loop's
+    /// index, when they are integer constants (the end: None when it is
+    /// not one).
+    fn unit_bounds(&self, lp: &Loop) -> Option<(i64, Option<i64>)> {
         let t = &self.tokens;
         // The header's tokens: C up to the body, Fortran its line.
         let toks: &[Token] = match self.lang {
@@ -136,9 +152,13 @@ impl SourceFile {
                 let cond_at = semi + 1;
                 let semi2 = cond_at + words[cond_at..].iter().position(|w| *w == ";")?;
                 let b = match &words[cond_at..semi2] {
-                    [v, "<", ..] if v == &var => value(cond_at + 2, semi2)?,
-                    [v, "<=", ..] if v == &var => value(cond_at + 2, semi2)?.checked_add(1)?,
-                    [v, "<", "=", ..] if v == &var => value(cond_at + 3, semi2)?.checked_add(1)?,
+                    [v, "<", ..] if v == &var => value(cond_at + 2, semi2),
+                    [v, "<=", ..] if v == &var => {
+                        value(cond_at + 2, semi2).and_then(|b| b.checked_add(1))
+                    }
+                    [v, "<", "=", ..] if v == &var => {
+                        value(cond_at + 3, semi2).and_then(|b| b.checked_add(1))
+                    }
                     _ => return None,
                 };
                 let inc: Vec<&str> = words[semi2 + 1..]
@@ -150,7 +170,7 @@ impl SourceFile {
                     inc.as_slice(),
                     [v, "++"] | ["++", v] | [v, "+", "+"] | ["+", "+", v] if *v == var
                 ) || matches!(inc.as_slice(), [v, "+=", "1"] | [v, "+", "=", "1"] if *v == var);
-                (unit && b >= a).then(|| b.abs_diff(a))
+                unit.then_some((a, b))
             }
             Lang::Fortran if lp.kind == "do" => {
                 // [label :] do i = A , B
@@ -177,8 +197,8 @@ impl SourceFile {
                     return None;
                 };
                 let a = value(d + 3, *comma)?;
-                let b = value(comma + 1, words.len())?;
-                (b >= a).then(|| b.abs_diff(a) + 1)
+                let b = value(comma + 1, words.len()).and_then(|b| b.checked_add(1));
+                Some((a, b))
             }
             _ => None,
         }

@@ -108,6 +108,21 @@ impl SourceFile {
 }
 
 impl SourceFile {
+    /// The last line of the statement whose first token is on line `n`
+    /// (or, in Fortran, that line): where a directive goes after it.
+    pub fn statement_end_line(&self, n: u32) -> u32 {
+        if self.lang == Lang::Fortran {
+            return n;
+        }
+        let (lo, hi) = self.tokens_of_lines(n, n);
+        if lo >= hi {
+            return n;
+        }
+        c_statement_end(&self.tokens, lo)
+            .and_then(|end| self.tokens.get(end.checked_sub(1)?))
+            .map_or(n, |t| t.line.max(n))
+    }
+
     /// The statement a directive ending at line `n` applies to, in C:
     /// (its first token, one past its last).
     pub fn statement_after(&self, n: u32) -> Option<(usize, usize)> {

@@ -33,6 +33,12 @@
  *   fwrite   as stale, but the host writes the array to a temporary file with
  *            fwrite (the kernel reads the stale copy; prints "fwrite
  *            wrote <n>", n = 2048)
+ *   every10  100 steps of a kernel and an update self; the host reads the
+ *            array only when step % 10 == 0 (prints "seen <sum>"), and not
+ *            after the loop: 90 downloads nobody read
+ *
+ * Each construct is reported at this file's line of the call that plays it
+ * (the runtime's src_file and line_no), as NVHPC reports its directives.
  *
  * Prints "range <a> read <&a[1000]>" (addresses, in hex), "other read
  * <value>" (data sharing the array's first page), "host read <value>"
@@ -52,6 +58,9 @@
 #define N 2048 /* doubles: 16 KiB, four pages from 256 bytes into a page */
 
 static acc_prof_callback callbacks[acc_ev_last];
+/* The line the constructs being played are reported at. */
+static int at_line = 10;
+#define AT(call) (at_line = __LINE__, call)
 static char *block;
 static double *a, *dev;
 
@@ -94,9 +103,9 @@ static void fire(acc_event_t ev, acc_construct_t construct, void *host, size_t b
   pi.version = 201711;
   pi.device_type = acc_device_nvidia;
   pi.async = -2;
-  pi.src_file = "/src/driver.c";
+  pi.src_file = __FILE__;
   pi.func_name = "main";
-  pi.line_no = 10;
+  pi.line_no = at_line;
   acc_event_info ei;
   memset(&ei, 0, sizeof ei);
   if (host) {
@@ -187,6 +196,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N; i++) a[i] = i;
 
   int named = strcmp(mode, "unnamed") != 0;
+  at_line = __LINE__;
   fire(acc_ev_enter_data_start, acc_construct_enter_data, NULL, 0);
   if (named) {
     fire(acc_ev_create, acc_construct_enter_data, a, N * sizeof *a);
@@ -200,13 +210,22 @@ int main(int argc, char **argv) {
   volatile double *va = a;
   if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0) {
     va[1000] = 42;
-    if (strcmp(mode, "updated") == 0) update(1);
+    if (strcmp(mode, "updated") == 0) AT(update(1));
   }
-  kernel(strcmp(mode, "current") != 0);
+  AT(kernel(strcmp(mode, "current") != 0));
   if (strcmp(mode, "unread") == 0) {
-    update(0);
-    update(0);
-    update(0);
+    AT(update(0));
+    AT(update(0));
+    AT(update(0));
+  }
+  if (strcmp(mode, "every10") == 0) {
+    double seen = 0;
+    for (int step = 0; step < 100; step++) {
+      AT(kernel(1));
+      AT(update(0));
+      if (step % 10 == 0) seen += va[1000];
+    }
+    printf("seen %g\n", seen);
   }
   /* Other data on the array's first page: let through, not reported. */
   volatile char *other = block;
@@ -224,6 +243,8 @@ int main(int argc, char **argv) {
     if (f) fclose(f);
     printf("fwrite wrote %zu\n", n);
     v = -1;
+  } else if (strcmp(mode, "every10") == 0) {
+    v = 1000; /* no read after the loop: the last download stays unread */
   } else if (strcmp(mode, "write") == 0) {
     va[1000] = 42;
     v = 1000;
@@ -234,7 +255,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   /* The next construct: the check compares the bytes read with the
      device copy. */
-  kernel(0);
+  AT(kernel(0));
 
   if (strcmp(mode, "handler") == 0) {
     if (sigsetjmp(back, 1) == 0) {
@@ -246,6 +267,7 @@ int main(int argc, char **argv) {
     printf("%d\n", *null);
   }
 
+  at_line = __LINE__;
   fire(acc_ev_exit_data_start, acc_construct_exit_data, NULL, 0);
   if (named) fire(acc_ev_enqueue_download_start, acc_construct_exit_data, a, N * sizeof *a);
   memcpy(a, dev, N * sizeof *a);
