@@ -28,7 +28,7 @@ pub mod units;
 /// the analyzer, never the trace crate.
 pub mod vocabulary {
     pub use accprof_trace::{
-        ConstructKind, CopyKind, EndRecord, Ending, HashMode, Header, MemoryKind, SourceState,
+        CoherenceKind, ConstructKind, CopyKind, EndRecord, Ending, HashMode, Header, MemoryKind, SourceState,
         Sources,
     };
 }
@@ -36,6 +36,7 @@ pub mod vocabulary {
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Item,
-    Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, MpiCallId, NameId, NameOrigin, Run,
+    HostAccess, HostAccessId, Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, MpiCallId,
+    NameId, NameOrigin, Run,
     Site, SiteId, Track, Transfer, TransferId, TransferSource,
 };

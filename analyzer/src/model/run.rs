@@ -461,6 +461,40 @@ impl Run {
         &self.process.host_accesses
     }
 
+    /// The host accesses with their handles, in time order.
+    pub fn host_access_ids(
+        &self,
+    ) -> impl ExactSizeIterator<Item = (HostAccessId, &HostAccess)> + '_ {
+        self.process
+            .host_accesses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (HostAccessId::at(i), a))
+    }
+
+    /// The host access `id`.
+    pub fn host_access(&self, id: HostAccessId) -> &HostAccess {
+        &self.process.host_accesses[id.index()]
+    }
+
+    /// The source line of the host instruction that made access `id`;
+    /// None for a download nobody read (no instruction made it: the
+    /// download's construct says where it was).
+    pub fn access_site(&self, id: HostAccessId) -> Option<SiteId> {
+        let a = self.host_access(id);
+        (a.kind != accprof_trace::CoherenceKind::UnreadDownload).then_some(a.site)
+    }
+
+    /// The name of the array access `id` fell in: the runtime's, else the
+    /// run's name for the buffer at the range's start.
+    pub fn access_variable(&self, id: HostAccessId) -> Option<&str> {
+        let a = self.host_access(id);
+        match a.variable {
+            Some(n) => Some(self.name(n)),
+            None => self.buffer_name(a.range_start),
+        }
+    }
+
     /// The MPI calls with their handles, in start order.
     pub fn mpi_call_ids(&self) -> impl ExactSizeIterator<Item = (MpiCallId, &MpiCall)> + '_ {
         self.process

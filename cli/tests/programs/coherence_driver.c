@@ -33,6 +33,8 @@
  *   fwrite   as stale, but the host writes the array to a temporary file with
  *            fwrite (the kernel reads the stale copy; prints "fwrite
  *            wrote <n>", n = 2048)
+ *   all      one of each: as lost, then as unread, then a second kernel
+ *            and the stale read (for the views of host accesses)
  *
  * Prints "range <a> read <&a[1000]>" (addresses, in hex), "other read
  * <value>" (data sharing the array's first page), "host read <value>"
@@ -198,16 +200,18 @@ int main(int argc, char **argv) {
 
   printf("range %#lx read %#lx\n", (unsigned long)a, (unsigned long)&a[1000]);
   volatile double *va = a;
-  if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0) {
+  int all = strcmp(mode, "all") == 0;
+  if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0 || all) {
     va[1000] = 42;
     if (strcmp(mode, "updated") == 0) update(1);
   }
   kernel(strcmp(mode, "current") != 0);
-  if (strcmp(mode, "unread") == 0) {
+  if (strcmp(mode, "unread") == 0 || all) {
     update(0);
     update(0);
     update(0);
   }
+  if (all) kernel(1);
   /* Other data on the array's first page: let through, not reported. */
   volatile char *other = block;
   printf("other read %d\n", other[7]);
