@@ -1022,7 +1022,9 @@ impl RunLanes {
         }
         // The MPI calls and the host accesses the coherence check caught,
         // on the row the model's track names (the top one).
-        let mpi = run.mpi_call_ids().map(|(id, _)| (Item::MpiCall(id), Tag::Mpi));
+        let mpi = run
+            .mpi_call_ids()
+            .map(|(id, _)| (Item::MpiCall(id), Tag::Mpi));
         let accesses = run
             .host_access_ids()
             .map(|(id, a)| (Item::HostAccess(id), Tag::of_access(a.kind)));

@@ -400,7 +400,9 @@ impl State {
             self.say("the selected event has no source line".into());
             return;
         };
-        self.jump_alike(s, forward, "event of the same source line", |it| g.line_of(it) == Some(key));
+        self.jump_alike(s, forward, "event of the same source line", |it| {
+            g.line_of(it) == Some(key)
+        });
     }
 
     pub fn jump_same_kernel(&mut self, s: &Session, forward: bool) {
