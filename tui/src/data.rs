@@ -288,14 +288,12 @@ impl Group {
     }
 
     /// The source site an event is shown at: a host access's own
-    /// instruction, else its construct's line.
+    /// ([`Run::access_site`]), else its construct's line.
     pub fn site_of(&self, item: Item) -> Option<SiteId> {
-        if let Item::HostAccess(a) = item {
-            if let Some(site) = self.run.access_site(a) {
-                return Some(site);
-            }
+        match item {
+            Item::HostAccess(a) => self.run.access_site(a),
+            _ => self.construct_of(item).map(|c| self.run.line_site(c)),
         }
-        self.construct_of(item).map(|c| self.run.line_site(c))
     }
 
     pub fn line_key(&self, key: u32) -> Option<&(String, Option<u32>)> {

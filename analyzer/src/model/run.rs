@@ -477,12 +477,15 @@ impl Run {
         &self.process.host_accesses[id.index()]
     }
 
-    /// The source line of the host instruction that made access `id`;
-    /// None for a download nobody read (no instruction made it: the
-    /// download's construct says where it was).
+    /// The source line access `id` is reported at: the host instruction
+    /// that made it; for a download nobody read (no instruction made it),
+    /// the line of the download's construct, when the trace names it.
     pub fn access_site(&self, id: HostAccessId) -> Option<SiteId> {
         let a = self.host_access(id);
-        (a.kind != accprof_trace::CoherenceKind::UnreadDownload).then_some(a.site)
+        match a.kind {
+            accprof_trace::CoherenceKind::UnreadDownload => a.construct.map(|c| self.line_site(c)),
+            _ => Some(a.site),
+        }
     }
 
     /// The name of the array access `id` fell in: the runtime's, else the
