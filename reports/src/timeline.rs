@@ -187,10 +187,15 @@ impl State {
 
     /// "file:line" of a construct's reported line into `place`.
     fn place_of(&mut self, run: &Run, c: Option<ConstructId>) {
+        self.place_at(run, c.map(|c| run.line_site(c)));
+    }
+
+    /// "file:line" of a site into `place`.
+    fn place_at(&mut self, run: &Run, site: Option<accprof_analyzer::SiteId>) {
         use std::fmt::Write as _;
         self.place.clear();
-        let Some(c) = c else { return };
-        let s = run.site(run.line_site(c));
+        let Some(site) = site else { return };
+        let s = run.site(site);
         match s.line {
             Some(l) => {
                 let _ = write!(self.place, "{}:{l}", s.file);
@@ -397,22 +402,13 @@ fn host_access(
     id: HostAccessId,
     a: &HostAccess,
 ) -> io::Result<()> {
-    use std::fmt::Write as _;
     let run = w.run;
     // The model's track: the thread that made the access.
     let Lane::Thread { thread, .. } = run.track(Item::HostAccess(id)) else {
         return Ok(());
     };
     let track = thread_track(sink, st, w, thread)?;
-    st.place.clear();
-    if let Some(s) = run.access_site(id).map(|s| run.site(s)) {
-        match s.line {
-            Some(l) => {
-                let _ = write!(st.place, "{}:{l}", s.file);
-            }
-            None => st.place.push_str(&s.file),
-        }
-    }
+    st.place_at(run, run.access_site(id));
     let touched = a.kind != CoherenceKind::UnreadDownload;
     let mut args = vec![
         ("source", Arg::Str(&st.place)),
