@@ -28,14 +28,14 @@ pub mod units;
 /// the analyzer, never the trace crate.
 pub mod vocabulary {
     pub use accprof_trace::{
-        ConstructKind, CopyKind, EndRecord, Ending, HashMode, Header, MemoryKind, SourceState,
-        Sources,
+        CoherenceKind, ConstructKind, CopyKind, EndRecord, Ending, HashMode, Header, MemoryKind,
+        SourceState, Sources,
     };
 }
 
 pub use load::{load_run, load_run_with, summarize_run_with, LoadError, LoadOptions, Progress};
 pub use model::{
-    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, Item,
-    Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, MpiCallId, NameId, NameOrigin, Run,
-    Site, SiteId, Track, Transfer, TransferId, TransferSource,
+    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Entities, HostAccess,
+    HostAccessId, Item, Kernel, KernelId, KernelSource, Memset, MemsetId, MpiCall, MpiCallId,
+    NameId, NameOrigin, Run, Site, SiteId, Track, Transfer, TransferId, TransferSource,
 };

@@ -58,6 +58,8 @@ pub enum WhatArg {
     Ranks,
     /// Where the wall time went, per host thread (and rank).
     Ledger,
+    /// The host accesses `run --check coherence` caught (C1, C2, C3).
+    Coherence,
 }
 
 impl WhatArg {
@@ -71,6 +73,7 @@ impl WhatArg {
             WhatArg::Findings => What::Findings,
             WhatArg::Ranks => What::Ranks,
             WhatArg::Ledger => What::Ledger,
+            WhatArg::Coherence => What::Coherence,
         }
     }
 }

@@ -9,70 +9,13 @@ mod support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use accprof_trace::{CoherenceKind, Ending, Record};
 use support::*;
 
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
-}
-
-/// fake_libcuda.c built as a shared library with the CUDA driver's soname.
-fn fake_libcuda() -> std::path::PathBuf {
-    static LIB: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| {
-        let dir = build_dir().join("programs");
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let lib = dir.join("libfakecuda.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/fake_libcuda.c");
-        let out = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(&lib)
-            .arg(&src)
-            .output()
-            .expect("gcc runs");
-        assert!(
-            out.status.success(),
-            "compiling fake_libcuda.c: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        lib
-    })
-    .clone()
-}
-
-/// The driver in `mode`, preloaded directly, with the check on or off.
-fn drive(dir: &Path, mode: &str, check: bool) -> Output {
-    let exe = program("coherence_driver");
-    let mut cmd = preloaded(&exe, &dir.join("t-%p.trace"));
-    cmd.arg(mode)
-        .env_remove("ACCPROF_QUIET")
-        .env("FAKE_LIBCUDA", fake_libcuda());
-    if check {
-        cmd.env("ACCPROF_CHECK", "coherence");
-    } else {
-        cmd.env_remove("ACCPROF_CHECK");
-    }
-    // A check that waits on itself (the runtime's routine it calls sends
-    // events of its own) hangs the program: fail instead of waiting.
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("driver runs");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-        Ok(out) => out.expect("driver output"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("{mode}: the driver did not finish in 60 s");
-        }
-    }
 }
 
 /// The records of the only trace in `dir`.

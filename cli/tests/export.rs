@@ -1656,3 +1656,171 @@ fn perfetto_trace_has_each_mpi_call_on_its_ranks_host_thread() {
         assert!(slices.iter().any(|s| s.3 == at), "rank {rank}: {at}");
     }
 }
+
+// ------------------------------------------------------------- coherence
+
+/// A trace of the coherence driver (one lost write, two downloads nobody
+/// read, one stale read) and its model.
+fn coherence_run(dir: &Path) -> (PathBuf, accprof_analyzer::Run) {
+    let trace = support::coherence_trace(dir);
+    let run = accprof_analyzer::load_run(&trace).expect("trace loads");
+    assert_eq!(run.host_accesses().len(), 4);
+    (trace, run)
+}
+
+fn export_of(trace: &Path, args: &[&str]) -> String {
+    let o = Command::new(support::accprof())
+        .arg("export")
+        .arg(trace)
+        .args(args)
+        .output()
+        .expect("accprof runs");
+    ok(&o)
+}
+
+#[test]
+fn the_coherence_table_has_a_row_per_host_access_of_the_model() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (trace, run) = coherence_run(dir.path());
+    let csv = export_of(&trace, &["-f", "csv", "--what", "coherence"]);
+    let mut r = csv::Reader::from_reader(csv.as_bytes());
+    let header: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
+    let columns: Vec<&str> = What::Coherence.columns().iter().map(|c| c.name).collect();
+    assert_eq!(header, columns);
+    let rows: Vec<HashMap<String, String>> =
+        r.deserialize().collect::<Result<_, _>>().expect("rows");
+    assert_eq!(rows.len(), run.host_accesses().len());
+    let start = run.process.span_ns.0;
+    for (row, (id, a)) in rows.iter().zip(run.host_access_ids()) {
+        let site = run.site(run.access_site(id).expect("a site"));
+        let us = |ns: u64| format!("{}.{:03}", ns / 1000, ns % 1000);
+        let touched = a.kind != accprof_analyzer::vocabulary::CoherenceKind::UnreadDownload;
+        let offset = if touched {
+            (a.host_addr - a.range_start).to_string()
+        } else {
+            String::new()
+        };
+        let want = [
+            ("access_id", id.number().to_string()),
+            ("kind", a.kind.key().to_string()),
+            ("time_us", us(a.time_ns - start)),
+            ("thread", a.thread.to_string()),
+            ("variable", "a".to_string()),
+            ("range_start", a.range_start.to_string()),
+            ("range_bytes", "16384".to_string()),
+            ("offset", offset),
+            ("file", site.file.clone()),
+            ("line", site.line.map_or(String::new(), |l| l.to_string())),
+        ];
+        for (k, v) in want {
+            assert_eq!(row[k], v, "{k} of {row:?}");
+        }
+    }
+    // The reads and writes are at the driver's lines, the downloads at
+    // their update's.
+    let lines: Vec<&str> = rows.iter().map(|r| r["kind"].as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "lost_write",
+            "unread_download",
+            "unread_download",
+            "stale_read"
+        ]
+    );
+    assert!(rows[0]["file"].ends_with("coherence_driver.c"), "{rows:?}");
+    assert_eq!(rows[1]["file"], "/src/driver.c");
+    // JSON: the same rows.
+    let json = export_of(&trace, &["-f", "json", "--what", "coherence"]);
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let table = doc["tables"]["coherence"].as_array().expect("table");
+    assert_eq!(table.len(), rows.len());
+    assert_eq!(table[3]["kind"], "stale_read");
+    assert_eq!(table[1]["offset"], serde_json::Value::Null);
+}
+
+#[test]
+fn host_accesses_are_instants_on_their_thread_track_in_chrome_and_perfetto() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (trace, run) = coherence_run(dir.path());
+    let start = run.process.span_ns.0;
+    let thread = run.host_accesses()[0].thread;
+
+    let chrome = export_of(&trace, &["-f", "chrome"]);
+    let doc: serde_json::Value = serde_json::from_str(&chrome).expect("JSON");
+    let events = doc["traceEvents"].as_array().expect("events");
+    let tid = events
+        .iter()
+        .find(|e| {
+            e["name"] == "thread_name" && e["args"]["name"] == format!("host thread {thread}")
+        })
+        .map(|e| e["tid"].clone())
+        .expect("the thread's track");
+    let instants: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(instants.len(), run.host_accesses().len());
+    for (e, (id, a)) in instants.iter().zip(run.host_access_ids()) {
+        assert_eq!(e["tid"], tid);
+        assert_eq!(e["name"], a.kind.label());
+        assert_eq!(e["args"]["kind"], a.kind.key());
+        assert_eq!(e["args"]["access_id"], id.number());
+        let ts = e["ts"].as_f64().expect("ts");
+        assert!(
+            (ts - (a.time_ns - start) as f64 / 1000.0).abs() < 1e-3,
+            "{e}"
+        );
+    }
+
+    let out = dir.path().join("t.pftrace");
+    export_of(
+        &trace,
+        &["-f", "perfetto", "-o", out.to_str().expect("utf-8")],
+    );
+    let bytes = std::fs::read(&out).expect("read");
+    let mut tracks: HashMap<u64, String> = HashMap::new();
+    let mut found: Vec<(u64, String, String)> = Vec::new();
+    for (_, v) in fields(&bytes) {
+        let Val::Bytes(p) = v else { panic!("packet") };
+        let p = fields(p);
+        for (f, v) in &p {
+            match (f, v) {
+                (60, Val::Bytes(d)) => {
+                    let d = fields(d);
+                    tracks.insert(int(&d, 1).expect("uuid"), text(&d, 2).unwrap_or("").into());
+                }
+                (11, Val::Bytes(e)) => {
+                    let e = fields(e);
+                    if int(&e, 9) == Some(3) {
+                        let track = int(&e, 11).expect("track");
+                        found.push((
+                            int(&p, 8).expect("timestamp"),
+                            tracks[&track].clone(),
+                            text(&e, 22).unwrap_or("").to_string(),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let want: Vec<(u64, String, String)> = run
+        .host_accesses()
+        .iter()
+        .map(|a| {
+            let cat = match a.kind {
+                accprof_analyzer::vocabulary::CoherenceKind::UnreadDownload => "waste",
+                _ => "coherence",
+            };
+            (
+                a.time_ns - start,
+                format!("host thread {thread}"),
+                cat.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(found, want);
+}

@@ -418,3 +418,163 @@ fn mpi_calls_sit_on_the_host_lane_and_the_header_has_the_ledger() {
     tmux.keys(&["q"]);
     assert_eq!(exit_status(&status), "0");
 }
+
+/// The line of the coherence driver's source that holds `text`.
+fn driver_line(text: &str) -> u32 {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/coherence_driver.c");
+    std::fs::read_to_string(&src)
+        .expect("source")
+        .lines()
+        .position(|l| l.contains(text))
+        .expect("line in the driver") as u32
+        + 1
+}
+
+fn programs_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
+}
+
+#[test]
+fn host_accesses_are_instants_on_their_thread_lane_and_say_what_they_are() {
+    use accprof_analyzer::vocabulary::CoherenceKind;
+    use accprof_tui::lanes::{Item, LaneKind, Tag};
+    use accprof_tui::state::{Ev, State};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = coherence_trace(dir.path());
+    let run = accprof_analyzer::load_run(&trace).expect("trace loads");
+    let session = accprof_tui::Session::open(vec![(trace, run)], &[programs_src()]);
+    let g = &session.groups[0];
+    let accesses = g.run.host_accesses();
+    let kinds: Vec<CoherenceKind> = accesses.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            CoherenceKind::LostWrite,
+            CoherenceKind::UnreadDownload,
+            CoherenceKind::UnreadDownload,
+            CoherenceKind::StaleRead
+        ]
+    );
+    // Each on the top row of the thread that made it, at its time.
+    let l = g
+        .lanes
+        .lanes
+        .iter()
+        .position(|l| {
+            l.kind
+                == LaneKind::Thread {
+                    thread: accesses[0].thread,
+                    depth: 0,
+                }
+        })
+        .expect("the thread's lane");
+    let lane = &g.lanes.lanes[l];
+    let shown: Vec<u32> = (0..lane.len() as u32)
+        .filter(|&p| matches!(lane.item(p), Item::HostAccess(_)))
+        .collect();
+    assert_eq!(shown.len(), accesses.len());
+    for (&p, a) in shown.iter().zip(accesses) {
+        assert_eq!(
+            (lane.start(p), lane.end(p)),
+            (g.at(a.time_ns), g.at(a.time_ns))
+        );
+        let want = match a.kind {
+            CoherenceKind::UnreadDownload => Tag::UnreadDownload,
+            _ => Tag::Incoherent,
+        };
+        assert_eq!(lane.tag(p), want);
+    }
+    // Selected, each says what it is, where, and the construct.
+    let mut state = State::new(&session);
+    let details = |state: &mut State, pos: u32| {
+        state.select(
+            &session,
+            Ev {
+                group: 0,
+                lane: l,
+                pos,
+            },
+        );
+        accprof_tui::render_text(&session, state, 120, 40)
+    };
+    let lost = details(&mut state, shown[0]);
+    let range = format!("range {:#x} 16.0 KiB  offset 8000", accesses[0].range_start);
+    for want in [
+        format!(
+            "lost host write (C2) of a  at coherence_driver.c:{} (main)",
+            driver_line("va[1000] = 42;")
+        ),
+        range.clone(),
+        "confirmed: the device copy differs".to_string(),
+        "device copy used by parallel at driver.c:10".to_string(),
+        format!(">{:>5} |     va[1000] = 42;", driver_line("va[1000] = 42;")),
+    ] {
+        assert!(lost.contains(&want), "{want:?} not in:\n{lost}");
+    }
+    let stale = details(&mut state, shown[3]);
+    for want in [
+        format!(
+            "stale host read (C1) of a  at coherence_driver.c:{} (main)",
+            driver_line("    v = va[1000];")
+        ),
+        range,
+        "written by parallel at driver.c:10".to_string(),
+        "findings: C1 #1".to_string(),
+    ] {
+        assert!(stale.contains(&want), "{want:?} not in:\n{stale}");
+    }
+    let unread = details(&mut state, shown[1]);
+    for want in [
+        "unread download (C3) of a  at driver.c:10 (main)",
+        "not read before the next download",
+        "downloaded by update at driver.c:10",
+    ] {
+        assert!(unread.contains(want), "{want:?} not in:\n{unread}");
+    }
+    assert!(!unread.contains("offset"), "{unread}");
+}
+
+#[test]
+fn smoke_host_accesses_marked_and_selected_in_the_pane() {
+    if !need("tmux") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = coherence_trace(dir.path());
+    let status = dir.path().join("status");
+    let command = format!(
+        "{} tui {} --source-dir {}; echo $? > {}",
+        accprof().display(),
+        trace.display(),
+        programs_src().display(),
+        status.display()
+    );
+    let tmux = Tmux::start("coherence", &command);
+    let first = tmux.wait_for(") by cost");
+    let lane = first
+        .lines()
+        .find(|l| l.starts_with(" thread "))
+        .unwrap_or_else(|| panic!("no thread lane:\n{first}"));
+    // The two errors and the two downloads nobody read.
+    assert_eq!(lane.matches('!').count(), 2, "{lane:?}");
+    assert_eq!(lane.matches('↓').count(), 2, "{lane:?}");
+
+    // From the start, h goes from one host access to the next.
+    tmux.keys(&["Home", "Enter", "h"]);
+    let lost = tmux.wait_for("selected: stale read or lost write");
+    let line = driver_line("va[1000] = 42;");
+    assert!(
+        lost.contains(&format!(
+            "lost host write (C2) of a  at coherence_driver.c:{line}"
+        )),
+        "{lost}"
+    );
+    tmux.keys(&["h"]);
+    let unread = tmux.wait_for("selected: unread download");
+    assert!(unread.contains("unread download (C3) of a"), "{unread}");
+    tmux.keys(&["h", "h"]);
+    let stale = tmux.wait_for("stale host read (C1) of a");
+    assert!(stale.contains("findings: C1 #1"), "{stale}");
+    tmux.keys(&["q"]);
+    assert_eq!(exit_status(&status), "0");
+}

@@ -15,7 +15,7 @@ use std::io::{self, Write};
 
 use accprof_analyzer::findings::Analysis;
 use accprof_analyzer::summary::{MergedSummary, Reached, Stats, Summary};
-use accprof_analyzer::vocabulary::MemoryKind;
+use accprof_analyzer::vocabulary::{CoherenceKind, MemoryKind};
 use accprof_analyzer::{ConstructClass, KernelSource, Run, TransferSource};
 
 use crate::table::{col, json_str, Cell, Column, CsvSink, Dtype, JsonRows, RowSink};
@@ -35,10 +35,11 @@ pub enum What {
     Findings,
     Ranks,
     Ledger,
+    Coherence,
 }
 
 impl What {
-    pub const ALL: [What; 8] = [
+    pub const ALL: [What; 9] = [
         What::Summary,
         What::Constructs,
         What::Kernels,
@@ -47,6 +48,7 @@ impl What {
         What::Findings,
         What::Ranks,
         What::Ledger,
+        What::Coherence,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +61,7 @@ impl What {
             What::Findings => "findings",
             What::Ranks => "ranks",
             What::Ledger => "ledger",
+            What::Coherence => "coherence",
         }
     }
 
@@ -73,6 +76,7 @@ impl What {
             What::Findings => FINDINGS,
             What::Ranks => RANKS,
             What::Ledger => LEDGER,
+            What::Coherence => COHERENCE,
         }
     }
 
@@ -160,6 +164,36 @@ const CONSTRUCTS: &[Column] = &[
     col("transfers", Int, "transfers it made"),
     col("allocations", Int, "device allocations it made"),
     col("cut", Bool, "no end event came"),
+];
+
+const COHERENCE: &[Column] = &[
+    col("rank", Int, "MPI rank"),
+    col("access_id", Int, "the host access's id in its trace"),
+    col(
+        "kind",
+        Str,
+        "stale_read (C1: the host read its copy while the device's was newer), lost_write (C2: the host wrote its copy and the device went on with its own), unread_download (C3: a download the host never read before the next one)",
+    ),
+    col("time_us", Float, "when the host made the access (C3: when the download ended), from the trace's first event"),
+    col("thread", Int, "host thread that made the access (C3: that downloaded)"),
+    col("variable", Str, "the array's name, when the runtime or the binary gave one"),
+    col("range_start", Int, "host address of the mapped range the access fell in"),
+    col("range_bytes", Int, "size of that range"),
+    col("host_addr", OptInt, "host address the instruction touched (empty for C3)"),
+    col("offset", OptInt, "host_addr - range_start (empty for C3)"),
+    col(
+        "confirmed",
+        Bool,
+        "C1, C2: the device copy was read and differs from the host bytes (false: it could not be read); C3: true",
+    ),
+    col(
+        "construct_id",
+        OptInt,
+        "the construct that made the device copy newer (C1), used it (C2) or downloaded (C3), when the trace names it",
+    ),
+    col("file", Str, "source file of the instruction that made the access (C3: of the download's construct)"),
+    col("function", Str, "function"),
+    col("line", OptInt, "source line"),
 ];
 
 const KERNELS: &[Column] = &[
@@ -393,6 +427,7 @@ pub fn write_rows(what: What, input: &Input<'_>, sink: &mut dyn RowSink) -> io::
         What::Transfers => each_run(input, sink, transfer_rows),
         What::Allocations => each_run(input, sink, alloc_rows),
         What::Findings => each_run(input, sink, finding_rows),
+        What::Coherence => each_run(input, sink, coherence_rows),
     }
 }
 
@@ -694,6 +729,32 @@ fn transfer_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {
             file,
             function,
             line,
+        ])?;
+    }
+    Ok(())
+}
+
+fn coherence_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {
+    let run = r.run;
+    for (id, a) in run.host_access_ids() {
+        let site = run.access_site(id).map(|s| run.site(s));
+        let touched = a.kind != CoherenceKind::UnreadDownload;
+        sink.row(&[
+            Cell::Int(u64::from(r.rank)),
+            Cell::Int(u64::from(id.number())),
+            Cell::Str(a.kind.key()),
+            Cell::Us(rel(run, a.time_ns)),
+            Cell::Int(u64::from(a.thread)),
+            Cell::Str(run.access_variable(id).unwrap_or("")),
+            Cell::Int(a.range_start),
+            Cell::Int(a.range_bytes),
+            Cell::opt_int(touched.then_some(a.host_addr)),
+            Cell::opt_int(touched.then(|| a.host_addr.saturating_sub(a.range_start))),
+            Cell::Bool(a.confirmed),
+            Cell::opt_int(a.construct.map(|c| u64::from(c.number()))),
+            site.map_or(Cell::Str(""), |s| Cell::Str(&s.file)),
+            site.map_or(Cell::Str(""), |s| Cell::Str(&s.function)),
+            Cell::opt_int(site.and_then(|s| s.line).map(u64::from)),
         ])?;
     }
     Ok(())

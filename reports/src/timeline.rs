@@ -1,6 +1,7 @@
 //! The run as a timeline for Perfetto's UI (ui.perfetto.dev) and
 //! chrome://tracing: per rank, one track per host thread (the OpenACC
-//! constructs, nested, and the MPI calls), one per device stream (kernels) and one per copy
+//! constructs, nested, the MPI calls, and as instants the host accesses
+//! of `--check coherence`), one per device stream (kernels) and one per copy
 //! direction and stream (transfers), with a flow arrow from each construct
 //! to each kernel and copy it caused, and the source line, variable, bytes
 //! and launch shape as arguments.
@@ -29,9 +30,11 @@ use std::io::{self, Write};
 use accprof_analyzer::model::{ConstructRow, CopyDirection, KernelRow, TransferRow};
 use accprof_analyzer::Track as Lane;
 use accprof_analyzer::{
-    Construct, ConstructClass, ConstructId, Item, Kernel, KernelId, KernelSource, MpiCall,
-    MpiCallId, Run, Transfer, TransferId,
+    Construct, ConstructClass, ConstructId, HostAccess, HostAccessId, Item, Kernel, KernelId,
+    KernelSource, MpiCall, MpiCallId, Run, Transfer, TransferId,
 };
+
+use accprof_analyzer::vocabulary::CoherenceKind;
 
 use crate::export::{copy_label, RunInput};
 
@@ -68,11 +71,22 @@ pub struct Slice<'a> {
     pub flow_in: Option<u64>,
 }
 
+/// An event without duration on a track (a host access the coherence
+/// check caught).
+pub struct Instant<'a> {
+    pub track: u64,
+    pub name: &'a str,
+    pub category: &'static str,
+    pub at_ns: u64,
+    pub args: &'a [(&'static str, Arg<'a>)],
+}
+
 /// Where the events go.
 pub trait TimelineSink {
     fn process(&mut self, id: u64, pid: u32, name: &str) -> io::Result<()>;
     fn track(&mut self, t: &Track) -> io::Result<()>;
     fn slice(&mut self, s: &Slice<'_>) -> io::Result<()>;
+    fn instant(&mut self, i: &Instant<'_>) -> io::Result<()>;
     fn finish(&mut self) -> io::Result<()>;
 }
 
@@ -83,6 +97,7 @@ pub struct Counts {
     pub kernels: u64,
     pub copies: u64,
     pub mpi_calls: u64,
+    pub host_accesses: u64,
     pub flows: u64,
 }
 
@@ -120,6 +135,7 @@ struct Walk<'a> {
     transfers:
         std::iter::Peekable<accprof_analyzer::model::Rows<'a, TransferId, TransferRow, Transfer>>,
     mpi_calls: std::iter::Peekable<Box<dyn Iterator<Item = (MpiCallId, &'a MpiCall)> + 'a>>,
+    accesses: std::iter::Peekable<Box<dyn Iterator<Item = (HostAccessId, &'a HostAccess)> + 'a>>,
 }
 
 impl Walk<'_> {
@@ -129,12 +145,13 @@ impl Walk<'_> {
     }
 
     /// The start of the next entity of each table (on the export's time line).
-    fn next_starts(&mut self) -> [Option<u64>; 4] {
+    fn next_starts(&mut self) -> [Option<u64>; 5] {
         let c = self.constructs.peek().map(|(_, c)| c.start_ns);
         let k = self.kernels.peek().map(|(_, k)| k.start_ns);
         let t = self.transfers.peek().map(|(_, t)| t.start_ns);
         let m = self.mpi_calls.peek().map(|(_, m)| m.start_ns);
-        [c, k, t, m].map(|x| x.map(|x| self.at(x)))
+        let a = self.accesses.peek().map(|(_, a)| a.time_ns);
+        [c, k, t, m, a].map(|x| x.map(|x| self.at(x)))
     }
 }
 
@@ -170,10 +187,15 @@ impl State {
 
     /// "file:line" of a construct's reported line into `place`.
     fn place_of(&mut self, run: &Run, c: Option<ConstructId>) {
+        self.place_at(run, c.map(|c| run.line_site(c)));
+    }
+
+    /// "file:line" of a site into `place`.
+    fn place_at(&mut self, run: &Run, site: Option<accprof_analyzer::SiteId>) {
         use std::fmt::Write as _;
         self.place.clear();
-        let Some(c) = c else { return };
-        let s = run.site(run.line_site(c));
+        let Some(site) = site else { return };
+        let s = run.site(site);
         match s.line {
             Some(l) => {
                 let _ = write!(self.place, "{}:{l}", s.file);
@@ -208,6 +230,7 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
             kernels: run.kernels().peekable(),
             transfers: run.transfers().peekable(),
             mpi_calls: (Box::new(run.mpi_call_ids()) as Box<dyn Iterator<Item = _>>).peekable(),
+            accesses: (Box::new(run.host_access_ids()) as Box<dyn Iterator<Item = _>>).peekable(),
         };
         let exe = std::path::Path::new(&run.process.header.executable)
             .file_name()
@@ -260,9 +283,14 @@ pub fn write(runs: &[RunInput<'_>], sink: &mut dyn TimelineSink) -> io::Result<C
                     transfer(sink, &mut st, w, id, &t)?;
                 }
             }
-            _ => {
+            3 => {
                 if let Some((id, m)) = w.mpi_calls.next() {
                     mpi_call(sink, &mut st, w, id, m)?;
+                }
+            }
+            _ => {
+                if let Some((id, a)) = w.accesses.next() {
+                    host_access(sink, &mut st, w, id, a)?;
                 }
             }
         }
@@ -364,6 +392,51 @@ fn mpi_call(
         flow_in: None,
     })?;
     st.counts.mpi_calls += 1;
+    Ok(())
+}
+
+fn host_access(
+    sink: &mut dyn TimelineSink,
+    st: &mut State,
+    w: &Walk<'_>,
+    id: HostAccessId,
+    a: &HostAccess,
+) -> io::Result<()> {
+    let run = w.run;
+    // The model's track: the thread that made the access.
+    let Lane::Thread { thread, .. } = run.track(Item::HostAccess(id)) else {
+        return Ok(());
+    };
+    let track = thread_track(sink, st, w, thread)?;
+    st.place_at(run, run.access_site(id));
+    let touched = a.kind != CoherenceKind::UnreadDownload;
+    let mut args = vec![
+        ("source", Arg::Str(&st.place)),
+        ("kind", Arg::Str(a.kind.key())),
+        ("variable", Arg::Str(run.access_variable(id).unwrap_or(""))),
+        ("range_start", Arg::Int(a.range_start)),
+        ("range_bytes", Arg::Int(a.range_bytes)),
+    ];
+    if touched {
+        args.push((
+            "offset",
+            Arg::Int(a.host_addr.saturating_sub(a.range_start)),
+        ));
+        args.push(("confirmed", Arg::Int(u64::from(a.confirmed))));
+    }
+    args.push(("access_id", Arg::Int(u64::from(id.number()))));
+    args.push((
+        "construct_id",
+        Arg::Int(a.construct.map_or(0, |c| u64::from(c.number()))),
+    ));
+    sink.instant(&Instant {
+        track,
+        name: a.kind.label(),
+        category: if touched { "coherence" } else { "waste" },
+        at_ns: w.at(a.time_ns),
+        args: &args,
+    })?;
+    st.counts.host_accesses += 1;
     Ok(())
 }
 
@@ -495,6 +568,24 @@ impl<W: Write> ChromeSink<W> {
     }
 }
 
+impl<W: Write> ChromeSink<W> {
+    /// `,"args":{...}` of an event.
+    fn args(&mut self, args: &[(&'static str, Arg<'_>)]) -> io::Result<()> {
+        self.out.write_all(b",\"args\":{")?;
+        for (i, (k, v)) in args.iter().enumerate() {
+            if i > 0 {
+                self.out.write_all(b",")?;
+            }
+            write!(self.out, "\"{k}\":")?;
+            match v {
+                Arg::Str(x) => crate::table::json_str(&mut self.out, x)?,
+                Arg::Int(x) => write!(self.out, "{x}")?,
+            }
+        }
+        self.out.write_all(b"}")
+    }
+}
+
 fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
@@ -538,22 +629,13 @@ impl<W: Write> TimelineSink for ChromeSink<W> {
         crate::table::json_str(&mut self.out, s.name)?;
         write!(
             self.out,
-            ",\"cat\":\"{}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{",
+            ",\"cat\":\"{}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}",
             s.category,
             us(s.start_ns),
             us(s.end_ns.saturating_sub(s.start_ns))
         )?;
-        for (i, (k, v)) in s.args.iter().enumerate() {
-            if i > 0 {
-                self.out.write_all(b",")?;
-            }
-            write!(self.out, "\"{k}\":")?;
-            match v {
-                Arg::Str(x) => crate::table::json_str(&mut self.out, x)?,
-                Arg::Int(x) => write!(self.out, "{x}")?,
-            }
-        }
-        self.out.write_all(b"}}")?;
+        self.args(s.args)?;
+        self.out.write_all(b"}")?;
         for f in s.flows_out {
             write!(
                 self.out,
@@ -569,6 +651,21 @@ impl<W: Write> TimelineSink for ChromeSink<W> {
             )?;
         }
         Ok(())
+    }
+
+    fn instant(&mut self, i: &Instant<'_>) -> io::Result<()> {
+        let (pid, tid) = self.tids.get(&i.track).copied().unwrap_or((0, 0));
+        self.sep()?;
+        self.out.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
+        crate::table::json_str(&mut self.out, i.name)?;
+        write!(
+            self.out,
+            ",\"cat\":\"{}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{}",
+            i.category,
+            us(i.at_ns)
+        )?;
+        self.args(i.args)?;
+        self.out.write_all(b"}")
     }
 
     fn finish(&mut self) -> io::Result<()> {
@@ -656,6 +753,7 @@ mod field {
     pub const ANNOTATION_NAME: u32 = 10;
     pub const TYPE_SLICE_BEGIN: u64 = 1;
     pub const TYPE_SLICE_END: u64 = 2;
+    pub const TYPE_INSTANT: u64 = 3;
 }
 
 /// The sequence id of every packet (one writer).
@@ -751,6 +849,19 @@ impl<W: Write> PerfettoSink<W> {
     }
 }
 
+/// An event's arguments as debug annotations.
+fn annotations(m: &mut Proto, inner: &mut Proto, args: &[(&'static str, Arg<'_>)]) {
+    for (k, v) in args {
+        m.message(field::EVENT_DEBUG_ANNOTATIONS, inner, |a| {
+            a.str(field::ANNOTATION_NAME, k);
+            match v {
+                Arg::Str(x) => a.str(field::ANNOTATION_STRING, x),
+                Arg::Int(x) => a.uint(field::ANNOTATION_UINT, *x),
+            }
+        });
+    }
+}
+
 fn lane_uuid(track: u64, lane: u64) -> u64 {
     track | (lane << 56)
 }
@@ -812,15 +923,7 @@ impl<W: Write> TimelineSink for PerfettoSink<W> {
                 m.uint(field::EVENT_TRACK_UUID, id);
                 m.str(field::EVENT_CATEGORIES, s.category);
                 m.str(field::EVENT_NAME, s.name);
-                for (k, v) in s.args {
-                    m.message(field::EVENT_DEBUG_ANNOTATIONS, inner, |a| {
-                        a.str(field::ANNOTATION_NAME, k);
-                        match v {
-                            Arg::Str(x) => a.str(field::ANNOTATION_STRING, x),
-                            Arg::Int(x) => a.uint(field::ANNOTATION_UINT, *x),
-                        }
-                    });
-                }
+                annotations(m, inner, s.args);
                 for f in s.flows_out {
                     m.fixed64(field::EVENT_FLOW_IDS, *f);
                 }
@@ -834,6 +937,24 @@ impl<W: Write> TimelineSink for PerfettoSink<W> {
         self.pending
             .push(Reverse((end_ns, Reverse(self.pushed), id)));
         Ok(())
+    }
+
+    fn instant(&mut self, i: &Instant<'_>) -> io::Result<()> {
+        // Packets go out in time order: the slices ended by now first.
+        self.close_until(i.at_ns)?;
+        self.packet.buf.clear();
+        self.packet.uint(field::PACKET_TIMESTAMP, i.at_ns);
+        self.packet.uint(field::PACKET_SEQUENCE_ID, SEQUENCE);
+        let inner = &mut self.inner;
+        self.packet
+            .message(field::PACKET_TRACK_EVENT, &mut self.msg, |m| {
+                m.uint(field::EVENT_TYPE, field::TYPE_INSTANT);
+                m.uint(field::EVENT_TRACK_UUID, i.track);
+                m.str(field::EVENT_CATEGORIES, i.category);
+                m.str(field::EVENT_NAME, i.name);
+                annotations(m, inner, i.args);
+            });
+        self.emit()
     }
 
     fn finish(&mut self) -> io::Result<()> {

@@ -733,6 +733,24 @@ impl CoherenceKind {
         CoherenceKind::LostWrite,
         CoherenceKind::UnreadDownload,
     ];
+
+    /// Its name in exports ("stale_read", ...).
+    pub fn key(self) -> &'static str {
+        match self {
+            CoherenceKind::StaleRead => "stale_read",
+            CoherenceKind::LostWrite => "lost_write",
+            CoherenceKind::UnreadDownload => "unread_download",
+        }
+    }
+
+    /// Its name for people, with the check's id ("stale host read (C1)").
+    pub fn label(self) -> &'static str {
+        match self {
+            CoherenceKind::StaleRead => "stale host read (C1)",
+            CoherenceKind::LostWrite => "lost host write (C2)",
+            CoherenceKind::UnreadDownload => "unread download (C3)",
+        }
+    }
 }
 
 /// One host access the coherence check caught (since format 1.5).

@@ -274,14 +274,26 @@ impl Group {
             Item::Transfer(t) => self.run.transfer(t).construct,
             Item::Memset(m) => self.run.memset(m).construct,
             Item::MpiCall(_) => None,
+            // The compute construct that made the device copy newer, or
+            // the download nobody read.
+            Item::HostAccess(a) => self.run.host_access(a).construct,
         }
     }
 
     /// The source line an event is reported at, as a key equal for equal
     /// lines ([`Group::line_key`] reads it back).
     pub fn line_of(&self, item: Item) -> Option<u32> {
-        let c = self.construct_of(item)?;
-        self.line_of_site.get(&self.run.line_site(c)).copied()
+        let site = self.site_of(item)?;
+        self.line_of_site.get(&site).copied()
+    }
+
+    /// The source site an event is shown at: a host access's own
+    /// ([`Run::access_site`]), else its construct's line.
+    pub fn site_of(&self, item: Item) -> Option<SiteId> {
+        match item {
+            Item::HostAccess(a) => self.run.access_site(a),
+            _ => self.construct_of(item).map(|c| self.run.line_site(c)),
+        }
     }
 
     pub fn line_key(&self, key: u32) -> Option<&(String, Option<u32>)> {
@@ -322,6 +334,7 @@ impl Group {
             Item::Kernel(k) => Some(self.run.name(self.run.kernel(k).name)),
             Item::Transfer(t) => self.run.variable(t),
             Item::MpiCall(m) => Some(&self.run.mpi_call(m).routine),
+            Item::HostAccess(a) => self.run.access_variable(a),
             _ => None,
         }
     }

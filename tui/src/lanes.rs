@@ -6,7 +6,7 @@
 //! through it).
 
 use accprof_analyzer::model::CopyDirection;
-use accprof_analyzer::vocabulary::ConstructKind;
+use accprof_analyzer::vocabulary::{CoherenceKind, ConstructKind};
 use accprof_analyzer::{
     AllocId, ConstructClass, ConstructId, KernelId, MemsetId, Run, Track, TransferId,
 };
@@ -29,6 +29,11 @@ pub enum Tag {
     Memset,
     /// An MPI call on a host thread.
     Mpi,
+    /// A stale host read or a lost host write (coherence check, C1/C2):
+    /// an instant on its host thread's lane.
+    Incoherent,
+    /// A download the host never read (C3): an instant at its time.
+    UnreadDownload,
 }
 
 impl Tag {
@@ -46,6 +51,21 @@ impl Tag {
             Tag::Download => "device->host copy",
             Tag::Memset => "memset",
             Tag::Mpi => "MPI call",
+            Tag::Incoherent => "stale read or lost write",
+            Tag::UnreadDownload => "unread download",
+        }
+    }
+
+    /// Whether events of this kind are instants (no duration) that a
+    /// column shows before anything else starting in it.
+    pub fn instant(self) -> bool {
+        matches!(self, Tag::Incoherent | Tag::UnreadDownload)
+    }
+
+    fn of_access(kind: CoherenceKind) -> Tag {
+        match kind {
+            CoherenceKind::StaleRead | CoherenceKind::LostWrite => Tag::Incoherent,
+            CoherenceKind::UnreadDownload => Tag::UnreadDownload,
         }
     }
 
@@ -124,6 +144,9 @@ pub struct Lane {
     /// [`BUSY_BLOCK`] positions: with a walk of at most one block, the
     /// busy time before any instant (8 bytes per 32 events).
     busy: Vec<u64>,
+    /// The positions of the instants ([`Tag::instant`]), sorted: a column
+    /// shows one of them before anything else starting in it.
+    instants: Vec<u32>,
     building: Building,
 }
 
@@ -199,6 +222,7 @@ impl Lane {
             reach: Vec::new(),
             reordered: false,
             busy: Vec::new(),
+            instants: Vec::new(),
             building: Building::default(),
         }
     }
@@ -416,6 +440,22 @@ impl Lane {
         }
         self.tags.shrink_to_fit();
         self.busy.shrink_to_fit();
+        self.instants = (0..n as u32).filter(|&p| self.tag(p).instant()).collect();
+    }
+
+    /// The instant a column holding positions `lo..hi` shows: a stale read
+    /// or lost write before an unread download, else the first.
+    pub fn instant_in(&self, lo: u32, hi: u32) -> Option<u32> {
+        let from = self.instants.partition_point(|&p| p < lo);
+        let inside = self.instants[from..].iter().take_while(|&&p| p < hi);
+        let mut first = None;
+        for &p in inside {
+            if self.tag(p) == Tag::Incoherent {
+                return Some(p);
+            }
+            first = first.or(Some(p));
+        }
+        first
     }
 
     /// Adds the event at `w.pos` to the walk.
@@ -658,7 +698,11 @@ impl Lane {
             Ids::Memsets(v) => v.capacity() * 4,
             Ids::Mixed(v) => v.capacity() * std::mem::size_of::<Item>(),
         };
-        self.reach.capacity() * 8 + self.busy.capacity() * 8 + self.tags.capacity() + ids
+        self.reach.capacity() * 8
+            + self.busy.capacity() * 8
+            + self.instants.capacity() * 4
+            + self.tags.capacity()
+            + ids
     }
 }
 
@@ -895,6 +939,10 @@ fn item_span(run: &Run, item: Item) -> (u64, u64) {
             let m = run.mpi_call(m);
             (m.start_ns, m.end_ns)
         }
+        Item::HostAccess(a) => {
+            let t = run.host_access(a).time_ns;
+            (t, t)
+        }
     }
 }
 
@@ -972,9 +1020,16 @@ impl RunLanes {
             let tag = Tag::of_construct(c.class, c.kind);
             lanes[lane].push(Item::Construct(id), start, end, tag);
         }
-        // The MPI calls, on the row the model's track names (the top one).
-        for (id, m) in run.mpi_call_ids() {
-            let Track::Thread { thread, depth } = run.track(Item::MpiCall(id)) else {
+        // The MPI calls and the host accesses the coherence check caught,
+        // on the row the model's track names (the top one).
+        let mpi = run
+            .mpi_call_ids()
+            .map(|(id, _)| (Item::MpiCall(id), Tag::Mpi));
+        let accesses = run
+            .host_access_ids()
+            .map(|(id, a)| (Item::HostAccess(id), Tag::of_access(a.kind)));
+        for (item, tag) in mpi.chain(accesses) {
+            let Track::Thread { thread, depth } = run.track(item) else {
                 continue;
             };
             let row = depth.min(MAX_DEPTH - 1);
@@ -994,8 +1049,9 @@ impl RunLanes {
                     lanes.len() - 1
                 }
             };
-            let (start, end) = span_on_clock(m.start_ns, m.end_ns, shift);
-            lanes[lane].push(Item::MpiCall(id), start, end, Tag::Mpi);
+            let (s, e) = item_span(run, item);
+            let (start, end) = span_on_clock(s, e, shift);
+            lanes[lane].push(item, start, end, tag);
         }
         // Threads in number order, each thread's rows by depth.
         lanes.sort_by_key(|l| match l.kind {

@@ -263,6 +263,28 @@ impl State {
         self.select_in_row_at(s, self.cursor, t);
     }
 
+    /// The event a click on the screen column `a..b` (ns) of `row`
+    /// selects: the host access the column shows, else the event at the
+    /// middle of the column (or nearest).
+    pub fn select_in_column(&mut self, s: &Session, row: usize, a: f64, b: f64) {
+        if let Some(Row::Lane(g, l)) = self.rows.get(row).copied() {
+            let lane = &s.groups[g].lanes.lanes[l];
+            let at = |t: f64| lane.first_at_or_after(t.max(0.0).ceil() as u64);
+            if let Some(pos) = lane.instant_in(at(a), at(b)) {
+                self.select(
+                    s,
+                    Ev {
+                        group: g,
+                        lane: l,
+                        pos,
+                    },
+                );
+                return;
+            }
+        }
+        self.select_in_row_at(s, row, ((a + b) / 2.0).max(0.0) as u64);
+    }
+
     pub fn select_in_row_at(&mut self, s: &Session, row: usize, t: u64) {
         if let Some(Row::Lane(g, l)) = self.rows.get(row).copied() {
             if let Some(pos) = s.groups[g].lanes.lanes[l].at_or_near(t) {
@@ -365,7 +387,7 @@ impl State {
         match best {
             Some((_, ev)) => self.select_and_show(s, ev),
             None => self.say(format!(
-                "no {} event of the same {what}",
+                "no {} {what}",
                 if forward { "later" } else { "earlier" }
             )),
         }
@@ -378,7 +400,9 @@ impl State {
             self.say("the selected event has no source line".into());
             return;
         };
-        self.jump_alike(s, forward, "source line", |it| g.line_of(it) == Some(key));
+        self.jump_alike(s, forward, "event of the same source line", |it| {
+            g.line_of(it) == Some(key)
+        });
     }
 
     pub fn jump_same_kernel(&mut self, s: &Session, forward: bool) {
@@ -389,9 +413,17 @@ impl State {
             return;
         };
         let name = g.run.kernel(k).name;
-        self.jump_alike(s, forward, "kernel", |it| match it {
+        self.jump_alike(s, forward, "event of the same kernel", |it| match it {
             Item::Kernel(o) => g.run.kernel(o).name == name,
             _ => false,
+        });
+    }
+
+    /// The next (or previous) host access the coherence check caught, in
+    /// any lane of the selected event's trace.
+    pub fn jump_host_access(&mut self, s: &Session, forward: bool) {
+        self.jump_alike(s, forward, "host access (coherence check)", |it| {
+            matches!(it, Item::HostAccess(_))
         });
     }
 

@@ -40,6 +40,9 @@ impl Palette {
             Tag::Download => Color::Magenta,
             Tag::Memset => Color::White,
             Tag::Mpi => Color::LightRed,
+            Tag::UnreadDownload => Color::Magenta,
+            // An error: bold red on the lane, whatever surrounds it.
+            Tag::Incoherent => return self.fg(Color::Red).add_modifier(Modifier::BOLD),
         })
     }
 
@@ -115,6 +118,9 @@ pub fn full_glyph(tag: Tag) -> &'static str {
         Tag::Update | Tag::Wait => "░",
         // MPI calls stand apart from every construct's shade.
         Tag::Mpi => "▚",
+        // Instants of the coherence check: an error, and waste.
+        Tag::Incoherent => "!",
+        Tag::UnreadDownload => "↓",
     }
 }
 

@@ -88,6 +88,8 @@ fn key(s: &Session, st: &mut State, area: Rect, k: &KeyEvent) -> Control {
         KeyCode::Char('S') => st.jump_same_line(s, false),
         KeyCode::Char('k') => st.jump_same_kernel(s, true),
         KeyCode::Char('K') => st.jump_same_kernel(s, false),
+        KeyCode::Char('h') => st.jump_host_access(s, true),
+        KeyCode::Char('H') => st.jump_host_access(s, false),
         KeyCode::Char(']') => st.jump_highlighted(s, true),
         KeyCode::Char('[') => st.jump_highlighted(s, false),
         KeyCode::Char('f') => open_panel(st, Panel::Findings),
@@ -175,8 +177,9 @@ fn mouse(s: &Session, st: &mut State, area: Rect, m: &MouseEvent) {
             if row < st.rows.len() {
                 st.cursor = row;
                 st.focus = Focus::Timeline;
-                let t = st.t0 + st.width_ns * share(m.column);
-                st.select_in_row_at(s, row, t.max(0.0) as u64);
+                let per_col = st.width_ns / f64::from(lanes.width.max(1));
+                let a = st.t0 + per_col * f64::from(m.column.saturating_sub(lanes.x));
+                st.select_in_column(s, row, a, a + per_col);
             }
         }
         MouseEventKind::Drag(MouseButton::Left) => {

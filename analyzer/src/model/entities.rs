@@ -69,6 +69,10 @@ handle!(
     MpiCallId
 );
 handle!(
+    /// A [`HostAccess`] of a [`Run`] ([`Run::host_access`]).
+    HostAccessId
+);
+handle!(
     /// A name of a [`Run`] (kernel, variable): [`Run::name`].
     NameId
 );

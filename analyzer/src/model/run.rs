@@ -461,6 +461,43 @@ impl Run {
         &self.process.host_accesses
     }
 
+    /// The host accesses with their handles, in time order.
+    pub fn host_access_ids(
+        &self,
+    ) -> impl ExactSizeIterator<Item = (HostAccessId, &HostAccess)> + '_ {
+        self.process
+            .host_accesses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (HostAccessId::at(i), a))
+    }
+
+    /// The host access `id`.
+    pub fn host_access(&self, id: HostAccessId) -> &HostAccess {
+        &self.process.host_accesses[id.index()]
+    }
+
+    /// The source line access `id` is reported at: the host instruction
+    /// that made it; for a download nobody read (no instruction made it),
+    /// the line of the download's construct, when the trace names it.
+    pub fn access_site(&self, id: HostAccessId) -> Option<SiteId> {
+        let a = self.host_access(id);
+        match a.kind {
+            accprof_trace::CoherenceKind::UnreadDownload => a.construct.map(|c| self.line_site(c)),
+            _ => Some(a.site),
+        }
+    }
+
+    /// The name of the array access `id` fell in: the runtime's, else the
+    /// run's name for the buffer at the range's start.
+    pub fn access_variable(&self, id: HostAccessId) -> Option<&str> {
+        let a = self.host_access(id);
+        match a.variable {
+            Some(n) => Some(self.name(n)),
+            None => self.buffer_name(a.range_start),
+        }
+    }
+
     /// The MPI calls with their handles, in start order.
     pub fn mpi_call_ids(&self) -> impl ExactSizeIterator<Item = (MpiCallId, &MpiCall)> + '_ {
         self.process

@@ -15,6 +15,8 @@ pub enum Item {
     Transfer(TransferId),
     Memset(MemsetId),
     MpiCall(MpiCallId),
+    /// An instant: a host access the coherence check caught.
+    HostAccess(HostAccessId),
 }
 
 /// The direction of a copy's track.
@@ -43,7 +45,8 @@ impl CopyDirection {
 pub enum Track {
     /// A construct: its host thread, nested `depth` constructs deep (0:
     /// top level); an MPI call: its host thread at depth 0 (MPI is called
-    /// outside constructs).
+    /// outside constructs); a host access: the thread that made it at depth
+    /// 0 (the host's own code, or the download nobody read).
     Thread { thread: u32, depth: u8 },
     /// A kernel: its device and queue (CUDA stream); without CUPTI, the
     /// launches on the host, queue as the runtime reported it.
@@ -82,6 +85,10 @@ impl Run {
             Item::Memset(_) => Track::Memsets,
             Item::MpiCall(m) => Track::Thread {
                 thread: self.mpi_call(m).thread,
+                depth: 0,
+            },
+            Item::HostAccess(a) => Track::Thread {
+                thread: self.host_access(a).thread,
                 depth: 0,
             },
         }

@@ -36,6 +36,8 @@
  *   every10  100 steps of a kernel and an update self; the host reads the
  *            array only when step % 10 == 0 (prints "seen <sum>"), and not
  *            after the loop: 90 downloads nobody read
+ *   all      one of each: as lost, then as unread, then a second kernel
+ *            and the stale read (for the views of host accesses)
  *
  * Each construct is reported at this file's line of the call that plays it
  * (the runtime's src_file and line_no), as NVHPC reports its directives.
@@ -208,12 +210,13 @@ int main(int argc, char **argv) {
 
   printf("range %#lx read %#lx\n", (unsigned long)a, (unsigned long)&a[1000]);
   volatile double *va = a;
-  if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0) {
+  int all = strcmp(mode, "all") == 0;
+  if (strcmp(mode, "lost") == 0 || strcmp(mode, "updated") == 0 || all) {
     va[1000] = 42;
     if (strcmp(mode, "updated") == 0) AT(update(1));
   }
   AT(kernel(strcmp(mode, "current") != 0));
-  if (strcmp(mode, "unread") == 0) {
+  if (strcmp(mode, "unread") == 0 || all) {
     AT(update(0));
     AT(update(0));
     AT(update(0));
@@ -227,6 +230,7 @@ int main(int argc, char **argv) {
     }
     printf("seen %g\n", seen);
   }
+  if (all) AT(kernel(1));
   /* Other data on the array's first page: let through, not reported. */
   volatile char *other = block;
   printf("other read %d\n", other[7]);

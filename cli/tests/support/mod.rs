@@ -239,3 +239,72 @@ pub fn evidence_u64(finding: &serde_json::Value, name: &str) -> u64 {
         .and_then(|x| x["value"].as_u64())
         .unwrap_or_else(|| panic!("{name} in {finding}"))
 }
+
+/// fake_libcuda.c built as a shared library with the CUDA driver's soname.
+pub fn fake_libcuda() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = build_dir().join("programs");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let lib = dir.join("libfakecuda.so");
+        let src = repo().join("cli/tests/programs/fake_libcuda.c");
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .expect("gcc runs");
+        assert!(
+            out.status.success(),
+            "compiling fake_libcuda.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lib
+    })
+    .clone()
+}
+
+/// The coherence driver (programs/coherence_driver.c) in `mode`,
+/// preloaded directly, writing its trace into `dir`, with the check on or
+/// off.
+pub fn drive(dir: &Path, mode: &str, check: bool) -> Output {
+    let exe = program("coherence_driver");
+    let mut cmd = preloaded(&exe, &dir.join("t-%p.trace"));
+    cmd.arg(mode)
+        .env_remove("ACCPROF_QUIET")
+        .env("FAKE_LIBCUDA", fake_libcuda());
+    if check {
+        cmd.env("ACCPROF_CHECK", "coherence");
+    } else {
+        cmd.env_remove("ACCPROF_CHECK");
+    }
+    // A check that waits on itself (the runtime's routine it calls sends
+    // events of its own) hangs the program: fail instead of waiting.
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("driver runs");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => out.expect("driver output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{mode}: the driver did not finish in 60 s");
+        }
+    }
+}
+
+/// The trace of the coherence driver's `all` mode (one stale read, one
+/// lost write, two downloads nobody read), recorded into `dir`.
+pub fn coherence_trace(dir: &Path) -> PathBuf {
+    let out = drive(dir, "all", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let t = traces(dir);
+    assert_eq!(t.len(), 1, "one trace in {}: {t:?}", dir.display());
+    t[0].clone()
+}

@@ -2,6 +2,7 @@
 //! around it when the source was found), its numbers and its findings.
 
 use accprof_analyzer::units;
+use accprof_analyzer::vocabulary::CoherenceKind;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -201,6 +202,49 @@ fn describe(
                 call.thread
             ));
         }
+        Item::HostAccess(id) => {
+            let a = run.host_access(id);
+            let var = run.access_variable(id).unwrap_or("(unnamed)");
+            head = format!("{} of {var}", a.kind.label());
+            let confirmed = match (a.kind, a.confirmed) {
+                // (Nothing to compare: the host read none of it.)
+                (CoherenceKind::UnreadDownload, _) => "not read before the next download",
+                (_, true) => "confirmed: the device copy differs",
+                (_, false) => "not confirmed: the device copy was not read",
+            };
+            facts.push(format!(
+                "at {}  thread {}  {confirmed}",
+                units::duration_ns(start),
+                a.thread,
+            ));
+            let offset = match a.kind {
+                CoherenceKind::UnreadDownload => String::new(),
+                _ => format!(
+                    "  offset {} ({:#x})",
+                    a.host_addr.saturating_sub(a.range_start),
+                    a.host_addr
+                ),
+            };
+            facts.push(format!(
+                "range {:#x} {}{offset}",
+                a.range_start,
+                units::bytes(a.range_bytes)
+            ));
+            let by = match a.kind {
+                CoherenceKind::StaleRead => "written by",
+                CoherenceKind::LostWrite => "device copy used by",
+                CoherenceKind::UnreadDownload => "downloaded by",
+            };
+            let construct = a.construct.map_or("(not in the trace)".to_string(), |c| {
+                let con = run.construct(c);
+                let what = con.kind.map_or_else(
+                    || format!("{:?}", con.class).to_lowercase(),
+                    |k| format!("{k:?}").to_lowercase(),
+                );
+                format!("{what} at {}", place_of(run.site(run.line_site(c))))
+            });
+            facts.push(format!("{by} {construct}"));
+        }
         Item::Memset(m) => {
             let s = run.memset(m);
             head = "memset".to_string();
@@ -214,15 +258,10 @@ fn describe(
             ));
         }
     }
-    let site = g
-        .construct_of(item)
-        .map(|c| run.site(run.line_site(c)).clone());
+    let site = g.site_of(item).map(|s| run.site(s).clone());
     let place = site
         .as_ref()
-        .map_or("(no source line)".to_string(), |s| match s.line {
-            Some(l) => format!("{}:{l} ({})", short(&s.file), s.function),
-            None => format!("{} ({})", short(&s.file), s.function),
-        });
+        .map_or("(no source line)".to_string(), place_of);
     let mut out = vec![Line::from(vec![
         Span::styled(format!(" {head}"), palette.title()),
         Span::raw(format!("  at {place}")),
@@ -259,6 +298,14 @@ fn describe(
     out
 }
 
+/// "laplace.c:154 (main)".
+fn place_of(s: &accprof_analyzer::Site) -> String {
+    match s.line {
+        Some(l) => format!("{}:{l} ({})", short(&s.file), s.function),
+        None => format!("{} ({})", short(&s.file), s.function),
+    }
+}
+
 fn launch_text(l: &accprof_analyzer::model::LaunchRequest) -> String {
     let f = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
     format!(
@@ -285,7 +332,7 @@ fn findings_of(g: &Group, item: Item) -> Vec<String> {
                 Item::Kernel(k) => s.kernels.binary_search(&k).is_ok(),
                 Item::Transfer(t) => s.transfers.binary_search(&t).is_ok(),
                 Item::Construct(c) => s.constructs.binary_search(&c).is_ok(),
-                Item::Memset(_) | Item::MpiCall(_) => {
+                Item::Memset(_) | Item::MpiCall(_) | Item::HostAccess(_) => {
                     construct.is_some_and(|c| s.constructs.binary_search(&c).is_ok())
                 }
             }

@@ -162,6 +162,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("n N", "next, previous event of the same kind"),
     ("s S", "next, previous event of the same source line"),
     ("k K", "next, previous launch of the same kernel"),
+    ("h H", "next, previous host access (--check coherence)"),
     ("] [", "next, previous highlighted event"),
     ("f", "findings panel (ranked by cost)"),
     ("l", "summary by source line (o: by time, count, bytes)"),

@@ -100,17 +100,20 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                         continue;
                     }
                     let x = a.lanes.x + c as u16;
-                    let tag = lane.tag(cell.first);
+                    let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
+                    // A host access shows over whatever else starts there.
+                    let instant = lane.instant_in(lo, hi);
+                    let tag = lane.tag(instant.unwrap_or(cell.first));
                     let glyph = if device {
                         device_glyph(cell)
-                    } else if cell.fill >= 5 || tag == Tag::Mpi {
-                        // (An MPI call keeps its own glyph however short.)
+                    } else if cell.fill >= 5 || tag == Tag::Mpi || instant.is_some() {
+                        // (An MPI call or an instant keeps its own glyph
+                        // however short.)
                         full_glyph(tag)
                     } else {
                         half_glyph(cell).unwrap_or(full_glyph(tag))
                     };
                     let mut style = palette.tag(tag);
-                    let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
                     if any_in(marks, lo, hi) {
                         style = palette.marked(style);
                         marked[c] = true;
