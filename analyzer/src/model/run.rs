@@ -484,7 +484,7 @@ impl Run {
         let a = self.host_access(id);
         match a.kind {
             accprof_trace::CoherenceKind::UnreadDownload => a.construct.map(|c| self.line_site(c)),
-            _ => Some(a.site),
+            _ => a.site,
         }
     }
 
