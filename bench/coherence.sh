@@ -65,17 +65,22 @@ data_shapes - table 1048576 10 4
 data_shapes - update 1048576 10 4
 data_shapes - clean 1048576 10 4
 coherence_norm C1 256 256 20 5
-coherence_norm_f90 C1 256 256 20 5
-lost_write C2 256 256 20
-unread_download C3 256 256 100
-shared_page C1 256 256 20
-own_handler - 256 256 20
-coherence_threads - 2 65536 20 0
-coherence_threads C1 2 65536 20 1
+coherence_norm_f90 C1 256 256 20 5 bad
+coherence_norm_f90 - 256 256 20 5 fixed
+lost_write C2 256 256 20 5 bad
+lost_write - 256 256 20 5 fixed
+unread_download C3 256 256 100 10 bad
+unread_download - 256 256 100 10 fixed
+shared_page C1 8000 20 bad
+shared_page - 8000 20 fixed
+own_handler - 256 256 20 5
+coherence_threads C1 65536 20 5 1
+coherence_threads - 65536 20 5 0
 mpi_halo np=2 - 256 256 20
 mpi_halo np=4 - 256 256 20
 mpi_halo_whole np=2 - 256 256 20
-mpi_halo_stale np=2 C1 256 256 20
+mpi_halo_stale np=2 C1 512 512 20 bad
+mpi_halo_stale np=2 - 512 512 20 fixed
 mpi_slab_f90 np=2 - 32 32 16 5
 L
 }
