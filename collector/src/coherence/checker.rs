@@ -148,12 +148,10 @@ impl Checker {
         if gone.is_empty() {
             return;
         }
-        let mut said: Vec<Download> = Vec::new();
         for r in &gone {
-            if let Some(d) = r.unread.filter(|d| !said.contains(d)) {
-                said.push(d);
-                self.unread_download(r, d);
-            }
+            // A download still unread stays watched: the host may read it
+            // after the region (see `Range::gone`).
+            self.table.keep_unread(*r);
             self.writes.remove(&r.start);
             let (lo, hi) = page_span(r.start, r.bytes, page());
             if self.applied.iter().any(|s| s.0 < hi && s.1 > lo) {
@@ -294,6 +292,7 @@ impl Checker {
                 self.stale_read(&f, device);
             }
         }
+        self.table.drop_read();
     }
 
     fn stale_read(&mut self, f: &Fault, device: bool) {

@@ -70,6 +70,7 @@ const BLANK: Fault = Fault {
         state: super::table::State::HostCurrent,
         unread: None,
         unproven: false,
+        gone: false,
     },
     write: false,
     saved_at: 0,

@@ -86,17 +86,19 @@ pub(crate) fn start() {
 static TLS_LO: AtomicU64 = AtomicU64::new(0);
 static TLS_HI: AtomicU64 = AtomicU64::new(0);
 
-/// The pages from the lowest thread-local the handler reads to a page past
-/// the thread pointer (the control block lies above it on x86-64, below
-/// it on aarch64, next to the static TLS either way).
+/// The pages from the lowest thread-local the handler reads to the thread
+/// control block's header (the stack guard), exactly: a range on the next
+/// page (an array mapped right below the TLS block) is still watched.
 fn thread_block() -> (u64, u64) {
     let page = fault::PAGE.load(Ordering::Relaxed);
     let ours = fault::IN_CONSTRUCT.with(|c| c as *const Cell<u32> as u64);
     // SAFETY: errno's location and the thread's handle have no
     // preconditions.
     let (errno, tp) = unsafe { (libc::__errno_location() as u64, libc::pthread_self() as u64) };
-    let lo = ours.min(errno).min(tp).saturating_sub(page) & !(page - 1);
-    let hi = ours.max(errno).max(tp).saturating_add(2 * page) & !(page - 1);
+    let lo = ours.min(errno).min(tp) & !(page - 1);
+    // The header's words the handler's code may read (guards at +0x28).
+    let top = ours.max(errno).max(tp.saturating_add(0x40));
+    let hi = top.saturating_add(page - 1) & !(page - 1);
     (lo, hi)
 }
 

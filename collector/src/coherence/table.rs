@@ -61,6 +61,10 @@ pub(crate) struct Range {
     /// Mapped from a copy the runtime may have staged through a buffer of
     /// its own: not watched until shown to be the array itself.
     pub unproven: bool,
+    /// No longer mapped (its device copy was freed): kept only while its
+    /// last download is unread, which a read after the data region (the
+    /// usual place for a result) still makes read.
+    pub gone: bool,
 }
 
 impl Range {
@@ -138,6 +142,7 @@ impl Table {
                 r.name = name;
             }
             r.state = State::HostCurrent;
+            r.gone = false;
             // Parts split from it (see `host_updated`) are one range again.
             let (start, end) = (r.start, r.end());
             self.ranges
@@ -156,6 +161,7 @@ impl Table {
             state: State::HostCurrent,
             unread: None,
             unproven: false,
+            gone: false,
         });
         true
     }
@@ -229,6 +235,25 @@ impl Table {
             }
         }
         self.ranges = out;
+    }
+
+    /// Keeps `r`, just unmapped, while its last download is unread.
+    pub fn keep_unread(&mut self, r: Range) {
+        if r.unread.is_none() || self.ranges.len() >= MAX_RANGES {
+            return;
+        }
+        self.ranges.push(Range {
+            device: 0,
+            state: State::HostCurrent,
+            unproven: false,
+            gone: true,
+            ..r
+        });
+    }
+
+    /// Forgets the unmapped ranges whose last download has been read.
+    pub fn drop_read(&mut self) {
+        self.ranges.retain(|r| !(r.gone && r.unread.is_none()));
     }
 
     /// Forgets the ranges `keep` says no; returns them.
@@ -389,6 +414,7 @@ mod tests {
             state,
             unread: None,
             unproven: false,
+            gone: false,
         }
     }
 
@@ -535,6 +561,34 @@ mod tests {
         // Mapped again at its start: one range.
         t.map(0x1000, 0x4000, 0xd000_0000, 7);
         assert_eq!(t.ranges().len(), 1);
+    }
+
+    #[test]
+    fn an_unmapped_range_stays_watched_while_its_download_is_unread() {
+        let mut t = Table::default();
+        t.map(0x1000, 0x1000, 0xd000_0000, 0);
+        let mut r = t.take(|_| true)[0];
+        // Nothing unread: forgotten.
+        t.keep_unread(r);
+        assert!(t.ranges().is_empty());
+        r.unread = Some(Download {
+            region: 4,
+            time: 1,
+            thread: 2,
+        });
+        t.keep_unread(r);
+        assert_eq!(t.ranges().len(), 1);
+        let kept = t.ranges()[0];
+        assert!(kept.gone && kept.device == 0 && !kept.is_stale());
+        assert_eq!(kept.prot(), Prot::None);
+        // A construct's end does not make it stale: no device copy.
+        t.device_written(5);
+        assert!(!t.ranges()[0].is_stale());
+        t.drop_read();
+        assert_eq!(t.ranges().len(), 1);
+        t.ranges_mut()[0].unread = None;
+        t.drop_read();
+        assert!(t.ranges().is_empty());
     }
 
     #[test]
