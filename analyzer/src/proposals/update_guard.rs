@@ -107,12 +107,14 @@ fn plan_for(src: &SourceFile, line: u32, download: bool) -> Option<UpdatePlan> {
         ));
         return Some(plan);
     }
-    let writes: Vec<u32> = uses
+    let mut writes: Vec<u32> = uses
         .iter()
         .filter(|u| if download { u.read } else { u.write })
         .filter(|u| u.indexed || src.lang == Lang::Fortran)
         .map(|u| u.line)
         .collect();
+    // Two uses on one line are one line.
+    writes.dedup();
     if writes.is_empty() {
         plan.text = if download {
             format!(
