@@ -59,7 +59,10 @@ fn coherence_rules(text: &str) -> Vec<&str> {
 
 fn accesses(name: &str, kind: CoherenceKind) -> usize {
     let run = accprof_analyzer::testkit::fixtures::load(GPU, name);
-    run.host_accesses().iter().filter(|a| a.kind == kind).count()
+    run.host_accesses()
+        .iter()
+        .filter(|a| a.kind == kind)
+        .count()
 }
 
 /// The norm read on the host without `update self`, in C and in Fortran:
@@ -88,7 +91,10 @@ fn a_norm_of_stale_data_is_c1_at_the_norm_loop_with_the_update_that_fixes_it() {
         "{patch}"
     );
     assert!(accesses("coherence_norm_f90_bad", CoherenceKind::StaleRead) > 0);
-    assert_eq!(accesses("coherence_norm_f90_fixed", CoherenceKind::StaleRead), 0);
+    assert_eq!(
+        accesses("coherence_norm_f90_fixed", CoherenceKind::StaleRead),
+        0
+    );
     assert!(coherence_rules(&analyze("coherence_norm_f90_fixed")).is_empty());
 }
 
@@ -117,15 +123,23 @@ fn a_host_write_the_device_never_gets_is_c2_with_update_device_after_it() {
 fn downloads_read_every_tenth_step_are_c3_with_the_readers_guard() {
     let s = analyze("unread_download_bad");
     assert!(
-        s.contains("#1 C3 90 of 100 downloads of u at unread_download.c:122 were not read by the host"),
+        s.contains(
+            "#1 C3 90 of 100 downloads of u at unread_download.c:122 were not read by the host"
+        ),
         "{s}"
     );
     assert!(
         s.contains("#pragma acc update self(u[0:n]) if(s % every == 0)"),
         "{s}"
     );
-    assert_eq!(accesses("unread_download_bad", CoherenceKind::UnreadDownload), 90);
-    assert_eq!(accesses("unread_download_fixed", CoherenceKind::UnreadDownload), 0);
+    assert_eq!(
+        accesses("unread_download_bad", CoherenceKind::UnreadDownload),
+        90
+    );
+    assert_eq!(
+        accesses("unread_download_fixed", CoherenceKind::UnreadDownload),
+        0
+    );
 }
 
 /// A small array sharing its first and last pages with other host data
