@@ -8,38 +8,14 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use accprof_trace::CoherenceKind;
 
 const GPU: &str = "h200-coherence";
 
-fn dir() -> PathBuf {
-    accprof_analyzer::testkit::fixtures::dir(GPU)
-}
-
-/// `accprof ARGS` on fixture `name` with its binaries and the repository's
-/// samples; stdout, its wrapped lines read as one.
+/// `accprof ARGS` on fixture `name`; stdout, its wrapped lines read as
+/// one.
 fn on(name: &str, args: &[&str]) -> String {
-    let out = Command::new(support::accprof())
-        .args(args)
-        .arg("--symbols")
-        .arg(dir().join("bin"))
-        .arg("--source-dir")
-        .arg(accprof_analyzer::testkit::fixtures::samples())
-        .arg(dir().join(format!("{name}.trace")))
-        .env_remove("ACCPROF_SYMBOL_PATH")
-        .env("ACCPROF_SYMBOLS_ONLY", "1")
-        .output()
-        .expect("accprof runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?} {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    support::on_fixture(GPU, name, args)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

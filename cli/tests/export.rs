@@ -1734,7 +1734,7 @@ fn the_coherence_table_has_a_row_per_host_access_of_the_model() {
         ]
     );
     assert!(rows[0]["file"].ends_with("coherence_driver.c"), "{rows:?}");
-    assert_eq!(rows[1]["file"], "/src/driver.c");
+    assert!(rows[1]["file"].ends_with("coherence_driver.c"), "{rows:?}");
     // JSON: the same rows.
     let json = export_of(&trace, &["-f", "json", "--what", "coherence"]);
     let doc: serde_json::Value = serde_json::from_str(&json).expect("JSON");

@@ -307,28 +307,8 @@ fn lost_device_records_are_no_evidence_of_unused_memory() {
     );
 }
 
-/// `accprof SUBCOMMAND` on fixture `name` of `gpu` with its binaries and
-/// the repository's samples; stdout.
 fn on_fixture(gpu: &str, name: &str, args: &[&str]) -> String {
-    let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
-    let out = std::process::Command::new(support::accprof())
-        .args(args)
-        .arg("--symbols")
-        .arg(dir.join("bin"))
-        .arg("--source-dir")
-        .arg(accprof_analyzer::testkit::fixtures::samples())
-        .arg(dir.join(format!("{name}.trace")))
-        .env_remove("ACCPROF_SYMBOL_PATH")
-        .env("ACCPROF_SYMBOLS_ONLY", "1")
-        .output()
-        .expect("accprof runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?} {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::on_fixture(gpu, name, args)
 }
 
 /// The findings as `accprof analyze` lists them: (rule, title).

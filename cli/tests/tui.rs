@@ -506,8 +506,11 @@ fn host_accesses_are_instants_on_their_thread_lane_and_say_what_they_are() {
         ),
         range.clone(),
         "confirmed: the device copy differs".to_string(),
-        "device copy used by parallel at driver.c:10".to_string(),
-        format!(">{:>5} |     va[1000] = 42;", driver_line("va[1000] = 42;")),
+        format!(
+            "device copy used by parallel at coherence_driver.c:{}",
+            driver_line("AT(kernel(strcmp(mode, \"current\") != 0));")
+        ),
+        "findings: C2 #2".to_string(),
     ] {
         assert!(lost.contains(&want), "{want:?} not in:\n{lost}");
     }
@@ -518,18 +521,23 @@ fn host_accesses_are_instants_on_their_thread_lane_and_say_what_they_are() {
             driver_line("    v = va[1000];")
         ),
         range,
-        "written by parallel at driver.c:10".to_string(),
+        format!(
+            "written by parallel at coherence_driver.c:{}",
+            driver_line("if (all) AT(kernel(1));")
+        ),
         "findings: C1 #1".to_string(),
     ] {
         assert!(stale.contains(&want), "{want:?} not in:\n{stale}");
     }
     let unread = details(&mut state, shown[1]);
+    // The first of the three updates.
+    let update = driver_line("AT(update(0));");
     for want in [
-        "unread download (C3) of a  at driver.c:10 (main)",
-        "not read before the next download",
-        "downloaded by update at driver.c:10",
+        format!("unread download (C3) of a  at coherence_driver.c:{update} (main)"),
+        "not read before the next download".to_string(),
+        format!("downloaded by update at coherence_driver.c:{update}"),
     ] {
-        assert!(unread.contains(want), "{want:?} not in:\n{unread}");
+        assert!(unread.contains(&want), "{want:?} not in:\n{unread}");
     }
     assert!(!unread.contains("offset"), "{unread}");
 }

@@ -308,3 +308,28 @@ pub fn coherence_trace(dir: &Path) -> PathBuf {
     assert_eq!(t.len(), 1, "one trace in {}: {t:?}", dir.display());
     t[0].clone()
 }
+
+/// `accprof ARGS` on fixture `name` of `gpu` (a folder of
+/// tests/fixtures) with its binaries and the repository's samples;
+/// stdout. Fails unless it exits 0.
+pub fn on_fixture(gpu: &str, name: &str, args: &[&str]) -> String {
+    let dir = accprof_analyzer::testkit::fixtures::dir(gpu);
+    let out = Command::new(accprof())
+        .args(args)
+        .arg("--symbols")
+        .arg(dir.join("bin"))
+        .arg("--source-dir")
+        .arg(accprof_analyzer::testkit::fixtures::samples())
+        .arg(dir.join(format!("{name}.trace")))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?} {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
