@@ -78,34 +78,8 @@ pub(crate) fn variable(cx: &Context, a: &HostAccess) -> String {
         None => cx
             .buffer_name(a.range_start)
             .map(|n| base_name(n).to_string())
-            .or_else(|| a.site.and_then(|s| named_at_the_line(cx, s)))
             .unwrap_or_else(|| format!("the array at {:#x}", a.range_start)),
     }
-}
-
-/// The one array both named in a data clause of the file and used on the
-/// site's line.
-fn named_at_the_line(cx: &Context, site: SiteId) -> Option<String> {
-    let s = cx.run.site(site);
-    let (line, src) = (s.line?, cx.sources.get(&s.file)?);
-    let lang = src.lang;
-    let mapped: Vec<String> = src
-        .directives_in(1, src.lines.len() as u32)
-        .iter()
-        .flat_map(|d| d.data_vars())
-        .collect();
-    let mut found: Vec<String> = Vec::new();
-    for u in src.uses(line, line, &[]) {
-        if let Some(m) = mapped
-            .iter()
-            .find(|m| crate::proposals::key(lang, m) == u.key)
-        {
-            if !found.contains(m) {
-                found.push(m.clone());
-            }
-        }
-    }
-    (found.len() == 1).then(|| found.remove(0))
 }
 
 /// `u` of `u[0:n]` or `u(1:n)`.

@@ -18,8 +18,48 @@ pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> HashMap<u64, Strin
     let (xfers, _) = super::large_xfers(run, super::Options::default().min_bytes);
     let mut names = recorded.clone();
     infer_names(&mut names, run, sources, &xfers);
+    name_host_accesses(&mut names, run, sources);
     names.retain(|p, _| !recorded.contains_key(p));
     names
+}
+
+/// The ranges the coherence check caught the host touching, still
+/// unnamed, named by the statement that touched them: the one array that
+/// both a data clause of the file names and the statement uses.
+fn name_host_accesses(names: &mut HashMap<u64, String>, run: &Run, sources: &SourceSet) {
+    for a in run.host_accesses() {
+        if a.variable.is_some() || names.contains_key(&a.range_start) {
+            continue;
+        }
+        if let Some(n) = a.site.and_then(|s| named_at_the_line(run, sources, s)) {
+            names.insert(a.range_start, n);
+        }
+    }
+}
+
+/// The one array both named in a data clause of the file and used on the
+/// site's line.
+fn named_at_the_line(run: &Run, sources: &SourceSet, site: crate::model::SiteId) -> Option<String> {
+    let s = run.site(site);
+    let (line, src) = (s.line?, sources.get(&s.file)?);
+    let lang = src.lang;
+    let mapped: Vec<String> = src
+        .directives_in(1, src.lines.len() as u32)
+        .iter()
+        .flat_map(|d| d.data_vars())
+        .collect();
+    let mut found: Vec<String> = Vec::new();
+    for u in src.uses(line, line, &[]) {
+        if let Some(m) = mapped
+            .iter()
+            .find(|m| crate::proposals::key(lang, m) == u.key)
+        {
+            if !found.contains(m) {
+                found.push(m.clone());
+            }
+        }
+    }
+    (found.len() == 1).then(|| found.remove(0))
 }
 
 /// An `update`'s buffers named from its clause items: `device(...)` for
