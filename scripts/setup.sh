@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing accprof needs beyond Rust stable:
-# GCC's OpenACC offload compiler for NVIDIA GPUs, gfortran, Open MPI and
+# GCC's OpenACC offload compiler for NVIDIA GPUs, g++, gfortran, Open MPI and
 # tmux, which the timeline's smoke test drives (Debian/Ubuntu packages).
 # Does nothing when they are already there.
 set -euo pipefail
 need=()
 dpkg -s gcc-12-offload-nvptx >/dev/null 2>&1 || need+=(gcc-12-offload-nvptx)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev)
 command -v make >/dev/null 2>&1 || need+=(make)

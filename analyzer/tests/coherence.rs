@@ -312,3 +312,78 @@ fn a_lost_write_is_an_error_with_an_update_device_after_the_writing_loop() {
         "{patch}"
     );
 }
+
+/// C++: the host reads a std::vector's elements inside std::inner_product,
+/// libstdc++ code inlined into the statement that calls it. The access is
+/// reported at that statement of samples/coherence_vector.cpp (built here
+/// with g++ as the samples Makefile builds it), not at the library header
+/// the innermost inlined frame is in.
+#[test]
+fn an_access_inside_inlined_library_code_is_at_the_programs_statement() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = testkit::fixtures::samples().join("coherence_vector.cpp");
+    let exe = dir.path().join("coherence_vector");
+    let out = Command::new("g++")
+        .args(["-g", "-O2", "-fopenacc", "-foffload=disable"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("g++ runs (the test needs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size = std::fs::metadata(&exe).expect("binary").len();
+    let module = Module {
+        id: ModuleId(1),
+        path: exe.display().to_string(),
+        build_id: build_id(&exe).unwrap_or_default(),
+        base: BASE,
+        text_start: 0,
+        text_end: size,
+    };
+    // An instruction of main's norm whose innermost frame is libstdc++'s.
+    let mut s = Symbolizer::new();
+    let inlined = (module.text_start..module.text_end)
+        .find(|&off| {
+            matches!(
+                s.lookup(&module, off + 1),
+                SymbolizedSite::Found { ref file, .. } if file.ends_with("stl_numeric.h")
+            ) && s
+                .frames(&module, off + 1)
+                .iter()
+                .any(|(f, func, _)| f.ends_with("coherence_vector.cpp") && func == "main")
+        })
+        .expect("inner_product inlined into main");
+    let text = std::fs::read_to_string(&src).expect("sample");
+    let norm_line = text
+        .lines()
+        .position(|l| {
+            l.trim_start()
+                .starts_with("double sum = std::inner_product")
+        })
+        .expect("the norm's line") as u32
+        + 1;
+    let mut t = TraceBuilder::new();
+    t.records.push(Record::Module(module));
+    t.compute(1, 1, 10, 1000);
+    t.records.push(Record::Coherence(Coherence {
+        kind: CoherenceKind::StaleRead,
+        time_ns: t.t + 2000,
+        thread: 1,
+        code_addr: BASE + inlined,
+        host_addr: 0x7f00_0000_1000,
+        range_start: 0x7f00_0000_0000,
+        range_bytes: 1 << 20,
+        variable: None,
+        construct: RegionId(1),
+        confirmed: true,
+    }));
+    let run = t.build(testkit::trace::header());
+    let a = &run.host_accesses()[0];
+    let site = run.site(a.site.expect("a site"));
+    assert!(site.file.ends_with("coherence_vector.cpp"), "{site:?}");
+    assert_eq!(site.line, Some(norm_line), "{site:?}");
+}

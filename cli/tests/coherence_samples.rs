@@ -1,5 +1,6 @@
 //! The coherence samples (lost_write, unread_download, shared_page,
-//! own_handler, coherence_threads, coherence_norm_f90, mpi_halo_stale),
+//! own_handler, coherence_threads, coherence_norm_f90, coherence_vector,
+//! mpi_halo_stale),
 //! each variant run bare and under the coherence check on this machine's
 //! host fallback: the check must not change the exit status or the output
 //! (`time:` lines aside), must say that it does not apply (no device
@@ -150,6 +151,13 @@ fn coherence_norm_fortran_both_variants() {
     }
     for variant in ["bad", "fixed"] {
         bare_and_checked("coherence_norm_f90", &["64", "48", "20", "5", variant]);
+    }
+}
+
+#[test]
+fn coherence_vector_both_variants() {
+    for variant in ["bad", "fixed"] {
+        bare_and_checked("coherence_vector", &["64", "48", "20", "5", variant]);
     }
 }
 

@@ -46,6 +46,7 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("shared_page", &["4500", "20", "fixed"]),
     ("own_handler", &["64", "48", "20", "5"]),
     ("coherence_threads", &["20000", "20", "5", "0"]),
+    ("coherence_vector", &["64", "48", "20", "5", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -94,6 +95,7 @@ const SOURCES: &[&str] = &[
     "own_handler.c",
     "coherence_threads.c",
     "mpi_halo_stale.c",
+    "coherence_vector.cpp",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

@@ -111,7 +111,15 @@ impl<S: Sink> Join<S> {
             Some(m) => {
                 let offset = addr - m.base;
                 // lookup() reads a return address, at the byte before it.
-                symbolized(symbolizer, &m, offset + 1, offset)
+                let site = symbolized(symbolizer, &m, offset + 1, offset);
+                if toolchain_header(&site.file) {
+                    // Library code inlined into the program's statement
+                    // (std::inner_product over a vector): the statement is
+                    // where the access is written.
+                    program_frame(symbolizer, &m, offset).unwrap_or(site)
+                } else {
+                    site
+                }
             }
             None => Site {
                 address: Some(("(no module)".into(), addr)),
@@ -122,6 +130,33 @@ impl<S: Sink> Join<S> {
         self.code_sites.insert(addr, id);
         id
     }
+}
+
+/// A header of the compiler's own libraries (libstdc++'s templates, GCC's
+/// intrinsics), whose code is inlined into the program's.
+fn toolchain_header(file: &str) -> bool {
+    file.starts_with("/usr/include/")
+        || file.contains("/include/c++/")
+        || file.contains("/lib/gcc/")
+}
+
+/// The innermost source frame of the instruction at `offset` that is the
+/// program's own, not a toolchain header's.
+fn program_frame(
+    symbolizer: &mut Symbolizer,
+    m: &accprof_trace::Module,
+    offset: u64,
+) -> Option<Site> {
+    let (file, function, line) = symbolizer
+        .frames(m, offset + 1)
+        .into_iter()
+        .find(|(f, _, _)| !toolchain_header(f))?;
+    Some(Site {
+        file,
+        function,
+        line: Some(line),
+        address: Some((m.path.clone(), offset)),
+    })
 }
 
 /// The site `lookup` gives for `offset` in `m` (`at`: the offset kept as
