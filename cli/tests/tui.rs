@@ -484,6 +484,18 @@ fn host_accesses_are_instants_on_their_thread_lane_and_say_what_they_are() {
         };
         assert_eq!(lane.tag(p), want);
     }
+    // A column shows an access only at the access's own time: one that a
+    // construct started before the access covers (the update that
+    // downloaded) holds the access's position but not its time.
+    let p = shown[1];
+    let t = lane.start(p);
+    let q = (0..p)
+        .rev()
+        .find(|&q| lane.start(q) <= t && lane.end(q) > t + 1)
+        .expect("the update around the download");
+    let (t, end) = (t as f64, lane.end(q) as f64);
+    assert_eq!(lane.instant_in(q, p + 1, t, t + 1.0), Some(p));
+    assert_eq!(lane.instant_in(q, p + 1, t + 1.0, end), None);
     // Selected, each says what it is, where, and the construct.
     let mut state = State::new(&session);
     let details = |state: &mut State, pos: u32| {

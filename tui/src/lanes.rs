@@ -443,11 +443,19 @@ impl Lane {
         self.instants = (0..n as u32).filter(|&p| self.tag(p).instant()).collect();
     }
 
-    /// The instant a column holding positions `lo..hi` shows: a stale read
-    /// or lost write before an unread download, else the first.
-    pub fn instant_in(&self, lo: u32, hi: u32) -> Option<u32> {
+    /// The instant a column holding positions `lo..hi` and the times
+    /// `a..b` shows: a stale read or lost write before an unread download,
+    /// else the first. Only an instant of the column's own time counts (a
+    /// column that an earlier event covers holds the positions since it).
+    pub fn instant_in(&self, lo: u32, hi: u32, a: f64, b: f64) -> Option<u32> {
         let from = self.instants.partition_point(|&p| p < lo);
-        let inside = self.instants[from..].iter().take_while(|&&p| p < hi);
+        let inside = self.instants[from..]
+            .iter()
+            .take_while(|&&p| p < hi)
+            .filter(|&&p| {
+                let t = self.start_at(p as usize) as f64;
+                t >= a && t < b
+            });
         let mut first = None;
         for &p in inside {
             if self.tag(p) == Tag::Incoherent {

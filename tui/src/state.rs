@@ -270,7 +270,7 @@ impl State {
         if let Some(Row::Lane(g, l)) = self.rows.get(row).copied() {
             let lane = &s.groups[g].lanes.lanes[l];
             let at = |t: f64| lane.first_at_or_after(t.max(0.0).ceil() as u64);
-            if let Some(pos) = lane.instant_in(at(a), at(b)) {
+            if let Some(pos) = lane.instant_in(at(a), at(b), a, b) {
                 self.select(
                     s,
                     Ev {

@@ -102,7 +102,8 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                     let x = a.lanes.x + c as u16;
                     let (lo, hi) = (cell.first, cell.end.max(cell.first + 1));
                     // A host access shows over whatever else starts there.
-                    let instant = lane.instant_in(lo, hi);
+                    let col_start = state.t0 + c as f64 * per_col;
+                    let instant = lane.instant_in(lo, hi, col_start, col_start + per_col);
                     let tag = lane.tag(instant.unwrap_or(cell.first));
                     let glyph = if device {
                         device_glyph(cell)
