@@ -12,7 +12,8 @@
 //! blocks with its own internal `read` and `write`, which no wrapper sees.
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::interpose::NextFns;
 
 const NAMES: [&CStr; 6] = [
     c"read",
@@ -29,18 +30,10 @@ const PWRITE: usize = 3;
 const FREAD: usize = 4;
 const FWRITE: usize = 5;
 
-static REAL: [AtomicUsize; NAMES.len()] = [const { AtomicUsize::new(0) }; NAMES.len()];
+static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
 fn real(i: usize) -> usize {
-    let f = REAL[i].load(Ordering::Acquire);
-    if f != 0 {
-        return f;
-    }
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the C
-    // library's definition, never this one.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr()) } as usize;
-    REAL[i].store(f, Ordering::Release);
-    f
+    REAL.get(i)
 }
 
 /// Tells the check about `buf..buf+len` before the call; `write`: the
