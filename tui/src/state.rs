@@ -421,10 +421,35 @@ impl State {
 
     /// The next (or previous) host access the coherence check caught, in
     /// any lane of the selected event's trace.
+    /// With nothing selected, the first (last) one of the session.
     pub fn jump_host_access(&mut self, s: &Session, forward: bool) {
-        self.jump_alike(s, forward, "host access (coherence check)", |it| {
-            matches!(it, Item::HostAccess(_))
-        });
+        let is = |it| matches!(it, Item::HostAccess(_));
+        if self.selected.is_some() {
+            self.jump_alike(s, forward, "host access (coherence check)", is);
+            return;
+        }
+        let mut best: Option<((u64, usize, usize, u32), Ev)> = None;
+        for (group, g) in s.groups.iter().enumerate() {
+            for (lane, l) in g.lanes.lanes.iter().enumerate() {
+                let mut found = (0..l.len() as u32).filter(|&p| is(l.item(p)));
+                let pos = if forward {
+                    found.next()
+                } else {
+                    found.next_back()
+                };
+                let Some(pos) = pos else { continue };
+                let key = (l.start(pos), group, lane, pos);
+                if best.map_or(true, |(k, _)| if forward { key < k } else { key > k }) {
+                    best = Some((key, Ev { group, lane, pos }));
+                }
+            }
+        }
+        match best {
+            Some((_, ev)) => self.select_and_show(s, ev),
+            None => {
+                self.say("no host access recorded: runs under --check coherence record them".into())
+            }
+        }
     }
 
     /// The next (or previous) highlighted event after the selection, in time.
