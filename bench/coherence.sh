@@ -67,6 +67,8 @@ data_shapes - clean 1048576 10 4
 coherence_norm C1 256 256 20 5
 coherence_norm_f90 C1 256 256 20 5 bad
 coherence_norm_f90 - 256 256 20 5 fixed
+coherence_vector C1 256 256 20 5 bad
+coherence_vector - 256 256 20 5 fixed
 lost_write C2 256 256 20 5 bad
 lost_write - 256 256 20 5 fixed
 unread_download C3 256 256 100 10 bad
