@@ -443,6 +443,11 @@ impl Lane {
         self.instants = (0..n as u32).filter(|&p| self.tag(p).instant()).collect();
     }
 
+    /// The positions of the instants (the host accesses), in time order.
+    pub fn instants(&self) -> &[u32] {
+        &self.instants
+    }
+
     /// The instant a column holding positions `lo..hi` and the times
     /// `a..b` shows: a stale read or lost write before an unread download,
     /// else the first. Only an instant of the column's own time counts (a

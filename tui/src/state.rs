@@ -423,21 +423,21 @@ impl State {
     /// any lane of the selected event's trace.
     /// With nothing selected, the first (last) one of the session.
     pub fn jump_host_access(&mut self, s: &Session, forward: bool) {
-        let is = |it| matches!(it, Item::HostAccess(_));
         if self.selected.is_some() {
-            self.jump_alike(s, forward, "host access (coherence check)", is);
+            self.jump_alike(s, forward, "host access (coherence check)", |it| {
+                matches!(it, Item::HostAccess(_))
+            });
             return;
         }
         let mut best: Option<((u64, usize, usize, u32), Ev)> = None;
         for (group, g) in s.groups.iter().enumerate() {
             for (lane, l) in g.lanes.lanes.iter().enumerate() {
-                let mut found = (0..l.len() as u32).filter(|&p| is(l.item(p)));
-                let pos = if forward {
-                    found.next()
+                let ends = if forward {
+                    l.instants().first()
                 } else {
-                    found.next_back()
+                    l.instants().last()
                 };
-                let Some(pos) = pos else { continue };
+                let Some(&pos) = ends else { continue };
                 let key = (l.start(pos), group, lane, pos);
                 if best.map_or(true, |(k, _)| if forward { key < k } else { key > k }) {
                     best = Some((key, Ev { group, lane, pos }));
