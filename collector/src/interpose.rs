@@ -21,6 +21,8 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::next_fns::NextFns;
+
 /// The real functions, by index into [`NAMES`].
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
@@ -66,36 +68,6 @@ pub(crate) fn resolve_all() {
 /// The real function `i`, looked up now if it was not yet.
 fn real(i: usize) -> usize {
     REAL.get(i)
-}
-
-/// Functions of the next object after this library
-/// (`dlsym(RTLD_NEXT)`), each looked up at its first use (0: not found;
-/// asked again next time).
-pub(crate) struct NextFns<const N: usize> {
-    names: [&'static CStr; N],
-    found: [AtomicUsize; N],
-}
-
-impl<const N: usize> NextFns<N> {
-    pub(crate) const fn new(names: [&'static CStr; N]) -> Self {
-        NextFns {
-            names,
-            found: [const { AtomicUsize::new(0) }; N],
-        }
-    }
-
-    /// The address of function `i`, 0 when no later object defines it.
-    pub(crate) fn get(&self, i: usize) -> usize {
-        let f = self.found[i].load(Ordering::Acquire);
-        if f != 0 {
-            return f;
-        }
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the
-        // next definition, never this library's.
-        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, self.names[i].as_ptr()) } as usize;
-        self.found[i].store(f, Ordering::Release);
-        f
-    }
 }
 
 type ExitFn = unsafe extern "C" fn(c_int) -> !;

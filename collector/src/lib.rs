@@ -30,6 +30,7 @@ mod header;
 #[cfg(not(test))]
 mod interpose;
 mod mpi;
+mod next_fns;
 mod note;
 mod output;
 mod region;

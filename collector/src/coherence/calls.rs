@@ -13,7 +13,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
-use crate::interpose::NextFns;
+use crate::next_fns::NextFns;
 
 const NAMES: [&CStr; 6] = [
     c"read",

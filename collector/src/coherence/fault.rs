@@ -18,6 +18,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use super::table::{judge, save_window, Prot, Range, Snapshot, Verdict};
+use crate::next_fns::NextFns;
 
 /// si_code of a SIGSEGV for an access the page's protection refused.
 const SEGV_ACCERR: libc::c_int = 2;
@@ -431,7 +432,7 @@ fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void)
 
 /// The system's `sigaction` (the next definition after this library's
 /// interposer), looked up once at install, never in the handler.
-static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
+static REAL_SIGACTION: NextFns<1> = NextFns::new([c"sigaction"]);
 
 type SigactionFn =
     unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
@@ -445,17 +446,11 @@ unsafe fn system_sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> libc::c_int {
-    let mut f = REAL_SIGACTION.load(Ordering::Acquire);
-    if f == 0 {
-        // SAFETY: dlsym with a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
-        REAL_SIGACTION.store(f, Ordering::Release);
+    match REAL_SIGACTION.get(0) {
+        0 => -1,
+        // SAFETY: the next definition of sigaction, with the caller's arguments.
+        f => unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) },
     }
-    if f == 0 {
-        return -1;
-    }
-    // SAFETY: the next definition of sigaction, with the caller's arguments.
-    unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) }
 }
 
 /// The system's sigaction, past our interposer.
