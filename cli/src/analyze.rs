@@ -135,9 +135,25 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
     let mut run = run?;
+    // --apply and --verify patch and build the sources: one that a tune
+    // killed mid-build left patched is repaired before it is read.
+    let repair = args.apply || args.in_place || args.verify;
+    let failed = std::cell::RefCell::new(None);
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
+        if repair && p.is_file() {
+            match accprof_tuner::backup::repair(p) {
+                Ok(Some(r)) => eprintln!("accprof: {r}"),
+                Ok(None) => {}
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                }
+            }
+        }
         std::fs::read_to_string(p)
     });
+    if let Some(e) = failed.into_inner() {
+        return Err(e.into());
+    }
     run.learn_names(&sources);
     let opts = Options {
         min_bytes: args.min_bytes,

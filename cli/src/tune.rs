@@ -1,12 +1,15 @@
 //! `accprof tune`: a sweep of launch settings over one construct, built
 //! with the user's command and timed from the collector's traces; the
 //! table on stdout, samples, JSON, plots and the winner's patch in the
-//! output directory. SIGINT and SIGTERM stop it cleanly: the source is
-//! restored and the cache keeps what was measured.
+//! output directory. SIGINT, SIGTERM, SIGHUP (a closed terminal or SSH
+//! session) and SIGQUIT stop it cleanly: the source is restored and the
+//! cache keeps what was measured. After SIGKILL, which cannot be caught,
+//! the next run restores the source from the original kept beside it.
 
 use std::io::IsTerminal;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -109,18 +112,23 @@ fn parse_at(s: &str) -> Result<(PathBuf, u32), String> {
     Ok((PathBuf::from(file), line))
 }
 
-/// Set by SIGINT/SIGTERM while a sweep runs.
+/// Set by a stopping signal while a sweep runs.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signal that set [`STOP`] (the first one).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only atomic operations: async-signal-safe.
+    let _ = SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// SIGINT and SIGTERM set [`STOP`] instead of killing the process, so the
-/// source is restored and the cache closed before it exits.
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT set [`STOP`] instead of killing the
+/// process, so the source is restored and the cache closed before it
+/// exits. (A closed terminal sends SIGHUP to the build or the program
+/// as well: it ends, and the sweep stops after it.)
 fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: a zeroed sigaction with a handler that only stores to an
         // atomic is valid; sigaction only reads the struct we pass.
         unsafe {
@@ -141,6 +149,10 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
     catch_signals();
+    // What a sweep that was killed left of the source, before it is read.
+    if let Some(r) = accprof_tuner::backup::repair(source)? {
+        say(&r.to_string());
+    }
     if let Some(dir) = &args.prebuild {
         let Some(build) = &args.build else {
             bail!("--prebuild needs --build CMD");
@@ -248,8 +260,10 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let tuned = match result {
         Ok(t) => t,
         Err(e @ accprof_tuner::Error::Interrupted { .. }) => {
-            eprintln!("accprof: {e}");
-            return Ok(130);
+            say(&e.to_string());
+            // 128 + the signal, as a shell reports a process it ended.
+            let sig = SIGNAL.load(Ordering::SeqCst).clamp(1, 127);
+            return Ok(128 + sig as u8);
         }
         Err(e) => return Err(build_error(e).into()),
     };
@@ -258,6 +272,13 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     text.extend_from_slice(format!("  files: {}\n", files.join(", ")).as_bytes());
     crate::write_stdout(&text)?;
     Ok(0)
+}
+
+/// One line on stderr. After SIGHUP the terminal may be gone: a line
+/// that cannot be written is dropped rather than ending the process
+/// before it has said its exit code.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "accprof: {line}");
 }
 
 /// A flag's number of seconds as a duration: a finite number, at least 0

@@ -9,6 +9,7 @@
 //! summary of each run's trace; this crate never recomputes them, and it
 //! renders nothing (the before/after table is in accprof-reports).
 
+pub mod backup;
 pub mod cache;
 pub mod command;
 pub mod launch;

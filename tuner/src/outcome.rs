@@ -106,6 +106,10 @@ pub struct Tuned {
     pub cost: Cost,
     /// The cache file.
     pub cache: PathBuf,
+    /// The source was restored with a new modification time instead of
+    /// its own: the build (no `{out}`) left its program in place, built
+    /// from a patched text, and a build that compares times must remake it.
+    pub source_left_newer: bool,
 }
 
 impl Tuned {

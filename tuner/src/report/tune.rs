@@ -136,6 +136,13 @@ pub fn render(t: &Tuned) -> Vec<u8> {
             .collect();
         let _ = writeln!(s, "  run with: {}", e.join(" "));
     }
+    if t.source_left_newer {
+        let _ = writeln!(
+            s,
+            "  {} is restored with a new modification time: the build left its program in place, built from a patched text; rebuild it",
+            t.source.display()
+        );
+    }
     let c = &t.cost;
     let _ = writeln!(
         s,
@@ -455,6 +462,7 @@ mod tests {
                 cached: 0,
             },
             cache: PathBuf::from("accprof-tune/cache.jsonl"),
+            source_left_newer: false,
         }
     }
 
