@@ -265,6 +265,11 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
             let sig = SIGNAL.load(Ordering::SeqCst).clamp(1, 127);
             return Ok(128 + sig as u8);
         }
+        Err(e @ accprof_tuner::Error::AllDied { .. }) => {
+            // The sweep ran as asked; the program is what failed.
+            say(&e.to_string());
+            return Ok(1);
+        }
         Err(e) => return Err(build_error(e).into()),
     };
     let files = write_outputs(&tuned, &args.out)?;

@@ -534,6 +534,31 @@ fn after_sigkill_the_next_run_restores_the_original() {
     assert!(!backup(&src).exists());
 }
 
+/// A program that dies of SIGSEGV in every run: no table that recommends
+/// keeping its default, but one line that says so, and a failure.
+#[test]
+fn a_sweep_whose_every_run_dies_says_so_and_fails() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/signal.c");
+    std::fs::copy(&from, dir.path().join("signal.c")).expect("copy");
+    let line = support::directive_lines(&from, &["parallel"])[0];
+    let out = tune(dir.path())
+        .args(["--at", &format!("signal.c:{line}"), "--build", BUILD])
+        .args(["--run", "{out} SEGV", "--space", "vector_length=32,64"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}\n{}", stdout(&out));
+    assert_eq!(
+        err.trim_end(),
+        "accprof: every run died: all 6 runs of `{out} SEGV` were killed by SIGSEGV \
+         (exit code 139); nothing is recommended (the program crashes: fix it, or its \
+         arguments, before tuning)"
+    );
+    assert!(!stdout(&out).contains("recommended"), "{}", stdout(&out));
+}
+
 /// A rerun that keeps the default leaves no earlier winner's patch (nor
 /// plot) behind, and a configuration that fails to build says the
 /// compiler's first error, not the caret under it, and where its whole

@@ -337,6 +337,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         } else {
             self.search()?;
         }
+        self.all_died()?;
         let best = self.recommend();
         let recheck = match best {
             Some(w) if w != 0 && plan.recheck > 0 => Some(self.recheck(w)?),
@@ -349,6 +350,41 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             _ => best,
         };
         Ok(self.result(d, exhaustive, recommended, recheck))
+    }
+
+    /// An error when every run of the sweep was ended by a signal: there
+    /// is no working program to time, whatever the table would say.
+    fn all_died(&self) -> Result<(), Error> {
+        let mut killed: Vec<(u8, usize)> = Vec::new();
+        for x in &self.all {
+            if measure::signal_of(x.code).is_none() {
+                return Ok(());
+            }
+            match killed.iter_mut().find(|(c, _)| *c == x.code) {
+                Some((_, n)) => *n += 1,
+                None => killed.push((x.code, 1)),
+            }
+        }
+        if killed.is_empty() {
+            return Ok(());
+        }
+        killed.sort_by_key(|&(c, n)| (std::cmp::Reverse(n), c));
+        let how = killed
+            .iter()
+            .map(|&(c, n)| {
+                if killed.len() == 1 {
+                    measure::describe_exit(c)
+                } else {
+                    format!("{} {n} times", measure::describe_exit(c))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(Error::AllDied {
+            runs: self.all.len(),
+            how,
+            run: self.plan.run.to_string(),
+        })
     }
 
     fn stopped(&self) -> bool {
@@ -634,8 +670,8 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         if !out.trace.is_file() {
             let tail = stderr_tail(&out.stderr);
             return Ok(Err(format!(
-                "the run left no trace (exit code {}){}",
-                out.code,
+                "the run left no trace ({}){}",
+                measure::describe_exit(out.code),
                 tail.last().map(|l| format!(": {l}")).unwrap_or_default()
             )));
         }
@@ -645,8 +681,8 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         let summary = run.summary();
         let Some(t) = measure::measure_site(summary, self.plan.source, self.plan.line) else {
             return Ok(Err(format!(
-                "the run (exit code {}) never reached {}:{}",
-                out.code,
+                "the run ({}) never reached {}:{}",
+                measure::describe_exit(out.code),
                 self.plan.source.display(),
                 self.plan.line
             )));
@@ -1003,7 +1039,11 @@ fn output_difference(a: &[String], code_a: u8, b: &[String], code_b: u8) -> Opti
         ));
     }
     if code_a != code_b {
-        return Some(format!("exit code {code_b}, the default's {code_a}"));
+        return Some(format!(
+            "{}, the default's {}",
+            measure::describe_exit(code_b),
+            measure::describe_exit(code_a)
+        ));
     }
     None
 }
