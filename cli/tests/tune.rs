@@ -559,6 +559,48 @@ fn a_sweep_whose_every_run_dies_says_so_and_fails() {
     assert!(!stdout(&out).contains("recommended"), "{}", stdout(&out));
 }
 
+/// A second sweep answered wholly from the cache writes the samples it
+/// decided on, not one warm-up row.
+#[test]
+fn a_cached_rerun_keeps_every_sample_in_the_csv() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    sample(dir.path());
+    let sweep = || {
+        let out = tune_launch_shapes(dir.path())
+            .args(["--space", "vector_length=32,64", "--repeats", "2"])
+            .args(["--recheck", "0", "--out", "t"])
+            .output()
+            .expect("accprof runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let csv = std::fs::read_to_string(dir.path().join("t/samples.csv")).expect("csv");
+        (stdout(&out), csv)
+    };
+    let measured = |csv: &str| -> Vec<String> {
+        let mut rows: Vec<String> = csv
+            .lines()
+            .filter(|r| r.contains(",measure,"))
+            .map(|r| r.rsplit_once(',').map_or(r, |(row, _)| row).to_string())
+            .collect();
+        rows.sort();
+        rows
+    };
+    let (_, first) = sweep();
+    assert!(first
+        .lines()
+        .next()
+        .is_some_and(|h| h.ends_with(",exit_code,cached")));
+    let (text, again) = sweep();
+    assert!(text.contains("samples from the cache"), "{text}");
+    assert_eq!(measured(&again), measured(&first), "{first}\n{again}");
+    assert!(
+        again
+            .lines()
+            .filter(|r| r.contains(",measure,"))
+            .all(|r| r.ends_with(",true")),
+        "{again}"
+    );
+}
+
 /// A rerun that keeps the default leaves no earlier winner's patch (nor
 /// plot) behind, and a configuration that fails to build says the
 /// compiler's first error, not the caret under it, and where its whole

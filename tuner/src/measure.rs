@@ -67,6 +67,9 @@ pub struct Sample {
     pub code: u8,
     /// Hash of the compared output lines.
     pub output: u64,
+    /// Taken from the cache of an earlier sweep, not run in this one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// The signal that ended a process, read from its exit code (128 +

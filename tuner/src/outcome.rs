@@ -101,7 +101,8 @@ pub struct Tuned {
     pub patch: Option<String>,
     pub patch_defines: Vec<(String, String)>,
     pub patch_env: Vec<(String, String)>,
-    /// Every sample taken, warm-ups and re-check included.
+    /// Every sample taken, warm-ups and re-check included, and those
+    /// taken from the cache (marked `cached`).
     pub samples: Vec<Sample>,
     pub cost: Cost,
     /// The cache file.

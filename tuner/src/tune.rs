@@ -704,6 +704,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             wall_ns: out.wall_ns,
             code: out.code,
             output: text_hash(&lines.join("\n")),
+            cached: false,
         };
         if i == 0 && self.reference.is_none() {
             self.reference = Some((lines, out.code));
@@ -774,6 +775,12 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         if i != 0 && (Some(hits[0].output) != ref_hash || Some(hits[0].code) != ref_code) {
             s.excluded = Some("its output differed from the default's (cached result)".to_string());
         }
+        // In the sweep's samples too: a sweep answered from the cache
+        // writes every sample it decided on, not only what it ran.
+        self.all.extend(hits.iter().map(|x| Sample {
+            cached: true,
+            ..x.clone()
+        }));
         s.samples = hits;
     }
 
