@@ -136,10 +136,12 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
     drop(bar);
     let mut run = run?;
     // --apply and --verify patch and build the sources: one that a tune
-    // killed mid-build left patched is repaired before it is read.
+    // killed mid-build left patched is repaired before it is read. Only
+    // reading, analyze says so and leaves it.
     let repair = args.apply || args.in_place || args.verify;
     let failed = std::cell::RefCell::new(None);
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
+        let kept = accprof_tuner::backup::backup_path(p);
         if repair && p.is_file() {
             match accprof_tuner::backup::repair(p) {
                 Ok(Some(r)) => eprintln!("accprof: {r}"),
@@ -148,6 +150,12 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
                     failed.borrow_mut().get_or_insert(e);
                 }
             }
+        } else if p.is_file() && kept.is_file() {
+            eprintln!(
+                "accprof: warning: {} holds the original of {}, which an accprof run that was killed left patched: the findings read it as it is now; `accprof analyze --apply` or `accprof tune` restores it",
+                kept.display(),
+                p.display()
+            );
         }
         std::fs::read_to_string(p)
     });
