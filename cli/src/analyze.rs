@@ -141,18 +141,24 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
     let repair = args.apply || args.in_place || args.verify;
     let failed = std::cell::RefCell::new(None);
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
-        let kept = accprof_tuner::backup::backup_path(p);
+        use accprof_tuner::backup;
+        let kept = backup::backup_path(p);
         if repair && p.is_file() {
-            match accprof_tuner::backup::repair(p) {
-                Ok(Some(r)) => eprintln!("accprof: {r}"),
-                Ok(None) => {}
+            match backup::claim(p) {
+                Ok((_, Some(r))) => eprintln!("accprof: {r}"),
+                Ok((_, None)) => {}
                 Err(e) => {
                     failed.borrow_mut().get_or_insert(e);
                 }
             }
         } else if p.is_file() && kept.is_file() {
+            let by = if backup::in_use(p) {
+                "a tune running now patches it"
+            } else {
+                "an accprof run that was killed left it patched: `accprof analyze --apply` or `accprof tune` restores it"
+            };
             eprintln!(
-                "accprof: warning: {} holds the original of {}, which an accprof run that was killed left patched: the findings read it as it is now; `accprof analyze --apply` or `accprof tune` restores it",
+                "accprof: warning: {} holds the original of {}: {by}; the findings read it as it is now",
                 kept.display(),
                 p.display()
             );

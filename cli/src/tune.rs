@@ -149,8 +149,10 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
     catch_signals();
-    // What a sweep that was killed left of the source, before it is read.
-    if let Some(r) = accprof_tuner::backup::repair(source)? {
+    // The source is this run's to patch until it returns; what a sweep
+    // that was killed left of it is repaired before it is read.
+    let (_claim, repaired) = accprof_tuner::backup::claim(source)?;
+    if let Some(r) = repaired {
         say(&r.to_string());
     }
     if let Some(dir) = &args.prebuild {

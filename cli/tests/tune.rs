@@ -73,7 +73,7 @@ fn backup(src: &Path) -> PathBuf {
 /// once the build of `vector_length=32` has started: the source is
 /// patched then, and the build still sleeping.
 fn tune_until_patched_build(dir: &Path) -> Child {
-    let build = format!("touch {{out}}.started; sleep 2; {BUILD}");
+    let build = format!("touch {{out}}.started; sleep 3; {BUILD}");
     let mut cmd = tune(dir);
     cmd.args([
         "--at",
@@ -363,6 +363,18 @@ fn sighup_mid_build_restores_the_source_and_its_times() {
     let before = age(&src);
     let child = tune_until_patched_build(dir.path());
     assert_ne!(std::fs::read(&src).expect("source"), original, "patched");
+    // A second tune of the same file meanwhile is refused, and leaves the
+    // first one's patch and original alone.
+    let second = tune_launch_shapes(dir.path())
+        .args(["--space", "vector_length=64", "--out", "t3"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert_eq!(
+        stderr(&second).trim_end(),
+        "accprof: launch_shapes.c is being patched by another accprof run (a tune running now): wait for it to end"
+    );
+    assert!(backup(&src).exists());
     // A closed terminal: SIGHUP to the job, the build's sleep included.
     signal_group(&child, libc::SIGHUP);
     let out = child.wait_with_output().expect("accprof ends");
@@ -497,7 +509,7 @@ fn after_sigkill_the_next_run_restores_the_original() {
             .lines()
             .any(|l| l.starts_with("accprof: warning: ")
                 && l.contains(".launch_shapes.c.accprof-orig holds the original of ")
-                && l.contains("an accprof run that was killed left patched")),
+                && l.contains("an accprof run that was killed left it patched")),
         "{}",
         stderr(&out)
     );

@@ -11,11 +11,20 @@
 //! and `accprof analyze`, see the file as untouched) and removes the copy.
 //! The copy holds the times as its own: its modification time stays, its
 //! access time is the original's unless something read the copy since.
+//!
+//! A run that patches the source first [`claim`]s it: an exclusive `flock`
+//! on the file, which the kernel drops when the process ends however it
+//! ends, so that a copy beside a source nobody holds is a killed run's
+//! leftover, and a second run on the same file is refused instead of
+//! taking the first one's patch for the original.
 
 use std::fs::{File, FileTimes};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+use rustix::fs::FlockOperation;
+use rustix::io::Errno;
 
 use crate::Error;
 
@@ -202,6 +211,46 @@ impl Drop for InPlace {
     }
 }
 
+/// A source claimed by this process for patching, until dropped.
+#[derive(Debug)]
+pub struct Claim {
+    _file: File,
+}
+
+/// Claims `source` for patching and repairs what a killed run left of it
+/// ([`repair`]). Another process holding it (a sweep running now) is an
+/// error naming the file. Where the file system has no locks, the claim
+/// holds nothing and the repair is done all the same.
+pub fn claim(source: &Path) -> Result<(Claim, Option<Repaired>), Error> {
+    let file =
+        File::open(source).map_err(|e| io(format!("cannot open {}", source.display()), e))?;
+    if lock(&file, source, FlockOperation::NonBlockingLockExclusive)? {
+        return Err(Error::Tune(format!(
+            "{} is being patched by another accprof run (a tune running now): wait for it to end",
+            source.display()
+        )));
+    }
+    let repaired = repair(source)?;
+    Ok((Claim { _file: file }, repaired))
+}
+
+/// Another process holds `source` (a sweep patching it now).
+pub fn in_use(source: &Path) -> bool {
+    File::open(source)
+        .is_ok_and(|f| lock(&f, source, FlockOperation::NonBlockingLockShared).unwrap_or(false))
+}
+
+/// Takes the lock `op` on `file`: true when another process holds it.
+fn lock(file: &File, path: &Path, op: FlockOperation) -> Result<bool, Error> {
+    match rustix::fs::flock(file, op) {
+        Ok(()) => Ok(false),
+        Err(e) if e == Errno::WOULDBLOCK => Ok(true),
+        // No locks on this file system: nothing to learn from them.
+        Err(e) if e == Errno::NOLCK || e == Errno::NOTSUP || e == Errno::INVAL => Ok(false),
+        Err(e) => Err(io(format!("cannot lock {}", path.display()), e.into())),
+    }
+}
+
 /// What [`repair`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repaired {
@@ -312,5 +361,27 @@ mod tests {
         assert_eq!(std::fs::read(&src).expect("source"), b"int x = 1;\n");
         assert!(!backup_path(&src).exists());
         assert_eq!(repair(&src).expect("nothing to do"), None);
+    }
+
+    #[test]
+    fn a_claimed_source_is_in_use_until_the_claim_ends() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let src = dir.path().join("a.c");
+        std::fs::write(&src, "int x = 1;\n").expect("source");
+        assert!(!in_use(&src));
+        let (held, repaired) = claim(&src).expect("claims");
+        assert_eq!(repaired, None);
+        // flock locks belong to the open file: a second open is another
+        // holder, as another process would be.
+        assert!(in_use(&src));
+        let e = claim(&src).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.ends_with(
+                "is being patched by another accprof run (a tune running now): wait for it to end"
+            )),
+            "{e:?}"
+        );
+        drop(held);
+        assert!(!in_use(&src));
     }
 }
