@@ -309,9 +309,17 @@ fn verify(
         build,
         run: run_cmd,
         keep: args.keep.as_deref(),
+        stop: Some(&crate::stop::STOP),
     };
+    // A signal stops it after the build or run under way, so that the
+    // patched copy it may write beside the source is removed.
+    crate::stop::catch();
     let verified = match accprof_tuner::verify(&mut runner, &plan) {
         Ok(v) => v,
+        Err(e @ accprof_tuner::Error::VerifyInterrupted { .. }) => {
+            crate::stop::say(&e.to_string());
+            return Ok(crate::stop::exit_code());
+        }
         Err(e) => {
             // The compiler's own words first, then the one-line error.
             if let accprof_tuner::Error::Build { stderr_tail, .. } = &e {

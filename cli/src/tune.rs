@@ -7,9 +7,7 @@
 //! the next run restores the source from the original kept beside it.
 
 use std::io::IsTerminal;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -18,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use accprof_tuner::space::{Param, Space};
 use accprof_tuner::tune::{self, Prebuilt, Repeats, SearchMode, TunePlan};
 
+use crate::stop::{self, say};
 use crate::HashArg;
 
 #[derive(clap::Args)]
@@ -112,34 +111,6 @@ fn parse_at(s: &str) -> Result<(PathBuf, u32), String> {
     Ok((PathBuf::from(file), line))
 }
 
-/// Set by a stopping signal while a sweep runs.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// The signal that set [`STOP`] (the first one).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only atomic operations: async-signal-safe.
-    let _ = SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT set [`STOP`] instead of killing the
-/// process, so the source is restored and the cache closed before it
-/// exits. (A closed terminal sends SIGHUP to the build or the program
-/// as well: it ends, and the sweep stops after it.)
-fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic is valid; sigaction only reads the struct we pass.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
 pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let (source, line) = &args.at;
     if !source.is_file() {
@@ -148,7 +119,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let space = Space::parse(&args.space, &args.variant)?;
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
-    catch_signals();
+    stop::catch();
     // The source is this run's to patch until it returns; what a sweep
     // that was killed left of it is repaired before it is read.
     let (_claim, repaired) = accprof_tuner::backup::claim(source)?;
@@ -159,8 +130,16 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         let Some(build) = &args.build else {
             bail!("--prebuild needs --build CMD");
         };
-        let pre = tune::prebuild(&mut runner, source, *line, build, &space, dir, Some(&STOP))
-            .map_err(build_error)?;
+        let pre = tune::prebuild(
+            &mut runner,
+            source,
+            *line,
+            build,
+            &space,
+            dir,
+            Some(&stop::STOP),
+        )
+        .map_err(build_error)?;
         let mut s = format!(
             "prebuilt {} programs of {}:{} into {}:\n",
             pre.variants.len(),
@@ -236,7 +215,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         max_time,
         recheck: args.recheck,
         work: &args.out,
-        stop: Some(&STOP),
+        stop: Some(&stop::STOP),
     };
     let bar = bar();
     let result = tune::tune(&mut runner, &plan, &mut |p| {
@@ -263,9 +242,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         Ok(t) => t,
         Err(e @ accprof_tuner::Error::Interrupted { .. }) => {
             say(&e.to_string());
-            // 128 + the signal, as a shell reports a process it ended.
-            let sig = SIGNAL.load(Ordering::SeqCst).clamp(1, 127);
-            return Ok(128 + sig as u8);
+            return Ok(stop::exit_code());
         }
         Err(e @ accprof_tuner::Error::AllDied { .. }) => {
             // The sweep ran as asked; the program is what failed.
@@ -279,13 +256,6 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     text.extend_from_slice(format!("  files: {}\n", files.join(", ")).as_bytes());
     crate::write_stdout(&text)?;
     Ok(0)
-}
-
-/// One line on stderr. After SIGHUP the terminal may be gone: a line
-/// that cannot be written is dropped rather than ending the process
-/// before it has said its exit code.
-fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "accprof: {line}");
 }
 
 /// A flag's number of seconds as a duration: a finite number, at least 0

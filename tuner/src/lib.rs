@@ -94,6 +94,9 @@ pub enum Error {
         how: String,
         run: String,
     },
+    /// `accprof analyze --verify` stopped by a signal.
+    #[error("interrupted before the {label} version was measured: the sources are untouched and no copy is left beside them")]
+    VerifyInterrupted { label: String },
     /// Stopped by a signal; the source was restored and what was measured
     /// stays in the cache.
     #[error("interrupted: the source is restored; {samples} samples are in the cache {}: the same command resumes", cache.display())]
