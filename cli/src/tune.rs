@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use accprof_tuner::backup;
 use accprof_tuner::space::{Param, Space};
 use accprof_tuner::tune::{self, Prebuilt, Repeats, SearchMode, TunePlan};
 
@@ -120,12 +121,23 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
     stop::catch();
-    // The source is this run's to patch until it returns; what a sweep
-    // that was killed left of it is repaired before it is read.
-    let (_claim, repaired) = accprof_tuner::backup::claim(source)?;
-    if let Some(r) = repaired {
-        say(&r.to_string());
-    }
+    // A sweep that builds patches the source: it is this run's until it
+    // returns, and what a sweep that was killed left of it is repaired
+    // before it is read. One that runs prebuilt programs only reads it.
+    let _claim = if args.prebuilt.is_none() {
+        let (claim, repaired) = backup::claim(source)?;
+        if let Some(r) = repaired {
+            say(&r.to_string());
+        }
+        Some(claim)
+    } else {
+        if !backup::in_use(source) {
+            if let Some(r) = backup::repair(source)? {
+                say(&r.to_string());
+            }
+        }
+        None
+    };
     if let Some(dir) = &args.prebuild {
         let Some(build) = &args.build else {
             bail!("--prebuild needs --build CMD");

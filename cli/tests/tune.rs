@@ -245,6 +245,28 @@ fn prebuilt_programs_run_without_a_build() {
         "{text}"
     );
     assert!(text.contains("cost: 0 builds"), "{text}");
+    // While a sweep that builds holds the source, prebuilt programs still
+    // run (they only read it); another sweep that builds is refused.
+    let held = accprof_tuner::backup::claim(&src).expect("claims");
+    let again = tune(dir.path())
+        .args(["--at", "launch_shapes.c:82", "--prebuilt", "pre"])
+        .args(["--run", "{out} 64 2", "--space", "vector_length=32"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t2"])
+        .output()
+        .expect("accprof runs");
+    assert!(again.status.success(), "{}", stderr(&again));
+    let building = tune(dir.path())
+        .args(["--at", "launch_shapes.c:82", "--build", BUILD])
+        .args(["--run", "{out} 64 2", "--space", "vector_length=32"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(building.status.code(), Some(2), "{}", stderr(&building));
+    assert!(
+        stderr(&building).contains("is being patched by another accprof run"),
+        "{}",
+        stderr(&building)
+    );
+    drop(held);
     // A source that changed since the prebuild is refused.
     std::fs::write(&src, [original.as_slice(), b"\n"].concat()).expect("edit");
     let stale = tune(dir.path())
