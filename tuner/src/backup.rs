@@ -20,6 +20,7 @@
 
 use std::fs::{File, FileTimes};
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -31,11 +32,10 @@ use crate::Error;
 /// Where the original of `source` is kept while it is patched: a hidden
 /// file beside it, `.NAME.accprof-orig`.
 pub fn backup_path(source: &Path) -> PathBuf {
-    let name = source
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    source.with_file_name(format!(".{name}.accprof-orig"))
+    let mut name = std::ffi::OsString::from(".");
+    name.push(source.file_name().unwrap_or_default());
+    name.push(".accprof-orig");
+    source.with_file_name(name)
 }
 
 /// A source file's access and modification times.
@@ -150,9 +150,12 @@ impl InPlace {
                 backup.display()
             )
         };
+        // Readable by the owner only, whatever the source's mode: the
+        // restore writes its bytes into the source, which keeps its own.
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&backup)
             .map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -325,9 +328,22 @@ mod tests {
         let times = old_times(&src);
         let backup = backup_path(&src);
         assert_eq!(backup, dir.path().join(".a.c.accprof-orig"));
+        // A name that is not UTF-8 keeps its bytes.
+        use std::os::unix::ffi::OsStrExt as _;
+        let odd = Path::new(std::ffi::OsStr::from_bytes(b"d/\xffx.c"));
+        assert_eq!(
+            backup_path(odd),
+            Path::new(std::ffi::OsStr::from_bytes(b"d/.\xffx.c.accprof-orig"))
+        );
         let mut p = InPlace::new(&src, b"int x = 1;\n".to_vec(), times);
         p.write("int x = 2;\n").expect("patch");
         assert_eq!(std::fs::read(&backup).expect("backup"), b"int x = 1;\n");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&backup)
+            .expect("backup")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the owner's only");
         assert_eq!(Times::of(&backup).expect("times").modified, times.modified);
         p.unpatch().expect("unpatch");
         assert_eq!(std::fs::read(&src).expect("source"), b"int x = 1;\n");
