@@ -135,9 +135,39 @@ fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFact
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
     let mut run = run?;
+    // --apply and --verify patch and build the sources: one that a tune
+    // killed mid-build left patched is repaired before it is read. Only
+    // reading, analyze says so and leaves it.
+    let repair = args.apply || args.in_place || args.verify;
+    let failed = std::cell::RefCell::new(None);
     let sources = SourceSet::load_with(&run, &args.source_dirs, &args.source_maps, &|p| {
+        use accprof_tuner::backup;
+        let kept = backup::backup_path(p);
+        if repair && p.is_file() {
+            match backup::claim(p) {
+                Ok((_, Some(r))) => eprintln!("accprof: {r}"),
+                Ok((_, None)) => {}
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                }
+            }
+        } else if p.is_file() && kept.is_file() {
+            let by = if backup::in_use(p) {
+                "a tune running now patches it"
+            } else {
+                "an accprof run that was killed left it patched: `accprof analyze --apply` or `accprof tune` restores it"
+            };
+            eprintln!(
+                "accprof: warning: {} holds the original of {}: {by}; the findings read it as it is now",
+                kept.display(),
+                p.display()
+            );
+        }
         std::fs::read_to_string(p)
     });
+    if let Some(e) = failed.into_inner() {
+        return Err(e.into());
+    }
     run.learn_names(&sources);
     let opts = Options {
         min_bytes: args.min_bytes,
@@ -279,9 +309,17 @@ fn verify(
         build,
         run: run_cmd,
         keep: args.keep.as_deref(),
+        stop: Some(&crate::stop::STOP),
     };
+    // A signal stops it after the build or run under way, so that the
+    // patched copy it may write beside the source is removed.
+    crate::stop::catch();
     let verified = match accprof_tuner::verify(&mut runner, &plan) {
         Ok(v) => v,
+        Err(e @ accprof_tuner::Error::VerifyInterrupted { .. }) => {
+            crate::stop::say(&e.to_string());
+            return Ok(crate::stop::exit_code());
+        }
         Err(e) => {
             // The compiler's own words first, then the one-line error.
             if let accprof_tuner::Error::Build { stderr_tail, .. } = &e {

@@ -9,6 +9,7 @@ mod export;
 mod live;
 mod progress;
 mod run;
+mod stop;
 mod tui;
 mod tune;
 

@@ -1,20 +1,23 @@
 //! `accprof tune`: a sweep of launch settings over one construct, built
 //! with the user's command and timed from the collector's traces; the
 //! table on stdout, samples, JSON, plots and the winner's patch in the
-//! output directory. SIGINT and SIGTERM stop it cleanly: the source is
-//! restored and the cache keeps what was measured.
+//! output directory. SIGINT, SIGTERM, SIGHUP (a closed terminal or SSH
+//! session) and SIGQUIT stop it cleanly: the source is restored and the
+//! cache keeps what was measured. After SIGKILL, which cannot be caught,
+//! the next run restores the source from the original kept beside it.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use accprof_tuner::backup;
 use accprof_tuner::space::{Param, Space};
 use accprof_tuner::tune::{self, Prebuilt, Repeats, SearchMode, TunePlan};
 
+use crate::stop::{self, say};
 use crate::HashArg;
 
 #[derive(clap::Args)]
@@ -109,29 +112,6 @@ fn parse_at(s: &str) -> Result<(PathBuf, u32), String> {
     Ok((PathBuf::from(file), line))
 }
 
-/// Set by SIGINT/SIGTERM while a sweep runs.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// SIGINT and SIGTERM set [`STOP`] instead of killing the process, so the
-/// source is restored and the cache closed before it exits.
-fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic is valid; sigaction only reads the struct we pass.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
 pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let (source, line) = &args.at;
     if !source.is_file() {
@@ -140,13 +120,38 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let space = Space::parse(&args.space, &args.variant)?;
     let lib = crate::run::find_collector(args.lib.as_deref())?;
     let mut runner = accprof_tuner::ProcessRunner::new(lib, args.hash.mode());
-    catch_signals();
+    stop::catch();
+    // A sweep that builds patches the source: it is this run's until it
+    // returns, and what a sweep that was killed left of it is repaired
+    // before it is read. One that runs prebuilt programs only reads it.
+    let _claim = if args.prebuilt.is_none() {
+        let (claim, repaired) = backup::claim(source)?;
+        if let Some(r) = repaired {
+            say(&r.to_string());
+        }
+        Some(claim)
+    } else {
+        if !backup::in_use(source) {
+            if let Some(r) = backup::repair(source)? {
+                say(&r.to_string());
+            }
+        }
+        None
+    };
     if let Some(dir) = &args.prebuild {
         let Some(build) = &args.build else {
             bail!("--prebuild needs --build CMD");
         };
-        let pre = tune::prebuild(&mut runner, source, *line, build, &space, dir, Some(&STOP))
-            .map_err(build_error)?;
+        let pre = tune::prebuild(
+            &mut runner,
+            source,
+            *line,
+            build,
+            &space,
+            dir,
+            Some(&stop::STOP),
+        )
+        .map_err(build_error)?;
         let mut s = format!(
             "prebuilt {} programs of {}:{} into {}:\n",
             pre.variants.len(),
@@ -222,7 +227,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         max_time,
         recheck: args.recheck,
         work: &args.out,
-        stop: Some(&STOP),
+        stop: Some(&stop::STOP),
     };
     let bar = bar();
     let result = tune::tune(&mut runner, &plan, &mut |p| {
@@ -248,8 +253,13 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let tuned = match result {
         Ok(t) => t,
         Err(e @ accprof_tuner::Error::Interrupted { .. }) => {
-            eprintln!("accprof: {e}");
-            return Ok(130);
+            say(&e.to_string());
+            return Ok(stop::exit_code());
+        }
+        Err(e @ accprof_tuner::Error::AllDied { .. }) => {
+            // The sweep ran as asked; the program is what failed.
+            say(&e.to_string());
+            return Ok(1);
         }
         Err(e) => return Err(build_error(e).into()),
     };

@@ -441,6 +441,77 @@ fn verify_builds_a_one_file_patch_from_dir() {
     );
 }
 
+/// A closed terminal (SIGHUP to the job) in the middle of --verify's build
+/// stops it with 128 + the signal, and the patched copy it wrote beside a
+/// source that includes local files is removed; the source is untouched.
+#[test]
+fn verify_stopped_by_sighup_leaves_nothing_beside_the_source() {
+    use std::os::unix::process::CommandExt as _;
+    let lib = collector_lib();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, map) = sample_copy(dir.path(), "laplace_bad.c");
+    // A local include on a blank line (the lines stay where the trace has
+    // them): the patched copy is then written beside the source.
+    let original = std::fs::read_to_string(&src).expect("source");
+    let mut lines: Vec<&str> = original.split_inclusive('\n').collect();
+    assert_eq!(lines[50], "\n", "line 51 of laplace_bad.c is blank");
+    lines[50] = "#include \"extra.h\"\n";
+    let with_include = lines.concat();
+    std::fs::write(&src, &with_include).expect("source");
+    std::fs::write(dir.path().join("extra.h"), "").expect("header");
+    let keep = dir.path().join("verify");
+    let mut child = accprof_on_fixtures("analyze")
+        .args(["--source-map", &map, "--verify", "--lib"])
+        .arg(&lib)
+        .arg("--keep")
+        .arg(&keep)
+        .args([
+            "--build",
+            "touch {out}.started; sleep 3; gcc -O1 -fopenacc -foffload=disable {src} -o {out} -lm",
+            "--run",
+            "{out} 64 10 0",
+        ])
+        .arg(fixture("laplace_bad_c"))
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("accprof starts");
+    let copies = || -> Vec<PathBuf> {
+        std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().contains(".accprof-verify-"))
+            .collect()
+    };
+    let started = keep.join("before.bin.started");
+    let start = std::time::Instant::now();
+    while !started.exists() {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "accprof ended ({status}) before its build:\n{}",
+                text(&out.stderr)
+            );
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(copies().len(), 1, "the patched copy beside the source");
+    // SAFETY: kill(2) of the process group this test started.
+    let rc = unsafe { libc::kill(-(child.id() as i32), libc::SIGHUP) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().expect("accprof ends");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGHUP), "{err}");
+    assert!(
+        err.lines().any(|l| l == "accprof: interrupted before the before version was measured: the sources are untouched and no copy is left beside them"),
+        "{err}"
+    );
+    assert_eq!(copies(), Vec::<PathBuf>::new());
+    assert_eq!(std::fs::read_to_string(&src).expect("source"), with_include);
+}
+
 /// A build that fails stops --verify before anything runs: the compiler's
 /// last lines, then one error naming the version, the exit code, the
 /// command as run and what it said last; exit code 2.

@@ -1,13 +1,16 @@
 //! `accprof tune` on real programs in OpenACC host fallback (no GPU here):
 //! the sweep completes and says its times are host construct times, writes
-//! its files, runs prebuilt programs, and a SIGINT in the middle of a build
-//! leaves the source byte for byte as it was and the cache to resume from.
+//! its files, runs prebuilt programs; a SIGINT or SIGHUP in the middle of a
+//! build leaves the source byte for byte as it was, with its times, and the
+//! cache to resume from; after a SIGKILL the next run restores it from the
+//! original kept beside it.
 
 mod support;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
 use support::{accprof, collector_lib, stderr, stdout};
 
@@ -38,6 +41,89 @@ fn tune_launch_shapes(dir: &Path) -> Command {
     c
 }
 
+/// Gives `path` access and modification times long past (with
+/// nanoseconds) and returns them, as [`times`] reads them.
+fn age(path: &Path) -> (SystemTime, SystemTime) {
+    let at = SystemTime::UNIX_EPOCH + Duration::new(1_600_000_000, 123_456_789);
+    let mt = SystemTime::UNIX_EPOCH + Duration::new(1_500_000_000, 987_654_321);
+    let f = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open");
+    f.set_times(std::fs::FileTimes::new().set_accessed(at).set_modified(mt))
+        .expect("set times");
+    times(path)
+}
+
+/// Access and modification times (read from the metadata: reading the
+/// file itself may set its access time).
+fn times(path: &Path) -> (SystemTime, SystemTime) {
+    let m = std::fs::metadata(path).expect("metadata");
+    (m.accessed().expect("atime"), m.modified().expect("mtime"))
+}
+
+/// Where the tuner keeps the original of `src` while it is patched.
+fn backup(src: &Path) -> PathBuf {
+    let name = src.file_name().expect("name").to_string_lossy();
+    src.with_file_name(format!(".{name}.accprof-orig"))
+}
+
+/// `accprof tune` of launch_shapes.c:86 in a process group of its own (a
+/// terminal's job), with a build that marks its start and sleeps; returns
+/// once the build of `vector_length=32` has started: the source is
+/// patched then, and the build still sleeping.
+fn tune_until_patched_build(dir: &Path) -> Child {
+    let build = format!("touch {{out}}.started; sleep 3; {BUILD}");
+    let mut cmd = tune(dir);
+    cmd.args([
+        "--at",
+        "launch_shapes.c:86",
+        "--build",
+        &build,
+        "--run",
+        "{out} 64 2",
+    ])
+    .args([
+        "--space",
+        "vector_length=32,64",
+        "--repeats",
+        "1",
+        "--recheck",
+        "0",
+        "--out",
+        "t",
+    ])
+    .process_group(0)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("accprof starts");
+    let started = dir.join("t/bin/vector_length_32.started");
+    let start = Instant::now();
+    while !started.exists() {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "accprof ended ({status}) before its patched build:\n{}",
+                stderr(&out)
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no patched build in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Sends `sig` to the whole process group of `child` (accprof, its build
+/// and the build's compiler), as a closed terminal or `kill -9 -PGID` does.
+fn signal_group(child: &Child, sig: i32) {
+    // SAFETY: kill(2) of the process group this test started.
+    let rc = unsafe { libc::kill(-(child.id() as i32), sig) };
+    assert_eq!(rc, 0);
+}
+
 fn tune(dir: &Path) -> Command {
     let mut c = Command::new(accprof());
     c.arg("tune")
@@ -52,6 +138,7 @@ fn tune(dir: &Path) -> Command {
 fn a_host_fallback_sweep_completes_on_host_construct_time() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (src, original) = sample(dir.path());
+    let before = age(&src);
     let out = tune_launch_shapes(dir.path())
         .args([
             "--space",
@@ -66,11 +153,15 @@ fn a_host_fallback_sweep_completes_on_host_construct_time() {
         .expect("accprof runs");
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    // Its times as they were (a build that compares them sees no change),
+    // then its bytes.
+    assert_eq!(times(&src), before, "times restored");
     assert_eq!(
         std::fs::read(&src).expect("source"),
         original,
         "source restored"
     );
+    assert!(!backup(&src).exists(), "no original left beside it");
     assert!(
         text.contains("device: host; time: host construct time (no device time in these runs)"),
         "{text}"
@@ -154,6 +245,28 @@ fn prebuilt_programs_run_without_a_build() {
         "{text}"
     );
     assert!(text.contains("cost: 0 builds"), "{text}");
+    // While a sweep that builds holds the source, prebuilt programs still
+    // run (they only read it); another sweep that builds is refused.
+    let held = accprof_tuner::backup::claim(&src).expect("claims");
+    let again = tune(dir.path())
+        .args(["--at", "launch_shapes.c:82", "--prebuilt", "pre"])
+        .args(["--run", "{out} 64 2", "--space", "vector_length=32"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t2"])
+        .output()
+        .expect("accprof runs");
+    assert!(again.status.success(), "{}", stderr(&again));
+    let building = tune(dir.path())
+        .args(["--at", "launch_shapes.c:82", "--build", BUILD])
+        .args(["--run", "{out} 64 2", "--space", "vector_length=32"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(building.status.code(), Some(2), "{}", stderr(&building));
+    assert!(
+        stderr(&building).contains("is being patched by another accprof run"),
+        "{}",
+        stderr(&building)
+    );
+    drop(held);
     // A source that changed since the prebuild is refused.
     std::fs::write(&src, [original.as_slice(), b"\n"].concat()).expect("edit");
     let stale = tune(dir.path())
@@ -263,6 +376,276 @@ fn sigint_mid_sweep_restores_the_source_and_the_next_run_resumes() {
         "{text}"
     );
     assert_eq!(std::fs::read(&src).expect("source"), original);
+}
+
+#[test]
+fn sighup_mid_build_restores_the_source_and_its_times() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    let before = age(&src);
+    let child = tune_until_patched_build(dir.path());
+    assert_ne!(std::fs::read(&src).expect("source"), original, "patched");
+    // A second tune of the same file meanwhile is refused, and leaves the
+    // first one's patch and original alone.
+    let second = tune_launch_shapes(dir.path())
+        .args(["--space", "vector_length=64", "--out", "t3"])
+        .output()
+        .expect("accprof runs");
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert_eq!(
+        stderr(&second).trim_end(),
+        "accprof: launch_shapes.c is being patched by another accprof run (a tune running now): wait for it to end"
+    );
+    assert!(backup(&src).exists());
+    // A closed terminal: SIGHUP to the job, the build's sleep included.
+    signal_group(&child, libc::SIGHUP);
+    let out = child.wait_with_output().expect("accprof ends");
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGHUP),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("interrupted: the source is restored"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(times(&src), before, "times restored");
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(!backup(&src).exists());
+    // The next run finds nothing to repair and measures the original.
+    let out = tune_launch_shapes(dir.path())
+        .args(["--space", "vector_length=32", "--repeats", "1"])
+        .args(["--recheck", "0", "--out", "t2"])
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("killed"), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("gang vector_length(128) present"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A build without `{out}` leaves its program where it puts it; when
+/// that one was built from a patched text, the restored source keeps a
+/// new modification time (its own would tell `make` that the tuned
+/// program is up to date), and the report says so.
+#[test]
+fn a_program_built_in_place_from_a_patch_leaves_the_source_newer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    let before = age(&src);
+    let build = BUILD.replace("{out}", "ls");
+    let out = tune(dir.path())
+        .args(["--at", "launch_shapes.c:86", "--build", &build])
+        .args(["--run", "./ls 64 2", "--space", "vector_length=32"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(times(&src).1 > before.1, "newer than the program");
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(!backup(&src).exists());
+    assert!(
+        text.contains("launch_shapes.c is restored with a new modification time: the build left its program in place, built from a patched text; rebuild it"),
+        "{text}"
+    );
+}
+
+/// SIGKILL cannot be caught: the source stays patched, with its original
+/// beside it, and the next run that touches it (`analyze --apply`, then
+/// `tune`) restores the original, bytes and times, and says so.
+#[test]
+fn after_sigkill_the_next_run_restores_the_original() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (src, original) = sample(dir.path());
+    // A trace of the program built from the original, for `analyze`.
+    let exe = dir.path().join("launch_shapes");
+    let built = Command::new("sh")
+        .arg("-c")
+        .arg(
+            BUILD
+                .replace("{src}", "launch_shapes.c")
+                .replace("{out}", "launch_shapes"),
+        )
+        .current_dir(dir.path())
+        .output()
+        .expect("gcc runs");
+    assert!(built.status.success(), "{}", stderr(&built));
+    let trace = dir.path().join("ls.trace");
+    let ran = Command::new(accprof())
+        .args(["run", "--no-summary", "--lib"])
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(["64", "2"])
+        .output()
+        .expect("accprof runs");
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let mut before = age(&src);
+    let killed = |what: &str, before: (SystemTime, SystemTime)| {
+        let child = tune_until_patched_build(dir.path());
+        signal_group(&child, libc::SIGKILL);
+        let out = child.wait_with_output().expect("accprof ends");
+        assert_eq!(out.status.code(), None, "{what}: killed");
+        assert_ne!(
+            std::fs::read(&src).expect("source"),
+            original,
+            "{what}: left patched"
+        );
+        // The original beside it, with its times (compared first: reading
+        // it would set the access time kept there).
+        assert_eq!(times(&backup(&src)), before, "{what}");
+        let _ = std::fs::remove_dir_all(dir.path().join("t/bin"));
+    };
+    // The source as the trace names it.
+    let repaired = |err: &str| {
+        assert!(
+            err.lines().any(|l| l.starts_with("accprof: ")
+                && l.contains("launch_shapes.c was left patched by an accprof run that was killed: restored the original from ")
+                && l.ends_with(".launch_shapes.c.accprof-orig")),
+            "{err}"
+        );
+    };
+
+    killed("first kill", before);
+    assert_eq!(
+        std::fs::read(backup(&src)).expect("the original beside it"),
+        original
+    );
+    // Only reading, analyze says so and leaves the file as it is.
+    let out = Command::new(accprof())
+        .arg("analyze")
+        .arg(&trace)
+        .current_dir(dir.path())
+        .output()
+        .expect("accprof runs");
+    assert!(
+        stderr(&out)
+            .lines()
+            .any(|l| l.starts_with("accprof: warning: ")
+                && l.contains(".launch_shapes.c.accprof-orig holds the original of ")
+                && l.contains("an accprof run that was killed left it patched")),
+        "{}",
+        stderr(&out)
+    );
+    assert_ne!(std::fs::read(&src).expect("source"), original);
+    let out = Command::new(accprof())
+        .args(["analyze", "--apply"])
+        .arg(&trace)
+        .current_dir(dir.path())
+        .output()
+        .expect("accprof runs");
+    repaired(&stderr(&out));
+    // (analyze then read it, as any reader sets its access time.)
+    assert_eq!(times(&src).1, before.1, "modification time restored");
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(!backup(&src).exists());
+    assert!(
+        !stderr(&out).contains("modified"),
+        "the source is as old as it was: {}",
+        stderr(&out)
+    );
+
+    // Its times again after this test read it.
+    before = age(&src);
+    killed("second kill", before);
+    let src_arg = "launch_shapes.c";
+    let out = tune(dir.path())
+        .args(["--at", &format!("{src_arg}:86"), "--build", BUILD])
+        .args(["--run", "{out} 64 2", "--space", "vector_length=32"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let says = format!(
+        "accprof: {src_arg} was left patched by an accprof run that was killed: restored the original from {}",
+        backup(Path::new(src_arg)).display()
+    );
+    assert!(err.lines().any(|l| l == says), "{err}");
+    // The default measured is the original directive, not the patch.
+    assert!(
+        stdout(&out).contains("gang vector_length(128) present"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(times(&src), before, "times restored");
+    assert_eq!(std::fs::read(&src).expect("source"), original);
+    assert!(!backup(&src).exists());
+}
+
+/// A program that dies of SIGSEGV in every run: no table that recommends
+/// keeping its default, but one line that says so, and a failure.
+#[test]
+fn a_sweep_whose_every_run_dies_says_so_and_fails() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/signal.c");
+    std::fs::copy(&from, dir.path().join("signal.c")).expect("copy");
+    let line = support::directive_lines(&from, &["parallel"])[0];
+    let out = tune(dir.path())
+        .args(["--at", &format!("signal.c:{line}"), "--build", BUILD])
+        .args(["--run", "{out} SEGV", "--space", "vector_length=32,64"])
+        .args(["--repeats", "1", "--recheck", "0", "--out", "t"])
+        .output()
+        .expect("accprof runs");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}\n{}", stdout(&out));
+    assert_eq!(
+        err.trim_end(),
+        "accprof: every run died: all 6 runs of `{out} SEGV` were killed by SIGSEGV \
+         (exit code 139); nothing is recommended (the program crashes: fix it, or its \
+         arguments, before tuning)"
+    );
+    assert!(!stdout(&out).contains("recommended"), "{}", stdout(&out));
+}
+
+/// A second sweep answered wholly from the cache writes the samples it
+/// decided on, not one warm-up row.
+#[test]
+fn a_cached_rerun_keeps_every_sample_in_the_csv() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    sample(dir.path());
+    let sweep = || {
+        let out = tune_launch_shapes(dir.path())
+            .args(["--space", "vector_length=32,64", "--repeats", "2"])
+            .args(["--recheck", "0", "--out", "t"])
+            .output()
+            .expect("accprof runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let csv = std::fs::read_to_string(dir.path().join("t/samples.csv")).expect("csv");
+        (stdout(&out), csv)
+    };
+    let measured = |csv: &str| -> Vec<String> {
+        let mut rows: Vec<String> = csv
+            .lines()
+            .filter(|r| r.contains(",measure,"))
+            .map(|r| r.rsplit_once(',').map_or(r, |(row, _)| row).to_string())
+            .collect();
+        rows.sort();
+        rows
+    };
+    let (_, first) = sweep();
+    assert!(first
+        .lines()
+        .next()
+        .is_some_and(|h| h.ends_with(",exit_code,cached")));
+    let (text, again) = sweep();
+    assert!(text.contains("samples from the cache"), "{text}");
+    assert_eq!(measured(&again), measured(&first), "{first}\n{again}");
+    assert!(
+        again
+            .lines()
+            .filter(|r| r.contains(",measure,"))
+            .all(|r| r.ends_with(",true")),
+        "{again}"
+    );
 }
 
 /// A rerun that keeps the default leaves no earlier winner's patch (nor

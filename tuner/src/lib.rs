@@ -9,6 +9,7 @@
 //! summary of each run's trace; this crate never recomputes them, and it
 //! renders nothing (the before/after table is in accprof-reports).
 
+pub mod backup;
 pub mod cache;
 pub mod command;
 pub mod launch;
@@ -85,6 +86,17 @@ pub enum Error {
     /// What `accprof tune` was pointed at cannot be tuned.
     #[error("{0}")]
     Tune(String),
+    /// Every run of a sweep was ended by a signal (`how`: "killed by
+    /// SIGSEGV (exit code 139)"): nothing it measured can be recommended.
+    #[error("every run died: all {runs} runs of `{run}` were {how}; nothing is recommended (the program crashes: fix it, or its arguments, before tuning)")]
+    AllDied {
+        runs: usize,
+        how: String,
+        run: String,
+    },
+    /// `accprof analyze --verify` stopped by a signal.
+    #[error("interrupted before the {label} version was measured: the sources are untouched and no copy is left beside them")]
+    VerifyInterrupted { label: String },
     /// Stopped by a signal; the source was restored and what was measured
     /// stays in the cache.
     #[error("interrupted: the source is restored; {samples} samples are in the cache {}: the same command resumes", cache.display())]

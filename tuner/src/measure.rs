@@ -67,6 +67,28 @@ pub struct Sample {
     pub code: u8,
     /// Hash of the compared output lines.
     pub output: u64,
+    /// Taken from the cache of an earlier sweep, not run in this one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+}
+
+/// The signal that ended a process, read from its exit code (128 +
+/// signal, as the runner and shells report it).
+pub fn signal_of(code: u8) -> Option<i32> {
+    (129..=128 + 64)
+        .contains(&code)
+        .then(|| i32::from(code) - 128)
+}
+
+/// "killed by SIGSEGV (exit code 139)", or "exit code 1".
+pub fn describe_exit(code: u8) -> String {
+    match signal_of(code) {
+        Some(sig) => format!(
+            "killed by {} (exit code {code})",
+            accprof_analyzer::summary::signal_name(sig)
+        ),
+        None => format!("exit code {code}"),
+    }
 }
 
 /// The device a run used: its name and SM count; "host" without one.

@@ -101,11 +101,16 @@ pub struct Tuned {
     pub patch: Option<String>,
     pub patch_defines: Vec<(String, String)>,
     pub patch_env: Vec<(String, String)>,
-    /// Every sample taken, warm-ups and re-check included.
+    /// Every sample taken, warm-ups and re-check included, and those
+    /// taken from the cache (marked `cached`).
     pub samples: Vec<Sample>,
     pub cost: Cost,
     /// The cache file.
     pub cache: PathBuf,
+    /// The source was restored with a new modification time instead of
+    /// its own: the build (no `{out}`) left its program in place, built
+    /// from a patched text, and a build that compares times must remake it.
+    pub source_left_newer: bool,
 }
 
 impl Tuned {

@@ -3,7 +3,10 @@
 //! (or passed as a macro, or set at run time with `GOMP_OPENACC_DIM`),
 //! built with the user's command, run under the collector and timed from
 //! its trace (the construct's kernel device time, from the analyzer's
-//! model). The source is restored after every build and whatever happens.
+//! model). The source's text is put back after every build; its original
+//! is kept beside it from the first patch until the sweep ends, when it is
+//! restored with its times whatever happened ([`crate::backup`]: a sweep
+//! that was killed is repaired by the next run).
 //!
 //! Measurement: warm-up runs, then repeats until the median's interval is
 //! narrow enough or the configuration's time is up; configurations whose
@@ -26,6 +29,7 @@ use accprof_analyzer::source::{Lang, SourceFile};
 
 pub use crate::outcome::{Cost, Outcome, Progress, Recheck, Tuned};
 
+use crate::backup::{InPlace, Times};
 use crate::cache::{self, Entry, Key};
 use crate::measure::{self, DeviceInfo, Sample, Shape, Timing};
 use crate::runner::{BuildOutput, Runner};
@@ -125,40 +129,6 @@ pub struct TunePlan<'a> {
     pub stop: Option<&'a AtomicBool>,
 }
 
-/// The source file as it was, written back when dropped.
-struct Restore {
-    path: PathBuf,
-    original: Vec<u8>,
-    patched: bool,
-}
-
-impl Restore {
-    fn write(&mut self, text: &str) -> Result<(), Error> {
-        self.patched = true;
-        std::fs::write(&self.path, text).map_err(|e| Error::Io {
-            what: format!("cannot write the patched {}", self.path.display()),
-            source: e,
-        })
-    }
-
-    fn restore(&mut self) -> Result<(), Error> {
-        if self.patched {
-            std::fs::write(&self.path, &self.original).map_err(|e| Error::Io {
-                what: format!("cannot restore {}", self.path.display()),
-                source: e,
-            })?;
-            self.patched = false;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = self.restore();
-    }
-}
-
 /// A configuration being measured.
 struct State {
     config: Config,
@@ -201,7 +171,7 @@ struct Sweep<'p, 'r, R: Runner + ?Sized> {
     plan: &'p TunePlan<'p>,
     runner: &'r mut R,
     src: SourceFile,
-    restore: Restore,
+    restore: InPlace,
     how: Vec<(Param, How)>,
     states: Vec<State>,
     /// Programs built: build key -> program.
@@ -231,6 +201,8 @@ pub fn tune<R: Runner + ?Sized>(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Tuned, Error> {
     let path = plan.source;
+    // The times before the read, which may change the access time.
+    let times = Times::of(path)?;
     let original = std::fs::read(path).map_err(|e| Error::Io {
         what: format!("cannot read {}", path.display()),
         source: e,
@@ -299,11 +271,7 @@ pub fn tune<R: Runner + ?Sized>(
     let mut sweep = Sweep {
         plan,
         runner,
-        restore: Restore {
-            path: path.to_path_buf(),
-            original,
-            patched: false,
-        },
+        restore: InPlace::new(path, original, times),
         src,
         how,
         states,
@@ -324,8 +292,15 @@ pub fn tune<R: Runner + ?Sized>(
         trace_n: 0,
     };
     let result = sweep.go(&d);
+    // A program built where the build puts it from a patched text: the
+    // source stays newer than it, so that the user's build remakes it.
+    let newer = matches!(sweep.in_place, Some((Some(_), _)));
+    sweep.restore.keep_newer = newer;
     sweep.restore.restore()?;
-    result
+    result.map(|t| Tuned {
+        source_left_newer: newer,
+        ..t
+    })
 }
 
 impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
@@ -362,6 +337,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         } else {
             self.search()?;
         }
+        self.all_died()?;
         let best = self.recommend();
         let recheck = match best {
             Some(w) if w != 0 && plan.recheck > 0 => Some(self.recheck(w)?),
@@ -374,6 +350,41 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             _ => best,
         };
         Ok(self.result(d, exhaustive, recommended, recheck))
+    }
+
+    /// An error when every run of the sweep was ended by a signal: there
+    /// is no working program to time, whatever the table would say.
+    fn all_died(&self) -> Result<(), Error> {
+        let mut killed: Vec<(u8, usize)> = Vec::new();
+        for x in &self.all {
+            if measure::signal_of(x.code).is_none() {
+                return Ok(());
+            }
+            match killed.iter_mut().find(|(c, _)| *c == x.code) {
+                Some((_, n)) => *n += 1,
+                None => killed.push((x.code, 1)),
+            }
+        }
+        if killed.is_empty() {
+            return Ok(());
+        }
+        killed.sort_by_key(|&(c, n)| (std::cmp::Reverse(n), c));
+        let how = killed
+            .iter()
+            .map(|&(c, n)| {
+                if killed.len() == 1 {
+                    measure::describe_exit(c)
+                } else {
+                    format!("{} {n} times", measure::describe_exit(c))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(Error::AllDied {
+            runs: self.all.len(),
+            how,
+            run: self.plan.run.to_string(),
+        })
     }
 
     fn stopped(&self) -> bool {
@@ -543,46 +554,51 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             .sum()
     }
 
-    /// The program of configuration `i`, built when needed.
-    fn program(&mut self, i: usize) -> Result<Option<PathBuf>, String> {
+    /// The program of configuration `i`, built when needed; the inner
+    /// error is why this configuration has none (its build failed), the
+    /// outer one ends the sweep (the source cannot be patched or restored).
+    fn program(&mut self, i: usize) -> Result<Result<Option<PathBuf>, String>, Error> {
         let plan = self.plan;
         let applied = self.states[i].applied.clone();
         let key = (applied.text.clone(), applied.defines.clone());
         if let Some((dir, pre)) = plan.prebuilt {
             let wanted = self.prebuilt_key(&self.states[i].config);
-            return match pre.variants.iter().find(|(k, _)| *k == wanted) {
+            return Ok(match pre.variants.iter().find(|(k, _)| *k == wanted) {
                 Some((_, file)) => Ok(Some(dir.join(file))),
                 None => Err(format!(
                     "no program for `{wanted}` in {} (prebuild it)",
                     dir.display()
                 )),
-            };
+            });
         }
         let Some(template) = plan.build else {
-            return Ok(None);
+            return Ok(Ok(None));
         };
         let per_config = template.contains("{out}");
         if per_config {
             if let Some(p) = self.built.get(&key) {
-                return Ok(Some(p.clone()));
+                return Ok(Ok(Some(p.clone())));
             }
         } else if self.in_place.as_ref() == Some(&key) {
-            return Ok(None);
+            return Ok(Ok(None));
         }
         let out = plan.work.join("bin").join(self.states[i].config.slug());
         let template = with_defines(template, &applied.defines);
         if self.stopped() {
-            return Err(String::new());
+            return Err(self.interrupted());
         }
         if let Some(t) = &applied.text {
-            self.restore.write(t).map_err(|e| e.to_string())?;
+            self.restore.write(t)?;
         }
         let t0 = Instant::now();
         let built = self.runner.build(&template, plan.source, &out);
         self.cost.build_ns += t0.elapsed().as_nanos() as u64;
         self.cost.builds += 1;
-        self.restore.restore().map_err(|e| e.to_string())?;
-        let built = built.map_err(|e| e.to_string())?;
+        self.restore.unpatch()?;
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
         if !built.success {
             let said = first_error(&built.stderr)
                 .map(|l| format!(": {l}"))
@@ -590,17 +606,17 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             let log = build_log(plan.work, &self.states[i].config, &built)
                 .map(|p| format!("; full log: {}", p.display()))
                 .unwrap_or_default();
-            return Err(format!(
+            return Ok(Err(format!(
                 "build failed (exit code {}): `{}`{said}{log}",
                 built.code, built.command
-            ));
+            )));
         }
         if per_config {
             self.built.insert(key, out.clone());
-            Ok(Some(out))
+            Ok(Ok(Some(out)))
         } else {
             self.in_place = Some(key);
-            Ok(None)
+            Ok(Ok(None))
         }
     }
 
@@ -619,7 +635,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
 
     /// One run of configuration `i`.
     fn run_once(&mut self, i: usize, phase: &str) -> Result<Result<Sample, String>, Error> {
-        let program = match self.program(i) {
+        let program = match self.program(i)? {
             Ok(p) => p,
             Err(_) if self.stopped() => return Err(self.interrupted()),
             Err(why) => return Ok(Err(why)),
@@ -654,8 +670,8 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         if !out.trace.is_file() {
             let tail = stderr_tail(&out.stderr);
             return Ok(Err(format!(
-                "the run left no trace (exit code {}){}",
-                out.code,
+                "the run left no trace ({}){}",
+                measure::describe_exit(out.code),
                 tail.last().map(|l| format!(": {l}")).unwrap_or_default()
             )));
         }
@@ -665,8 +681,8 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         let summary = run.summary();
         let Some(t) = measure::measure_site(summary, self.plan.source, self.plan.line) else {
             return Ok(Err(format!(
-                "the run (exit code {}) never reached {}:{}",
-                out.code,
+                "the run ({}) never reached {}:{}",
+                measure::describe_exit(out.code),
                 self.plan.source.display(),
                 self.plan.line
             )));
@@ -688,6 +704,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             wall_ns: out.wall_ns,
             code: out.code,
             output: text_hash(&lines.join("\n")),
+            cached: false,
         };
         if i == 0 && self.reference.is_none() {
             self.reference = Some((lines, out.code));
@@ -758,6 +775,12 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         if i != 0 && (Some(hits[0].output) != ref_hash || Some(hits[0].code) != ref_code) {
             s.excluded = Some("its output differed from the default's (cached result)".to_string());
         }
+        // In the sweep's samples too: a sweep answered from the cache
+        // writes every sample it decided on, not only what it ran.
+        self.all.extend(hits.iter().map(|x| Sample {
+            cached: true,
+            ..x.clone()
+        }));
         s.samples = hits;
     }
 
@@ -977,6 +1000,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             samples: std::mem::take(&mut self.all),
             cost: self.cost,
             cache: self.cache_path.clone(),
+            source_left_newer: false,
         }
     }
 }
@@ -1022,7 +1046,11 @@ fn output_difference(a: &[String], code_a: u8, b: &[String], code_b: u8) -> Opti
         ));
     }
     if code_a != code_b {
-        return Some(format!("exit code {code_b}, the default's {code_a}"));
+        return Some(format!(
+            "{}, the default's {}",
+            measure::describe_exit(code_b),
+            measure::describe_exit(code_a)
+        ));
     }
     None
 }
@@ -1040,6 +1068,7 @@ pub fn prebuild<R: Runner + ?Sized>(
     dir: &Path,
     stop: Option<&AtomicBool>,
 ) -> Result<Prebuilt, Error> {
+    let times = Times::of(source)?;
     let original = std::fs::read(source).map_err(|e| Error::Io {
         what: format!("cannot read {}", source.display()),
         source: e,
@@ -1057,11 +1086,7 @@ pub fn prebuild<R: Runner + ?Sized>(
         what: format!("cannot create {}", dir.display()),
         source: e,
     })?;
-    let mut restore = Restore {
-        path: source.to_path_buf(),
-        original,
-        patched: false,
-    };
+    let mut restore = InPlace::new(source, original, times);
     let mut pre = Prebuilt {
         source: name.clone(),
         line,
@@ -1098,7 +1123,7 @@ pub fn prebuild<R: Runner + ?Sized>(
             restore.write(t)?;
         }
         let built = runner.build(&with_defines(build, &a.defines), source, &out);
-        restore.restore()?;
+        restore.unpatch()?;
         let built = built?;
         if !built.success {
             return Err(Error::Build {
@@ -1119,6 +1144,7 @@ pub fn prebuild<R: Runner + ?Sized>(
         }
         pre.variants.push((c.key(), file));
     }
+    restore.restore()?;
     let list = dir.join(PREBUILT_LIST);
     let json = serde_json::to_string_pretty(&pre).map_err(|e| Error::Tune(e.to_string()))?;
     std::fs::write(&list, json).map_err(|e| Error::Io {

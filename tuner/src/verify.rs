@@ -3,6 +3,7 @@
 //! analyzer's numbers of both traces side by side.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use accprof_trace::SourceState;
 
@@ -33,6 +34,9 @@ pub struct VerifyPlan<'a> {
     /// Keep the builds, traces and the patched copy in this directory;
     /// without it they go to a temporary directory removed at the end.
     pub keep: Option<&'a Path>,
+    /// Set by a signal handler: stop before the next build or run, with
+    /// nothing left beside the source.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// A file the patch changes besides [`VerifyPlan::source`].
@@ -255,7 +259,9 @@ pub fn verify<R: Runner + ?Sized>(
     let _cleanup = Remove(next_to_source.then(|| copy.clone()));
 
     let mut build_and_run = |label: &str, source: &Path| {
-        build_and_measure(runner, plan.build, source, plan.run, &work, label)
+        build_and_measure(
+            runner, plan.build, source, plan.run, &work, label, plan.stop,
+        )
     };
     let before = build_and_run("before", plan.source)?;
     let after = build_and_run("after", &copy)?;
@@ -329,7 +335,7 @@ fn verify_in_dirs<R: Runner + ?Sized>(
             .collect();
         let src = write_copies(&dir, &texts)?;
         let template = plan.build.replace("{dir}", &command::sh_quote(&dir));
-        build_and_measure(runner, &template, &src, plan.run, work, label)
+        build_and_measure(runner, &template, &src, plan.run, work, label, plan.stop)
     };
     let before = build_and_run("before", false)?;
     let after = build_and_run("after", true)?;
@@ -430,9 +436,20 @@ fn build_and_measure<R: Runner + ?Sized>(
     run: &str,
     work: &Path,
     label: &str,
+    stop: Option<&AtomicBool>,
 ) -> Result<Measured, Error> {
+    let stopped = || -> Result<(), Error> {
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            return Err(Error::VerifyInterrupted {
+                label: label.to_string(),
+            });
+        }
+        Ok(())
+    };
+    stopped()?;
     let program = work.join(format!("{label}.bin"));
     let built = runner.build(build, source, &program)?;
+    stopped()?;
     if !built.success {
         return Err(Error::Build {
             label: label.to_string(),
@@ -447,6 +464,7 @@ fn build_and_measure<R: Runner + ?Sized>(
     let trace = work.join(format!("{label}.trace"));
     let _ = std::fs::remove_file(&trace);
     let out = runner.run(&words, &trace, &[])?;
+    stopped()?;
     measure(label, out)
 }
 
@@ -526,6 +544,7 @@ mod tests {
             build: "gcc {src} -o {out}",
             run: "{out} 64 10",
             keep,
+            stop: None,
         }
     }
 
@@ -763,6 +782,7 @@ mod tests {
             build: "gcc {dir}/prog.c {dir}/step.c -o {out}",
             run: "{out}",
             keep: Some(&keep),
+            stop: None,
         };
         let v = verify(&mut runner, &plan).expect("verifies");
         assert!(v.ok());

@@ -1,5 +1,6 @@
 /* Runs compute constructs, then dies of the signal named on the command line
- * (TERM: raise(SIGTERM); ABRT: abort(); INT: raise(SIGINT)); with "handled" as
+ * (TERM: raise(SIGTERM); ABRT: abort(); INT: raise(SIGINT); SEGV:
+ * raise(SIGSEGV)); with "handled" as
  * a second argument it installs its own SIGTERM handler (after the
  * collector's, as any program's main() does) that exits with status 7. */
 #include <signal.h>
@@ -27,6 +28,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   if (strcmp(how, "ABRT") == 0) abort();
   if (strcmp(how, "INT") == 0) raise(SIGINT);
+  if (strcmp(how, "SEGV") == 0) raise(SIGSEGV);
   raise(SIGTERM);
   return 0;
 }

@@ -136,6 +136,13 @@ pub fn render(t: &Tuned) -> Vec<u8> {
             .collect();
         let _ = writeln!(s, "  run with: {}", e.join(" "));
     }
+    if t.source_left_newer {
+        let _ = writeln!(
+            s,
+            "  {} is restored with a new modification time: the build left its program in place, built from a patched text; rebuild it",
+            t.source.display()
+        );
+    }
     let c = &t.cost;
     let _ = writeln!(
         s,
@@ -217,15 +224,16 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Every sample, one row each.
+/// Every sample, one row each; `cached` says which came from the cache
+/// of an earlier sweep.
 pub fn samples_csv(t: &Tuned) -> Vec<u8> {
     let mut s = String::from(
-        "config,phase,timing,per_launch_ns,total_ns,launches,shape,registers,wall_ns,exit_code\n",
+        "config,phase,timing,per_launch_ns,total_ns,launches,shape,registers,wall_ns,exit_code,cached\n",
     );
     for x in &t.samples {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&x.config),
             x.phase,
             match x.timing {
@@ -238,7 +246,8 @@ pub fn samples_csv(t: &Tuned) -> Vec<u8> {
             csv_field(&x.shape.map(|v| v.to_string()).unwrap_or_default()),
             x.registers.map(|r| r.to_string()).unwrap_or_default(),
             x.wall_ns,
-            x.code
+            x.code,
+            x.cached
         );
     }
     s.into_bytes()
@@ -445,6 +454,7 @@ mod tests {
                 wall_ns: 900_000_000,
                 code: 0,
                 output: 7,
+                cached: false,
             }],
             cost: Cost {
                 builds: 4,
@@ -455,6 +465,7 @@ mod tests {
                 cached: 0,
             },
             cache: PathBuf::from("accprof-tune/cache.jsonl"),
+            source_left_newer: false,
         }
     }
 
@@ -544,7 +555,7 @@ mod tests {
         let csv = String::from_utf8(samples_csv(&t)).expect("utf-8");
         assert_eq!(
             csv.lines().nth(1),
-            Some("vector_length=128,measure,device,48000,4800000,100,8448x1x1 / 128x1x1,32,900000000,0")
+            Some("vector_length=128,measure,device,48000,4800000,100,8448x1x1 / 128x1x1,32,900000000,0,false")
         );
         let json: serde_json::Value = serde_json::from_slice(&json(&t)).expect("json");
         assert_eq!(json["outcomes"][1]["stats"]["median"], 48000.0);
