@@ -47,6 +47,8 @@ pub(crate) struct DeviceSide {
     pub await_start: fn(Duration) -> bool,
     /// Hands over the records the device side still buffers.
     pub flush: fn(),
+    /// The name of a driver call by its callback id (for a crash record).
+    pub driver_call_name: fn(u32) -> String,
 }
 
 static DEVICE_SIDE: OnceLock<DeviceSide> = OnceLock::new();
@@ -319,10 +321,14 @@ fn run() {
             } else {
                 ending
             };
+            // What a fatal signal hit, after the records before it and
+            // before the End it explains.
+            let crash = crate::crash::take().map(crash_record);
             let res = held
                 .drain(..)
                 .try_for_each(|r| w.write(&r))
                 .and_then(|_| write_batch(w, &mut batch))
+                .and_then(|_| crash.map_or(Ok(()), |c| w.write(&c)))
                 .and_then(|_| end.map_or(Ok(()), |e| w.write(&Record::End(e))))
                 .and_then(|_| w.flush());
             if let Err(e) = res {
@@ -358,6 +364,23 @@ fn run() {
             return;
         }
     }
+}
+
+fn crash_record(c: crate::crash::Noted) -> Record {
+    let name = |cbid| {
+        DEVICE_SIDE.get().map_or_else(
+            || format!("driver call {cbid}"),
+            |s| (s.driver_call_name)(cbid),
+        )
+    };
+    Record::Crash(accprof_trace::Crash {
+        time_ns: c.time_ns,
+        thread: c.thread,
+        signal: c.signal,
+        code: c.code,
+        address: c.address,
+        driver_call: c.driver_call.map(|(cbid, corr)| (name(cbid), corr)),
+    })
 }
 
 /// Writes definitions first (they precede their uses), then each thread's
