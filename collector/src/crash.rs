@@ -33,6 +33,10 @@ pub(crate) fn driver_call_left() {
 
 /// Set by the first [`note`]; the fields below are written before it.
 static NOTED: AtomicBool = AtomicBool::new(false);
+/// Set by [`note`] for a fault the kernel raised (the thread may have died
+/// inside the CUDA driver, holding its locks): from then on the writer
+/// does not call into CUPTI.
+static FAULT: AtomicBool = AtomicBool::new(false);
 /// Set once the fields are complete; the writer reads them after.
 static READY: AtomicBool = AtomicBool::new(false);
 static TIME_NS: AtomicU64 = AtomicU64::new(0);
@@ -66,6 +70,9 @@ pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
             } else {
                 0
             };
+            if fault {
+                FAULT.store(true, Ordering::Release);
+            }
             (code, addr)
         }
     };
@@ -80,6 +87,14 @@ pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
         Ordering::Relaxed,
     );
     READY.store(true, Ordering::Release);
+}
+
+/// Whether a fault was noted: the device side must not be asked for its
+/// records (a flush of CUPTI's buffers from a process whose thread died
+/// inside the driver can wait forever on the driver's locks, and the host
+/// records would then never reach the file).
+pub(crate) fn faulted() -> bool {
+    FAULT.load(Ordering::Acquire)
 }
 
 /// What [`note`] left, once: (time, thread, signal, code, address, driver
@@ -114,6 +129,7 @@ pub(crate) fn take() -> Option<Noted> {
 pub(crate) fn reset_after_fork() {
     NOTED.store(false, Ordering::Release);
     READY.store(false, Ordering::Release);
+    FAULT.store(false, Ordering::Release);
 }
 
 #[cfg(test)]
@@ -138,6 +154,8 @@ mod tests {
         // SAFETY: gettid has no preconditions.
         assert_eq!(n.thread, unsafe { libc::gettid() } as u32);
         assert!(take().is_none());
+        assert!(faulted());
         reset_after_fork();
+        assert!(!faulted());
     }
 }

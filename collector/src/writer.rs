@@ -256,8 +256,9 @@ fn run() {
         let requested = FLUSH_REQUESTED.load(Ordering::Acquire);
         let from_signal = FROM_SIGNAL.swap(false, Ordering::AcqRel);
         let device = DEVICE_FLUSH.swap(false, Ordering::AcqRel);
-        if stopping || from_signal || device {
-            // The device side first, so its buffered records are in.
+        if (stopping || from_signal || device) && !crate::crash::faulted() {
+            // The device side first, so its buffered records are in
+            // (never after a fault: see `crash::faulted`).
             if let Some(side) = DEVICE_SIDE.get() {
                 (side.flush)();
             }
