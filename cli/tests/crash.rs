@@ -234,7 +234,7 @@ fn h200_crash() -> Option<PathBuf> {
 fn check_gpu_crash(name: &str, file: &str, cupti: bool) {
     let Some(dir) = h200_crash() else { return };
     let trace = dir.join(format!("{name}.trace"));
-    let run = load(&trace);
+    let run = accprof_analyzer::testkit::fixtures::load("h200-crash", name);
     assert!(
         computes(&run) >= 1,
         "{name}: the constructs before the crash are kept"
@@ -247,7 +247,7 @@ fn check_gpu_crash(name: &str, file: &str, cupti: bool) {
         ),
         "{name}: {ending:?}"
     );
-    let text = on_fixture("h200-crash", name, &["report"]);
+    let text = on_fixture("h200-crash", name, &["analyze"]);
     let ending_line = text
         .lines()
         .find(|l| l.trim_start().starts_with("ending:"))
