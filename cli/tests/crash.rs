@@ -239,6 +239,7 @@ fn check_gpu_crash(name: &str, file: &str, cupti: bool) {
         computes(&run) >= 1,
         "{name}: the constructs before the crash are kept"
     );
+    assert_eq!(run.cupti_active(), cupti, "{name}: CUPTI recording");
     let ending = run.process.ending.map(|e| e.how);
     assert!(
         matches!(
