@@ -135,6 +135,19 @@ fn unusable_outputs_are_refused_before_the_program_starts() {
         let out = run_in(dir.path(), &["-o", output], &exe, &[]);
         assert_refused(&out, named);
     }
+    // Names the system cannot create: a component over NAME_MAX (255),
+    // a path over PATH_MAX (4096), with or without %p.
+    let long_name = format!("{}.trace", "n".repeat(300));
+    let deep = format!("{}/t.trace", ["sub"; 1400].join("/"));
+    let long_p = format!("{}-%p.trace", "p".repeat(300));
+    for (output, named) in [
+        (long_name.as_str(), "more than the 255"),
+        (deep.as_str(), "more than the 4095"),
+        (long_p.as_str(), "more than the 255"),
+    ] {
+        let out = run_in(dir.path(), &["-o", output], &exe, &[]);
+        assert_refused(&out, named);
+    }
     // A directory without write permission (root writes anyway: then the
     // run is a fair one and is not refused).
     let ro = dir.path().join("ro");
@@ -338,6 +351,21 @@ fn a_run_without_traces_says_why() {
         err.contains("left no trace: it was killed (SIGKILL)"),
         "{err}"
     );
+    assert!(traces(dir.path()).is_empty());
+    // An OpenACC program with the collector turned off: that is why.
+    let exe = program("echo_acc");
+    let bare = direct(&exe, &["3"]);
+    let out = run_cmd(dir.path(), &["-o", "t-%p.trace"], &exe, &["3"])
+        .env("ACCPROF_DISABLE", "1")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("left no trace: the collector was disabled by ACCPROF_DISABLE=1"),
+        "{err}"
+    );
+    assert!(!err.contains("made no OpenACC calls"), "{err}");
     assert!(traces(dir.path()).is_empty());
 }
 
