@@ -125,7 +125,8 @@ pub fn hostname() -> String {
 /// The settings of one run: flags first, then the collector's own
 /// environment variables, then the defaults.
 struct Settings {
-    output: String,
+    /// Its bytes, whatever they are: a file name need not be UTF-8.
+    output: OsString,
     /// Where `output` came from, for messages.
     output_from: &'static str,
     hash: HashMode,
@@ -136,9 +137,9 @@ struct Settings {
 fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
     let (output, output_from) = match &args.output {
         Some(o) => (o.clone(), "--output"),
-        None => match std::env::var(env::OUTPUT) {
-            Ok(v) if !v.is_empty() => (v, env::OUTPUT),
-            _ => (contract::DEFAULT_OUTPUT.to_string(), "the output pattern"),
+        None => match std::env::var_os(env::OUTPUT) {
+            Some(v) if !v.is_empty() => (v, env::OUTPUT),
+            _ => (contract::DEFAULT_OUTPUT.into(), "the output pattern"),
         },
     };
     let hash = match args.hash {
@@ -177,12 +178,14 @@ fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
 /// A per-process pattern (`%p`, `%n`) names a new file for each run: the
 /// collector never replaces a file, so there is nothing to check.
 fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
-    let (pattern, from) = (&s.output, s.output_from);
+    let from = s.output_from;
+    let pattern_os = s.output.as_os_str();
+    let pattern = &*pattern_os.to_string_lossy();
     if pattern.is_empty() {
         bail!("{from} is empty: give a trace file name such as accprof-%p.trace");
     }
     let name = contract::expand_output(
-        pattern,
+        pattern_os,
         std::process::id(),
         &hostname(),
         contract::rank_from_env(),
@@ -190,10 +193,10 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
     );
     let path = base.join(&name);
     too_long(&path, pattern, from)?;
-    if name.ends_with('/') || path.is_dir() {
+    if name.as_bytes().ends_with(b"/") || path.is_dir() {
         bail!(
             "{from} {pattern} names a directory; give a file name such as {}/accprof-%p.trace",
-            name.trim_end_matches('/')
+            name.to_string_lossy().trim_end_matches('/')
         );
     }
     let dir = match path.parent() {
@@ -224,7 +227,7 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
                 without_path(e)
             )
         })?;
-    if contract::pattern_is_per_process(pattern) {
+    if contract::pattern_is_per_process(pattern_os) {
         return Ok(());
     }
     if std::fs::symlink_metadata(&path).is_ok() {
