@@ -243,6 +243,7 @@ fn hold(sig: libc::c_int, s: &Slot) -> libc::c_int {
 ///
 /// # Safety
 /// `act` and `old` as for sigaction(2).
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) unsafe fn intercept(
     sig: libc::c_int,
     act: *const libc::sigaction,
@@ -296,6 +297,7 @@ pub(crate) unsafe fn intercept(
 /// `signal(sig, handler)` for a signal [`intercept`] takes: glibc's BSD
 /// semantics (the handler stays installed, interrupted calls restart).
 /// `None`: not ours.
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn intercept_signal(
     sig: libc::c_int,
     handler: libc::sighandler_t,
@@ -320,10 +322,10 @@ pub(crate) fn intercept_signal(
 /// Whether the kernel raised `sig` for a fault of the interrupted thread
 /// (the instruction faults again if the handler returns). Async-signal-safe.
 fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
-    // SAFETY: the kernel's siginfo, read as plain fields.
     let code = if info.is_null() {
         0
     } else {
+        // SAFETY: the kernel's siginfo, read as plain fields.
         unsafe { (*info).si_code }
     };
     code > 0
