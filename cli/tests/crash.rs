@@ -290,3 +290,26 @@ fn gpu_fortran_crash_with_cupti_names_the_signal_the_driver_call_and_the_constru
 fn gpu_fortran_crash_without_cupti_keeps_the_constructs_and_the_signal() {
     check_gpu_crash("launch_crash_f90_no_cupti", "launch_crash.f90", false);
 }
+
+#[test]
+fn a_signal_sent_by_a_process_is_a_kill_not_a_fault() {
+    let exe = program("lifecycle");
+    let dir = tempdir();
+    let out = accprof_run(dir.path(), &[], &exe, &["signal", "TERM"]);
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr(&out)
+    );
+    let trace = only_trace(dir.path());
+    let c = crashes(&trace);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!((c[0].signal, c[0].address), (libc::SIGTERM, None));
+    assert!(c[0].code <= 0, "sent, not raised by a fault: {c:?}");
+    let text = accprof_on("report", &trace);
+    assert!(
+        text.contains("ending: the program was killed by signal 15 (SIGTERM)"),
+        "{text}"
+    );
+}

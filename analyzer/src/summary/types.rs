@@ -406,7 +406,10 @@ impl RunFacts {
     /// file:line": the signal the process died of (`n`), what the first
     /// fatal signal hit, and the construct in flight.
     fn crash_text(&self, n: i32, c: &accprof_trace::Crash) -> String {
-        let mut t = if c.signal == n {
+        let mut t = if c.signal == n && c.code <= 0 {
+            // Sent by a process (kill, raise, abort), not a fault.
+            format!("the program was killed by signal {n} ({})", signal_name(n))
+        } else if c.signal == n {
             format!("the program died of signal {n} ({})", signal_name(n))
         } else {
             format!(
