@@ -3,9 +3,11 @@
 //! record it explains).
 //!
 //! The handler side ([`note`]) is async-signal-safe: atomics and a
-//! thread-local cell without a destructor, no allocation, no lock. The
-//! first signal noted wins: a program's handler that ends with `abort()`
-//! after a SIGSEGV still died of the SIGSEGV.
+//! thread-local cell without a destructor, no allocation, no lock. A fault
+//! noted stays: a program's handler that ends with `abort()` after a
+//! SIGSEGV still died of the SIGSEGV. Any other signal is replaced by the
+//! next one (a SIGINT the program handled and survived is not what it
+//! died of later).
 //!
 //! The driver call in flight is kept per thread by whoever follows driver
 //! calls (the CUPTI callbacks, at their enter and exit sites): a thread
@@ -31,8 +33,9 @@ pub(crate) fn driver_call_left() {
     let _ = DRIVER_CALL.try_with(|c| c.set(0));
 }
 
-/// Set by the first [`note`]; the fields below are written before it.
-static NOTED: AtomicBool = AtomicBool::new(false);
+/// Held while a [`note`] writes the fields below (a second thread's
+/// signal at that instant is not noted).
+static NOTING: AtomicBool = AtomicBool::new(false);
 /// Set by [`note`] for a fault the kernel raised (the thread may have died
 /// inside the CUDA driver, holding its locks): from then on the writer
 /// does not call into CUPTI.
@@ -47,10 +50,10 @@ static CODE: AtomicI32 = AtomicI32::new(0);
 static ADDRESS: AtomicU64 = AtomicU64::new(0);
 static DRIVER: AtomicU64 = AtomicU64::new(0);
 
-/// Notes a fatal signal delivered to this thread, unless one was noted
-/// already. Async-signal-safe.
+/// Notes a fatal signal delivered to this thread, unless a fault was
+/// noted already. Async-signal-safe.
 pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
-    if NOTED.swap(true, Ordering::AcqRel) {
+    if FAULT.load(Ordering::Acquire) || NOTING.swap(true, Ordering::AcqRel) {
         return;
     }
     let (code, address) = if info.is_null() {
@@ -70,9 +73,6 @@ pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
             } else {
                 0
             };
-            if fault {
-                FAULT.store(true, Ordering::Release);
-            }
             (code, addr)
         }
     };
@@ -86,7 +86,11 @@ pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
         DRIVER_CALL.try_with(Cell::get).unwrap_or(0),
         Ordering::Relaxed,
     );
+    if address != 0 {
+        FAULT.store(true, Ordering::Release);
+    }
     READY.store(true, Ordering::Release);
+    NOTING.store(false, Ordering::Release);
 }
 
 /// Whether a fault was noted: the device side must not be asked for its
@@ -127,7 +131,7 @@ pub(crate) fn take() -> Option<Noted> {
 
 /// In a forked child: the parent's crash is not the child's.
 pub(crate) fn reset_after_fork() {
-    NOTED.store(false, Ordering::Release);
+    NOTING.store(false, Ordering::Release);
     READY.store(false, Ordering::Release);
     FAULT.store(false, Ordering::Release);
 }
@@ -137,8 +141,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_signal_noted_is_taken_once_with_the_driver_call_in_flight() {
+    fn a_fault_noted_stays_and_is_taken_once_with_the_driver_call_in_flight() {
         reset_after_fork();
+        // A signal the program survives is replaced by the next.
+        note(libc::SIGINT, std::ptr::null());
+        assert_eq!(take().map(|n| n.signal), Some(libc::SIGINT));
         driver_call_entered(307, 42);
         // SAFETY: an all-zero siginfo is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };

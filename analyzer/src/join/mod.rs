@@ -451,8 +451,10 @@ impl<S: Sink> Join<S> {
             }
             Record::Crash(c) => {
                 self.see_time(c.time_ns);
-                // The first signal is what the program died of.
-                if self.crash.is_none() {
+                // The latest signal, unless a fault came first: an abort
+                // from a handler after a SIGSEGV is not what it died of.
+                let fault = |c: &accprof_trace::Crash| c.address.is_some();
+                if !self.crash.as_ref().is_some_and(|k| fault(k) && !fault(c)) {
                     self.crash = Some(c.clone());
                 }
             }
