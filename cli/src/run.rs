@@ -508,6 +508,14 @@ fn report_traces(
                     let text = accprof_reports::text::render(&run, summary, &opts);
                     use std::io::Write;
                     let _ = std::io::stderr().write_all(&text);
+                    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(status)
+                        .filter(|_| run.process.ending.is_none() && !several)
+                    {
+                        eprintln!(
+                            "accprof: {program} died of signal {sig} ({}) and its trace has no end record: it holds what was written before, not the last moments",
+                            accprof_analyzer::summary::signal_name(sig)
+                        );
+                    }
                 }
                 Err(e) => eprintln!("accprof: {e}"),
             }

@@ -313,3 +313,27 @@ fn a_signal_sent_by_a_process_is_a_kill_not_a_fault() {
         "{text}"
     );
 }
+
+#[test]
+fn a_death_the_collector_cannot_see_is_named_by_the_launcher() {
+    let exe = program("lifecycle");
+    let dir = tempdir();
+    let out = accprof_run(dir.path(), &[], &exe, &["late-kill"]);
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGKILL),
+        "{}",
+        stderr(&out)
+    );
+    let trace = only_trace(dir.path());
+    assert_eq!(
+        load(&trace).process.ending,
+        None,
+        "SIGKILL cannot be caught"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(" died of signal 9 (SIGKILL) and its trace has no end record"),
+        "{err}"
+    );
+}
