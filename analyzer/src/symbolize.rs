@@ -96,6 +96,54 @@ impl Default for Symbolizer {
     }
 }
 
+/// The files a recorded path may stand for when it was not UTF-8: the
+/// trace holds such a path with each invalid sequence replaced by U+FFFD,
+/// so each such component is matched against the names in its directory
+/// read the same way. Empty for a path without a replacement character.
+fn lossy_matches(recorded: &Path) -> Vec<PathBuf> {
+    if !recorded.as_os_str().to_string_lossy().contains('\u{FFFD}') {
+        return Vec::new();
+    }
+    let mut found = vec![PathBuf::new()];
+    for c in recorded.components() {
+        let c = c.as_os_str();
+        let mut next = Vec::new();
+        for base in &found {
+            if c.to_string_lossy().contains('\u{FFFD}') {
+                next.extend(entries_named(base, c));
+            } else {
+                next.push(base.join(c));
+            }
+        }
+        // A handful of look-alike names at most: the build id decides.
+        next.truncate(16);
+        found = next;
+    }
+    found
+}
+
+/// The entries of `dir` whose names read as `name` once invalid UTF-8 is
+/// replaced (`name` itself may hold U+FFFD for bytes the trace lost).
+fn entries_named(dir: &Path, name: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let want = name.to_string_lossy();
+    if !want.contains('\u{FFFD}') {
+        return Vec::new();
+    }
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy() == want)
+                .map(|e| dir.join(e.file_name()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Symbolizer {
     pub fn new() -> Self {
         Self::default()
@@ -120,13 +168,22 @@ impl Symbolizer {
                     || build_id(p).is_some_and(|id| id == module.build_id))
         };
         let recorded = Path::new(&module.path);
-        if self.recorded_paths && same_build(recorded) {
-            return Some(recorded.to_path_buf());
+        if self.recorded_paths {
+            if same_build(recorded) {
+                return Some(recorded.to_path_buf());
+            }
+            if let Some(p) = lossy_matches(recorded).into_iter().find(|p| same_build(p)) {
+                return Some(p);
+            }
         }
         let name = recorded.file_name()?;
         self.search_dirs
             .iter()
-            .map(|d| d.join(name))
+            .flat_map(|d| {
+                let mut c = vec![d.join(name)];
+                c.extend(entries_named(d, name));
+                c
+            })
             .find(|p| same_build(p))
     }
 

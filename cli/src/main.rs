@@ -128,7 +128,7 @@ pub struct RunArgs {
     /// number, %% a percent sign; relative to the current directory
     /// [default: $ACCPROF_OUTPUT, else accprof-%p.trace].
     #[arg(long, short, value_name = "PATTERN")]
-    pub output: Option<String>,
+    pub output: Option<std::ffi::OsString>,
     /// Replace an existing trace of the same name (a pattern without %p or
     /// %n names the same file each run; without --force it is kept and the
     /// program is not started).

@@ -125,7 +125,8 @@ pub fn hostname() -> String {
 /// The settings of one run: flags first, then the collector's own
 /// environment variables, then the defaults.
 struct Settings {
-    output: String,
+    /// Its bytes, whatever they are: a file name need not be UTF-8.
+    output: OsString,
     /// Where `output` came from, for messages.
     output_from: &'static str,
     hash: HashMode,
@@ -136,9 +137,9 @@ struct Settings {
 fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
     let (output, output_from) = match &args.output {
         Some(o) => (o.clone(), "--output"),
-        None => match std::env::var(env::OUTPUT) {
-            Ok(v) if !v.is_empty() => (v, env::OUTPUT),
-            _ => (contract::DEFAULT_OUTPUT.to_string(), "the output pattern"),
+        None => match std::env::var_os(env::OUTPUT) {
+            Some(v) if !v.is_empty() => (v, env::OUTPUT),
+            _ => (contract::DEFAULT_OUTPUT.into(), "the output pattern"),
         },
     };
     let hash = match args.hash {
@@ -177,22 +178,25 @@ fn settings(args: &RunArgs) -> anyhow::Result<Settings> {
 /// A per-process pattern (`%p`, `%n`) names a new file for each run: the
 /// collector never replaces a file, so there is nothing to check.
 fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
-    let (pattern, from) = (&s.output, s.output_from);
+    let from = s.output_from;
+    let pattern_os = s.output.as_os_str();
+    let pattern = &*pattern_os.to_string_lossy();
     if pattern.is_empty() {
         bail!("{from} is empty: give a trace file name such as accprof-%p.trace");
     }
     let name = contract::expand_output(
-        pattern,
+        pattern_os,
         std::process::id(),
         &hostname(),
         contract::rank_from_env(),
         |p| base.join(p).exists(),
     );
     let path = base.join(&name);
-    if name.ends_with('/') || path.is_dir() {
+    too_long(&path, pattern, from)?;
+    if name.as_bytes().ends_with(b"/") || path.is_dir() {
         bail!(
             "{from} {pattern} names a directory; give a file name such as {}/accprof-%p.trace",
-            name.trim_end_matches('/')
+            name.to_string_lossy().trim_end_matches('/')
         );
     }
     let dir = match path.parent() {
@@ -223,7 +227,7 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
                 without_path(e)
             )
         })?;
-    if contract::pattern_is_per_process(pattern) {
+    if contract::pattern_is_per_process(pattern_os) {
         return Ok(());
     }
     if std::fs::symlink_metadata(&path).is_ok() {
@@ -237,6 +241,48 @@ fn check_output(s: &Settings, base: &Path, force: bool) -> anyhow::Result<()> {
             .with_context(|| format!("cannot remove the old trace {}", path.display()))?;
     }
     Ok(())
+}
+
+/// A trace name the system cannot create: a component longer than the
+/// file system's NAME_MAX, or a whole path longer than PATH_MAX (the
+/// collector opens it as given, relative to the program's directory). A
+/// per-process pattern may grow when expanded (a pid, a number): the name
+/// checked is the one the pattern gives now.
+fn too_long(path: &Path, pattern: &str, from: &str) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name_max = path_conf(dir, libc::_PC_NAME_MAX).unwrap_or(255);
+    let path_max = path_conf(dir, libc::_PC_PATH_MAX).unwrap_or(4096);
+    if let Some(c) = path
+        .components()
+        .map(|c| c.as_os_str())
+        .find(|c| c.len() > name_max)
+    {
+        bail!(
+            "{from} {pattern}: the name {}... is {} bytes long, more than the {name_max} the file system allows",
+            String::from_utf8_lossy(&c.as_bytes()[..24]),
+            c.len()
+        );
+    }
+    // The terminating NUL counts in PATH_MAX.
+    let len = path.as_os_str().len();
+    if len >= path_max {
+        bail!(
+            "{from} {pattern}: the trace's path is {len} bytes long, more than the {} the system allows",
+            path_max - 1
+        );
+    }
+    Ok(())
+}
+
+/// pathconf(dir, what), when the system says.
+fn path_conf(dir: &Path, what: libc::c_int) -> Option<usize> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path we own.
+    let v = unsafe { libc::pathconf(c.as_ptr(), what) };
+    usize::try_from(v).ok().filter(|&v| v > 0)
 }
 
 /// What a quick look at a trace found: reading stops at the first
@@ -400,7 +446,15 @@ fn report_traces(
     args: &RunArgs,
 ) -> Vec<PathBuf> {
     if traces.is_empty() {
+        let disabled = std::env::var(env::DISABLE)
+            .ok()
+            .filter(|v| contract::is_on(v));
         let why = match std::os::unix::process::ExitStatusExt::signal(status) {
+            _ if disabled.is_some() => format!(
+                "the collector was disabled by {}={} (unset it to record)",
+                env::DISABLE,
+                disabled.unwrap_or_default()
+            ),
             Some(9) => "it was killed (SIGKILL) before a trace could be written".to_string(),
             _ => "it made no OpenACC calls that the collector saw (not an OpenACC program, a statically linked or setuid one, or one that clears LD_PRELOAD)".to_string(),
         };
@@ -454,6 +508,14 @@ fn report_traces(
                     let text = accprof_reports::text::render(&run, summary, &opts);
                     use std::io::Write;
                     let _ = std::io::stderr().write_all(&text);
+                    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(status)
+                        .filter(|_| run.process.ending.is_none() && !several)
+                    {
+                        eprintln!(
+                            "accprof: {program} died of signal {sig} ({}) and its trace has no end record: it holds what was written before, not the last moments",
+                            accprof_analyzer::summary::signal_name(sig)
+                        );
+                    }
                 }
                 Err(e) => eprintln!("accprof: {e}"),
             }

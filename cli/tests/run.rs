@@ -135,6 +135,19 @@ fn unusable_outputs_are_refused_before_the_program_starts() {
         let out = run_in(dir.path(), &["-o", output], &exe, &[]);
         assert_refused(&out, named);
     }
+    // Names the system cannot create: a component over NAME_MAX (255),
+    // a path over PATH_MAX (4096), with or without %p.
+    let long_name = format!("{}.trace", "n".repeat(300));
+    let deep = format!("{}/t.trace", ["sub"; 1400].join("/"));
+    let long_p = format!("{}-%p.trace", "p".repeat(300));
+    for (output, named) in [
+        (long_name.as_str(), "more than the 255"),
+        (deep.as_str(), "more than the 4095"),
+        (long_p.as_str(), "more than the 255"),
+    ] {
+        let out = run_in(dir.path(), &["-o", output], &exe, &[]);
+        assert_refused(&out, named);
+    }
     // A directory without write permission (root writes anyway: then the
     // run is a fair one and is not refused).
     let ro = dir.path().join("ro");
@@ -338,6 +351,21 @@ fn a_run_without_traces_says_why() {
         err.contains("left no trace: it was killed (SIGKILL)"),
         "{err}"
     );
+    assert!(traces(dir.path()).is_empty());
+    // An OpenACC program with the collector turned off: that is why.
+    let exe = program("echo_acc");
+    let bare = direct(&exe, &["3"]);
+    let out = run_cmd(dir.path(), &["-o", "t-%p.trace"], &exe, &["3"])
+        .env("ACCPROF_DISABLE", "1")
+        .output()
+        .expect("accprof runs");
+    assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("left no trace: the collector was disabled by ACCPROF_DISABLE=1"),
+        "{err}"
+    );
+    assert!(!err.contains("made no OpenACC calls"), "{err}");
     assert!(traces(dir.path()).is_empty());
 }
 
@@ -682,4 +710,80 @@ fn a_killed_launcher_takes_its_program_with_it_and_leaves_no_files() {
         .map(|e| e.expect("entry").file_name())
         .collect();
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn paths_that_are_not_utf8_work_end_to_end() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let latin1 = |s: &[u8]| OsString::from_vec(s.to_vec());
+    let dir = tempdir();
+    // The program, named in Latin-1 ("écho"), in a directory named so too
+    // ("café").
+    let bin = dir.path().join(latin1(b"caf\xe9"));
+    std::fs::create_dir(&bin).expect("mkdir");
+    let exe = bin.join(latin1(b"\xe9cho"));
+    std::fs::copy(program("echo_acc"), &exe).expect("copy");
+    let bare = direct(&exe, &["3"]);
+    // -o names the trace in Latin-1 too.
+    let out = Command::new(accprof())
+        .current_dir(dir.path())
+        .args(["run", "--no-summary", "--lib"])
+        .arg(collector_lib())
+        .arg("-o")
+        .arg(latin1(b"t\xe9-%p.trace"))
+        .arg("--")
+        .arg(&exe)
+        .arg("3")
+        .env_remove("ACCPROF_OUTPUT")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("accprof runs");
+    assert_unchanged(&bare, &out, false);
+    let t = traces(dir.path());
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert!(
+        t[0].file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"t\xe9-")),
+        "{t:?}"
+    );
+    // ACCPROF_OUTPUT in Latin-1 is honoured, not ignored.
+    let out = run_cmd(dir.path(), &["--no-summary"], &exe, &["3"])
+        .env("ACCPROF_OUTPUT", latin1(b"e\xe9-%p.trace"))
+        .output()
+        .expect("accprof runs");
+    assert_unchanged(&bare, &out, false);
+    let named: Vec<_> = traces(dir.path())
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.as_encoded_bytes().starts_with(b"e\xe9-"))
+        })
+        .collect();
+    assert_eq!(named.len(), 1, "{:?}", traces(dir.path()));
+    // The program's source lines, from the binary where it ran...
+    let report = |extra: &[&std::ffi::OsStr]| {
+        let out = Command::new(accprof())
+            .arg("report")
+            .args(extra)
+            .arg(&t[0])
+            .output()
+            .expect("accprof runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let lines = |text: &str| {
+        text.contains("echo_acc.c\n")
+            && text.contains("    10: compute region")
+            && !text.contains("  ?  ")
+    };
+    let text = report(&[]);
+    assert!(lines(&text), "{text}");
+    // ... and from a copy named the same way once it moved (--symbols).
+    let syms = dir.path().join("syms");
+    std::fs::create_dir_all(&syms).expect("mkdir");
+    std::fs::rename(&exe, syms.join(latin1(b"\xe9cho"))).expect("move");
+    std::fs::remove_dir(&bin).expect("rmdir");
+    let text = report(&["--symbols".as_ref(), syms.as_os_str()]);
+    assert!(lines(&text), "{text}");
 }

@@ -10,7 +10,7 @@ use accprof_trace::HashMode;
 pub struct Config {
     /// Output file pattern (ACCPROF_OUTPUT): %p pid, %h host, %r MPI rank,
     /// %n smallest number that makes the name new, %% a percent sign.
-    pub output: String,
+    pub output: std::ffi::OsString,
     /// ACCPROF_HASH=off|sampled|full (default sampled).
     pub hash: HashMode,
     /// ACCPROF_CUPTI=0 turns the device side off.
@@ -56,9 +56,10 @@ impl Config {
             ));
             HashMode::Sampled
         });
-        let output = match std::env::var(env::OUTPUT) {
-            Ok(s) if !s.is_empty() => s,
-            _ => contract::DEFAULT_OUTPUT.to_string(),
+        // Its bytes, whatever they are: a file name need not be UTF-8.
+        let output = match std::env::var_os(env::OUTPUT) {
+            Some(s) if !s.is_empty() => s,
+            _ => contract::DEFAULT_OUTPUT.into(),
         };
         let allow_tsc = match std::env::var(env::CLOCK).as_deref() {
             Err(_) | Ok("") | Ok("auto") => true,

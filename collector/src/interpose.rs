@@ -4,11 +4,11 @@
 //! the exec family (the new image would start a trace of its own under the
 //! same pid, and the old one's buffered records would be lost).
 //!
-//! While the coherence check runs, `sigaction` and `signal` too: a
-//! program that installs its SIGSEGV or SIGBUS handler after the
-//! collector must not remove the check's; its handler is kept behind
-//! the check's instead (see `coherence::fault`). Other signals, and every
-//! signal while the check is off, go straight to the system.
+//! `sigaction` and `signal` too: a handler the program (or a runtime
+//! library such as libgfortran) installs after the collector for a signal
+//! the collector handles must not replace the collector's; it is kept
+//! behind it instead (see `signals`). Other signals go straight to the
+//! system.
 //!
 //! Each forwards to the next definition (`dlsym(RTLD_NEXT)`, resolved when
 //! the library loads so `_exit` and `execve`, which signal handlers may
@@ -26,20 +26,9 @@ use crate::next_fns::NextFns;
 /// The real functions, by index into [`NAMES`].
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
-const NAMES: [&CStr; 13] = [
-    c"exit",
-    c"_exit",
-    c"_Exit",
-    c"execve",
-    c"execv",
-    c"execvp",
-    c"execvpe",
-    c"fexecve",
-    c"execl",
-    c"execlp",
-    c"execle",
-    c"sigaction",
-    c"signal",
+const NAMES: [&CStr; 12] = [
+    c"exit", c"_exit", c"_Exit", c"execve", c"execv", c"execvp", c"execvpe", c"fexecve", c"execl",
+    c"execlp", c"execle", c"signal",
 ];
 const EXIT: usize = 0;
 const UNDERSCORE_EXIT: usize = 1;
@@ -49,8 +38,7 @@ const EXECV: usize = 4;
 const EXECVP: usize = 5;
 const EXECVPE: usize = 6;
 const FEXECVE: usize = 7;
-const SIGACTION: usize = 11;
-const SIGNAL: usize = 12;
+const SIGNAL: usize = 11;
 #[cfg(target_arch = "x86_64")]
 const EXECL: usize = 8;
 #[cfg(target_arch = "x86_64")]
@@ -302,25 +290,7 @@ variadic_exec!(execlp, EXECLP);
 #[cfg(target_arch = "x86_64")]
 variadic_exec!(execle, EXECLE);
 
-type SigactionFn =
-    unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
 type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
-
-/// The system's `sigaction`, past this interposer.
-///
-/// # Safety
-/// As sigaction(2).
-pub(crate) unsafe fn real_sigaction(
-    sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
-) -> c_int {
-    match real(SIGACTION) {
-        0 => not_found(),
-        // SAFETY: the next sigaction, called with the caller's arguments.
-        f => unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) },
-    }
-}
 
 /// # Safety
 /// As the C function.
@@ -331,29 +301,19 @@ pub unsafe extern "C" fn sigaction(
     old: *mut libc::sigaction,
 ) -> c_int {
     // SAFETY: the caller's arguments, as sigaction(2) takes them.
-    if let Some(r) = unsafe { crate::coherence::intercept_sigaction(sig, act, old) } {
+    if let Some(r) = unsafe { crate::signals::intercept(sig, act, old) } {
         return r;
     }
     // SAFETY: as above.
-    unsafe { real_sigaction(sig, act, old) }
+    unsafe { crate::signals::real_sigaction(sig, act, old) }
 }
 
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    if crate::coherence::intercepts(sig) {
-        // glibc's signal(): BSD semantics, the handler stays installed and
-        // interrupted calls restart.
-        // SAFETY: all-zero sigactions are valid values, filled below.
-        let (mut act, mut old): (libc::sigaction, libc::sigaction) =
-            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        act.sa_sigaction = handler;
-        act.sa_flags = libc::SA_RESTART;
-        // SAFETY: pointers to our own structs.
-        if unsafe { crate::coherence::intercept_sigaction(sig, &act, &mut old) }.is_some() {
-            return old.sa_sigaction;
-        }
+    if let Some(old) = crate::signals::intercept_signal(sig, handler) {
+        return old;
     }
     match real(SIGNAL) {
         0 => {

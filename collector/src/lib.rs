@@ -19,6 +19,7 @@ mod callsite;
 pub mod clock;
 mod coherence;
 pub mod config;
+mod crash;
 mod cupti;
 mod ending;
 mod event;
@@ -148,6 +149,7 @@ fn init() {
         writer::set_device_side(writer::DeviceSide {
             await_start: cupti::await_start,
             flush: cupti::flush,
+            driver_call_name: cupti::driver_call_name,
         });
         sink::set_writer_starter(start_writer_in_child);
         if let Err(e) = writer::start() {
@@ -238,6 +240,7 @@ extern "C" fn fork_child() {
         cupti::forget_after_fork();
         writer::reset_after_fork();
         ending::reset_after_fork();
+        crash::reset_after_fork();
         output::mark_forked_child();
         OWN_PID.store(std::process::id(), Ordering::Release);
         sink::want_writer();

@@ -69,7 +69,7 @@ pub(crate) fn create(pid: u32, host: &str, rank: Option<u32>) -> Result<(File, P
         if forked && !contract::pattern_is_per_process(&cfg.output) {
             why.push(format!(
                 "forked child {pid} writes its own trace (the output pattern {} names one file for every process)",
-                cfg.output
+                cfg.output.to_string_lossy()
             ));
         }
         if let Some(taken) = taken {

@@ -47,6 +47,8 @@ pub(crate) struct DeviceSide {
     pub await_start: fn(Duration) -> bool,
     /// Hands over the records the device side still buffers.
     pub flush: fn(),
+    /// The name of a driver call by its callback id (for a crash record).
+    pub driver_call_name: fn(u32) -> String,
 }
 
 static DEVICE_SIDE: OnceLock<DeviceSide> = OnceLock::new();
@@ -254,8 +256,9 @@ fn run() {
         let requested = FLUSH_REQUESTED.load(Ordering::Acquire);
         let from_signal = FROM_SIGNAL.swap(false, Ordering::AcqRel);
         let device = DEVICE_FLUSH.swap(false, Ordering::AcqRel);
-        if stopping || from_signal || device {
-            // The device side first, so its buffered records are in.
+        if (stopping || from_signal || device) && !crate::crash::faulted() {
+            // The device side first, so its buffered records are in
+            // (never after a fault: see `crash::faulted`).
             if let Some(side) = DEVICE_SIDE.get() {
                 (side.flush)();
             }
@@ -319,10 +322,14 @@ fn run() {
             } else {
                 ending
             };
+            // What a fatal signal hit, after the records before it and
+            // before the End it explains.
+            let crash = crate::crash::take().map(crash_record);
             let res = held
                 .drain(..)
                 .try_for_each(|r| w.write(&r))
                 .and_then(|_| write_batch(w, &mut batch))
+                .and_then(|_| crash.map_or(Ok(()), |c| w.write(&c)))
                 .and_then(|_| end.map_or(Ok(()), |e| w.write(&Record::End(e))))
                 .and_then(|_| w.flush());
             if let Err(e) = res {
@@ -358,6 +365,23 @@ fn run() {
             return;
         }
     }
+}
+
+fn crash_record(c: crate::crash::Noted) -> Record {
+    let name = |cbid| {
+        DEVICE_SIDE.get().map_or_else(
+            || format!("driver call {cbid}"),
+            |s| (s.driver_call_name)(cbid),
+        )
+    };
+    Record::Crash(accprof_trace::Crash {
+        time_ns: c.time_ns,
+        thread: c.thread,
+        signal: c.signal,
+        code: c.code,
+        address: c.address,
+        driver_call: c.driver_call.map(|(cbid, corr)| (name(cbid), corr)),
+    })
 }
 
 /// Writes definitions first (they precede their uses), then each thread's

@@ -280,6 +280,12 @@ struct JsonEnding {
     /// The signal's name, for a signal.
     signal: Option<&'static str>,
     text: Option<String>,
+    /// The fault address of the fatal signal, when the kernel gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<u64>,
+    /// The CUDA driver call the crashed thread was inside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver_call: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -320,6 +326,11 @@ pub fn render_json(
             code,
             signal,
             text: facts.ending_text(),
+            address: facts.crash.as_ref().and_then(|c| c.address),
+            driver_call: facts
+                .crash
+                .as_ref()
+                .and_then(|c| c.driver_call.as_ref().map(|(n, _)| n.clone())),
         }
     });
     let in_flight = facts.in_flight.as_ref().map(|f| JsonInFlight {

@@ -212,6 +212,7 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::MpiCall(_) => TAG_MPI_CALL,
         Record::DriverSpan(_) => TAG_DRIVER_SPAN,
         Record::Coherence(_) => TAG_COHERENCE,
+        Record::Crash(_) => TAG_CRASH,
     }
 }
 
@@ -228,6 +229,7 @@ pub(crate) fn size_bound(rec: &Record) -> usize {
             Record::Module(m) => m.path.len() + m.build_id.len(),
             Record::Device(d) => d.name.len(),
             Record::Diagnostic { message, .. } => message.len(),
+            Record::Crash(k) => k.driver_call.as_ref().map_or(0, |(n, _)| n.len()),
             Record::CallChain(c) => c.callers.len() * 2 * crate::varint::MAX_VARINT_LEN,
             Record::MpiCall(m) => m.ranges.len() * (2 * crate::varint::MAX_VARINT_LEN + 1),
             _ => 0,
@@ -375,6 +377,21 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
                 e.varint(u64::from(v.0));
             }
             e.varint(k.construct.0);
+        }
+        Record::Crash(k) => {
+            // Absolute values, no delta state (older readers skip it).
+            e.u8(u8::from(k.address.is_some()) | u8::from(k.driver_call.is_some()) << 1);
+            e.varint(k.time_ns);
+            e.varint(u64::from(k.thread));
+            e.zigzag(i64::from(k.signal));
+            e.zigzag(i64::from(k.code));
+            if let Some(a) = k.address {
+                e.varint(a);
+            }
+            if let Some((name, correlation)) = &k.driver_call {
+                e.bytes(name.as_bytes());
+                e.varint(u64::from(*correlation));
+            }
         }
         Record::MpiCall(m) => {
             let flags = match m.cuda_aware {
@@ -615,6 +632,7 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
         TAG_DRIVER_CALL => Record::DriverCall(decode_driver_call(c, st)),
         TAG_DRIVER_SPAN => Record::DriverSpan(decode_driver_span(c, st)),
         TAG_COHERENCE => Record::Coherence(decode_coherence(c)),
+        TAG_CRASH => Record::Crash(decode_crash(c)),
         TAG_HASH => Record::Hash(decode_hash(c, st)),
         TAG_STRING => Record::String {
             id: StringId(c.varint_u32()),
@@ -870,6 +888,21 @@ pub(crate) fn decode_driver_span(c: &mut Cursor<'_>, st: &mut DeltaState) -> Dri
         op,
         cbid,
         correlation,
+    }
+}
+
+fn decode_crash(c: &mut Cursor<'_>) -> Crash {
+    let flags = c.u8();
+    if flags >> 2 != 0 {
+        c.fail(DecodeError::Invalid("crash flags"));
+    }
+    Crash {
+        time_ns: c.varint(),
+        thread: c.varint_u32(),
+        signal: c.zigzag_i32(),
+        code: c.zigzag_i32(),
+        address: (flags & 1 != 0).then(|| c.varint()),
+        driver_call: (flags & 2 != 0).then(|| (c.string(), c.varint_u32())),
     }
 }
 

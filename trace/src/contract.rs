@@ -5,7 +5,7 @@
 //! files it wrote. Both sides use this module and nothing else for these
 //! facts, so they cannot drift apart.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -147,38 +147,40 @@ pub fn is_off(value: &str) -> bool {
 /// Expands an output pattern: `%p` pid, `%h` host, `%r` MPI rank (0 when
 /// none), `%n` the smallest number that makes the name new (`exists` tells
 /// whether a candidate is taken), `%%` a percent sign; any other `%x` is
-/// kept as written.
+/// kept as written. The pattern is a file name's bytes, whatever they are
+/// (a Linux path need not be UTF-8): the escapes are ASCII.
 pub fn expand_output(
-    pattern: &str,
+    pattern: &OsStr,
     pid: u32,
     host: &str,
     rank: Option<u32>,
-    exists: impl Fn(&str) -> bool,
-) -> String {
+    exists: impl Fn(&OsStr) -> bool,
+) -> OsString {
+    let pattern = pattern.as_bytes();
     let render = |n: u32| {
-        let mut out = String::with_capacity(pattern.len() + 16);
-        let mut chars = pattern.chars();
-        while let Some(c) = chars.next() {
-            if c != '%' {
+        let mut out = Vec::with_capacity(pattern.len() + 16);
+        let mut bytes = pattern.iter().copied();
+        while let Some(c) = bytes.next() {
+            if c != b'%' {
                 out.push(c);
                 continue;
             }
-            match chars.next() {
-                Some('p') => out.push_str(&pid.to_string()),
-                Some('h') => out.push_str(host),
-                Some('r') => out.push_str(&rank.unwrap_or(0).to_string()),
-                Some('n') => out.push_str(&n.to_string()),
-                Some('%') => out.push('%'),
+            match bytes.next() {
+                Some(b'p') => out.extend_from_slice(pid.to_string().as_bytes()),
+                Some(b'h') => out.extend_from_slice(host.as_bytes()),
+                Some(b'r') => out.extend_from_slice(rank.unwrap_or(0).to_string().as_bytes()),
+                Some(b'n') => out.extend_from_slice(n.to_string().as_bytes()),
+                Some(b'%') => out.push(b'%'),
                 Some(other) => {
-                    out.push('%');
+                    out.push(b'%');
                     out.push(other);
                 }
-                None => out.push('%'),
+                None => out.push(b'%'),
             }
         }
-        out
+        OsString::from_vec(out)
     };
-    if !pattern.contains("%n") {
+    if !pattern.windows(2).any(|w| w == b"%n") {
         return render(0);
     }
     (0..10_000)
@@ -189,12 +191,12 @@ pub fn expand_output(
 
 /// True when the pattern names a different file for each process (`%p`),
 /// or picks a free name itself (`%n`).
-pub fn pattern_is_per_process(pattern: &str) -> bool {
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c == '%' {
-            match chars.next() {
-                Some('p') | Some('n') => return true,
+pub fn pattern_is_per_process(pattern: &OsStr) -> bool {
+    let mut bytes = pattern.as_bytes().iter();
+    while let Some(&c) = bytes.next() {
+        if c == b'%' {
+            match bytes.next() {
+                Some(b'p') | Some(b'n') => return true,
                 _ => {}
             }
         }
@@ -254,20 +256,34 @@ mod tests {
 
     #[test]
     fn patterns_expand() {
-        let name = expand_output("t-%h-%r-%p-%%.trace", 42, "node1", Some(3), |_| false);
+        let name = expand_output("t-%h-%r-%p-%%.trace".as_ref(), 42, "node1", Some(3), |_| {
+            false
+        });
         assert_eq!(name, "t-node1-3-42-%.trace");
         let taken = ["x0", "x1"];
-        let name = expand_output("x%n", 1, "h", None, |n| taken.contains(&n));
+        let name = expand_output("x%n".as_ref(), 1, "h", None, |n| {
+            taken.iter().any(|t| OsStr::new(t) == n)
+        });
         assert_eq!(name, "x2");
-        assert_eq!(expand_output("a%qb%", 1, "h", None, |_| false), "a%qb%");
+        assert_eq!(
+            expand_output("a%qb%".as_ref(), 1, "h", None, |_| false),
+            "a%qb%"
+        );
+        // Not UTF-8: the bytes go through as they are.
+        let latin1 = OsString::from_vec(b"caf\xe9-%p.trace".to_vec());
+        assert_eq!(
+            expand_output(&latin1, 7, "h", None, |_| false),
+            OsString::from_vec(b"caf\xe9-7.trace".to_vec())
+        );
+        assert!(pattern_is_per_process(&latin1));
     }
 
     #[test]
     fn per_process_patterns() {
-        assert!(pattern_is_per_process("t-%p.trace"));
-        assert!(pattern_is_per_process("t%n"));
-        assert!(!pattern_is_per_process("t-%%p.trace"));
-        assert!(!pattern_is_per_process("t-%r.trace"));
+        assert!(pattern_is_per_process("t-%p.trace".as_ref()));
+        assert!(pattern_is_per_process("t%n".as_ref()));
+        assert!(!pattern_is_per_process("t-%%p.trace".as_ref()));
+        assert!(!pattern_is_per_process("t-%r.trace".as_ref()));
     }
 
     #[test]

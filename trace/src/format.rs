@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (5)
+//! minor     u16      FORMAT_MINOR (6)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -175,7 +175,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 5;
+pub const FORMAT_MINOR: u16 = 6;
 
 /// The first minor whose header holds a copy of the version.
 pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;
@@ -220,3 +220,4 @@ pub(crate) const TAG_CALL_CHAIN: u8 = 15;
 pub(crate) const TAG_MPI_CALL: u8 = 16;
 pub(crate) const TAG_DRIVER_SPAN: u8 = 17;
 pub(crate) const TAG_COHERENCE: u8 = 18;
+pub(crate) const TAG_CRASH: u8 = 19;

@@ -685,6 +685,30 @@ pub struct EndRecord {
     pub how: Ending,
 }
 
+/// A fatal signal as the collector's handler saw it, before the process
+/// died of it or handed it to the program's own handler: which thread it
+/// hit and, for a fault, where, and the CUDA driver call that thread was
+/// inside (its enter seen, its exit not). Written before the `End` record
+/// it explains. Since format 1.6.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crash {
+    /// When the handler ran (host clock, ns).
+    pub time_ns: u64,
+    /// OS thread id of the thread the signal was delivered to.
+    pub thread: u32,
+    pub signal: i32,
+    /// The signal's `si_code`: positive when the kernel raised it for a
+    /// fault of the thread itself, zero or negative when a process sent it
+    /// (`kill`, `raise`, `abort`).
+    pub code: i32,
+    /// The faulting address the kernel gave (SIGSEGV, SIGBUS, SIGILL, SIGFPE
+    /// raised by a fault).
+    pub address: Option<u64>,
+    /// The driver call in flight on that thread: its name (`cuLaunchKernel`)
+    /// and CUPTI correlation id.
+    pub driver_call: Option<(String, u32)>,
+}
+
 /// Which end of an OpenACC API routine call an [`ApiCall`] marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ApiPhase {
@@ -816,4 +840,6 @@ pub enum Record {
     DriverSpan(DriverSpan),
     /// Since format 1.5.
     Coherence(Coherence),
+    /// Since format 1.6.
+    Crash(Crash),
 }

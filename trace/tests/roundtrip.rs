@@ -272,6 +272,22 @@ fn edge_records() -> Vec<Record> {
             }));
         }
     }
+    // A crash with and without its address and driver call, at the edges.
+    for j in 0..4u64 {
+        v.push(Record::Crash(Crash {
+            time_ns: [u64::MAX, 0, 1 << 40, 7][j as usize],
+            thread: [u32::MAX, 0][(j % 2) as usize],
+            signal: [11, i32::MIN, i32::MAX, 0][j as usize],
+            code: [1, -6, 0, i32::MIN][j as usize],
+            address: (j % 2 == 0).then_some([0x1000, u64::MAX][(j / 2) as usize]),
+            driver_call: (j >= 2).then(|| {
+                (
+                    "cuLaunchKernel".to_string(),
+                    [u32::MAX, 0][(j % 2) as usize],
+                )
+            }),
+        }));
+    }
     for mode in [HashMode::Off, HashMode::Sampled, HashMode::Full] {
         for direction in [Direction::Upload, Direction::Download] {
             v.push(Record::Hash(BufferHash {

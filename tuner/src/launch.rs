@@ -19,7 +19,7 @@ pub struct Launch<'a> {
     /// The collector library, already checked (`LD_PRELOAD` takes it).
     pub lib: &'a Path,
     /// Trace file name pattern (`%` escapes as the contract says).
-    pub output: &'a str,
+    pub output: &'a std::ffi::OsStr,
     pub hash: HashMode,
     /// Record device activity with CUPTI.
     pub cupti: bool,

@@ -114,7 +114,18 @@ impl Runner for ProcessRunner {
             source: e,
         })?;
         let manifest = Manifest::new()?;
-        let output = trace.display().to_string().replace('%', "%%");
+        // The trace's path as a pattern: its bytes, each % doubled.
+        let output = {
+            use std::os::unix::ffi::{OsStrExt, OsStringExt};
+            let mut v = Vec::new();
+            for &b in trace.as_os_str().as_bytes() {
+                v.push(b);
+                if b == b'%' {
+                    v.push(b'%');
+                }
+            }
+            std::ffi::OsString::from_vec(v)
+        };
         let launch = Launch {
             lib: &self.lib,
             output: &output,

@@ -159,6 +159,7 @@ pub(crate) struct Join<S: Sink> {
     /// times of 0 are not seen).
     span: (u64, u64),
     ending: Option<accprof_trace::EndRecord>,
+    crash: Option<accprof_trace::Crash>,
     routines: Vec<String>,
     routine_ids: IdHashMap<StringId, ApiRoutine>,
     totals: Totals,
@@ -217,6 +218,7 @@ impl<S: Sink> Join<S> {
             diagnostics: Vec::new(),
             span: (u64::MAX, 0),
             ending: None,
+            crash: None,
             routines: Vec::new(),
             routine_ids: IdHashMap::default(),
             totals: Totals::default(),
@@ -446,6 +448,15 @@ impl<S: Sink> Join<S> {
             Record::End(end) => {
                 self.see_time(end.time_ns);
                 self.ending = Some(*end);
+            }
+            Record::Crash(c) => {
+                self.see_time(c.time_ns);
+                // The latest signal, unless a fault came first: an abort
+                // from a handler after a SIGSEGV is not what it died of.
+                let fault = |c: &accprof_trace::Crash| c.address.is_some();
+                if !self.crash.as_ref().is_some_and(|k| fault(k) && !fault(c)) {
+                    self.crash = Some(c.clone());
+                }
             }
             Record::Api(a) => self.add_api(a, symbolizer),
             Record::Coherence(k) => self.add_coherence(k, symbolizer),
@@ -1050,6 +1061,7 @@ impl<S: Sink> Join<S> {
             span_ns: if self.span.1 == 0 { (0, 0) } else { self.span },
             open_at_end,
             ending: self.ending,
+            crash: self.crash,
             constructs: self.next_construct,
             allocs: self.next_alloc,
             totals: self.totals,

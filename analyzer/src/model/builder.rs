@@ -227,6 +227,7 @@ impl Run {
                 span_ns: (0, 0),
                 open_at_end: Vec::new(),
                 ending: None,
+                crash: None,
                 constructs: 0,
                 allocs: 0,
                 totals: Totals::default(),

@@ -54,6 +54,9 @@ pub struct Process {
     /// How the process ended, when the collector saw it end; None for a
     /// trace that was cut (or written by a collector before format 1.1).
     pub ending: Option<EndRecord>,
+    /// The fatal signal the collector's handler saw, with the thread, the
+    /// faulting address and the driver call in flight (format 1.6 on).
+    pub crash: Option<accprof_trace::Crash>,
     /// Constructs and device allocations the join started (the model's
     /// tables hold as many).
     pub(crate) constructs: u32,

@@ -554,6 +554,7 @@ impl SummarySink {
             executable: info.header.executable.clone(),
             start_unix_ns: info.header.start_unix_ns,
             ending: info.ending,
+            crash: info.crash.clone(),
             cut_constructs: totals.cut_constructs,
             in_flight: self.in_flight(info),
             errors: info

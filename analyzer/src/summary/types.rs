@@ -333,6 +333,8 @@ pub struct RunFacts {
     pub start_unix_ns: u64,
     /// How the process ended, when the trace says.
     pub ending: Option<EndRecord>,
+    /// The fatal signal the collector saw, when the trace holds it.
+    pub crash: Option<accprof_trace::Crash>,
     /// Constructs whose end event never came.
     pub cut_constructs: u64,
     /// The construct running when the program died, when it died inside one.
@@ -371,7 +373,17 @@ impl RunFacts {
     /// How the process ended, in words; None for a plain exit with status 0
     /// (or one whose status was not seen).
     pub fn ending_text(&self) -> Option<String> {
-        Some(match self.ending?.how {
+        let how = match (self.ending, &self.crash) {
+            (Some(e), _) => e.how,
+            // The crash was written, the end was not (the process died
+            // before the last flush finished).
+            (None, Some(c)) => Ending::Signal(c.signal),
+            (None, None) => return None,
+        };
+        if let (Ending::Signal(n), Some(c)) = (how, &self.crash) {
+            return Some(self.crash_text(n, c));
+        }
+        Some(match how {
             Ending::Exit(Some(0)) | Ending::Exit(None) => return None,
             Ending::Exit(Some(c)) => format!("the program exited with status {c}"),
             Ending::QuickExit(c) => {
@@ -387,6 +399,37 @@ impl RunFacts {
                 format!("the program stopped on a fatal OpenACC runtime or CUDA error (code {c})")
             }
         })
+    }
+
+    /// "died of signal 11 (SIGSEGV) at address 0x1000 in the CUDA driver
+    /// call cuLaunchKernel, during the compute region (parallel) at
+    /// file:line": the signal the process died of (`n`), what the first
+    /// fatal signal hit, and the construct in flight.
+    fn crash_text(&self, n: i32, c: &accprof_trace::Crash) -> String {
+        let mut t = if c.signal == n && c.code <= 0 {
+            // Sent by a process (kill, raise, abort), not a fault.
+            format!("the program was killed by signal {n} ({})", signal_name(n))
+        } else if c.signal == n {
+            format!("the program died of signal {n} ({})", signal_name(n))
+        } else {
+            format!(
+                "the program was killed by signal {n} ({}) after signal {} ({})",
+                signal_name(n),
+                c.signal,
+                signal_name(c.signal)
+            )
+        };
+        if let Some(a) = c.address {
+            t.push_str(&format!(" at address {a:#x}"));
+        }
+        if let Some((name, _)) = &c.driver_call {
+            t.push_str(&format!(" in the CUDA driver call {name}"));
+        }
+        if let Some(f) = &self.in_flight {
+            let line = f.line.map_or("?".to_string(), |l| l.to_string());
+            t.push_str(&format!(", during the {} at {}:{line}", f.what, f.file));
+        }
+        t
     }
 
     /// Whether the trace says nothing of how the process ended although its

@@ -107,6 +107,13 @@ int main(int argc, char **argv) {
     raise(signal_named(arg));
     return 99;
   }
+  if (strcmp(mode, "late-kill") == 0) {
+    /* Long enough for the collector's periodic write, then a death it
+     * cannot see. */
+    usleep(600000);
+    raise(SIGKILL);
+    return 97;
+  }
   if (strcmp(mode, "pipe") == 0) {
     for (int i = 0; i < 100000; i++) printf("line %d\n", i);
     return 98;

@@ -6,19 +6,15 @@
 //! handler is inside), writes a fixed ring of fault records, calls
 //! `mprotect` and returns. It never allocates, locks or calls the device.
 //!
-//! Faults that are not the check's go to the disposition the signal had
-//! before the check installed its handler (normally the collector's own
-//! flush-and-chain handler in `signals`), or to the one the program sets
-//! later: `sigaction` and `signal` for SIGSEGV and SIGBUS are interposed
-//! while the check runs, so the program's handler is recorded here instead
-//! of replacing ours, and the program is told what it would have been
-//! told.
+//! It is not a handler of its own: the collector's one handler
+//! (`signals`) asks [`claim`] first, and passes a fault the check does not
+//! claim on to the program's disposition (which `signals` keeps behind
+//! ours, whenever the program sets it).
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use super::table::{judge, save_window, Prot, Range, Snapshot, Verdict};
-use crate::next_fns::NextFns;
 
 /// si_code of a SIGSEGV for an access the page's protection refused.
 const SEGV_ACCERR: libc::c_int = 2;
@@ -276,58 +272,10 @@ pub(crate) fn drain(mut each: impl FnMut(Fault)) {
     }
 }
 
-/// The disposition behind ours, per signal (SIGSEGV, SIGBUS): handler
-/// address, flags and mask, as the program would read them back.
-struct Behind {
-    handler: AtomicUsize,
-    flags: AtomicU64,
-    mask: [AtomicU64; MASK_WORDS],
-}
-
-const MASK_WORDS: usize = std::mem::size_of::<libc::sigset_t>() / 8;
-
-static BEHIND: [Behind; 2] = [const {
-    Behind {
-        handler: AtomicUsize::new(libc::SIG_DFL),
-        flags: AtomicU64::new(0),
-        mask: [const { AtomicU64::new(0) }; MASK_WORDS],
-    }
-}; 2];
-static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-fn behind(sig: libc::c_int) -> Option<&'static Behind> {
-    match sig {
-        libc::SIGSEGV => Some(&BEHIND[0]),
-        libc::SIGBUS => Some(&BEHIND[1]),
-        _ => None,
-    }
-}
-
-fn store(b: &Behind, sa: &libc::sigaction) {
-    // SAFETY: sigset_t is plain bytes, MASK_WORDS u64 long.
-    let words: [u64; MASK_WORDS] = unsafe { std::mem::transmute_copy(&sa.sa_mask) };
-    for (w, v) in b.mask.iter().zip(words) {
-        w.store(v, Ordering::Relaxed);
-    }
-    b.flags.store(sa.sa_flags as u64, Ordering::Relaxed);
-    b.handler.store(sa.sa_sigaction, Ordering::Release);
-}
-
-fn load(b: &Behind) -> libc::sigaction {
-    // SAFETY: an all-zero sigaction is a valid value.
-    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = b.handler.load(Ordering::Acquire);
-    sa.sa_flags = b.flags.load(Ordering::Relaxed) as libc::c_int;
-    let words: [u64; MASK_WORDS] = std::array::from_fn(|i| b.mask[i].load(Ordering::Relaxed));
-    // SAFETY: as in `store`.
-    sa.sa_mask = unsafe { std::mem::transmute_copy(&words) };
-    sa
-}
-
-/// Installs the handler for SIGSEGV and SIGBUS, keeping what was there
-/// as the disposition faults that are not ours go to. `real` is the
-/// system's `sigaction` (not the interposed one).
-pub(crate) fn install(real: RealSigaction) {
+/// Sets the page size and registers [`claim`] with the collector's signal
+/// handler, which gives it every SIGSEGV and SIGBUS first (and hands the
+/// ones it does not claim on to the program's disposition).
+pub(crate) fn install() {
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -336,127 +284,10 @@ pub(crate) fn install(real: RealSigaction) {
     if page > 0 && (page as u64).is_power_of_two() {
         PAGE.store(page as u64, Ordering::Relaxed);
     }
-    for sig in [libc::SIGSEGV, libc::SIGBUS] {
-        let Some(b) = behind(sig) else { continue };
-        // SAFETY: sigaction with structs we own; the old disposition is
-        // stored before ours is installed.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if real(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            store(b, &old);
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = handler as *const () as usize;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-            libc::sigemptyset(&mut new.sa_mask);
-            real(sig, &new, std::ptr::null_mut());
-        }
-    }
+    crate::signals::set_fault_hook(claim);
 }
 
-pub(crate) type RealSigaction =
-    unsafe fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
-
-/// The program's `sigaction(sig, act, old)`, while the check runs: for
-/// SIGSEGV and SIGBUS the disposition is kept behind ours and the
-/// program is told the one it would have had; `None` for every other
-/// signal (the caller forwards it).
-///
-/// # Safety
-/// `act` and `old` as for sigaction(2).
-pub(crate) unsafe fn intercept(
-    sig: libc::c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
-) -> Option<libc::c_int> {
-    if !INSTALLED.load(Ordering::Acquire) {
-        return None;
-    }
-    let b = behind(sig)?;
-    if !old.is_null() {
-        // SAFETY: the caller's promise.
-        unsafe { old.write(load(b)) };
-    }
-    if !act.is_null() {
-        // SAFETY: the caller's promise.
-        store(b, unsafe { &*act });
-    }
-    Some(0)
-}
-
-/// Whether `sig`'s disposition is kept behind the check's handler.
-pub(crate) fn intercepts(sig: libc::c_int) -> bool {
-    INSTALLED.load(Ordering::Acquire) && behind(sig).is_some()
-}
-
-/// Hands a fault that is not ours to the disposition behind us, as the
-/// kernel would have.
-fn pass_on(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let Some(b) = behind(sig) else { return };
-    let h = b.handler.load(Ordering::Acquire);
-    let flags = b.flags.load(Ordering::Relaxed) as libc::c_int;
-    if h == libc::SIG_DFL {
-        crate::end_by_signal(sig);
-        // SAFETY: the default disposition and a re-raise: the signal is
-        // blocked while we run, so it is delivered with the default action
-        // on return (for a fault, the instruction faults again and the
-        // process dies of it as it would have).
-        unsafe {
-            let mut dfl: libc::sigaction = std::mem::zeroed();
-            dfl.sa_sigaction = libc::SIG_DFL;
-            real_sigaction()(sig, &dfl, std::ptr::null_mut());
-            libc::raise(sig);
-        }
-        return;
-    }
-    if h == libc::SIG_IGN {
-        return;
-    }
-    if flags & libc::SA_RESETHAND != 0 {
-        b.handler.store(libc::SIG_DFL, Ordering::Release);
-    }
-    // SAFETY: the handler the program installed, called the way the kernel
-    // would have, with the flags it was installed with.
-    unsafe {
-        if flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                std::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-            f(sig);
-        }
-    }
-}
-
-/// The system's `sigaction` (the next definition after this library's
-/// interposer), looked up once at install, never in the handler.
-static REAL_SIGACTION: NextFns<1> = NextFns::new([c"sigaction"]);
-
-type SigactionFn =
-    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
-
-/// Calls the system's sigaction, past the interposer.
-///
-/// # Safety
-/// As sigaction(2).
-unsafe fn system_sigaction(
-    sig: libc::c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
-) -> libc::c_int {
-    match REAL_SIGACTION.get(0) {
-        0 => -1,
-        // SAFETY: the next definition of sigaction, with the caller's arguments.
-        f => unsafe { std::mem::transmute::<usize, SigactionFn>(f)(sig, act, old) },
-    }
-}
-
-/// The system's sigaction, past our interposer.
-pub(crate) fn real_sigaction() -> RealSigaction {
-    system_sigaction
-}
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 #[cfg(target_arch = "x86_64")]
 fn context(ctx: *mut libc::c_void) -> (u64, bool) {
@@ -504,10 +335,11 @@ fn protect(lo: u64, len: u64, prot: Prot) {
     }
 }
 
-extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: errno is this thread's; the interrupted code must find it
-    // as it left it.
-    let errno = unsafe { *libc::__errno_location() };
+/// Takes a SIGSEGV or SIGBUS that the check caused (an access to a page
+/// it protected) and returns true; false for every other, which the
+/// collector's handler passes on. Called from that handler: async-signal-
+/// safe (atomics, `mprotect`, the fault ring, a raw `write`).
+fn claim(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
     let started = crate::clock::now_ns();
     // Only the kernel's "no access to a mapped page" can be the check's
     // (not a raise, not an unmapped address).
@@ -534,10 +366,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             if addr != 0 {
                 say_not_ours(addr, context(ctx).0);
             }
-            // SAFETY: as above.
-            unsafe { *libc::__errno_location() = errno };
-            pass_on(sig, info, ctx);
-            return;
+            return false;
         }
         Verdict::OurPage => open_page(addr),
         Verdict::Watched(range) => {
@@ -556,8 +385,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         crate::clock::now_ns().saturating_sub(started),
         Ordering::Relaxed,
     );
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    true
 }
 
 /// A host access to a watched range, from the handler (`code_addr` the

@@ -73,7 +73,7 @@ pub(crate) fn start() {
     if !crate::config::config().coherence {
         return;
     }
-    fault::install(fault::real_sigaction());
+    fault::install();
     staging::watch_runtime_frees();
     let (lo, hi) = thread_block();
     TLS_LO.store(lo, Ordering::Relaxed);
@@ -113,30 +113,6 @@ pub(super) fn on_thread_block(host: u64, bytes: u64) -> bool {
     );
     let (plo, phi) = table::page_span(host, bytes, fault::PAGE.load(Ordering::Relaxed));
     lo < hi && plo < hi && phi > lo
-}
-
-/// The program's `sigaction` for SIGSEGV and SIGBUS while the check runs
-/// (see [`fault::intercept`]); `None`: not ours, call the system's.
-///
-/// # Safety
-/// As sigaction(2).
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) unsafe fn intercept_sigaction(
-    sig: libc::c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
-) -> Option<libc::c_int> {
-    if !on() {
-        return None;
-    }
-    // SAFETY: the caller's promise.
-    unsafe { fault::intercept(sig, act, old) }
-}
-
-/// Whether `signal(sig, ...)` must go through [`intercept_sigaction`].
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) fn intercepts(sig: libc::c_int) -> bool {
-    on() && fault::intercepts(sig)
 }
 
 thread_local! {

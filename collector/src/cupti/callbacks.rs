@@ -301,6 +301,11 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
             (*data).functionReturnValue,
         )
     };
+    match site {
+        SITE_ENTER => crate::crash::driver_call_entered(cbid, correlation),
+        SITE_EXIT => crate::crash::driver_call_left(),
+        _ => {}
+    }
     if site == SITE_EXIT {
         let code = if ret.is_null() {
             0
@@ -390,6 +395,16 @@ pub(super) fn callback_name(cb: Cb) -> String {
     let name = format!("{cb:?}");
     name.trim_start_matches("CUPTI_DRIVER_TRACE_CBID_")
         .to_string()
+}
+
+/// The name of driver callback id `cbid` (`cuLaunchKernel`), for the
+/// call a crash hit.
+pub(super) fn driver_call_name(cbid: u32) -> String {
+    TRACED
+        .iter()
+        .find(|(cb, _)| *cb as u32 == cbid)
+        .map(|(cb, _)| callback_name(*cb))
+        .unwrap_or_else(|| format!("driver call {cbid}"))
 }
 
 /// Set once a driver call has reported an error that leaves the context

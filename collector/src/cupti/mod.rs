@@ -175,6 +175,11 @@ pub(crate) fn start() -> Result<(), String> {
     result
 }
 
+/// The name of the driver call with CUPTI callback id `cbid`.
+pub(crate) fn driver_call_name(cbid: u32) -> String {
+    callbacks::driver_call_name(cbid)
+}
+
 /// Flushes all activity buffers (forced: records still in flight come out
 /// too) and records dropped-record counts. A no-op when CUPTI never started
 /// in this process, in a forked child, and when re-entered.

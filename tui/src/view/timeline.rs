@@ -58,8 +58,16 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
                 let gr = &session.groups[g];
                 let sign = if state.collapsed[g] { "▸" } else { "▾" };
                 let n = gr.lanes.lanes.len() + usize::from(!gr.lanes.memory.is_empty());
+                // How the program ended, when it did not end well (the
+                // signal, the driver call and the construct it died in).
+                let ending = gr
+                    .run
+                    .facts()
+                    .ending_text()
+                    .map(|e| format!("  ✕ {e}"))
+                    .unwrap_or_default();
                 let text = format!(
-                    "{sign} {}  pid {}  {n} lane{}",
+                    "{sign} {}  pid {}  {n} lane{}{ending}",
                     gr.label,
                     gr.run.process.header.pid,
                     if n == 1 { "" } else { "s" }
@@ -190,8 +198,8 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
     }
 }
 
-/// The header: where the wall time of the run at the cursor went, from
-/// its ledger (the busiest host thread's, as `analyze` opens with).
+/// The header: how the run at the cursor ended when it did not end well,
+/// and where its wall time went, from its ledger (the busiest host thread's, as `analyze` opens with).
 fn header(session: &Session, state: &State, palette: Palette, area: Rect, buf: &mut Buffer) {
     let g = state.rows.get(state.cursor).map_or(0, |r| r.group());
     let Some(gr) = session.groups.get(g) else {
@@ -201,6 +209,10 @@ fn header(session: &Session, state: &State, palette: Palette, area: Rect, buf: &
     if session.groups.len() > 1 {
         text.push_str(&gr.short);
         text.push_str("  ");
+    }
+    // A run that died says so first: what hit it, where.
+    if let Some(e) = gr.run.facts().ending_text() {
+        text.push_str(&format!("✕ {e}  │  "));
     }
     text.push_str(&ledger_text(gr.run.ledger()));
     buf.set_stringn(area.x, area.y, &text, area.width as usize, palette.title());
