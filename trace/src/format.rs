@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.5.
+//! The binary layout of a trace file, version 1.6.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (5)
+//! minor     u16      FORMAT_MINOR (6)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -138,7 +138,11 @@
 //!                time varint, thread varint, code_addr varint,
 //!                host_addr varint, range_start varint, range_bytes
 //!                varint, variable? varint (string id), construct varint
-//!                (a region id); all absolute (no delta state)
+//!                (a region id); all absolute (no delta state);
+//!                [1.6: count varint (<= MAX_ACCESS_FRAMES), count x
+//!                (module varint, return_offset varint): the return
+//!                addresses above the faulting instruction, innermost
+//!                first]
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -175,7 +179,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 5;
+pub const FORMAT_MINOR: u16 = 6;
 
 /// The first minor whose header holds a copy of the version.
 pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;

@@ -330,6 +330,7 @@ impl Checker {
             variable: (r.name != 0).then_some(StringId(r.name)),
             construct: RegionId(d.region),
             confirmed: true,
+            callers: Vec::new(),
         }));
     }
 
@@ -430,5 +431,6 @@ fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bo
         variable: (r.name != 0).then_some(StringId(r.name)),
         construct: RegionId(construct),
         confirmed,
+        callers: Vec::new(),
     }));
 }
