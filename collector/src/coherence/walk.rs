@@ -401,8 +401,12 @@ mod tests {
         assert_eq!(source_line(so, *mine), want, "{what}: {walked:#?}");
     }
 
+    /// The tests install SIGSEGV handlers: one at a time.
+    static SIGNALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn walks_out_of_libc_and_libgfortran_to_the_calling_line() {
+        let _one = SIGNALS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile_dir();
         fault::learn_stack_end();
         // SAFETY: an all-zero sigaction is a valid value.
@@ -465,6 +469,59 @@ mod tests {
         }
         // SAFETY: the disposition saved above.
         unsafe { libc::sigaction(libc::SIGSEGV, &old, std::ptr::null_mut()) };
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The check's own handler, as the collector installs it, on a stale
+    /// range that libc's memcpy reads: the fault drained at the next
+    /// boundary carries the return addresses, the program's call to
+    /// memcpy among them.
+    #[test]
+    fn the_checks_handler_keeps_what_the_drain_walks_out_of_libc() {
+        use super::super::table::{Range, Snapshot, State};
+        let _one = SIGNALS.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile_dir();
+        let Some(so) = build("gcc", "reads.c", &dir) else {
+            return;
+        };
+        let lib = open(&so);
+        type Copy = unsafe extern "C" fn(*mut f64, *const f64, usize) -> f64;
+        let copy_it: Copy = symbol(lib, "copy_it");
+        let src = Page::new(&[3u8; 4096]);
+        let stale = Range {
+            start: src.0 as u64,
+            bytes: 4096,
+            device: 0,
+            name: 0,
+            state: State::DeviceNewer { since: 7 },
+            unread: None,
+            unproven: false,
+            gone: false,
+        };
+        let mut retired = Vec::new();
+        fault::publish(&Snapshot::new(vec![stale], 4096, &[]), &mut retired);
+        fault::install(fault::real_sigaction());
+        // As the thread's first construct would.
+        fault::learn_stack_end();
+        let mut dst = vec![0f64; 64];
+        // SAFETY: 64 doubles from the watched page into dst.
+        let first = unsafe { copy_it(dst.as_mut_ptr(), src.0.cast(), 64) };
+        assert_eq!(first.to_ne_bytes(), [3u8; 8], "the read went through");
+        let mut faults = Vec::new();
+        fault::drain(|f| faults.push(f));
+        fault::publish(&Snapshot::new(Vec::new(), 4096, &[]), &mut retired);
+        assert_eq!(faults.len(), 1, "{faults:#?}");
+        let f = &faults[0];
+        assert_eq!(f.host_addr, src.0 as u64);
+        let (fault_in, _) = object(f.code_addr);
+        assert!(fault_in.contains("libc"), "faulted in {fault_in}");
+        let frames = &f.frames[..f.nframes];
+        let mine = frames
+            .iter()
+            .find(|&&a| object(a).0 == so.display().to_string())
+            .unwrap_or_else(|| panic!("no frame in {}: {frames:x?}", so.display()));
+        let want = format!("reads.c:{}", line_of("reads.c", "read: memcpy"));
+        assert_eq!(source_line(&so, *mine), want);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
