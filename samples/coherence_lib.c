@@ -6,7 +6,9 @@
  * data region; a compute construct rewrites both; then the host hands them
  * to libc without `update self`:
  *   `memcpy(head, a, ...)`     libc's memcpy reads a's first page,
- *   `fwrite(a + n / 2, ...)`   libc's stdio copies a page in a's middle,
+ *   `fwrite(a + n / 2, ...)`   libc's stdio copies 64 values from a's middle
+ *                              into its buffer (a write larger than the
+ *                              buffer would go to write(2) directly),
  *   `printf("... %.20s ...")`  libc's printf reads t's first bytes.
  * Each read is made by libc's code (built without frame pointers), not the
  * program's: the coherence check's walk out of libc reports it at the
@@ -27,7 +29,8 @@
  *   its line. VARIANT fixed: no finding. On the host fallback the check
  *   says that it does not apply.
  *
- * Output: "head: ...", "text: ...", then "reference: match" when what the
+ * Output: "text: ...", "head: ...", "time: <seconds of the data region>",
+ * then "reference: match" when what the
  * host read through libc equals the compute construct's values, else
  * "reference: MISMATCH" and exit status 1. Bad args: exit 2.
  */
@@ -35,6 +38,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 int main(int argc, char **argv)
 {
@@ -84,6 +95,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    double t0 = now();
 #pragma acc data copy(a[0:n], t[0:n])
     {
 #pragma acc parallel loop present(a[0:n], t[0:n])
@@ -95,12 +107,14 @@ int main(int argc, char **argv)
 #pragma acc update self(a[0:n], t[0:n])
         }
         memcpy(head, a, h * sizeof *a); /* libc reads a */
-        fwrite(a + n / 2, sizeof *a, h, sink); /* libc reads a */
+        fwrite(a + n / 2, sizeof *a, 64, sink); /* libc reads a */
         printf("text: %.20s\n", t); /* libc reads t */
         memcpy(mid, a + n / 2, h * sizeof *a);
         snprintf(text, sizeof text, "%.20s", t);
     }
+    double t1 = now();
     printf("head: %g %g %g\n", head[0], head[1], head[h - 1]);
+    printf("time: %.3f s\n", t1 - t0);
     fclose(sink);
     int ok = strncmp(text, "abcdefghijklmnopqrst", 20) == 0;
     for (long i = 0; i < h; i++)

@@ -24,7 +24,8 @@
 !   `!$acc update self(p)` before it. VARIANT fixed: no finding. On the
 !   host fallback the check says that it does not apply.
 !
-! Output: the printed values, then "reference: match" when they are the
+! Output: the printed values, "time: <seconds from the enter data on>",
+! then "reference: match" when they are the
 ! compute construct's, else "reference: MISMATCH" and exit status 1. Bad
 ! args: exit 2.
 module coherence_print_field
@@ -38,6 +39,7 @@ program coherence_print
   implicit none
   integer :: n, i
   logical :: fixed, ok
+  integer(8) :: c0, c1, rate
 
   if (command_argument_count() > 2) then
     write (0, '(a)') 'usage: coherence_print_f90 [N [bad|fixed]]'
@@ -48,6 +50,7 @@ program coherence_print
   allocate(p(n))
   p = -1
 
+  call system_clock(c0, rate)
   !$acc enter data copyin(p)
   !$acc parallel loop present(p)
   do i = 1, n
@@ -62,6 +65,8 @@ program coherence_print
   write (*, '(a, es14.7)') 'p(n) = ', p(n) ! libgfortran reads p
   ok = p(5) == 9 .and. p(n / 2) == 2 * (n / 2) - 1 .and. p(n) == 2 * real(n, dp) - 1
   !$acc exit data delete(p)
+  call system_clock(c1)
+  write (*, '(a, f0.3, a)') 'time: ', real(c1 - c0, dp) / real(rate, dp), ' s'
   if (ok) then
     write (*, '(a)') 'reference: match'
   else
