@@ -184,7 +184,7 @@ pub(crate) fn library(path: &str) -> bool {
         "/opt/nvidia/",
         "/usr/local/lib/",
     ];
-    const NAMES: [&str; 22] = [
+    const NAMES: [&str; 25] = [
         "ld-linux",
         "libc.so",
         "libc-",
@@ -205,7 +205,10 @@ pub(crate) fn library(path: &str) -> bool {
         "liblapack",
         "libmkl",
         "libcuda",
+        "libcupti",
+        "libcublas",
         "libnv",
+        "libpgf",
         "libaccprof",
     ];
     let name = path.rsplit('/').next().unwrap_or(path);
