@@ -258,6 +258,16 @@ impl Published {
     pub fn judge(&self, addr: u64) -> Verdict {
         judge(self.watched(), self.spans(), addr)
     }
+
+    /// Where the first page the check protected at or above `at` starts
+    /// (`u64::MAX`: none): the handler's copy of the stack stops there (a
+    /// mapped array on this thread's stack, mapped by another thread).
+    /// Allocation-free: called from the signal handler.
+    pub fn protected_from(&self, at: u64) -> u64 {
+        let spans = self.spans();
+        let i = spans.partition_point(|s| s.1 <= at);
+        spans.get(i).map_or(u64::MAX, |s| s.0.max(at))
+    }
 }
 
 /// A replaced snapshot, unmapped when dropped (once no handler can read it).
@@ -521,10 +531,12 @@ pub(crate) fn real_sigaction() -> RealSigaction {
 /// Copies the interrupted code's registers and the stack words above its
 /// stack pointer into `out`, which the caller owns: up to the thread's
 /// stack end when this thread made it known ([`learn_stack_end`]), else
-/// to the end of the stack pointer's page (always mapped). Leaves
-/// `out.words` 0 when there is no context. Async-signal-safe: reads the
-/// ucontext and the thread's own stack, writes only `out`.
-pub(crate) fn capture(ctx: *mut libc::c_void, out: &mut StackCopy) {
+/// to the end of the stack pointer's page (always mapped), and never to
+/// `limit` or past it (the first page the check protected above the stack
+/// pointer). Leaves `out.words` 0 when there is no context.
+/// Async-signal-safe: reads the ucontext and the thread's own stack,
+/// writes only `out`.
+pub(crate) fn capture(ctx: *mut libc::c_void, out: &mut StackCopy, limit: u64) {
     out.words = 0;
     let Some(regs) = registers(ctx) else { return };
     out.regs = regs;
@@ -535,7 +547,8 @@ pub(crate) fn capture(ctx: *mut libc::c_void, out: &mut StackCopy) {
     let end = match STACK_END.try_with(Cell::get).unwrap_or(0) {
         e if e > regs.sp => e,
         _ => (regs.sp | (page - 1)) + 1,
-    };
+    }
+    .min(limit.max(regs.sp));
     let words = ((end - regs.sp) / 8).min(STACK_WORDS as u64) as usize;
     // SAFETY: sp..end is the interrupted thread's stack, mapped and
     // readable (above its stack pointer, below its end); `out.stack`
@@ -662,10 +675,13 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             }
         }
     };
+    let sp = registers(ctx).map_or(0, |r| r.sp);
     READERS.fetch_add(1, Ordering::SeqCst);
     let snap = SNAPSHOT.load(Ordering::SeqCst);
     // SAFETY: a published snapshot is unmapped only while READERS is 0.
-    let verdict = unsafe { snap.as_ref() }.map_or(Verdict::NotOurs, |s| s.judge(addr));
+    let (verdict, stack_limit) = unsafe { snap.as_ref() }.map_or((Verdict::NotOurs, 0), |s| {
+        (s.judge(addr), s.protected_from(sp))
+    });
     READERS.fetch_sub(1, Ordering::SeqCst);
     match verdict {
         Verdict::NotOurs => {
@@ -686,7 +702,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
                 RUNTIME_ACCESSES.fetch_add(1, Ordering::Relaxed);
                 open_page(addr);
             } else {
-                access_from(started, code_addr, addr, write, range, ctx);
+                access_from(started, code_addr, addr, write, range, (ctx, stack_limit));
             }
         }
     }
@@ -704,18 +720,26 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 /// next construct boundary, and the range's pages opened as far as the
 /// access needs. Async-signal-safe.
 pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
-    access_from(time, code_addr, addr, write, range, std::ptr::null_mut());
+    access_from(
+        time,
+        code_addr,
+        addr,
+        write,
+        range,
+        (std::ptr::null_mut(), 0),
+    );
 }
 
 /// [`access`], from the handler: `ctx` its ucontext (null from a wrapped
-/// call), whose registers and stack are kept for the walk.
+/// call), whose registers and stack below the limit are kept for the
+/// walk.
 fn access_from(
     time: u64,
     code_addr: u64,
     addr: u64,
     write: bool,
     range: Range,
-    ctx: *mut libc::c_void,
+    ctx: (*mut libc::c_void, u64),
 ) {
     let page = PAGE.load(Ordering::Relaxed);
     if write || range.is_stale() {
@@ -741,7 +765,14 @@ fn access_from(
     }
 }
 
-fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range, ctx: *mut libc::c_void) {
+fn record(
+    time: u64,
+    code_addr: u64,
+    addr: u64,
+    write: bool,
+    range: Range,
+    (ctx, stack_limit): (*mut libc::c_void, u64),
+) {
     let page = PAGE.load(Ordering::Relaxed);
     let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     for k in 0..RING {
@@ -782,7 +813,7 @@ fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range, ctx: 
         // SAFETY: we own the slot (EMPTY -> WRITING above).
         unsafe { slot.fault.get().write(f) };
         // SAFETY: as above, for its stack copy; written in place.
-        capture(ctx, unsafe { &mut *slot.stack.get() });
+        capture(ctx, unsafe { &mut *slot.stack.get() }, stack_limit);
         slot.state.store(READY, Ordering::Release);
         return;
     }
@@ -831,4 +862,36 @@ pub(crate) fn construct_entered() {
 
 pub(crate) fn construct_left() {
     let _ = IN_CONSTRUCT.try_with(|c| c.set(c.get().saturating_sub(1)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Range, Snapshot, State};
+    use super::Published;
+
+    /// The handler's copy of a stack stops at the first protected page
+    /// above the stack pointer, not at one below it.
+    #[test]
+    fn the_stack_copy_stops_at_the_first_protected_page_above_it() {
+        let range = |start: u64| Range {
+            start,
+            bytes: 8192,
+            device: 0,
+            name: 0,
+            state: State::DeviceNewer { since: 1 },
+            unread: None,
+            unproven: false,
+            gone: false,
+        };
+        let snap = Snapshot::new(vec![range(0x10000), range(0x40000)], 4096, &[]);
+        let p = Published::create(&snap);
+        assert!(!p.is_null());
+        let _gone = super::Retired(p);
+        // SAFETY: a snapshot just created, unmapped when `_gone` drops.
+        let p = unsafe { &*p };
+        assert_eq!(p.protected_from(0x20000), 0x40000);
+        assert_eq!(p.protected_from(0x3f000), 0x40000);
+        assert_eq!(p.protected_from(0x11000), 0x11000, "inside one: nothing");
+        assert_eq!(p.protected_from(0x42000), u64::MAX);
+    }
 }

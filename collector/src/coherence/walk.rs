@@ -254,7 +254,7 @@ mod tests {
         // Saved); the page is one the test protected.
         unsafe {
             if FAULTS.fetch_add(1, Ordering::SeqCst) == 0 {
-                fault::capture(ctx, &mut *SAVED.0.get());
+                fault::capture(ctx, &mut *SAVED.0.get(), u64::MAX);
             }
             let page = (*info).si_addr() as usize & !4095;
             libc::mprotect(
