@@ -3,13 +3,17 @@
  * (the BAD variant: a coherence bug, not a performance one).
  *
  * The array a (N doubles) and the text t (N bytes) live on the device in a
- * data region; a compute construct rewrites both; then the host hands them
- * to libc without `update self`:
- *   `memcpy(head, a, ...)`     libc's memcpy reads a's first page,
- *   `fwrite(a + n / 2, ...)`   libc's stdio copies 64 values from a's middle
- *                              into its buffer (a write larger than the
- *                              buffer would go to write(2) directly),
- *   `printf("... %.20s ...")`  libc's printf reads t's first bytes.
+ * data region (line 104: `#pragma acc data copy(a[0:n], t[0:n])`); the
+ * compute construct at
+ * line 106: `#pragma acc parallel loop present(a[0:n], t[0:n])`
+ * rewrites both; then the host hands them to libc without `update self`:
+ * line 114: `memcpy(head, a, h * sizeof *a);`
+ *   (libc's memcpy reads a's first pages),
+ * line 115: `fwrite(a + n / 2, sizeof *a, 64, sink);`
+ *   (libc's stdio copies 64 values from a's middle into its buffer; a
+ *   write larger than the buffer would go to write(2) directly),
+ * line 116: `printf("text: %.20s\n", t);`
+ *   (libc's printf reads t's first bytes).
  * Each read is made by libc's code (built without frame pointers), not the
  * program's: the coherence check's walk out of libc reports it at the
  * program's call. With VARIANT fixed, `#pragma acc update self(a[0:n],
@@ -30,9 +34,10 @@
  *   says that it does not apply.
  *
  * Output: "text: ...", "head: ...", "time: <seconds of the data region>",
- * then "reference: match" when what the
- * host read through libc equals the compute construct's values, else
- * "reference: MISMATCH" and exit status 1. Bad args: exit 2.
+ * "checksum: <sum of the values read through libc>", then
+ * "reference: match" when what the host read through libc equals the
+ * compute construct's values, else "reference: MISMATCH" and exit status
+ * 1. Bad args: exit 2.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -115,6 +120,10 @@ int main(int argc, char **argv)
     double t1 = now();
     printf("head: %g %g %g\n", head[0], head[1], head[h - 1]);
     printf("time: %.3f s\n", t1 - t0);
+    double sum = 0;
+    for (long i = 0; i < h; i++)
+        sum += head[i] + mid[i];
+    printf("checksum: %.6e\n", sum);
     fclose(sink);
     int ok = strncmp(text, "abcdefghijklmnopqrst", 20) == 0;
     for (long i = 0; i < h; i++)

@@ -2,11 +2,17 @@
 ! inside libgfortran's formatted I/O (the BAD variant: a coherence bug, not
 ! a performance one).
 !
-! The module array p (N reals) is mapped with `!$acc enter data copyin(p)`;
-! a compute construct rewrites it; with VARIANT bad only its first ten
-! elements come back (`!$acc update host(p(1:10))`), then the host prints
-! p(5), p(n/2) and p(n) with `print *` and a formatted `write`. The reads of
-! p(n/2) and p(n) are made by libgfortran (built without frame pointers),
+! The module array p (N reals) is mapped with
+! line 60: `!$acc enter data copyin(p)`
+! and rewritten by the compute construct at
+! line 61: `!$acc parallel loop present(p)`
+! With VARIANT bad only its first ten elements come back
+! (`!$acc update host(p(1:10))`), then the host prints p(5) and p(n/2) at
+! line 70: `print *, 'p(5) =', p(5), ' p(n/2) =', p(n / 2)`
+! and p(n) with a formatted write at
+! line 71: `write (*, '(a, es14.7)') 'p(n) = ', p(n)`
+! The reads of p(n/2) and p(n) are made by libgfortran (built without
+! frame pointers),
 ! not by the program's code: the coherence check's walk out of libgfortran
 ! reports them at the program's statements. With VARIANT fixed the whole
 ! array comes back (`!$acc update host(p)`). On a GPU the bad variant prints
@@ -25,7 +31,7 @@
 !   host fallback the check says that it does not apply.
 !
 ! Output: the printed values, "time: <seconds from the enter data on>",
-! then "reference: match" when they are the
+! "checksum: <their sum>", then "reference: match" when they are the
 ! compute construct's, else "reference: MISMATCH" and exit status 1. Bad
 ! args: exit 2.
 module coherence_print_field
@@ -67,6 +73,7 @@ program coherence_print
   !$acc exit data delete(p)
   call system_clock(c1)
   write (*, '(a, f0.3, a)') 'time: ', real(c1 - c0, dp) / real(rate, dp), ' s'
+  write (*, '(a, es19.12)') 'checksum: ', p(5) + p(n / 2) + p(n)
   if (ok) then
     write (*, '(a)') 'reference: match'
   else
