@@ -48,12 +48,13 @@ fn build(dir: &Path) -> PathBuf {
     exe
 }
 
-/// The 1-based line of the sample holding `needle`.
+/// The 1-based line of the sample's code (not its header) holding
+/// `needle`.
 fn line_of(needle: &str) -> u32 {
     let text = std::fs::read_to_string(sample()).expect("sample");
     let i = text
         .lines()
-        .position(|l| l.contains(needle))
+        .position(|l| !l.trim_start().starts_with(['*', '/']) && l.contains(needle))
         .expect("line in the sample");
     i as u32 + 1
 }

@@ -38,12 +38,13 @@ fn on(name: &str, args: &[&str]) -> String {
         .join(" ")
 }
 
-/// The 1-based line of samples/`file` holding `needle`.
+/// The 1-based line of samples/`file`'s code (not its header comment)
+/// holding `needle`.
 fn line_of(file: &str, needle: &str) -> u32 {
     let path = accprof_analyzer::testkit::fixtures::samples().join(file);
     let text = std::fs::read_to_string(&path).expect("sample");
     text.lines()
-        .position(|l| l.contains(needle))
+        .position(|l| !l.trim_start().starts_with(['*', '/', '!']) && l.contains(needle))
         .unwrap_or_else(|| panic!("no `{needle}` in {}", path.display())) as u32
         + 1
 }
