@@ -140,6 +140,7 @@ fn norm_run(
             variable: Some(VARIABLE),
             construct: RegionId(2),
             confirmed,
+            callers: Vec::new(),
         }));
     }
     more(&mut t);
@@ -380,6 +381,7 @@ fn an_access_inside_inlined_library_code_is_at_the_programs_statement() {
         variable: None,
         construct: RegionId(1),
         confirmed: true,
+        callers: Vec::new(),
     }));
     let run = t.build(testkit::trace::header());
     let a = &run.host_accesses()[0];

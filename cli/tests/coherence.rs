@@ -31,7 +31,7 @@ fn coherence(records: &[Record]) -> Vec<accprof_trace::Coherence> {
     records
         .iter()
         .filter_map(|r| match r {
-            Record::Coherence(c) => Some(*c),
+            Record::Coherence(c) => Some(c.clone()),
             _ => None,
         })
         .collect()
@@ -69,7 +69,7 @@ fn a_stale_read_is_recorded_once_and_the_program_reads_what_it_would_have() {
     let recs = records(dir.path());
     let found = coherence(&recs);
     assert_eq!(found.len(), 1, "{found:?}");
-    let c = found[0];
+    let c = &found[0];
     assert_eq!(c.kind, CoherenceKind::StaleRead);
     assert_eq!((c.range_start, c.range_bytes), (range, 2048 * 8));
     assert_eq!(c.host_addr, read);

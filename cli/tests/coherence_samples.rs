@@ -1,6 +1,6 @@
 //! The coherence samples (lost_write, unread_download, shared_page,
 //! own_handler, coherence_threads, coherence_norm_f90, coherence_vector,
-//! mpi_halo_stale),
+//! coherence_lib, coherence_print_f90, mpi_halo_stale),
 //! each variant run bare and under the coherence check on this machine's
 //! host fallback: the check must not change the exit status or the output
 //! (`time:` lines aside), must say that it does not apply (no device
@@ -151,6 +151,24 @@ fn coherence_norm_fortran_both_variants() {
     }
     for variant in ["bad", "fixed"] {
         bare_and_checked("coherence_norm_f90", &["64", "48", "20", "5", variant]);
+    }
+}
+
+#[test]
+fn coherence_lib_both_variants() {
+    for variant in ["bad", "fixed"] {
+        let out = bare_and_checked("coherence_lib", &["65536", variant]);
+        assert!(stdout(&out).contains("text: abcdefghijklmnopqrst\n"));
+    }
+}
+
+#[test]
+fn coherence_print_fortran_both_variants() {
+    if !need("gfortran") {
+        return;
+    }
+    for variant in ["bad", "fixed"] {
+        bare_and_checked("coherence_print_f90", &["65536", variant]);
     }
 }
 

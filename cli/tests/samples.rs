@@ -47,6 +47,7 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("own_handler", &["64", "48", "20", "5"]),
     ("coherence_threads", &["20000", "20", "5", "0"]),
     ("coherence_vector", &["64", "48", "20", "5", "fixed"]),
+    ("coherence_lib", &["65536", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -57,6 +58,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("jacobi_f90", &["128", "50"]),
     ("caller_loop_f90", &["64", "48", "10"]),
     ("coherence_norm_f90", &["64", "48", "20", "5", "fixed"]),
+    ("coherence_print_f90", &["65536", "fixed"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -96,6 +98,8 @@ const SOURCES: &[&str] = &[
     "coherence_threads.c",
     "mpi_halo_stale.c",
     "coherence_vector.cpp",
+    "coherence_lib.c",
+    "coherence_print.f90",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

@@ -650,6 +650,27 @@ pub(crate) fn define_module_of(ip: u64) -> bool {
     }
 }
 
+/// The module (defined in the trace) and offset of the code address `ip`,
+/// whatever module holds it, the runtime's and libc's included: a frame
+/// of the walk out of a library (see `coherence::walk`).
+pub(crate) fn frame_of(ip: u64) -> Option<TraceFrame> {
+    let find = || {
+        let mods = MODULES.read().ok()?;
+        mods.iter()
+            .find(|m| m.text.iter().any(|&(s, e)| ip >= s && ip < e))
+            .map(|m| (m.id, ip - m.base))
+    };
+    let (module, return_offset) = find().or_else(|| {
+        refresh();
+        find()
+    })?;
+    define_module(module);
+    Some(TraceFrame {
+        module,
+        return_offset,
+    })
+}
+
 /// After fork the child's trace must define modules and call sites again.
 pub fn reset_after_fork() {
     if let Ok(mut mods) = MODULES.try_write() {

@@ -231,6 +231,9 @@ pub(crate) fn size_bound(rec: &Record) -> usize {
             Record::Diagnostic { message, .. } => message.len(),
             Record::Crash(k) => k.driver_call.as_ref().map_or(0, |(n, _)| n.len()),
             Record::CallChain(c) => c.callers.len() * 2 * crate::varint::MAX_VARINT_LEN,
+            Record::Coherence(k) => {
+                k.callers.len().min(MAX_ACCESS_FRAMES) * 2 * crate::varint::MAX_VARINT_LEN
+            }
             Record::MpiCall(m) => m.ranges.len() * (2 * crate::varint::MAX_VARINT_LEN + 1),
             _ => 0,
         }
@@ -377,6 +380,13 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
                 e.varint(u64::from(v.0));
             }
             e.varint(k.construct.0);
+            // 1.6: appended, so a 1.5 reader stops before it.
+            let frames = &k.callers[..k.callers.len().min(MAX_ACCESS_FRAMES)];
+            e.varint(frames.len() as u64);
+            for f in frames {
+                e.varint(u64::from(f.module.0));
+                e.varint(f.return_offset);
+            }
         }
         Record::Crash(k) => {
             // Absolute values, no delta state (older readers skip it).
@@ -928,7 +938,25 @@ fn decode_coherence(c: &mut Cursor<'_>) -> Coherence {
         variable: (flags & 8 != 0).then(|| StringId(c.varint_u32())),
         construct: RegionId(c.varint()),
         confirmed: flags & 4 != 0,
+        callers: access_frames(c),
     }
+}
+
+/// The frames a 1.6 Coherence record appends (none in a 1.5 one).
+fn access_frames(c: &mut Cursor<'_>) -> Vec<Frame> {
+    if c.remaining() == 0 {
+        return Vec::new();
+    }
+    let count = c.varint();
+    if count > MAX_ACCESS_FRAMES as u64 {
+        c.fail(DecodeError::Invalid("coherence frame count"));
+    }
+    (0..count.min(MAX_ACCESS_FRAMES as u64))
+        .map(|_| Frame {
+            module: ModuleId(c.varint_u32()),
+            return_offset: c.varint(),
+        })
+        .collect()
 }
 
 #[inline(always)]
@@ -1258,6 +1286,56 @@ mod tests {
         let n = encode_record(&mut out[at..], st, rec);
         out.truncate(at + n);
         n
+    }
+
+    /// A 1.5 Coherence body (no frames) reads with none; a 1.6 body's
+    /// frames are appended, so the 1.5 fields read the same without them.
+    #[test]
+    fn coherence_frames_are_appended_to_the_1_5_body() {
+        let k = Coherence {
+            kind: CoherenceKind::StaleRead,
+            time_ns: 7,
+            thread: 3,
+            code_addr: 0x7f00_0000_1234,
+            host_addr: 0x5000,
+            range_start: 0x5000,
+            range_bytes: 4096,
+            variable: Some(StringId(9)),
+            construct: RegionId(4),
+            confirmed: true,
+            callers: vec![
+                Frame {
+                    module: ModuleId(2),
+                    return_offset: 0x1a2b,
+                },
+                Frame {
+                    module: ModuleId(1),
+                    return_offset: 0x99,
+                },
+            ],
+        };
+        let mut buf = Vec::new();
+        push_record(
+            &mut buf,
+            &mut DeltaState::default(),
+            &Record::Coherence(k.clone()),
+        );
+        let mut c = Cursor::new(&buf);
+        assert_eq!(c.u8(), TAG_COHERENCE);
+        let body = c.bytes().to_vec();
+        // count 2, then (2, 0x1a2b) and (1, 0x99): 1 + 1 + 2 + 1 + 2 bytes.
+        let old = &body[..body.len() - 7];
+        let got = decode_record(TAG_COHERENCE, old, &mut DeltaState::default());
+        let want = Coherence {
+            callers: Vec::new(),
+            ..k.clone()
+        };
+        assert_eq!(got, Ok(Some(Record::Coherence(want))));
+        let got = decode_record(TAG_COHERENCE, &body, &mut DeltaState::default());
+        assert_eq!(got, Ok(Some(Record::Coherence(k))));
+        let mut long = old.to_vec();
+        long.push(MAX_ACCESS_FRAMES as u8 + 1);
+        assert!(decode_record(TAG_COHERENCE, &long, &mut DeltaState::default()).is_err());
     }
 
     fn round_trip(recs: &[Record]) {

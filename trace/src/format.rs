@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.5.
+//! The binary layout of a trace file, version 1.6.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -138,7 +138,16 @@
 //!                time varint, thread varint, code_addr varint,
 //!                host_addr varint, range_start varint, range_bytes
 //!                varint, variable? varint (string id), construct varint
-//!                (a region id); all absolute (no delta state)
+//!                (a region id); all absolute (no delta state);
+//!                [1.6: count varint (<= MAX_ACCESS_FRAMES), count x
+//!                (module varint, return_offset varint): the return
+//!                addresses above the faulting instruction, innermost
+//!                first]
+//! 19 Crash       (1.6) flags u8 (bit 0 address, bit 1 driver call),
+//!                time varint, thread varint, signal zigzag, si_code
+//!                zigzag, address? varint, driver call? (name bytes,
+//!                correlation varint); all absolute: the fatal signal,
+//!                written just before the End record
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an

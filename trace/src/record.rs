@@ -778,7 +778,7 @@ impl CoherenceKind {
 }
 
 /// One host access the coherence check caught (since format 1.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Coherence {
     pub kind: CoherenceKind,
     /// When the access faulted (host clock, ns).
@@ -801,7 +801,17 @@ pub struct Coherence {
     /// touched; false when it could not be read (never when it was equal:
     /// such accesses are not recorded).
     pub confirmed: bool,
+    /// The return addresses above the faulting instruction, innermost
+    /// first (at most [`MAX_ACCESS_FRAMES`]), as the collector's walk out
+    /// of the faulting code found them: when the access was made inside a
+    /// library (libgfortran's formatted I/O, libc's memcpy), the program's
+    /// call into it is among them. Empty when no walk was made (since
+    /// format 1.6).
+    pub callers: Vec<Frame>,
 }
+
+/// Frames kept above a coherence access (see [`Coherence::callers`]).
+pub const MAX_ACCESS_FRAMES: usize = 16;
 
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]

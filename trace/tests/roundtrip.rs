@@ -269,6 +269,13 @@ fn edge_records() -> Vec<Record> {
                 variable: (j % 2 == 1).then_some(StringId([1, u32::MAX][i % 2])),
                 construct: RegionId(edge.rotate_left(j as u32)),
                 confirmed: j >= 2,
+                // None, one, and as many as the format keeps.
+                callers: (0..[0, 1, MAX_ACCESS_FRAMES, 2][j as usize])
+                    .map(|n| Frame {
+                        module: ModuleId([1, u32::MAX][n % 2]),
+                        return_offset: edge.wrapping_add(n as u64),
+                    })
+                    .collect(),
             }));
         }
     }

@@ -119,6 +119,9 @@ pub(crate) struct Join<S: Sink> {
     host_accesses: Vec<crate::model::HostAccess>,
     /// The sites of the coherence check's code addresses, symbolized once.
     code_sites: HashMap<u64, SiteId>,
+    /// The same for return addresses (the program's calls into a library
+    /// that made a host access), by address.
+    return_sites: HashMap<u64, SiteId>,
     /// The last constructs started (region, construct): a coherence
     /// record names the construct that made the device copy newer, which
     /// has ended by the time the record is written.
@@ -192,6 +195,7 @@ impl<S: Sink> Join<S> {
             mpi_calls: Vec::new(),
             host_accesses: Vec::new(),
             code_sites: HashMap::new(),
+            return_sites: HashMap::new(),
             recent: std::collections::VecDeque::new(),
             site_index: HashMap::new(),
             sites: Vec::new(),

@@ -71,7 +71,7 @@ impl<S: Sink> Join<S> {
         self.see_time(k.time_ns);
         // An unread download has no host instruction: it is the
         // download's construct that the finding is about.
-        let site = (k.code_addr != 0).then(|| self.code_site(k.code_addr, symbolizer));
+        let site = (k.code_addr != 0).then(|| self.access_site(k, symbolizer));
         let construct = self
             .recent
             .iter()
@@ -91,6 +91,45 @@ impl<S: Sink> Join<S> {
             construct,
             confirmed: k.confirmed,
         });
+    }
+
+    /// Where a host access is reported: its instruction, or when that is
+    /// a library's (libgfortran's formatted I/O, libc's memcpy, MPI) the
+    /// program's call into the library: the first frame above it, as the
+    /// collector's walk found them, that is in a module of the program.
+    fn access_site(&mut self, k: &accprof_trace::Coherence, symbolizer: &mut Symbolizer) -> SiteId {
+        let in_library = self
+            .module_holding(k.code_addr)
+            .map_or(true, |m| library(&m.path));
+        if in_library {
+            let program = k.callers.iter().find_map(|f| {
+                let m = self.modules.get(&f.module)?;
+                (!library(&m.path)).then(|| (m.clone(), f.return_offset))
+            });
+            if let Some((m, off)) = program {
+                let addr = m.base.wrapping_add(off);
+                if let Some(&id) = self.return_sites.get(&addr) {
+                    return id;
+                }
+                let site = symbolized(symbolizer, &m, off, off);
+                let site = if toolchain_header(&site.file) {
+                    program_frame(symbolizer, &m, off - 1).unwrap_or(site)
+                } else {
+                    site
+                };
+                let id = self.intern_site(site);
+                self.return_sites.insert(addr, id);
+                return id;
+            }
+        }
+        self.code_site(k.code_addr, symbolizer)
+    }
+
+    /// The module of the trace whose code holds `addr`.
+    fn module_holding(&self, addr: u64) -> Option<&accprof_trace::Module> {
+        self.modules.values().find(|m| {
+            addr >= m.base.saturating_add(m.text_start) && addr < m.base.saturating_add(m.text_end)
+        })
     }
 
     /// The source site of a code address (an instruction's own address,
@@ -130,6 +169,50 @@ impl<S: Sink> Join<S> {
         self.code_sites.insert(addr, id);
         id
     }
+}
+
+/// A shared library of the system or of a toolchain (libc, libgfortran,
+/// MPI, BLAS, the OpenACC runtime, the collector), not the program's own
+/// code: an access made inside one is reported at the program's call.
+pub(crate) fn library(path: &str) -> bool {
+    const DIRS: [&str; 7] = [
+        "/lib/",
+        "/lib64/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/usr/local/cuda",
+        "/opt/nvidia/",
+        "/usr/local/lib/",
+    ];
+    const NAMES: [&str; 25] = [
+        "ld-linux",
+        "libc.so",
+        "libc-",
+        "libm.so",
+        "libpthread",
+        "libgfortran",
+        "libquadmath",
+        "libstdc++",
+        "libgcc_s",
+        "libgomp",
+        "libmpi",
+        "libopen-pal",
+        "libopen-rte",
+        "libucp",
+        "libucs",
+        "libblas",
+        "libopenblas",
+        "liblapack",
+        "libmkl",
+        "libcuda",
+        "libcupti",
+        "libcublas",
+        "libnv",
+        "libpgf",
+        "libaccprof",
+    ];
+    let name = path.rsplit('/').next().unwrap_or(path);
+    DIRS.iter().any(|d| path.starts_with(d)) || NAMES.iter().any(|n| name.starts_with(n))
 }
 
 /// A header of the compiler's own libraries (libstdc++'s templates, GCC's
@@ -184,5 +267,32 @@ fn symbolized(
             line: None,
             address: Some((m.path.clone(), at)),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::library;
+
+    #[test]
+    fn system_and_toolchain_libraries_are_not_the_program() {
+        for lib in [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libgfortran.so.5",
+            "/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40",
+            "/opt/conda/lib/libgfortran.so.5",
+            "/home/u/spack/openmpi/lib/libmpi.so.40",
+            "/usr/local/cuda/lib64/libcupti.so",
+            "/work/target/release/libaccprof.so",
+        ] {
+            assert!(library(lib), "{lib}");
+        }
+        for program in [
+            "/home/u/app/sp.W.x",
+            "/usr/bin/app",
+            "/home/u/app/build/libsolver.so",
+        ] {
+            assert!(!library(program), "{program}");
+        }
     }
 }

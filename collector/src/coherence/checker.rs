@@ -330,6 +330,7 @@ impl Checker {
             variable: (r.name != 0).then_some(StringId(r.name)),
             construct: RegionId(d.region),
             confirmed: true,
+            callers: Vec::new(),
         }));
     }
 
@@ -419,6 +420,17 @@ impl Checker {
 
 fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bool) {
     crate::callsite::define_module_of(f.code_addr);
+    // An access inside a library: its module, and those of the frames the
+    // walk found above it, so that the analyzer reaches the program's call.
+    let callers = if f.nframes > 0 {
+        let _ = crate::callsite::frame_of(f.code_addr);
+        f.frames[..f.nframes.min(f.frames.len())]
+            .iter()
+            .map_while(|&ip| crate::callsite::frame_of(ip))
+            .collect()
+    } else {
+        Vec::new()
+    };
     crate::sink::push(Record::Coherence(Coherence {
         kind,
         time_ns: f.time,
@@ -430,5 +442,6 @@ fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bo
         variable: (r.name != 0).then_some(StringId(r.name)),
         construct: RegionId(construct),
         confirmed,
+        callers,
     }));
 }

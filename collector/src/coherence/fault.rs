@@ -5,6 +5,10 @@
 //! atomic pointer; the callbacks replace it and free old ones only when no
 //! handler is inside), writes a fixed ring of fault records, calls
 //! `mprotect` and returns. It never allocates, locks or calls the device.
+//! With each fault it keeps what the walk out of the faulting code needs
+//! (the registers and a window of the thread's stack, in a ring of its
+//! own beside the records); the walk itself runs when the ring is drained
+//! (see `walk`).
 //!
 //! It is not a handler of its own: the collector's one handler
 //! (`signals`) asks [`claim`] first, and passes a fault the check does not
@@ -23,6 +27,42 @@ const SEGV_ACCERR: libc::c_int = 2;
 pub(crate) const SAVED: usize = 64;
 /// Faults kept until the next construct boundary; more are counted.
 const RING: usize = 256;
+/// Stack words saved above the faulting instruction's stack pointer (8
+/// KiB): enough for the frames of libgfortran's formatted I/O or libc's
+/// stdio between the access and the program's call.
+pub(crate) const STACK_WORDS: usize = 1024;
+/// Return addresses kept above a faulting instruction.
+pub(crate) const FRAMES: usize = accprof_trace::MAX_ACCESS_FRAMES;
+
+/// The registers a walk starts from.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Regs {
+    /// The faulting instruction.
+    pub pc: u64,
+    pub sp: u64,
+    /// The frame pointer register (rbp), whatever the code keeps there.
+    pub fp: u64,
+}
+
+/// What the handler saves for the walk: the registers, then `words`
+/// stack words from `regs.sp` up (never past the thread's stack end).
+pub(crate) struct StackCopy {
+    pub regs: Regs,
+    pub words: usize,
+    pub stack: [u64; STACK_WORDS],
+}
+
+impl StackCopy {
+    pub(crate) const EMPTY: StackCopy = StackCopy {
+        regs: Regs {
+            pc: 0,
+            sp: 0,
+            fp: 0,
+        },
+        words: 0,
+        stack: [0; STACK_WORDS],
+    };
+}
 
 /// One fault, as the handler left it.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +78,11 @@ pub(crate) struct Fault {
     pub saved_at: u64,
     pub saved_len: usize,
     pub saved: [u8; SAVED],
+    /// The return addresses above `code_addr`, innermost first: filled
+    /// when the ring is drained, from the stack the handler saved, when
+    /// the access was made outside the main executable (in a library).
+    pub frames: [u64; FRAMES],
+    pub nframes: usize,
 }
 
 const EMPTY: u8 = 0;
@@ -47,6 +92,9 @@ const READY: u8 = 2;
 struct Slot {
     state: AtomicU8,
     fault: UnsafeCell<Fault>,
+    /// The registers and stack for the walk (not in `Fault`: the handler
+    /// must not build 8 KiB on its stack, which may be a small sigaltstack).
+    stack: UnsafeCell<StackCopy>,
 }
 
 // SAFETY: a slot's fault is written only by the handler that moved its
@@ -73,12 +121,15 @@ const BLANK: Fault = Fault {
     saved_at: 0,
     saved_len: 0,
     saved: [0; SAVED],
+    frames: [0; FRAMES],
+    nframes: 0,
 };
 
 static SLOTS: [Slot; RING] = [const {
     Slot {
         state: AtomicU8::new(EMPTY),
         fault: UnsafeCell::new(BLANK),
+        stack: UnsafeCell::new(StackCopy::EMPTY),
     }
 }; RING];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
@@ -108,6 +159,10 @@ thread_local! {
     /// OpenACC constructs open on this thread: an access from inside one
     /// is the runtime's (its copies), never the program's.
     pub(crate) static IN_CONSTRUCT: Cell<u32> = const { Cell::new(0) };
+    /// The end (highest address) of this thread's stack, once known (0:
+    /// not yet): the handler's copy of the stack stops there. Learned
+    /// outside the handler (`pthread_getattr_np` may allocate).
+    static STACK_END: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A snapshot as the handler reads it, copied into pages of its own
@@ -199,6 +254,16 @@ impl Published {
     pub fn judge(&self, addr: u64) -> Verdict {
         judge(self.watched(), self.spans(), addr)
     }
+
+    /// Where the first page the check protected at or above `at` starts
+    /// (`u64::MAX`: none): the handler's copy of the stack stops there (a
+    /// mapped array on this thread's stack, mapped by another thread).
+    /// Allocation-free: called from the signal handler.
+    pub fn protected_from(&self, at: u64) -> u64 {
+        let spans = self.spans();
+        let i = spans.partition_point(|s| s.1 <= at);
+        spans.get(i).map_or(u64::MAX, |s| s.0.max(at))
+    }
 }
 
 /// A replaced snapshot, unmapped when dropped (once no handler can read it).
@@ -265,7 +330,12 @@ pub(crate) fn drain(mut each: impl FnMut(Fault)) {
             .is_ok()
         {
             // SAFETY: we own the slot until it is EMPTY again (see Slot).
-            let f = unsafe { *slot.fault.get() };
+            let mut f = unsafe { *slot.fault.get() };
+            // SAFETY: as above, for the slot's stack copy.
+            let copy = unsafe { &*slot.stack.get() };
+            if copy.words > 0 && !super::walk::in_main_executable(f.code_addr) {
+                f.nframes = super::walk::walk(copy, &mut f.frames);
+            }
             slot.state.store(EMPTY, Ordering::Release);
             each(f);
         }
@@ -288,6 +358,87 @@ pub(crate) fn install() {
 }
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Copies the interrupted code's registers and the stack words above its
+/// stack pointer into `out`, which the caller owns: up to the thread's
+/// stack end when this thread made it known ([`learn_stack_end`]), else
+/// to the end of the stack pointer's page (always mapped), and never to
+/// `limit` or past it (the first page the check protected above the stack
+/// pointer). Leaves `out.words` 0 when there is no context.
+/// Async-signal-safe: reads the ucontext and the thread's own stack,
+/// writes only `out`.
+pub(crate) fn capture(ctx: *mut libc::c_void, out: &mut StackCopy, limit: u64) {
+    out.words = 0;
+    let Some(regs) = registers(ctx) else { return };
+    out.regs = regs;
+    if regs.sp == 0 || regs.sp % 8 != 0 {
+        return;
+    }
+    let page = PAGE.load(Ordering::Relaxed);
+    let end = match STACK_END.try_with(Cell::get).unwrap_or(0) {
+        e if e > regs.sp => e,
+        _ => (regs.sp | (page - 1)) + 1,
+    }
+    .min(limit.max(regs.sp));
+    let words = ((end - regs.sp) / 8).min(STACK_WORDS as u64) as usize;
+    // SAFETY: sp..end is the interrupted thread's stack, mapped and
+    // readable (above its stack pointer, below its end); `out.stack`
+    // holds STACK_WORDS words.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            regs.sp as usize as *const u64,
+            out.stack.as_mut_ptr(),
+            words,
+        );
+    }
+    out.words = words;
+}
+
+/// Learns where this thread's stack ends, for [`capture`]; once per
+/// thread, outside the handler.
+pub(crate) fn learn_stack_end() {
+    if STACK_END.try_with(Cell::get).unwrap_or(1) != 0 {
+        return;
+    }
+    // SAFETY: pthread_getattr_np fills the attribute we own, destroyed
+    // after reading the stack's address and size.
+    let end = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if !ok {
+            return;
+        }
+        addr as u64 + size as u64
+    };
+    let _ = STACK_END.try_with(|c| c.set(end));
+}
+
+#[cfg(target_arch = "x86_64")]
+fn registers(ctx: *mut libc::c_void) -> Option<Regs> {
+    if ctx.is_null() {
+        return None;
+    }
+    // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+    let g = &uc.uc_mcontext.gregs;
+    Some(Regs {
+        pc: g[libc::REG_RIP as usize] as u64,
+        sp: g[libc::REG_RSP as usize] as u64,
+        fp: g[libc::REG_RBP as usize] as u64,
+    })
+}
+
+/// The walk follows x86-64's call frame rules only.
+#[cfg(not(target_arch = "x86_64"))]
+fn registers(_ctx: *mut libc::c_void) -> Option<Regs> {
+    None
+}
 
 #[cfg(target_arch = "x86_64")]
 fn context(ctx: *mut libc::c_void) -> (u64, bool) {
@@ -356,10 +507,13 @@ fn claim(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -
             }
         }
     };
+    let sp = registers(ctx).map_or(0, |r| r.sp);
     READERS.fetch_add(1, Ordering::SeqCst);
     let snap = SNAPSHOT.load(Ordering::SeqCst);
     // SAFETY: a published snapshot is unmapped only while READERS is 0.
-    let verdict = unsafe { snap.as_ref() }.map_or(Verdict::NotOurs, |s| s.judge(addr));
+    let (verdict, stack_limit) = unsafe { snap.as_ref() }.map_or((Verdict::NotOurs, 0), |s| {
+        (s.judge(addr), s.protected_from(sp))
+    });
     READERS.fetch_sub(1, Ordering::SeqCst);
     match verdict {
         Verdict::NotOurs => {
@@ -377,7 +531,7 @@ fn claim(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -
                 RUNTIME_ACCESSES.fetch_add(1, Ordering::Relaxed);
                 open_page(addr);
             } else {
-                access(started, code_addr, addr, write, range);
+                access_from(started, code_addr, addr, write, range, (ctx, stack_limit));
             }
         }
     }
@@ -394,6 +548,27 @@ fn claim(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -
 /// next construct boundary, and the range's pages opened as far as the
 /// access needs. Async-signal-safe.
 pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+    access_from(
+        time,
+        code_addr,
+        addr,
+        write,
+        range,
+        (std::ptr::null_mut(), 0),
+    );
+}
+
+/// [`access`], from the handler: `ctx` its ucontext (null from a wrapped
+/// call), whose registers and stack below the limit are kept for the
+/// walk.
+fn access_from(
+    time: u64,
+    code_addr: u64,
+    addr: u64,
+    write: bool,
+    range: Range,
+    ctx: (*mut libc::c_void, u64),
+) {
     let page = PAGE.load(Ordering::Relaxed);
     if write || range.is_stale() {
         // A stale copy is watched page by page (each read is one); a
@@ -414,11 +589,18 @@ pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: R
     }
     if !(write && range.is_stale()) || range.unread.is_some() {
         // After the page is open: a read's bytes are saved.
-        record(time, code_addr, addr, write, range);
+        record(time, code_addr, addr, write, range, ctx);
     }
 }
 
-fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+fn record(
+    time: u64,
+    code_addr: u64,
+    addr: u64,
+    write: bool,
+    range: Range,
+    (ctx, stack_limit): (*mut libc::c_void, u64),
+) {
     let page = PAGE.load(Ordering::Relaxed);
     let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     for k in 0..RING {
@@ -442,6 +624,8 @@ fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
             saved_at: at,
             saved_len: len as usize,
             saved: [0; SAVED],
+            frames: [0; FRAMES],
+            nframes: 0,
         };
         if !write {
             // SAFETY: at..at+len lies in the page `access` opened (at
@@ -456,6 +640,8 @@ fn record(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
         }
         // SAFETY: we own the slot (EMPTY -> WRITING above).
         unsafe { slot.fault.get().write(f) };
+        // SAFETY: as above, for its stack copy; written in place.
+        capture(ctx, unsafe { &mut *slot.stack.get() }, stack_limit);
         slot.state.store(READY, Ordering::Release);
         return;
     }
@@ -498,9 +684,42 @@ fn hex(v: u64) -> [u8; 18] {
 
 /// Used by the callbacks to keep [`IN_CONSTRUCT`].
 pub(crate) fn construct_entered() {
+    learn_stack_end();
     let _ = IN_CONSTRUCT.try_with(|c| c.set(c.get().saturating_add(1)));
 }
 
 pub(crate) fn construct_left() {
     let _ = IN_CONSTRUCT.try_with(|c| c.set(c.get().saturating_sub(1)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Range, Snapshot, State};
+    use super::Published;
+
+    /// The handler's copy of a stack stops at the first protected page
+    /// above the stack pointer, not at one below it.
+    #[test]
+    fn the_stack_copy_stops_at_the_first_protected_page_above_it() {
+        let range = |start: u64| Range {
+            start,
+            bytes: 8192,
+            device: 0,
+            name: 0,
+            state: State::DeviceNewer { since: 1 },
+            unread: None,
+            unproven: false,
+            gone: false,
+        };
+        let snap = Snapshot::new(vec![range(0x10000), range(0x40000)], 4096, &[]);
+        let p = Published::create(&snap);
+        assert!(!p.is_null());
+        let _gone = super::Retired(p);
+        // SAFETY: a snapshot just created, unmapped when `_gone` drops.
+        let p = unsafe { &*p };
+        assert_eq!(p.protected_from(0x20000), 0x40000);
+        assert_eq!(p.protected_from(0x3f000), 0x40000);
+        assert_eq!(p.protected_from(0x11000), 0x11000, "inside one: nothing");
+        assert_eq!(p.protected_from(0x42000), u64::MAX);
+    }
 }

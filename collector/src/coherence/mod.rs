@@ -24,6 +24,7 @@ mod device;
 pub(crate) mod fault;
 mod staging;
 mod table;
+mod walk;
 
 use std::cell::Cell;
 use std::ffi::c_void;
