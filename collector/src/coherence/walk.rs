@@ -500,7 +500,9 @@ mod tests {
         };
         let mut retired = Vec::new();
         fault::publish(&Snapshot::new(vec![stale], 4096, &[]), &mut retired);
-        fault::install(fault::real_sigaction());
+        // The collector's handler, which hands SIGSEGV to the check first.
+        crate::signals::install();
+        fault::install();
         // As the thread's first construct would.
         fault::learn_stack_end();
         let mut dst = vec![0f64; 64];
