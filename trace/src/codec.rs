@@ -212,6 +212,8 @@ pub(crate) fn tag_of(rec: &Record) -> u8 {
         Record::MpiCall(_) => TAG_MPI_CALL,
         Record::DriverSpan(_) => TAG_DRIVER_SPAN,
         Record::Coherence(_) => TAG_COHERENCE,
+        Record::OwnWork(_) => TAG_OWN_WORK,
+        Record::CheckSummary(_) => TAG_CHECK_SUMMARY,
     }
 }
 
@@ -375,6 +377,20 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
                 e.varint(u64::from(v.0));
             }
             e.varint(k.construct.0);
+        }
+        Record::OwnWork(w) => {
+            e.varint(u64::from(w.thread));
+            e.varint(w.start_ns);
+            e.varint(w.end_ns.wrapping_sub(w.start_ns));
+        }
+        Record::CheckSummary(k) => {
+            e.u8(u8::from(k.applied));
+            e.varint(k.time_ns);
+            e.varint(k.ranges);
+            e.varint(k.bytes);
+            e.varint(k.faults);
+            e.varint(k.handler_ns);
+            e.varint(k.work_ns);
         }
         Record::MpiCall(m) => {
             let flags = match m.cuda_aware {
@@ -615,6 +631,30 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
         TAG_DRIVER_CALL => Record::DriverCall(decode_driver_call(c, st)),
         TAG_DRIVER_SPAN => Record::DriverSpan(decode_driver_span(c, st)),
         TAG_COHERENCE => Record::Coherence(decode_coherence(c)),
+        TAG_OWN_WORK => {
+            let thread = c.varint_u32();
+            let start_ns = c.varint();
+            Record::OwnWork(OwnWork {
+                thread,
+                start_ns,
+                end_ns: start_ns.wrapping_add(c.varint()),
+            })
+        }
+        TAG_CHECK_SUMMARY => {
+            let flags = c.u8();
+            if flags >> 1 != 0 {
+                c.fail(DecodeError::Invalid("check summary flags"));
+            }
+            Record::CheckSummary(CheckSummary {
+                applied: flags & 1 != 0,
+                time_ns: c.varint(),
+                ranges: c.varint(),
+                bytes: c.varint(),
+                faults: c.varint(),
+                handler_ns: c.varint(),
+                work_ns: c.varint(),
+            })
+        }
         TAG_HASH => Record::Hash(decode_hash(c, st)),
         TAG_STRING => Record::String {
             id: StringId(c.varint_u32()),
@@ -1102,6 +1142,7 @@ pub(crate) fn encode_header(out: &mut Vec<u8>, h: &Header) {
         }
         None => out.push(0),
     }
+    out.push(u8::from(h.sources.coherence));
 }
 
 /// Decodes the header block payload, and the copy of the format version
@@ -1162,6 +1203,13 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16
     } else {
         None
     };
+    // 1.6: the checks asked for (a 1.5 header ends before them; bits a
+    // later minor adds are its own checks).
+    let coherence = if version.is_some() && c.remaining() > 0 {
+        c.u8() & 1 != 0
+    } else {
+        false
+    };
     let header = c.finish(Header {
         host,
         pid,
@@ -1177,6 +1225,7 @@ pub(crate) fn decode_header(payload: &[u8]) -> DResult<(Header, Option<(u16, u16
             acc_prof,
             cupti,
             hashing,
+            coherence,
         },
         process_start_ns,
     })?;

@@ -1,4 +1,4 @@
-//! The binary layout of a trace file, version 1.5.
+//! The binary layout of a trace file, version 1.6.
 //!
 //! All fixed-width integers are little endian. "varint" is unsigned LEB128
 //! (at most 10 bytes); "zigzag" is a varint of `(v << 1) ^ (v >> 63)`;
@@ -9,7 +9,7 @@
 //! ```text
 //! magic     8 bytes  b"ACCPROF\0"
 //! major     u16      FORMAT_MAJOR (1)
-//! minor     u16      FORMAT_MINOR (5)
+//! minor     u16      FORMAT_MINOR (6)
 //! header    one block with magic HEADER_BLOCK_MAGIC (b"ACHD"), record count 1
 //! data      zero or more blocks with magic DATA_BLOCK_MAGIC (b"ACBK")
 //! ```
@@ -139,6 +139,11 @@
 //!                host_addr varint, range_start varint, range_bytes
 //!                varint, variable? varint (string id), construct varint
 //!                (a region id); all absolute (no delta state)
+//! 19 OwnWork     (1.6) thread varint, start varint, duration varint; all
+//!                absolute
+//! 20 CheckSummary (1.6) flags u8 (bit 0 applied), time varint,
+//!                ranges varint, bytes varint, faults varint,
+//!                handler_ns varint, work_ns varint; all absolute
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -161,6 +166,8 @@
 //! (1.3) major u16, minor u16: the file's version again,
 //! (1.4) process_start_present u8, process_start? varint: when the process
 //!       started, on the trace clock (absent: a 1.3 header ends before it)
+//! (1.6) checks u8: bit 0 the coherence check was asked for (absent: a 1.5
+//!       header ends before it)
 //! ```
 //!
 //! The copy of the version sits under the header block's checksum, which
@@ -175,7 +182,7 @@ pub const FORMAT_MAJOR: u16 = 1;
 
 /// Minor version of the format this crate writes. Readers accept any minor
 /// of their major.
-pub const FORMAT_MINOR: u16 = 5;
+pub const FORMAT_MINOR: u16 = 6;
 
 /// The first minor whose header holds a copy of the version.
 pub const FIRST_MINOR_WITH_VERSION_COPY: u16 = 3;
@@ -220,3 +227,5 @@ pub(crate) const TAG_CALL_CHAIN: u8 = 15;
 pub(crate) const TAG_MPI_CALL: u8 = 16;
 pub(crate) const TAG_DRIVER_SPAN: u8 = 17;
 pub(crate) const TAG_COHERENCE: u8 = 18;
+pub(crate) const TAG_OWN_WORK: u8 = 19;
+pub(crate) const TAG_CHECK_SUMMARY: u8 = 20;

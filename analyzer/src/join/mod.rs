@@ -449,6 +449,7 @@ impl<S: Sink> Join<S> {
             }
             Record::Api(a) => self.add_api(a, symbolizer),
             Record::Coherence(k) => self.add_coherence(k, symbolizer),
+            Record::OwnWork(_) | Record::CheckSummary(_) => {}
         }
     }
 
