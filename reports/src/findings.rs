@@ -72,6 +72,7 @@ pub fn render_text(
     for l in crate::text::run_end_text(facts).lines() {
         let _ = writeln!(s, "  {l}");
     }
+    let _ = writeln!(s, "  {}", facts.check.line());
     let _ = writeln!(s);
     if !facts.ledger.threads.is_empty() {
         crate::ledger::render(&mut s, &facts.ledger);
