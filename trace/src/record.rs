@@ -784,8 +784,9 @@ pub struct Coherence {
 
 /// A stretch of the collector's own work on a host thread that no other
 /// record times: the coherence check's work at a construct boundary (its
-/// comparisons, its reads of device copies, page protection). Since format
-/// 1.6.
+/// comparisons, its reads of device copies, page protection). Short
+/// stretches are summed into one: it then starts where the first did and
+/// lasts as long as they all. Since format 1.6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OwnWork {
     pub thread: u32,

@@ -73,24 +73,42 @@ fn with_checker<T>(f: impl FnOnce(&mut Checker) -> T) -> Option<T> {
 /// The check's time outside the handler, in all.
 static WORK_NS: AtomicU64 = AtomicU64::new(0);
 
-/// Stretches of the check's work shorter than this are counted in
-/// [`WORK_NS`] only: most acc_prof events ask nothing of it, and a record
+/// The check's stretches of work on a thread are recorded once they add
+/// up to this much: most acc_prof events ask little of it, and a record
 /// each would double the trace.
 const MIN_OWN_WORK_NS: u64 = 1_000;
 
+thread_local! {
+    /// This thread's stretches of the check's work not yet recorded: the
+    /// first one's start and their time.
+    static UNRECORDED: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
 /// The check worked from `start` to `end` on this thread: accprof's time,
-/// not the runtime's nor the program's (`OwnWork`, which the analyzer's
-/// ledger counts as the collector's).
+/// not the runtime's nor the program's. Recorded as `OwnWork` (which the
+/// analyzer's ledger counts as the collector's) from the start of the
+/// first stretch not yet recorded, as long as the stretches since.
 fn own_work(start: u64, end: u64) {
     let ns = end.saturating_sub(start);
     WORK_NS.fetch_add(ns, Ordering::Relaxed);
-    if ns >= MIN_OWN_WORK_NS {
+    let _ = UNRECORDED.try_with(|u| {
+        let (first, sum) = u.get();
+        let (first, sum) = if sum == 0 {
+            (start, ns)
+        } else {
+            (first, sum + ns)
+        };
+        if sum < MIN_OWN_WORK_NS {
+            u.set((first, sum));
+            return;
+        }
+        u.set((0, 0));
         crate::sink::push(Record::OwnWork(OwnWork {
             thread: crate::clock::thread_id(),
-            start_ns: start,
-            end_ns: end,
+            start_ns: first,
+            end_ns: first + sum,
         }));
-    }
+    });
 }
 
 /// Whether this thread is inside the check: a driver call made now is the
