@@ -69,7 +69,7 @@ pub fn thread_rows(l: &Ledger, t: &ThreadLedger) -> Vec<LedgerRow> {
     if t.collector_ns > 0 {
         rows.push(row(
             "collector",
-            "accprof's own work (hashing, the coherence check)",
+            "accprof's own work (hashing, coherence check)",
             1,
             t.collector_ns,
             None,
