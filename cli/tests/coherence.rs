@@ -281,8 +281,14 @@ fn the_check_says_what_it_watched_in_the_trace_analyze_and_report() {
         .sum();
     assert!(spans > 0 && spans <= s.work_ns, "{spans} of {}", s.work_ns);
     let said = "coherence check: on, 1 range watched (16.0 KiB), 1 fault, 1 host access found";
-    let (text, _) = analyze(dir.path());
+    let (text, json) = analyze(dir.path());
     assert!(text.contains(said), "{text}");
+    let check = &json["coherence_check"];
+    assert_eq!(check["state"], "on", "{check}");
+    assert_eq!(check["ranges"], 1, "{check}");
+    assert_eq!(check["bytes"], 2048 * 8, "{check}");
+    assert_eq!(check["faults"], 1, "{check}");
+    assert_eq!(check["found"], 1, "{check}");
     // Its fault handler's time is accprof's, not the program's.
     assert!(
         text.contains("  accprof's coherence check outside constructs"),
@@ -318,14 +324,16 @@ fn on_the_host_fallback_the_check_says_it_does_not_apply() {
     assert_eq!(t.len(), 1);
     accprof_analyzer::load_run(&t[0]).expect("trace loads");
     let said = "coherence check: did not apply (host fallback";
-    let (text, _) = analyze(dir.path());
+    let (text, json) = analyze(dir.path());
     assert!(text.contains(said), "{text}");
+    assert_eq!(json["coherence_check"]["state"], "did_not_apply");
     assert!(report(dir.path()).contains(said));
     // Without the check, the same run says how to ask for it.
     let bare_dir = tempdir();
     let out = accprof_run(bare_dir.path(), &["--no-summary"], &bin, &args);
     assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
-    let (text, _) = analyze(bare_dir.path());
+    let (text, json) = analyze(bare_dir.path());
+    assert_eq!(json["coherence_check"]["state"], "not_run");
     assert!(
         text.contains(
             "coherence check: not run (`accprof run --check coherence` finds stale host data)"
