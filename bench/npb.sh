@@ -10,7 +10,7 @@
 # compute constructs (parallel, kernels) each program's sources have.
 #
 # Usage: bench/npb.sh --npb DIR [--class S|W|A|B|C] [--build DIR] [--offload yes|no]
-#                     [--out DIR] [--accprof PATH] [--reps N] [--only build]
+#                     [--out DIR] [--accprof PATH] [--reps N] [--only build] [--check]
 #   --npb      the port: the directory holding SP/ and BT/
 #              (github.com/uhhpctools/openacc-npb)
 #   --class    problem class (default W; S takes well under a second a run)
@@ -22,13 +22,17 @@
 #              .record.txt, .trace, .analyze.txt, .ledger.csv, times.txt
 #   --accprof  the accprof binary (default target/release/accprof)
 #   --only build  build, print the construct counts, run nothing
+#   --check    also record one run with `--check coherence` (PROG.CLASS.check.*)
+#              and print both runs' check state and wall-time ledgers, so
+#              the check's time shows as accprof's and the other rows as
+#              without it
 # On the GPU machine: bench/npb.sh --npb NPB --class W --out npb-out
 # The port needs no source edits for GCC 12: openacc.h and acc_init/
 # acc_shutdown come with -fopenacc; SP and BT need a large stack (the script
 # raises its limit). CFLAGS also carry -g, for the analysis' source lines.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-npb= class=W build= offload=yes out= acc="$root/target/release/accprof" reps=3 only=
+npb= class=W build= offload=yes out= acc="$root/target/release/accprof" reps=3 only= check=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --npb) npb=$2; shift 2 ;;
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
     --accprof) acc=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --check) check=1; shift ;;
     *) echo "npb.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -141,6 +146,13 @@ for p in "${progs[@]}"; do
   printf "%s\trecorded\t0\t%s\n" "$p.$class" "$rec" >> "$out/times.txt"
   "$acc" analyze --symbols "$build/bin" --source-dir "$build/$P/$P" "$base.trace" > "$base.analyze.txt" 2>&1
   "$acc" export --format csv --what ledger --symbols "$build/bin" "$base.trace" -o "$base.ledger.csv"
+  if [ $check = 1 ]; then
+    "$acc" run --check coherence --force --output "$base.check.trace" -- "$x" > "$base.check.record.txt" 2>&1 \
+      || { echo "npb.sh: accprof run --check coherence $p failed:" >&2; tail -5 "$base.check.record.txt" >&2; exit 1; }
+    [ "$(verified "$base.check.record.txt")" = SUCCESSFUL ] || echo "npb.sh: $p under the check: verification FAILED" >&2
+    "$acc" analyze --symbols "$build/bin" --source-dir "$build/$P/$P" "$base.check.trace" > "$base.check.analyze.txt" 2>&1
+    "$acc" export --format csv --what ledger --symbols "$build/bin" "$base.check.trace" -o "$base.check.ledger.csv"
+  fi
   rows+=("$(printf "%-8s %12.3f %12s %12.3f %12s %12s" "$p.$class" \
     "$(printf "%s\n" $walls | median | awk '{print $1/1e6}')" \
     "$(printf "%s\n" $owns | median)" "$rec" "$verdict" "$(verified "$base.record.txt")")")
@@ -153,4 +165,11 @@ for p in "${progs[@]}"; do
   echo
   echo "== $out/$p.$class.analyze.txt"
   head -16 "$out/$p.$class.analyze.txt"
+  if [ $check = 1 ]; then
+    for t in "" .check; do
+      echo
+      echo "== $out/$p.$class$t.analyze.txt: the check's state and the ledger"
+      sed -n '/coherence check:/p; /^Where the wall time went/,/^$/p' "$out/$p.$class$t.analyze.txt"
+    done
+  fi
 done

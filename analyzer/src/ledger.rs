@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use accprof_trace::{BufferHash, DriverOp, DriverSpan};
+use accprof_trace::{BufferHash, DriverOp, DriverSpan, OwnWork};
 
 use crate::join::{At, Order, Sink};
 use crate::model::{
@@ -158,8 +158,13 @@ pub struct ThreadLedger {
     /// MPI calls.
     pub mpi_ns: u64,
     pub mpi_calls: u64,
-    /// The collector's own work on this thread (hashing host buffers).
+    /// The collector's own work on this thread inside constructs (hashing
+    /// host buffers, the coherence check's work at their boundaries).
     pub collector_ns: u64,
+    /// The collector's own work outside constructs: the coherence check's
+    /// (at a construct's end, after it; its fault handler, which the
+    /// trace times as a total, counted on the busiest thread).
+    pub collector_outside_ns: u64,
 }
 
 impl ThreadLedger {
@@ -178,6 +183,7 @@ impl ThreadLedger {
             .saturating_sub(self.inside_ns)
             .saturating_sub(self.mpi_ns)
             .saturating_sub(self.outside.total_ns())
+            .saturating_sub(self.collector_outside_ns)
     }
 }
 
@@ -249,9 +255,9 @@ struct ThreadAcc {
     recent: VecDeque<Span>,
     /// The end of its latest finished top-level construct.
     horizon: u64,
-    /// Calls that started after `horizon`: inside a construct not yet
-    /// finished, or outside.
-    pending: Vec<(u64, u64, DriverOp)>,
+    /// Calls (and the collector's work: `None`) that started after
+    /// `horizon`: inside a construct not yet finished, or outside.
+    pending: Vec<(u64, u64, Option<DriverOp>)>,
 }
 
 /// Constructs kept for calls still to come: about a second of a launch
@@ -333,9 +339,9 @@ impl LedgerSink {
         }
     }
 
-    /// Counts a driver call in the construct it ran in, or outside.
-    fn place(&mut self, thread: u32, start: u64, end: u64, op: DriverOp) {
-        let part = Part::of(op);
+    /// Counts a driver call (`None`: the collector's own work) in the
+    /// construct it ran in, or outside.
+    fn place(&mut self, thread: u32, start: u64, end: u64, op: Option<DriverOp>) {
         let ns = end.saturating_sub(start);
         let t = self.thread(thread);
         // The last construct starting at or before the call.
@@ -344,12 +350,30 @@ impl LedgerSink {
             .checked_sub(1)
             .map(|i| t.recent[i])
             .filter(|s| start < s.end);
-        match inside {
-            Some(span) => {
+        match (inside, op.map(Part::of)) {
+            (Some(span), Some(part)) => {
                 t.ledger.inside.add(part, ns);
                 Self::site(&mut self.sites, span.site).parts.add(part, ns);
             }
-            None => t.ledger.outside.add(part, ns),
+            (Some(span), None) => {
+                t.ledger.collector_ns = t.ledger.collector_ns.saturating_add(ns);
+                let s = Self::site(&mut self.sites, span.site);
+                s.collector_ns = s.collector_ns.saturating_add(ns);
+            }
+            (None, Some(part)) => t.ledger.outside.add(part, ns),
+            (None, None) => {
+                t.ledger.collector_outside_ns = t.ledger.collector_outside_ns.saturating_add(ns);
+            }
+        }
+    }
+
+    /// A span to place on `thread` once its constructs have caught up.
+    fn arrive(&mut self, thread: u32, start: u64, end: u64, op: Option<DriverOp>) {
+        let t = self.thread(thread);
+        if start >= t.horizon {
+            t.pending.push((start, end, op));
+        } else {
+            self.place(thread, start, end, op);
         }
     }
 }
@@ -398,12 +422,12 @@ impl Sink for LedgerSink {
         // constructs from here on are kept for them.
         self.spanless = false;
         self.driver_calls += 1;
-        let t = self.thread(d.thread);
-        if d.start_ns >= t.horizon {
-            t.pending.push((d.start_ns, d.end_ns, d.op));
-        } else {
-            self.place(d.thread, d.start_ns, d.end_ns, d.op);
-        }
+        self.arrive(d.thread, d.start_ns, d.end_ns, Some(d.op));
+    }
+
+    fn own_work(&mut self, w: &OwnWork) {
+        self.spanless = false;
+        self.arrive(w.thread, w.start_ns, w.end_ns, None);
     }
 
     fn finish(self, info: Process) -> Ledger {
@@ -440,6 +464,11 @@ impl LedgerSink {
             .filter(|t| t.constructs > 0 || t.mpi_calls > 0)
             .collect();
         threads.sort_by_key(|t| (std::cmp::Reverse(t.inside_ns + t.mpi_ns), t.thread));
+        if let Some(main) = threads.first_mut() {
+            main.collector_outside_ns = main
+                .collector_outside_ns
+                .saturating_add(info.check.handler_ns());
+        }
         Ledger {
             wall_ns: last.saturating_sub(first),
             timed: self.driver_calls > 0,
@@ -468,6 +497,47 @@ mod tests {
             cbid: 0,
             correlation: 0,
         }
+    }
+
+    /// The coherence check's work is accprof's: inside a construct it is
+    /// the collector's part, not the runtime's own work, and outside one
+    /// it is not the program's host code (nor is its fault handler's
+    /// time, counted on the busiest thread); the other lines read as they
+    /// would without the check.
+    #[test]
+    fn the_checks_own_work_is_the_collectors_time() {
+        let site = SiteId::at(0);
+        let mut bare = LedgerSink::new();
+        let mut checked = LedgerSink::new();
+        for s in [&mut bare, &mut checked] {
+            s.top_level(1, 100, 200, site);
+            s.driver_span(&call(110, 130));
+        }
+        // At the construct's start (inside it), and after its end.
+        checked.own_work(&OwnWork {
+            thread: 1,
+            start_ns: 101,
+            end_ns: 141,
+        });
+        checked.own_work(&OwnWork {
+            thread: 1,
+            start_ns: 200,
+            end_ns: 230,
+        });
+        // The next construct ends: the work before it is placed.
+        for s in [&mut bare, &mut checked] {
+            s.top_level(1, 300, 400, site);
+        }
+        let t = &checked.threads[0].ledger;
+        assert_eq!(t.collector_ns, 40);
+        assert_eq!(t.collector_outside_ns, 30);
+        assert_eq!(checked.sites[0].collector_ns, 40);
+        let b = &bare.threads[0].ledger;
+        // Without the check, its 40 ns would be the runtime's own work.
+        assert_eq!(b.runtime_rest_ns(), 180);
+        assert_eq!(t.runtime_rest_ns(), 140);
+        assert_eq!(b.program_ns(1000) - t.program_ns(1000), 30);
+        assert_eq!(t.inside.ns(Part::Launch), b.inside.ns(Part::Launch));
     }
 
     /// Told that no driver call can come, the sink keeps no construct for

@@ -221,7 +221,81 @@ fn off_by_default() {
     let out = drive(dir.path(), "stale", false);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("coherence"), "{}", stderr(&out));
-    assert!(coherence(&records(dir.path())).is_empty());
+    let recs = records(dir.path());
+    assert!(coherence(&recs).is_empty());
+    // The trace says the check was not asked for, and every view says so.
+    let trace = accprof_trace::read_file(&traces(dir.path())[0]).expect("trace reads");
+    assert!(!trace.header.sources.coherence);
+    assert!(!recs
+        .iter()
+        .any(|r| matches!(r, Record::CheckSummary(_) | Record::OwnWork(_))));
+    let not_run =
+        "coherence check: not run (`accprof run --check coherence` finds stale host data)";
+    let (text, _) = analyze(dir.path());
+    assert!(text.contains(not_run), "{text}");
+    assert!(report(dir.path()).contains(not_run));
+}
+
+/// `accprof report` of the only trace in `dir`.
+fn report(dir: &Path) -> String {
+    let out = Command::new(accprof())
+        .arg("report")
+        .arg(&traces(dir)[0])
+        .output()
+        .expect("report runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The check's state is in the trace (the header's flag, its closing
+/// counts, its own work at construct boundaries) and `analyze` and
+/// `report` say it: one array watched, one fault, one stale read.
+#[test]
+fn the_check_says_what_it_watched_in_the_trace_analyze_and_report() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "stale", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trace = accprof_trace::read_file(&traces(dir.path())[0]).expect("trace reads");
+    assert!(trace.header.sources.coherence);
+    let summaries: Vec<accprof_trace::CheckSummary> = trace
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::CheckSummary(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    let s = summaries[0];
+    assert!(s.applied);
+    assert_eq!((s.ranges, s.bytes, s.faults), (1, 2048 * 8, 1), "{s:?}");
+    assert!(s.handler_ns > 0 && s.work_ns > 0, "{s:?}");
+    // The spans recorded are part of the check's time.
+    let spans: u64 = trace
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::OwnWork(w) => Some(w.end_ns - w.start_ns),
+            _ => None,
+        })
+        .sum();
+    assert!(spans > 0 && spans <= s.work_ns, "{spans} of {}", s.work_ns);
+    let said = "coherence check: on, 1 range watched (16.0 KiB), 1 fault, 1 host access found";
+    let (text, json) = analyze(dir.path());
+    assert!(text.contains(said), "{text}");
+    let check = &json["coherence_check"];
+    assert_eq!(check["state"], "on", "{check}");
+    assert_eq!(check["ranges"], 1, "{check}");
+    assert_eq!(check["bytes"], 2048 * 8, "{check}");
+    assert_eq!(check["faults"], 1, "{check}");
+    assert_eq!(check["found"], 1, "{check}");
+    // Its fault handler's time is accprof's, not the program's.
+    assert!(
+        text.contains("  accprof's coherence check outside constructs"),
+        "{text}"
+    );
+    let report = report(dir.path());
+    assert!(report.contains(said), "{report}");
 }
 
 #[test]
@@ -249,6 +323,23 @@ fn on_the_host_fallback_the_check_says_it_does_not_apply() {
     let t = traces(dir.path());
     assert_eq!(t.len(), 1);
     accprof_analyzer::load_run(&t[0]).expect("trace loads");
+    let said = "coherence check: did not apply (host fallback";
+    let (text, json) = analyze(dir.path());
+    assert!(text.contains(said), "{text}");
+    assert_eq!(json["coherence_check"]["state"], "did_not_apply");
+    assert!(report(dir.path()).contains(said));
+    // Without the check, the same run says how to ask for it.
+    let bare_dir = tempdir();
+    let out = accprof_run(bare_dir.path(), &["--no-summary"], &bin, &args);
+    assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+    let (text, json) = analyze(bare_dir.path());
+    assert_eq!(json["coherence_check"]["state"], "not_run");
+    assert!(
+        text.contains(
+            "coherence check: not run (`accprof run --check coherence` finds stale host data)"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

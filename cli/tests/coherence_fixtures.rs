@@ -209,3 +209,69 @@ fn the_coherence_table_exports_every_access_named_as_the_finding_names_it() {
         assert_eq!((r[2], r[5]), ("stale_read", "u"), "{csv}");
     }
 }
+
+/// Every trace record.sh records, by name.
+const RECORDED: [&str; 14] = [
+    "coherence_norm_bad",
+    "coherence_norm_f90_bad",
+    "coherence_norm_f90_fixed",
+    "lost_write_bad",
+    "lost_write_fixed",
+    "unread_download_bad",
+    "unread_download_fixed",
+    "shared_page_bad",
+    "own_handler",
+    "coherence_threads_omit",
+    "mpi_halo_np2.r0",
+    "mpi_halo_np2.r1",
+    "mpi_halo_stale_np2.r0",
+    "mpi_halo_stale_np2.r1",
+];
+
+/// The check's own reads of device copies are not the program's
+/// transfers, and the report says the check ran and what it watched.
+/// Traces of format 1.5 were recorded before the collector told the
+/// check's reads apart: in them those reads stand as the program's (an
+/// "(unattributed)" block of 2 copyouts, and copyouts inside the
+/// constructs they followed), and nothing in such a trace tells them
+/// from the runtime's (the same driver call, outside or inside the
+/// program's constructs), so they stay until record.sh records the
+/// traces again; the state line then says what the old trace allows.
+#[test]
+fn reports_of_checked_runs_hold_none_of_the_checks_own_copies_and_say_what_it_watched() {
+    let dir = accprof_analyzer::testkit::fixtures::dir(GPU);
+    for name in RECORDED {
+        let path = dir.join(format!("{name}.trace"));
+        let version = accprof_trace::read_file(&path)
+            .expect("trace reads")
+            .version;
+        let out = std::process::Command::new(support::accprof())
+            .arg("report")
+            .arg("--symbols")
+            .arg(dir.join("bin"))
+            .arg(&path)
+            .env("ACCPROF_SYMBOLS_ONLY", "1")
+            .output()
+            .expect("report runs");
+        assert!(out.status.success(), "{name}");
+        let report = String::from_utf8_lossy(&out.stdout);
+        let found = accprof_analyzer::testkit::fixtures::load(GPU, name)
+            .host_accesses()
+            .len();
+        if version >= (1, 6) {
+            assert!(!report.contains("(unattributed)"), "{name}: {report}");
+            assert!(
+                report.contains("coherence check: on, ") && report.contains(" watched ("),
+                "{name}: {report}"
+            );
+        } else {
+            assert!(report.contains("(unattributed)"), "{name}: {report}");
+            let said = if found > 0 {
+                format!("coherence check: on, {found} host access")
+            } else {
+                "coherence check: not known (a trace before format 1.6 does not say".to_string()
+            };
+            assert!(report.contains(&said), "{name}: {report}");
+        }
+    }
+}

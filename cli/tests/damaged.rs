@@ -273,6 +273,7 @@ fn header(cupti: SourceState, acc_prof: SourceState) -> Header {
             acc_prof,
             cupti,
             hashing: HashMode::Off,
+            coherence: false,
         },
         ..trace::header()
     }

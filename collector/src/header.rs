@@ -77,6 +77,7 @@ pub fn build() -> Header {
             ),
             cupti: get(&CUPTI, "CUPTI was not started"),
             hashing: cfg.hash,
+            coherence: cfg.coherence,
         },
         process_start_ns: process_start_ns(),
     }

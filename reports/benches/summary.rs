@@ -262,6 +262,7 @@ fn header() -> Header {
             acc_prof: SourceState::Active,
             cupti: SourceState::Active,
             hashing: HashMode::Sampled,
+            coherence: false,
         },
         process_start_ns: None,
     }

@@ -307,7 +307,7 @@ const LEDGER: &[Column] = &[
     col(
         "part",
         Str,
-        "program (the program's own host code), constructs (inside OpenACC constructs), mpi, cuda_outside (CUDA driver calls outside constructs); inside constructs: allocation, transfer, launch, wait, startup, other_driver (CUDA driver calls), collector (accprof hashing buffers), runtime (the runtime's own work between driver calls); under cuda_outside: outside_allocation, outside_transfer, outside_launch, outside_wait, outside_startup, outside_other_driver",
+        "program (the program's own host code), constructs (inside OpenACC constructs), collector_outside (the coherence check's own work outside constructs), mpi, cuda_outside (CUDA driver calls outside constructs); inside constructs: allocation, transfer, launch, wait, startup, other_driver (CUDA driver calls), collector (accprof's own work: hashing buffers, the coherence check), runtime (the runtime's own work between driver calls); under cuda_outside: outside_allocation, outside_transfer, outside_launch, outside_wait, outside_startup, outside_other_driver",
     ),
     col(
         "depth",

@@ -72,6 +72,7 @@ pub fn render_text(
     for l in crate::text::run_end_text(facts).lines() {
         let _ = writeln!(s, "  {l}");
     }
+    let _ = writeln!(s, "  {}", facts.check.line());
     let _ = writeln!(s);
     if !facts.ledger.threads.is_empty() {
         crate::ledger::render(&mut s, &facts.ledger);
@@ -250,6 +251,64 @@ struct JsonDoc<'a> {
     patch: Option<&'a str>,
     /// Where the wall time went, per host thread.
     ledger: JsonLedger,
+    /// Whether the coherence check ran and what it watched.
+    coherence_check: JsonCheck,
+}
+
+/// The coherence check's state ([`accprof_analyzer::check::CheckState`]):
+/// on, did_not_apply, not_run, cut or unknown (a trace before format
+/// 1.6), with its counts where the trace has them.
+#[derive(Serialize)]
+struct JsonCheck {
+    state: &'static str,
+    text: String,
+    ranges: Option<u64>,
+    bytes: Option<u64>,
+    faults: Option<u64>,
+    handler_ns: Option<u64>,
+    work_ns: Option<u64>,
+    found: Option<u64>,
+}
+
+impl JsonCheck {
+    fn of(c: &accprof_analyzer::check::CheckState) -> JsonCheck {
+        use accprof_analyzer::check::CheckState as S;
+        let mut j = JsonCheck {
+            state: "",
+            text: c.line(),
+            ranges: None,
+            bytes: None,
+            faults: None,
+            handler_ns: None,
+            work_ns: None,
+            found: None,
+        };
+        j.state = match *c {
+            S::NotRun => "not_run",
+            S::DidNotApply => "did_not_apply",
+            S::On {
+                ranges,
+                bytes,
+                faults,
+                handler_ns,
+                work_ns,
+                found,
+            } => {
+                (j.ranges, j.bytes, j.faults) = (Some(ranges), Some(bytes), Some(faults));
+                (j.handler_ns, j.work_ns, j.found) = (Some(handler_ns), Some(work_ns), Some(found));
+                "on"
+            }
+            S::Cut { found } => {
+                j.found = Some(found);
+                "cut"
+            }
+            S::Unknown { found } => {
+                j.found = Some(found);
+                "unknown"
+            }
+        };
+        j
+    }
 }
 
 /// The ledger's rows ([`crate::ledger::rows`]).
@@ -362,6 +421,7 @@ pub fn render_json(
         cut_constructs: facts.cut_constructs,
         in_flight,
         patch,
+        coherence_check: JsonCheck::of(&facts.check),
         ledger: JsonLedger {
             wall_ns: facts.ledger.wall_ns,
             timed: facts.ledger.timed,

@@ -13,8 +13,8 @@ use accprof_analyzer::units;
 pub struct LedgerRow {
     pub thread: u32,
     /// Stable name for exports: program, constructs, allocation, transfer,
-    /// launch, wait, startup, other_driver, runtime, collector, mpi,
-    /// cuda_outside.
+    /// launch, wait, startup, other_driver, runtime, collector,
+    /// collector_outside, mpi, cuda_outside.
     pub key: &'static str,
     pub label: &'static str,
     /// 0 for the parts of the wall time, 1 for the parts of the row of
@@ -69,7 +69,7 @@ pub fn thread_rows(l: &Ledger, t: &ThreadLedger) -> Vec<LedgerRow> {
     if t.collector_ns > 0 {
         rows.push(row(
             "collector",
-            "accprof hashing host buffers",
+            "accprof's own work (hashing, coherence check)",
             1,
             t.collector_ns,
             None,
@@ -81,6 +81,15 @@ pub fn thread_rows(l: &Ledger, t: &ThreadLedger) -> Vec<LedgerRow> {
             "the runtime's own work between driver calls",
             1,
             t.runtime_rest_ns(),
+            None,
+        ));
+    }
+    if t.collector_outside_ns > 0 {
+        rows.push(row(
+            "collector_outside",
+            "accprof's coherence check outside constructs",
+            0,
+            t.collector_outside_ns,
             None,
         ));
     }

@@ -127,6 +127,7 @@ fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
         render_function(out, f, opts, total_cost, summary.cupti);
     }
     render_run_ends(out, summary);
+    render_checks(out, summary);
     if opts.extended {
         render_footer(out, summary);
         let several = summary.runs.len() > 1;
@@ -140,6 +141,21 @@ fn write_summary(out: &mut String, summary: &Summary, opts: &TextOptions) {
             }
             crate::ledger::render(out, &r.ledger);
         }
+    }
+}
+
+/// Whether the coherence check ran in each run, and what it watched: one
+/// line when every run says the same.
+fn render_checks(out: &mut String, summary: &Summary) {
+    let lines: Vec<String> = summary.runs.iter().map(|r| r.check.line()).collect();
+    if lines.windows(2).all(|w| w[0] == w[1]) {
+        if let Some(l) = lines.first() {
+            let _ = writeln!(out, "{l}");
+        }
+        return;
+    }
+    for (i, (r, l)) in summary.runs.iter().zip(&lines).enumerate() {
+        let _ = writeln!(out, "{}: {l}", run_name(r, i));
     }
 }
 

@@ -148,6 +148,11 @@
 //!                zigzag, address? varint, driver call? (name bytes,
 //!                correlation varint); all absolute: the fatal signal,
 //!                written just before the End record
+//! 20 OwnWork     (1.6) thread varint, start varint, duration varint; all
+//!                absolute
+//! 21 CheckSummary (1.6) flags u8 (bit 0 applied), time varint,
+//!                ranges varint, bytes varint, faults varint,
+//!                handler_ns varint, work_ns varint; all absolute
 //! ```
 //!
 //! Reserved flag bits must be zero; a record that breaks that, has an
@@ -170,6 +175,8 @@
 //! (1.3) major u16, minor u16: the file's version again,
 //! (1.4) process_start_present u8, process_start? varint: when the process
 //!       started, on the trace clock (absent: a 1.3 header ends before it)
+//! (1.6) checks u8: bit 0 the coherence check was asked for (absent: a 1.5
+//!       header ends before it)
 //! ```
 //!
 //! The copy of the version sits under the header block's checksum, which
@@ -230,3 +237,5 @@ pub(crate) const TAG_MPI_CALL: u8 = 16;
 pub(crate) const TAG_DRIVER_SPAN: u8 = 17;
 pub(crate) const TAG_COHERENCE: u8 = 18;
 pub(crate) const TAG_CRASH: u8 = 19;
+pub(crate) const TAG_OWN_WORK: u8 = 20;
+pub(crate) const TAG_CHECK_SUMMARY: u8 = 21;

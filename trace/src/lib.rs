@@ -17,7 +17,8 @@
 //! #     executable: "/tmp/app".into(), start_unix_ns: 1, start_clock_ns: 2,
 //! #     clock: Clock::Monotonic, runtime: "unknown".into(), collector: "doc".into(),
 //! #     sources: Sources { acc_prof: SourceState::Active,
-//! #         cupti: SourceState::Inactive("not loaded".into()), hashing: HashMode::Off },
+//! #         cupti: SourceState::Inactive("not loaded".into()), hashing: HashMode::Off,
+//! #         coherence: false },
 //! #     process_start_ns: None,
 //! # };
 //! let mut w = Writer::new(Vec::new(), &header)?;

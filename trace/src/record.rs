@@ -62,6 +62,9 @@ pub struct Sources {
     pub acc_prof: SourceState,
     pub cupti: SourceState,
     pub hashing: HashMode,
+    /// The coherence check was asked for (`accprof run --check
+    /// coherence`; since format 1.6, false in older traces).
+    pub coherence: bool,
 }
 
 /// The process header: written once at the start of every trace file.
@@ -812,6 +815,37 @@ pub struct Coherence {
 
 /// Frames kept above a coherence access (see [`Coherence::callers`]).
 pub const MAX_ACCESS_FRAMES: usize = 16;
+/// A stretch of the collector's own work on a host thread that no other
+/// record times: the coherence check's work at a construct boundary (its
+/// comparisons, its reads of device copies, page protection). Short
+/// stretches are summed into one: it then starts where the first did and
+/// lasts as long as they all. Since format 1.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnWork {
+    pub thread: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// What the coherence check did, written once when it ends (at exit).
+/// Since format 1.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckSummary {
+    pub time_ns: u64,
+    /// The OpenACC device had memory of its own; false when every
+    /// construct ran on the host (host fallback) or shared its memory.
+    pub applied: bool,
+    /// Host ranges watched (mapped to a device copy and protectable) and
+    /// their bytes.
+    pub ranges: u64,
+    pub bytes: u64,
+    /// Faults the check's handler took, and its time in them.
+    pub faults: u64,
+    pub handler_ns: u64,
+    /// The check's work outside the handler, in all (the [`OwnWork`]
+    /// spans and the stretches too short to be recorded as one).
+    pub work_ns: u64,
+}
 
 /// Everything that can follow the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -852,4 +886,7 @@ pub enum Record {
     Coherence(Coherence),
     /// Since format 1.6.
     Crash(Crash),
+    OwnWork(OwnWork),
+    /// Since format 1.6.
+    CheckSummary(CheckSummary),
 }

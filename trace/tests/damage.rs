@@ -365,9 +365,10 @@ fn set_version_copy(l: &mut Layout, major: u16, minor: u16) {
 }
 
 /// Where the copy of the version starts in the sample's header: before the
-/// process start of 1.4 (a flag byte, then the value as a varint).
+/// process start of 1.4 (a flag byte, then the value as a varint) and the
+/// checks byte of 1.6.
 fn version_copy_at(l: &Layout) -> usize {
-    let tail = match mix::sample_header().process_start_ns {
+    let tail = 1 + match mix::sample_header().process_start_ns {
         None => 1,
         Some(mut v) => {
             let mut n = 2;

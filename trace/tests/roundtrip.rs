@@ -295,6 +295,22 @@ fn edge_records() -> Vec<Record> {
             }),
         }));
     }
+    for edge in [0, 1, u64::MAX, 1 << 47] {
+        v.push(Record::OwnWork(OwnWork {
+            thread: [u32::MAX, 0][(edge % 2) as usize],
+            start_ns: edge,
+            end_ns: edge.wrapping_add(12_345),
+        }));
+        v.push(Record::CheckSummary(CheckSummary {
+            time_ns: edge,
+            applied: edge % 2 == 1,
+            ranges: edge.rotate_left(3),
+            bytes: edge.wrapping_mul(3),
+            faults: edge ^ 1,
+            handler_ns: edge.wrapping_add(7),
+            work_ns: edge >> 1,
+        }));
+    }
     for mode in [HashMode::Off, HashMode::Sampled, HashMode::Full] {
         for direction in [Direction::Upload, Direction::Download] {
             v.push(Record::Hash(BufferHash {
@@ -434,6 +450,7 @@ fn edge_headers() -> Vec<Header> {
             acc_prof: SourceState::Inactive(String::new()),
             cupti: SourceState::Inactive("another CUPTI subscriber: 🔒".into()),
             hashing: HashMode::Off,
+            coherence: false,
         },
         process_start_ns: None,
     };
@@ -452,6 +469,7 @@ fn edge_headers() -> Vec<Header> {
             acc_prof: SourceState::Active,
             cupti: SourceState::Active,
             hashing: HashMode::Full,
+            coherence: true,
         },
         process_start_ns: Some(u64::MAX),
     };

@@ -117,6 +117,8 @@ pub(crate) struct Join<S: Sink> {
     callers: std::collections::BTreeMap<SiteId, Vec<Site>>,
     mpi_calls: Vec<crate::model::MpiCall>,
     host_accesses: Vec<crate::model::HostAccess>,
+    /// The coherence check's closing counts.
+    check_summary: Option<accprof_trace::CheckSummary>,
     /// The sites of the coherence check's code addresses, symbolized once.
     code_sites: HashMap<u64, SiteId>,
     /// The same for return addresses (the program's calls into a library
@@ -183,7 +185,10 @@ impl<S: Sink> Join<S> {
         // CUPTI times the driver calls: without it (as the header says, which
         // the join trusts for the transfers too) there are none.
         let cupti = header.sources.cupti.is_active();
-        sink.driver_spans_possible(cupti && version >= FIRST_VERSION_WITH_DRIVER_SPANS);
+        // The coherence check's own work comes as spans too.
+        sink.driver_spans_possible(
+            (cupti && version >= FIRST_VERSION_WITH_DRIVER_SPANS) || header.sources.coherence,
+        );
         Join {
             sink,
             cupti,
@@ -194,6 +199,7 @@ impl<S: Sink> Join<S> {
             callers: Default::default(),
             mpi_calls: Vec::new(),
             host_accesses: Vec::new(),
+            check_summary: None,
             code_sites: HashMap::new(),
             return_sites: HashMap::new(),
             recent: std::collections::VecDeque::new(),
@@ -464,6 +470,12 @@ impl<S: Sink> Join<S> {
             }
             Record::Api(a) => self.add_api(a, symbolizer),
             Record::Coherence(k) => self.add_coherence(k, symbolizer),
+            Record::OwnWork(w) => {
+                self.see_time(w.start_ns);
+                self.see_time(w.end_ns);
+                self.sink.own_work(w);
+            }
+            Record::CheckSummary(k) => self.check_summary = Some(*k),
         }
     }
 
@@ -1037,7 +1049,14 @@ impl<S: Sink> Join<S> {
                     .to_string(),
             );
         }
+        let check = crate::check::CheckState::of(
+            version,
+            header.sources.coherence,
+            self.check_summary.as_ref(),
+            self.host_accesses.len() as u64,
+        );
         let info = Process {
+            check,
             header,
             version,
             losses,

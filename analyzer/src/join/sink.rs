@@ -2,7 +2,7 @@
 //! entity's construct stands ([`At`]), and [`Both`], two sinks fed in one
 //! pass.
 
-use accprof_trace::{BufferHash, DriverSpan};
+use accprof_trace::{BufferHash, DriverSpan, OwnWork};
 
 use crate::model::{
     AllocId, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, LaunchRequest, Memset,
@@ -38,9 +38,10 @@ pub type Order = (u64, u64);
 pub trait Sink {
     type Output;
     /// Told once, before anything else, whether the trace can hold timed
-    /// driver calls ([`Sink::driver_span`]): a trace of a format before
-    /// 1.4, or one recorded without CUPTI, holds none, so a sink need not
-    /// keep anything for calls to come.
+    /// driver calls ([`Sink::driver_span`]) or the collector's own work
+    /// ([`Sink::own_work`]): a trace of a format before 1.4, or one
+    /// recorded without CUPTI and without the coherence check, holds none,
+    /// so a sink need not keep anything for spans to come.
     fn driver_spans_possible(&mut self, _possible: bool) {}
     /// A construct started (before anything of its own is handed over).
     fn started(&mut self, _id: ConstructId, _c: &Construct) {}
@@ -69,6 +70,8 @@ pub trait Sink {
     /// A timed driver call, as the trace gives it (CUPTI hands them over
     /// in batches, after the constructs they ran in).
     fn driver_span(&mut self, _d: &DriverSpan) {}
+    /// A stretch of the collector's own work (the coherence check's).
+    fn own_work(&mut self, _w: &OwnWork) {}
     fn finish(self, info: Process) -> Self::Output;
 }
 
@@ -124,6 +127,10 @@ impl<A: Sink, B: Sink> Sink for Both<A, B> {
     fn driver_span(&mut self, d: &DriverSpan) {
         self.0.driver_span(d);
         self.1.driver_span(d);
+    }
+    fn own_work(&mut self, w: &OwnWork) {
+        self.0.own_work(w);
+        self.1.own_work(w);
     }
     fn finish(self, info: Process) -> Self::Output {
         let b = self.1.finish(info.clone());

@@ -26,6 +26,8 @@ pub(crate) struct RunSink {
     /// The shapes of the rows, and the allocations (by handle).
     pub(super) tables: Tables,
     pub(super) hashes: Vec<BufferHash>,
+    /// The collector's other work (the coherence check's), start and end.
+    pub(super) own_work: Vec<(u64, u64)>,
 }
 
 impl RunSink {
@@ -38,6 +40,7 @@ impl RunSink {
             memsets: Arrivals::default(),
             tables: Tables::default(),
             hashes: Vec::new(),
+            own_work: Vec::new(),
         }
     }
 }
@@ -162,6 +165,10 @@ impl Sink for RunSink {
         self.hashes.push(*h);
     }
 
+    fn own_work(&mut self, w: &accprof_trace::OwnWork) {
+        self.own_work.push((w.start_ns, w.end_ns));
+    }
+
     fn finish(self, process: Process) -> Run {
         // Every construct and allocation the join started came back.
         let mut tables = self.tables;
@@ -188,7 +195,7 @@ impl Sink for RunSink {
             memsets: self.memsets.in_order(|m| m.start_ns),
             launches,
             launches_in_kernels: self.launches_in_kernels,
-            collector_spans: collector_spans(&hashes),
+            collector_spans: collector_spans(&hashes, self.own_work),
             hashes,
             executable_binary: None,
             data_names: Default::default(),
@@ -207,6 +214,7 @@ impl Run {
     pub(crate) fn empty(header: Header) -> Run {
         let mut run = Run {
             process: Process {
+                check: Default::default(),
                 placement: Placement::new(&header),
                 header,
                 version: (1, 0),

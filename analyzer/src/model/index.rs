@@ -179,14 +179,16 @@ pub(super) fn lower_bound(v: &[ConstructId], c: ConstructId, guess: usize) -> us
     lo + v[lo..hi].partition_point(|&o| o < c)
 }
 
-/// The collector's hashing spans of `hashes`, sorted and merged.
-pub(super) fn collector_spans(hashes: &[BufferHash]) -> Vec<(u64, u64)> {
+/// The collector's hashing spans of `hashes` and its other work `own`
+/// (the coherence check's), sorted and merged.
+pub(super) fn collector_spans(hashes: &[BufferHash], own: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let mut spans: Vec<(u64, u64)> = hashes
         .iter()
         .filter_map(|h| {
             let d = h.hash_ns.filter(|&d| d > 0)?;
             Some((h.time_ns.saturating_sub(d), h.time_ns))
         })
+        .chain(own.into_iter().filter(|&(s, e)| e > s))
         .collect();
     spans.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());

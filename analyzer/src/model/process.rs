@@ -14,6 +14,8 @@ use super::facts::{Placement, Totals};
 #[derive(Debug, Clone)]
 pub struct Process {
     pub header: Header,
+    /// Whether the coherence check ran and what it watched.
+    pub check: crate::check::CheckState,
     /// The trace format's version (major, minor).
     pub version: (u16, u16),
     /// Byte ranges of the trace that could not be read.

@@ -31,7 +31,8 @@ pub struct Run {
     pub(crate) launches: Vec<LaunchRequest>,
     pub(crate) launches_in_kernels: bool,
     pub hashes: Vec<BufferHash>,
-    /// When the collector itself kept the host busy (hashing buffers), as
+    /// When the collector itself kept the host busy (hashing buffers, the
+    /// coherence check's work at construct boundaries), as
     /// sorted, disjoint [start, end) spans ([`Run::collector_ns_in`]).
     pub(crate) collector_spans: Vec<(u64, u64)>,
     /// Where the executable's binary was found for reading (its recorded
@@ -326,7 +327,7 @@ impl Run {
     pub(crate) fn derive(&mut self) {
         self.derive_indices();
         self.derive_names();
-        self.collector_spans = collector_spans(&self.hashes);
+        self.collector_spans = collector_spans(&self.hashes, Vec::new());
         self.process.totals = Totals::of(self);
         self.process.placement = Placement::of(self);
     }

@@ -22,6 +22,7 @@ fn header() -> Header {
             acc_prof: SourceState::Active,
             cupti: SourceState::Inactive("test".into()),
             hashing: HashMode::Off,
+            coherence: false,
         },
         process_start_ns: None,
     }

@@ -381,6 +381,10 @@ impl Sink for SummarySink {
         self.ledger.driver_span(d);
     }
 
+    fn own_work(&mut self, w: &accprof_trace::OwnWork) {
+        self.ledger.own_work(w);
+    }
+
     fn finish(mut self, info: Process) -> Summary {
         let name = |n: NameId| info.names.get(n.index()).map_or("?", String::as_str);
         let mut facts = self.facts(&info);
@@ -565,6 +569,7 @@ impl SummarySink {
                 .collect(),
             running: false,
             ledger: Default::default(),
+            check: info.check,
         }
     }
 

@@ -349,6 +349,8 @@ pub struct RunFacts {
     pub running: bool,
     /// Where the wall time went ([`crate::ledger`]).
     pub ledger: crate::ledger::Ledger,
+    /// Whether the coherence check ran and what it watched.
+    pub check: crate::check::CheckState,
 }
 
 /// The construct that was running when the program ended abnormally (by

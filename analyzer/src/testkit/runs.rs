@@ -52,6 +52,7 @@ impl RunBuilder {
                 acc_prof: SourceState::Active,
                 cupti: SourceState::Active,
                 hashing,
+                coherence: false,
             },
             process_start_ns: None,
         };

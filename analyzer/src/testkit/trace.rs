@@ -38,6 +38,7 @@ pub fn header() -> Header {
             acc_prof: SourceState::Active,
             cupti: SourceState::Active,
             hashing: HashMode::Off,
+            coherence: false,
         },
         process_start_ns: None,
     }

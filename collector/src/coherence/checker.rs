@@ -54,6 +54,9 @@ pub(super) struct Checker {
     /// Device blocks the driver allocated while the check ran: start and
     /// size, so that freeing one unmaps the ranges whose copies it held.
     pub blocks: BTreeMap<u64, u64>,
+    /// Every range whose pages were protected at some time: start and
+    /// (largest) length, for the closing counts.
+    pub ever_watched: BTreeMap<u64, u64>,
 }
 
 fn page() -> u64 {
@@ -354,6 +357,10 @@ impl Checker {
             return;
         }
         let watched = self.table.watched();
+        for r in &watched {
+            let len = self.ever_watched.entry(r.start).or_insert(0);
+            *len = (*len).max(r.bytes);
+        }
         let next = segments(&watched, page());
         if next == self.applied && opened == self.opened_seen {
             // The same pages, the same protection: only the states the

@@ -31,7 +31,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use accprof_trace::{AccEventKind, ConstructKind};
+use accprof_trace::{AccEventKind, CheckSummary, ConstructKind, OwnWork, Record};
 
 use crate::event::{flag, AccRaw, NONE32};
 use checker::Checker;
@@ -62,10 +62,102 @@ fn with_checker<T>(f: impl FnOnce(&mut Checker) -> T) -> Option<T> {
         return None;
     }
     let mut g = CHECKER.lock().ok()?;
+    let start = crate::clock::now_ns();
     let _ = BUSY.try_with(|b| b.set(true));
     let out = f(g.get_or_insert_with(Checker::default));
     let _ = BUSY.try_with(|b| b.set(false));
+    drop(g);
+    own_work(start, crate::clock::now_ns());
     Some(out)
+}
+
+/// The check's time outside the handler, in all.
+static WORK_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The check's stretches of work on a thread are recorded once they add
+/// up to this much: most acc_prof events ask little of it, and a record
+/// each would double the trace.
+const MIN_OWN_WORK_NS: u64 = 1_000;
+
+thread_local! {
+    /// This thread's stretches of the check's work not yet recorded: the
+    /// first one's start and their time.
+    static UNRECORDED: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// The check worked from `start` to `end` on this thread: accprof's time,
+/// not the runtime's nor the program's. Recorded as `OwnWork` (which the
+/// analyzer's ledger counts as the collector's) from the start of the
+/// first stretch not yet recorded, as long as the stretches since.
+fn own_work(start: u64, end: u64) {
+    let ns = end.saturating_sub(start);
+    WORK_NS.fetch_add(ns, Ordering::Relaxed);
+    let _ = UNRECORDED.try_with(|u| {
+        let (first, sum) = u.get();
+        let (first, sum) = if sum == 0 {
+            (start, ns)
+        } else {
+            (first, sum + ns)
+        };
+        if sum < MIN_OWN_WORK_NS {
+            u.set((first, sum));
+            return;
+        }
+        u.set((0, 0));
+        crate::sink::push(Record::OwnWork(OwnWork {
+            thread: crate::clock::thread_id(),
+            start_ns: first,
+            end_ns: first + sum,
+        }));
+    });
+}
+
+/// Whether this thread is inside the check: a driver call made now is the
+/// check's own (its reads of device copies), not the program's.
+pub(crate) fn inside() -> bool {
+    on() && BUSY.try_with(Cell::get).unwrap_or(false)
+}
+
+/// The correlation ids of the check's own driver calls whose CUPTI
+/// records (the memcpy, the driver call's span) are still to come, with
+/// how many are: those records are accprof's, never the program's
+/// transfers.
+static OWN_CALLS: Mutex<Vec<(u32, u8)>> = Mutex::new(Vec::new());
+/// Set once the check made a driver call CUPTI records: until then the
+/// activity records pay no lock.
+static OWN_CALLS_MADE: AtomicBool = AtomicBool::new(false);
+
+/// The check makes the driver call `correlation` (from the driver
+/// callback, on the check's thread): CUPTI's `records` records of it are
+/// to be left out.
+pub(crate) fn own_call(correlation: u32, records: u8) {
+    if let Ok(mut own) = OWN_CALLS.lock() {
+        own.push((correlation, records));
+        OWN_CALLS_MADE.store(true, Ordering::Release);
+    }
+}
+
+/// Whether a CUPTI record of the call `correlation` is the check's own
+/// (and is to be left out); each call's records are counted down.
+pub(crate) fn is_own_record(correlation: u32) -> bool {
+    if correlation == 0 || !OWN_CALLS_MADE.load(Ordering::Acquire) {
+        return false;
+    }
+    let Ok(mut own) = OWN_CALLS.lock() else {
+        return false;
+    };
+    own_record_in(&mut own, correlation)
+}
+
+fn own_record_in(own: &mut Vec<(u32, u8)>, correlation: u32) -> bool {
+    let Some(i) = own.iter().position(|&(c, _)| c == correlation) else {
+        return false;
+    };
+    own[i].1 = own[i].1.saturating_sub(1);
+    if own[i].1 == 0 {
+        own.swap_remove(i);
+    }
+    true
 }
 
 /// Installs the handler when `ACCPROF_CHECK` asks for the check; called
@@ -332,16 +424,51 @@ pub(crate) fn at_exit() {
     if !ON.swap(false, Ordering::AcqRel) {
         return;
     }
-    let Some(note) = with_checker(|c| {
+    let Some((note, mut summary)) = with_checker(|c| {
         c.finish();
-        exit_note(c)
+        (exit_note(c), summary(c))
     }) else {
         return;
     };
+    summary.work_ns = WORK_NS.load(Ordering::Relaxed);
+    crate::sink::push(Record::CheckSummary(summary));
     if let Some(note) = note {
         // Asked for explicitly: said even under ACCPROF_QUIET.
         crate::note::error(&note);
     }
+}
+
+/// The check's closing counts (its work time is added by the caller).
+fn summary(c: &Checker) -> CheckSummary {
+    let (ranges, bytes) = merged(&c.ever_watched);
+    CheckSummary {
+        time_ns: crate::clock::now_ns(),
+        applied: c.device_seen,
+        ranges,
+        bytes,
+        faults: fault::FAULTS.load(Ordering::Relaxed),
+        handler_ns: fault::HANDLER_NS.load(Ordering::Relaxed),
+        work_ns: 0,
+    }
+}
+
+/// How many host ranges, and how many bytes, the ranges watched at some
+/// time cover: parts of one array split by partial updates, or the same
+/// array watched again at other lengths, count once.
+fn merged(watched: &std::collections::BTreeMap<u64, u64>) -> (u64, u64) {
+    let (mut ranges, mut bytes, mut end) = (0u64, 0u64, 0u64);
+    for (&start, &len) in watched {
+        let stop = start.saturating_add(len);
+        if ranges > 0 && start < end {
+            bytes += stop.saturating_sub(end);
+            end = end.max(stop);
+            continue;
+        }
+        ranges += 1;
+        bytes += len;
+        end = stop;
+    }
+    (ranges, bytes)
 }
 
 fn exit_note(c: &Checker) -> Option<String> {
@@ -400,7 +527,37 @@ fn exit_note(c: &Checker) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{exit_note, Checker};
+    use super::{exit_note, merged, own_record_in, Checker};
+    use std::collections::BTreeMap;
+
+    /// Both of CUPTI's records of the check's own copy are left out, and
+    /// nothing else: the program's records with other correlation ids go
+    /// through, and once both came the id is forgotten (CUPTI reuses
+    /// nothing, but the list must not grow).
+    #[test]
+    fn the_checks_own_copies_are_left_out_once_each_record() {
+        let mut own = vec![(7, 2), (9, 2)];
+        assert!(!own_record_in(&mut own, 8));
+        assert!(own_record_in(&mut own, 7));
+        assert!(own_record_in(&mut own, 7));
+        assert!(!own_record_in(&mut own, 7));
+        assert_eq!(own, vec![(9, 2)]);
+    }
+
+    /// Parts of one array (split by a partial update) and the same array
+    /// watched again at another length count once; arrays side by side
+    /// count apart.
+    #[test]
+    fn watched_ranges_are_counted_once_each() {
+        let mut w = BTreeMap::new();
+        assert_eq!(merged(&w), (0, 0));
+        w.insert(0x1000, 0x800);
+        w.insert(0x1400, 0x400); // a part of the first
+        w.insert(0x1800, 0x100); // the next array, adjacent
+        w.insert(0x4000, 0x100);
+        w.insert(0x4080, 0x100); // overlaps the one before
+        assert_eq!(merged(&w), (3, 0x800 + 0x100 + 0x180));
+    }
 
     fn note(c: &Checker) -> String {
         exit_note(c).expect("a note")

@@ -160,6 +160,9 @@ unsafe fn parse_buffer(buffer: *mut u8, size: usize, valid: usize) -> u64 {
                     incomplete += 1;
                     continue;
                 }
+                if crate::coherence::is_own_record(m.correlationId) {
+                    continue;
+                }
                 crate::sink::push(Record::Memcpy(memcpy_record(&m, offset)));
             }
             KIND_MEMSET => {
@@ -192,6 +195,9 @@ unsafe fn parse_buffer(buffer: *mut u8, size: usize, valid: usize) -> u64 {
                     continue;
                 }
                 let span = driver_span(&a, offset);
+                if crate::coherence::is_own_record(span.correlation) {
+                    continue;
+                }
                 if SHORT_CALLS.left_out(&span) {
                     continue;
                 }

@@ -328,6 +328,15 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
         // fields), valid during the callback.
         unsafe { read_params(t.params, params) }
     };
+    if crate::coherence::inside() {
+        // The coherence check reads a device copy: accprof's call, not a
+        // transfer of the program. CUPTI's memcpy and driver records of it
+        // are left out too (its time is in the check's `OwnWork`).
+        if site == SITE_ENTER {
+            crate::coherence::own_call(correlation, OWN_RECORDS);
+        }
+        return;
+    }
     match site {
         SITE_ENTER => {
             // Converted to ns by the writer (see clock).
@@ -387,6 +396,9 @@ unsafe fn on_driver_call(cbid: u32, data: *const sys::CUpti_CallbackData) {
         _ => {}
     }
 }
+
+/// CUPTI's records of one copy: its memcpy and its driver call's span.
+const OWN_RECORDS: u8 = 2;
 
 pub(super) const CONTEXT_DESTROY_STARTING: u32 =
     sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;

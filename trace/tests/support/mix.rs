@@ -59,6 +59,7 @@ pub fn sample_header() -> Header {
             acc_prof: SourceState::Active,
             cupti: SourceState::Active,
             hashing: HashMode::Sampled,
+            coherence: false,
         },
         process_start_ns: Some(999_000),
     }

@@ -37,11 +37,13 @@ pub fn render(session: &Session, state: &State, palette: Palette, area: Rect, bu
     Paragraph::new(lines).render(inner, buf);
 }
 
-/// With nothing selected: where the time goes, by source line.
+/// With nothing selected: whether the coherence check ran, and where the
+/// time goes, by source line.
 fn overview(session: &Session, state: &State, palette: Palette, rows: usize) -> Vec<Line<'static>> {
     let mut out = vec![Line::from(
         " Nothing selected: Enter or a click selects an event; ? lists the keys.",
     )];
+    out.extend(check_lines(session).into_iter().map(Line::from));
     if !session.analyzed() {
         out.push(Line::from(
             " (working out the findings and the time by line ...)",
@@ -83,6 +85,25 @@ fn overview(session: &Session, state: &State, palette: Palette, rows: usize) -> 
         )));
     }
     out
+}
+
+/// The coherence check's state: one line when every run says the same,
+/// else one per run.
+fn check_lines(session: &Session) -> Vec<String> {
+    let lines: Vec<String> = session
+        .groups
+        .iter()
+        .map(|g| g.run.facts().check.line())
+        .collect();
+    if lines.windows(2).all(|w| w[0] == w[1]) {
+        return lines.into_iter().take(1).map(|l| format!(" {l}")).collect();
+    }
+    session
+        .groups
+        .iter()
+        .zip(lines)
+        .map(|(g, l)| format!(" {}: {l}", g.label))
+        .collect()
 }
 
 /// The lines describing `item`, `rows` at most.
