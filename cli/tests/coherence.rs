@@ -59,7 +59,7 @@ fn a_stale_read_is_recorded_once_and_the_program_reads_what_it_would_have() {
     assert!(text.contains("other read 7\n"), "{text}");
     assert!(text.contains("a[1000] after exit data 1001\n"), "{text}");
     assert!(
-        stderr(&out).contains("coherence check: 1 faults (")
+        stderr(&out).contains("coherence check: watched 1 host ranges (16.0 KiB); 1 faults (")
             && stderr(&out)
                 .contains("stale host reads: 1 confirmed, 0 found current, 0 unconfirmed"),
         "{}",
@@ -208,7 +208,7 @@ fn without_host_addresses_the_check_says_it_checked_nothing() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("host read 1000\n"));
     assert!(
-        stderr(&out).contains("coherence check: no host range mapped to the device was seen"),
+        stderr(&out).contains("coherence check: watched nothing: no host <-> device copy was seen"),
         "{}",
         stderr(&out)
     );

@@ -3,11 +3,12 @@
 //! become (C1 stale reads, C2 lost writes, C3 unread downloads), and the
 //! page protection that the ranges' states ask for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 use accprof_trace::{Coherence, CoherenceKind, Record, RegionId, StringId};
 
+use super::blocks::Blocks;
 use super::device::{read_device, read_host};
 use super::fault::{self, Fault};
 use super::table::{page_span, segments, Download, Prot, Range, Snapshot, State, Table};
@@ -51,10 +52,22 @@ pub(super) struct Checker {
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     pub unwatched: u64,
-    /// Device blocks the driver allocated while the check ran: start and
-    /// size, so that freeing one unmaps the ranges whose copies it held.
-    pub blocks: BTreeMap<u64, u64>,
+    /// Device blocks the driver allocated while the check ran (and the
+    /// loaded code's globals): which outlived the construct that made
+    /// them, and the device span freeing one unmaps.
+    pub blocks: Blocks,
+    /// Every host range ever watched (start -> bytes), for the exit note.
+    pub seen: BTreeMap<u64, u64>,
+    /// Bytes of the staging buffers' copies, and the device spans they
+    /// filled: an array staged there is watched from its first own copy.
+    pub staged_bytes: u64,
+    staged_spans: Vec<(u64, u64)>,
+    /// Host ranges first copied through a staging buffer, watched since.
+    pub staged_learned: BTreeSet<u64>,
 }
+
+/// Staging copies whose device spans are kept (for `staged_learned`).
+const STAGED_SPANS: usize = 1024;
 
 fn page() -> u64 {
     fault::PAGE.load(Ordering::Relaxed)
@@ -79,14 +92,58 @@ impl Checker {
             // not this one.
             super::staging::forget(host);
         }
+        let known = self
+            .table
+            .ranges()
+            .iter()
+            .any(|r| r.start == host && !r.gone && !r.unproven);
         if !self.table.map(host, bytes, device, name) {
             return;
         }
         if let Some(r) = self.table.ranges_mut().iter_mut().find(|r| r.start == host) {
-            r.unproven = !proven;
+            // Once shown to be the array, a range stays proven.
+            r.unproven = !(proven || known);
+            if !r.unproven {
+                let r = *r;
+                self.watching(&r);
+            }
         }
         self.mapped += 1;
         self.dirty = true;
+    }
+
+    /// `r` is watched: counted for the exit note (and, when its device
+    /// copy was filled from a staging buffer, among the arrays learned
+    /// after it).
+    fn watching(&mut self, r: &super::table::Range) {
+        let e = self.seen.entry(r.start).or_insert(0);
+        *e = (*e).max(r.bytes);
+        if r.device != 0
+            && self
+                .staged_spans
+                .iter()
+                .any(|s| r.device >= s.0 && r.device < s.1)
+        {
+            self.staged_learned.insert(r.start);
+        }
+    }
+
+    /// The host ranges ever watched, overlaps merged: how many and their
+    /// bytes.
+    pub fn watched_total(&self) -> (u64, u64) {
+        let (mut n, mut bytes, mut end) = (0u64, 0u64, 0u64);
+        for (&s, &b) in &self.seen {
+            let e = s.saturating_add(b);
+            if s >= end {
+                n += 1;
+                bytes += b;
+                end = e;
+            } else if e > end {
+                bytes += e - end;
+                end = e;
+            }
+        }
+        (n, bytes)
     }
 
     /// The runtime is about to read (upload) or write (download) the host
@@ -166,6 +223,7 @@ impl Checker {
     /// buffer was freed, or filled with other arrays' bytes, by now).
     pub fn prove(&mut self) {
         let mut staged = Vec::new();
+        let mut proven = Vec::new();
         for r in self.table.ranges_mut().iter_mut().filter(|r| r.unproven) {
             if super::staging::freed_by_runtime(r.start) {
                 staged.push(r.start);
@@ -180,8 +238,24 @@ impl Checker {
             if read_host(r.start, &mut h[..n]) && h[..n] == d[..n] {
                 r.unproven = false;
                 self.dirty = true;
+                proven.push(*r);
             } else {
                 staged.push(r.start);
+            }
+        }
+        for r in &proven {
+            self.watching(r);
+        }
+        for r in self
+            .table
+            .ranges()
+            .iter()
+            .filter(|r| staged.contains(&r.start))
+        {
+            self.staged_bytes += r.bytes;
+            if r.device != 0 && self.staged_spans.len() < STAGED_SPANS {
+                self.staged_spans
+                    .push((r.device, r.device.saturating_add(r.bytes)));
             }
         }
         if !staged.is_empty() {
@@ -342,7 +416,10 @@ impl Checker {
             .ranges()
             .iter()
             .filter(|r| super::staging::freed_by_runtime(r.start))
-            .map(|r| r.start)
+            .map(|r| {
+                self.staged_bytes += r.bytes;
+                r.start
+            })
             .collect();
         if !late.is_empty() {
             self.staged += late.len() as u64;

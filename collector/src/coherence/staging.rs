@@ -19,7 +19,7 @@ static FREED: [AtomicU64; KEPT] = [const { AtomicU64::new(0) }; KEPT];
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The runtime's `free`, through which it returns its buffers.
-unsafe extern "C" fn runtime_free(p: *mut c_void) {
+pub(super) unsafe extern "C" fn runtime_free(p: *mut c_void) {
     if !p.is_null() {
         let i = NEXT.fetch_add(1, Ordering::Relaxed) % KEPT;
         FREED[i].store(p as u64, Ordering::Release);

@@ -149,6 +149,23 @@ impl Table {
                 .retain(|x| !(x.start > start && x.start < end && x.end() <= end));
             return true;
         }
+        let end = start.saturating_add(bytes);
+        let offset_agrees = |r: &Range| {
+            device == 0 || r.device == 0 || r.device.wrapping_add(start - r.start) == device
+        };
+        // A part of a range already mapped (a partial update of a known
+        // array): nothing new.
+        if self
+            .ranges
+            .iter()
+            .any(|r| !r.gone && r.start < start && r.end() >= end && offset_agrees(r))
+        {
+            return false;
+        }
+        // Parts mapped before the whole (a partial update first): the
+        // whole replaces them.
+        self.ranges
+            .retain(|x| x.gone || !(x.start > start && x.end() <= end));
         if self.ranges.len() >= MAX_RANGES {
             self.overflow += 1;
             return false;
