@@ -251,6 +251,58 @@ fn on_the_host_fallback_the_check_says_it_does_not_apply() {
     accprof_analyzer::load_run(&t[0]).expect("trace loads");
 }
 
+/// The samples of each mapping kind (globals + `data create`, `enter
+/// data create`, `declare create`, the API routines, Fortran module
+/// arrays, `std::vector`), both variants: on the host fallback the check
+/// changes neither their output nor their exit status, and says it does
+/// not apply.
+#[test]
+fn the_mapping_kind_samples_run_unchanged_under_the_check_on_the_host() {
+    let runs: &[(&str, &[&str])] = &[
+        ("coherence_globals", &["4096", "20"]),
+        ("coherence_enter", &["4096", "20", "5"]),
+        ("coherence_declare", &["4096", "20", "5"]),
+        ("coherence_api", &["4096", "20", "map"]),
+        ("coherence_api", &["4096", "20", "create"]),
+        ("coherence_api", &["4096", "20", "copyin"]),
+        ("coherence_module_f90", &["4096", "20"]),
+        ("coherence_vector_enter", &["4096", "20"]),
+    ];
+    for (name, args) in runs {
+        for variant in ["bad", "fixed"] {
+            let bin = samples().join(name);
+            let mut args = args.to_vec();
+            args.push(variant);
+            let bare = Command::new(&bin).args(&args).output().expect("runs");
+            assert!(bare.status.success(), "{name} {args:?}: {}", stderr(&bare));
+            let dir = tempdir();
+            let out = accprof_run(
+                dir.path(),
+                &["--no-summary", "--check", "coherence"],
+                &bin,
+                &args,
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{name} {args:?}: {}",
+                stderr(&out)
+            );
+            assert_eq!(stdout(&out), stdout(&bare), "{name} {args:?}");
+            assert!(stdout(&out).contains("reference: match"), "{name} {args:?}");
+            assert!(
+                stderr(&out).contains("coherence check: does not apply"),
+                "{name} {args:?}: {}",
+                stderr(&out)
+            );
+            assert!(
+                coherence(&records(dir.path())).is_empty(),
+                "{name} {args:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_check_values_are_refused_by_name() {
     let dir = tempdir();
