@@ -66,15 +66,21 @@ pub(crate) enum Copy {
 }
 
 impl Blocks {
-    /// The driver allocated `at..at+bytes`; `open`: the innermost
-    /// construct open on the calling thread (kind, region), if any.
-    pub fn alloc(&mut self, at: u64, bytes: u64, open: Option<(ConstructKind, u64)>) {
-        let pending = open.and_then(|(k, r)| is_compute(k).then_some(r));
-        if pending.is_none() {
+    /// The driver allocated `at..at+bytes`; `compute`: the region of the
+    /// compute construct open on the calling thread, if any (the one whose
+    /// end event comes, not the data events nested in it).
+    pub fn alloc(&mut self, at: u64, bytes: u64, compute: Option<u64>) {
+        if compute.is_none() {
             self.kept_ever += 1;
             self.kept_bytes += bytes;
         }
-        self.blocks.insert(at, Block { bytes, pending });
+        self.blocks.insert(
+            at,
+            Block {
+                bytes,
+                pending: compute,
+            },
+        );
     }
 
     /// A global of the code the runtime loaded (`declare` variables,
@@ -161,10 +167,10 @@ mod tests {
     #[test]
     fn create_then_update_maps_the_updates_host_range() {
         let mut b = Blocks::default();
-        b.alloc(0x7000_0000, 1 << 20, Some((Data, 1)));
+        b.alloc(0x7000_0000, 1 << 20, None);
         assert_eq!(b.kept_ever, 1);
         // A compute construct with its own copyin of a scalar array.
-        b.alloc(0x7100_0000, 64, Some((Parallel, 2)));
+        b.alloc(0x7100_0000, 64, Some(2));
         assert_eq!(b.copy(0x7100_0000, Some(Parallel)), Copy::Temporary);
         assert_eq!(b.free(0x7100_0000), (0x7100_0000, 0x7100_0040));
         b.construct_end(2);
@@ -221,7 +227,7 @@ mod tests {
     #[test]
     fn a_compute_constructs_block_alive_at_its_end_is_kept() {
         let mut b = Blocks::default();
-        b.alloc(0x8000, 256, Some((Kernels, 7)));
+        b.alloc(0x8000, 256, Some(7));
         assert_eq!(b.kept_at(0x8000), None);
         b.construct_end(6);
         assert_eq!(b.kept_at(0x8000), None, "another construct's end");

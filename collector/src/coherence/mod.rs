@@ -159,6 +159,22 @@ fn innermost() -> Option<(ConstructKind, u64)> {
     Some((ConstructKind::from_raw(i64::from(k))?, region))
 }
 
+/// The compute construct open on this thread, outermost (its data
+/// clauses' enter and exit events nest in it with regions of their own):
+/// its region.
+fn enclosing_compute() -> Option<u64> {
+    let depth = fault::IN_CONSTRUCT.try_with(Cell::get).unwrap_or(0) as usize;
+    OPEN.try_with(|o| {
+        o.iter().take(depth).map(Cell::get).find_map(|(k, region)| {
+            ConstructKind::from_raw(i64::from(k))
+                .filter(|k| blocks::is_compute(*k))
+                .map(|_| region)
+        })
+    })
+    .ok()
+    .flatten()
+}
+
 /// One acc_prof event, as the callback recorded it.
 pub(crate) fn on_acc(a: &AccRaw) {
     use AccEventKind::*;
@@ -282,8 +298,8 @@ fn on_free(c: &mut Checker, at: u64) {
 /// The driver allocated a device block (only followed while the check
 /// runs).
 pub(crate) fn device_alloc(at: u64, bytes: u64) {
-    let open = innermost();
-    let _ = with_checker(|c| c.blocks.alloc(at, bytes, open));
+    let compute = enclosing_compute();
+    let _ = with_checker(|c| c.blocks.alloc(at, bytes, compute));
 }
 
 /// The runtime looked up a global of the code it loaded (a `declare`
@@ -501,6 +517,29 @@ mod tests {
         on_copy(c, false, host, bytes, dev, Some(open));
     }
 
+    /// Blocks the driver allocates inside a compute construct belong to
+    /// it, not to the enter-data events nested in it (regions of their
+    /// own): the region whose end event comes is the compute construct's.
+    #[test]
+    fn a_block_made_in_a_compute_construct_belongs_to_it() {
+        let set = |open: &[(ConstructKind, u64)]| {
+            super::OPEN.with(|o| {
+                for (c, (k, r)) in o.iter().zip(open) {
+                    c.set((*k as u8, *r));
+                }
+            });
+            super::fault::IN_CONSTRUCT.with(|d| d.set(open.len() as u32));
+        };
+        set(&[(Parallel, 10), (Parallel, 11)]);
+        assert_eq!(super::enclosing_compute(), Some(10));
+        set(&[(Data, 5), (Kernels, 6), (Kernels, 7)]);
+        assert_eq!(super::enclosing_compute(), Some(6));
+        set(&[(Data, 5), (EnterData, 8)]);
+        assert_eq!(super::enclosing_compute(), None);
+        set(&[]);
+        assert_eq!(super::enclosing_compute(), None);
+    }
+
     /// Copies came (CUPTI was recording) but no device block outlived the
     /// construct that made it: nothing could be stale, and CUPTI is not to
     /// blame; with no copy at all, the addresses could not be known.
@@ -510,7 +549,7 @@ mod tests {
         assert!(note(&c).contains("is CUPTI off?"), "{}", note(&c));
         // A compute construct's own copyin: allocated, copied, freed
         // before its end.
-        c.blocks.alloc(DEV, 4096, Some((Parallel, 3)));
+        c.blocks.alloc(DEV, 4096, Some(3));
         upload(&mut c, U, 4096, DEV, (Parallel, 3));
         on_free(&mut c, DEV);
         c.blocks.construct_end(3);
@@ -530,7 +569,7 @@ mod tests {
     #[test]
     fn create_then_update_is_watched_until_the_block_is_freed() {
         let mut c = device();
-        c.blocks.alloc(DEV, 8 * MIB, Some((Data, 1)));
+        c.blocks.alloc(DEV, 8 * MIB, None);
         assert!(
             !note(&c).contains("no array stayed on the device"),
             "a block outlived its construct: {}",
@@ -564,9 +603,9 @@ mod tests {
     #[test]
     fn blocks_that_stayed_without_a_copy_are_said() {
         let mut c = device();
-        c.blocks.alloc(DEV, 3 * MIB, Some((Data, 1)));
-        c.blocks.alloc(DEV + 4 * MIB, MIB, Some((EnterData, 2)));
-        c.blocks.alloc(DEV + 8 * MIB, 64, Some((Parallel, 3)));
+        c.blocks.alloc(DEV, 3 * MIB, None);
+        c.blocks.alloc(DEV + 4 * MIB, MIB, None);
+        c.blocks.alloc(DEV + 8 * MIB, 64, Some(3));
         upload(&mut c, U, 64, DEV + 8 * MIB, (Parallel, 3));
         on_free(&mut c, DEV + 8 * MIB);
         c.blocks.construct_end(3);
@@ -645,7 +684,7 @@ mod tests {
         let mut c = device();
         let buf = Box::into_raw(Box::new([0u8; 256]));
         let s = buf as u64;
-        c.blocks.alloc(DEV, 256, Some((Data, 1)));
+        c.blocks.alloc(DEV, 256, None);
         upload(&mut c, s, 256, DEV, (Data, 1));
         assert!(c.table.ranges()[0].unproven);
         // SAFETY: a block of the global allocator (malloc), freed once, as
