@@ -186,8 +186,8 @@ fn vector_data_entered_by_create_is_watched() {
 }
 
 /// u, forcing and norm staged through libgomp's buffer: the note counts
-/// the staging copy and the array watched from its own copy since (norm,
-/// updated every step).
+/// the staging copy and the arrays of it watched (found from libgomp's
+/// copies into the buffer, or norm from its update every step).
 #[test]
 fn staged_small_arrays_are_counted_and_watched_from_their_own_copy() {
     if !recorded() {
@@ -196,9 +196,10 @@ fn staged_small_arrays_are_counted_and_watched_from_their_own_copy() {
     let n = note("small_arrays");
     assert!(n.contains("from the runtime's staging buffer"), "{n}");
     let learned: u64 = n
-        .rsplit(", ")
-        .next()
-        .and_then(|w| w.strip_suffix(" were"))
+        .split("staging buffer")
+        .nth(1)
+        .and_then(|t| t.split("): ").nth(1))
+        .and_then(|t| t.split_whitespace().next())
         .and_then(|w| w.parse().ok())
         .unwrap_or_else(|| panic!("{n}"));
     assert!(learned >= 1, "{n}");

@@ -246,21 +246,45 @@ impl Checker {
         for r in &proven {
             self.watching(r);
         }
-        for r in self
+        if !staged.is_empty() {
+            self.unstage(|r| staged.contains(&r.start));
+        }
+    }
+
+    /// The ranges `staged` picks were the runtime's staging buffers:
+    /// unmapped, counted, and the arrays the runtime copied into them (its
+    /// `memcpy` calls, see `staging`) mapped at their offsets of the
+    /// buffers' device copies, where their bytes are the device's.
+    fn unstage(&mut self, staged: impl Fn(&Range) -> bool) {
+        let buffers: Vec<Range> = self
             .table
             .ranges()
             .iter()
-            .filter(|r| staged.contains(&r.start))
-        {
+            .filter(|r| staged(r))
+            .copied()
+            .collect();
+        for r in &buffers {
+            self.staged += 1;
             self.staged_bytes += r.bytes;
             if r.device != 0 && self.staged_spans.len() < STAGED_SPANS {
                 self.staged_spans
                     .push((r.device, r.device.saturating_add(r.bytes)));
             }
+            self.seen.remove(&r.start);
         }
-        if !staged.is_empty() {
-            self.staged += staged.len() as u64;
-            self.unmap(|r| staged.contains(&r.start));
+        self.unmap(|r| staged(r));
+        for r in buffers.iter().filter(|r| r.device != 0) {
+            let copies = super::staging::copies_into(r.start, r.end());
+            for (src, n, device) in staged_arrays(r, &copies) {
+                let k = (n as usize).min(PROOF);
+                let (mut h, mut d) = ([0u8; PROOF], [0u8; PROOF]);
+                if read_device(device, &mut d[..k])
+                    && read_host(src, &mut h[..k])
+                    && h[..k] == d[..k]
+                {
+                    self.map(src, n, device, 0, true);
+                }
+            }
         }
     }
 
@@ -411,19 +435,13 @@ impl Checker {
     /// construct: the runtime's copies are done), when anything changed.
     pub fn apply(&mut self) {
         // A staging buffer freed late (after an asynchronous copy).
-        let late: Vec<u64> = self
+        if self
             .table
             .ranges()
             .iter()
-            .filter(|r| super::staging::freed_by_runtime(r.start))
-            .map(|r| {
-                self.staged_bytes += r.bytes;
-                r.start
-            })
-            .collect();
-        if !late.is_empty() {
-            self.staged += late.len() as u64;
-            self.unmap(|r| late.contains(&r.start));
+            .any(|r| super::staging::freed_by_runtime(r.start))
+        {
+            self.unstage(|r| super::staging::freed_by_runtime(r.start));
         }
         let opened = fault::OPENED.load(Ordering::Relaxed);
         if !self.dirty && opened == self.opened_seen {
@@ -494,6 +512,17 @@ impl Checker {
     }
 }
 
+/// The arrays the runtime copied into staging buffer `buffer` (its copies:
+/// destination, source, bytes): each one's host range and device address
+/// (the buffer's device copy at the array's offset in the buffer).
+fn staged_arrays(buffer: &Range, copies: &[(u64, u64, u64)]) -> Vec<(u64, u64, u64)> {
+    copies
+        .iter()
+        .filter(|(dst, _, n)| *dst >= buffer.start && dst.saturating_add(*n) <= buffer.end())
+        .map(|&(dst, src, n)| (src, n, buffer.device + (dst - buffer.start)))
+        .collect()
+}
+
 fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bool) {
     crate::callsite::define_module_of(f.code_addr);
     crate::sink::push(Record::Coherence(Coherence {
@@ -508,4 +537,38 @@ fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bo
         construct: RegionId(construct),
         confirmed,
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::State;
+    use super::*;
+
+    /// libgomp's buffer holds a (40 bytes) at offset 0 and b (24 bytes) at
+    /// 64; uploaded to the device block at 0xd000: a's device copy is at
+    /// 0xd000, b's at 0xd040. A copy outside the buffer is not one of its
+    /// arrays.
+    #[test]
+    fn the_arrays_copied_into_a_staging_buffer_get_its_device_offsets() {
+        let buffer = Range {
+            start: 0x5000,
+            bytes: 88,
+            device: 0xd000,
+            name: 0,
+            state: State::HostCurrent,
+            unread: None,
+            unproven: true,
+            gone: false,
+        };
+        let copies = [
+            (0x5000, 0xa000, 40),
+            (0x5040, 0xb000, 24),
+            (0x5050, 0xc000, 24),
+            (0x4ff0, 0xe000, 8),
+        ];
+        assert_eq!(
+            staged_arrays(&buffer, &copies),
+            [(0xa000, 40, 0xd000), (0xb000, 24, 0xd040)]
+        );
+    }
 }

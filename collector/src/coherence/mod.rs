@@ -469,7 +469,7 @@ fn push_unwatched(s: &mut String, c: &Checker) {
     }
     if c.staged > 0 {
         s.push_str(&format!(
-            "; {} copies ({}) from the runtime's staging buffer (small arrays of one data construct uploaded together): their arrays are watched only from their own first copy (an update or a copy-out), {} were",
+            "; {} copies ({}) from the runtime's staging buffer (small arrays of one data construct uploaded together): {} of their arrays watched (found from the runtime's copies into the buffer, or from their own first copy since)",
             c.staged,
             size(c.staged_bytes),
             c.staged_learned.len()
@@ -699,7 +699,7 @@ mod tests {
         let n = note(&c);
         assert!(
             n.contains("1 copies (256 B) from the runtime's staging buffer")
-                && n.ends_with("1 were"),
+                && n.contains(": 1 of their arrays watched"),
             "{n}"
         );
         super::staging::forget(s);
