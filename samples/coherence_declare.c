@@ -5,25 +5,26 @@
  * `update self` every step although the host reads it only every EVERY
  * steps (downloads nobody reads: a waste, not a wrong result).
  *
- * Line 38: `#pragma acc declare create(g, gn)`. Line 85: `#pragma acc
- * update device(g[0:n], gn[0:n])`. Each step runs two compute constructs
- * (lines 87 and 90, `present(g, gn)`), then line 94: `#pragma acc
- * update self(g[0:n])`, which VARIANT fixed guards with `if(s % every ==
- * 0)` (line 96). The host reads g every EVERY steps at line 101.
+ * The arrays, at line 39: `#pragma acc declare create(g, gn)`.
+ * They are filled at line 86: `#pragma acc update device(g[0:n], gn[0:n])`.
+ * Each step runs two compute constructs (lines 88 and 91, `present(g,
+ * gn)`), then line 95: `#pragma acc update self(g[0:n])`, which VARIANT
+ * fixed guards with `if(s % every == 0)` (line 97). The host reads g every
+ * EVERY steps at line 102: `sum += w(k) * g[k];`.
  *
  * Usage: coherence_declare [N [STEPS [EVERY [VARIANT]]]]
  *        defaults: 1048576 100 10 bad; N <= 1048576; VARIANT bad or fixed
  *
  * Expected profile (GCC 12 / libgomp; S = STEPS, E = EVERY, B = 8*N
  * bytes): no device allocation for g or gn (globals of the loaded code:
- * the whole arrays), 2 uploads of B (line 85), 2*S launches; VARIANT
- * bad: S downloads of B at line 94, VARIANT fixed: floor(S/E). With
+ * the whole arrays), 2 uploads of B (line 86), 2*S launches; VARIANT
+ * bad: S downloads of B at line 95, VARIANT fixed: floor(S/E). With
  * `accprof run --check coherence` on a GPU, VARIANT bad: S - floor(S/E)
- * downloads of g at line 94 that the host never read, one C3 proposing
+ * downloads of g at line 95 that the host never read, one C3 proposing
  * the reader's guard as the update's `if`; VARIANT fixed: none.
  *
- * Output: "step <s> checksum <v>" every EVERY steps, then "reference:
- * match" when every checksum equals a plain CPU computation (relative
+ * Output: "step <s> checksum <v>" every EVERY steps, "checksum: <their
+ * sum>", then "reference: match" when every checksum equals a plain CPU computation (relative
  * 1e-9), else "reference: MISMATCH" and exit status 1. Bad args: exit 2.
  */
 #include <errno.h>
@@ -103,6 +104,10 @@ int main(int argc, char **argv)
             printf("step %ld checksum %.12g\n", s, sum);
         }
     }
+    double total = 0.0;
+    for (long i = 0; i < steps / every; i++)
+        total += sums[i];
+    printf("checksum: %.12g\n", total);
     const char *skip = getenv("SAMPLE_SKIP_REFERENCE");
     if (skip && *skip == '1')
         return 0;

@@ -4,16 +4,16 @@
 ! that brings back only their first elements (VARIANT bad: a coherence
 ! bug; the read of p(n/2) happens inside the Fortran runtime's `print`).
 !
-! Line 91: `!$acc enter data copyin(p, q)`. Each step calls smooth()
-! (line 93), whose two compute constructs (lines 37 and 41) use the
-! device copies. After the loop VARIANT bad brings back p(1:10) at line
-! 98: `!$acc update host(p(1:10))`, then line 100: `print '(a,
-! 2es22.14)', 'values:', p(5), p(n/2)` reads p(5) (current) and p(n/2)
-! (stale: the device copy is newer). VARIANT fixed brings back the whole
-! array at line 96: `!$acc update host(p)`. Line 102: `!$acc exit
-! data delete(p, q)`. On a GPU the bad variant prints p(n/2) as it was
-! before the loop and differs from the reference; on the host fallback
-! both variants are right.
+! The arrays are mapped at line 91: `!$acc enter data copyin(p, q)`.
+! Each step calls smooth() at line 93: `call smooth(n)`; its two compute
+! constructs (lines 37 and 41) use the device copies. After the loop
+! VARIANT bad brings back p(1:10) at line 98: `!$acc update host(p(1:10))`,
+! then reads p(5) (current) and p(n/2) (stale: the device copy is newer)
+! at line 100: `print '(a, 2es22.14)', 'values:', p(5), p(n/2)`.
+! VARIANT fixed brings back the whole array at line 96: `!$acc update host(p)`.
+! The copies go at line 103: `!$acc exit data delete(p, q)`. On a GPU the
+! bad variant prints p(n/2) as it was before the loop and differs from
+! the reference; on the host fallback both variants are right.
 !
 ! Usage: coherence_module_f90 [N [STEPS [VARIANT]]]
 !        defaults: 1048576 100 bad; VARIANT is bad or fixed
@@ -24,9 +24,9 @@
 ! --check coherence` on a GPU, VARIANT bad: a stale host read of p at line
 ! 100 (the construct at line 41 wrote it), one C1; VARIANT fixed: none.
 !
-! Output: "values: <p(5)> <p(n/2)>", then "reference: match" when both
-! equal a plain CPU computation (relative 1e-9), else "reference:
-! MISMATCH" and exit status 1. Bad args: exit 2.
+! Output: "values: <p(5)> <p(n/2)>", "checksum: <their sum>", then
+! "reference: match" when both equal a plain CPU computation (relative
+! 1e-9), else "reference: MISMATCH" and exit status 1. Bad args: exit 2.
 module fields
   implicit none
   real(8), allocatable :: p(:), q(:)
@@ -99,6 +99,7 @@ program coherence_module
   end if
   print '(a, 2es22.14)', 'values:', p(5), p(n/2)
   got = [p(5), p(n / 2)]
+  write (*, '(a, es22.14)') 'checksum: ', sum(got)
   !$acc exit data delete(p, q)
   allocate (r(n), rn(n))
   call init(r, n)

@@ -5,14 +5,14 @@
  * self` (VARIANT bad: a coherence bug; the read happens inside the
  * library's inlined template).
  *
- * Line 78: `#pragma acc enter data create(pu[0:n], pn[0:n])` (pu =
- * u.data()), line 79: `#pragma acc update device(pu[0:n], pn[0:n])`.
+ * The vectors' data are mapped at line 78: `#pragma acc enter data create(pu[0:n], pn[0:n])`
+ * (pu = u.data()), filled at line 79: `#pragma acc update device(pu[0:n], pn[0:n])`.
  * Each step runs two compute constructs (lines 81 and 84). After the
- * loop VARIANT fixed brings u back at line 89: `#pragma acc update
- * self(pu[0:n])`; line 91 reads it: `double sum = std::accumulate(...)`.
- * Line 92: `#pragma acc exit data delete(pu[0:n], pn[0:n])`. On a GPU
- * the bad variant prints the initial field's sum and differs from the
- * reference; on the host fallback both variants are right.
+ * loop VARIANT fixed brings u back at line 89: `#pragma acc update self(pu[0:n])`,
+ * and the host reads it at line 91: `double sum = std::accumulate(u.begin(), u.end(), 0.0);`
+ * The copies go at line 92: `#pragma acc exit data delete(pu[0:n], pn[0:n])`.
+ * On a GPU the bad variant prints the initial field's sum and differs
+ * from the reference; on the host fallback both variants are right.
  *
  * Usage: coherence_vector_enter [N [STEPS [VARIANT]]]
  *        defaults: 1048576 100 bad; VARIANT is bad or fixed
@@ -24,7 +24,7 @@
  * line 91 (the construct at line 84 wrote it), one C1 proposing
  * `update self` before it; VARIANT fixed: none.
  *
- * Output: "sum: <v>" of the host's u after the loop, then "reference:
+ * Output: "checksum: <v>", the sum of the host's u after the loop, then "reference:
  * match" when it equals a plain CPU computation (relative 1e-9), else
  * "reference: MISMATCH" and exit status 1. Bad args: exit 2.
  */
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     }
     double sum = std::accumulate(u.begin(), u.end(), 0.0); // BAD without the update
 #pragma acc exit data delete(pu[0:n], pn[0:n])
-    std::printf("sum: %.12g\n", sum);
+    std::printf("checksum: %.12g\n", sum);
     const char *skip = std::getenv("SAMPLE_SKIP_REFERENCE");
     if (skip && *skip == '1')
         return 0;

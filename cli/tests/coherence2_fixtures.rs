@@ -134,7 +134,7 @@ fn declared_globals_are_watched_and_unread_downloads_counted() {
     }
     let s = analyze("declare_bad");
     assert!(
-        s.contains("C3 90 of 100 downloads of g at coherence_declare.c:94"),
+        s.contains("C3 90 of 100 downloads of g at coherence_declare.c:95"),
         "{s}"
     );
     assert_eq!(accesses("declare_bad", CoherenceKind::UnreadDownload), 90);

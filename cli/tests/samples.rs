@@ -47,6 +47,14 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("own_handler", &["64", "48", "20", "5"]),
     ("coherence_threads", &["20000", "20", "5", "0"]),
     ("coherence_vector", &["64", "48", "20", "5", "fixed"]),
+    ("coherence_globals", &["4096", "20", "fixed"]),
+    ("coherence_enter", &["4096", "20", "5", "fixed"]),
+    ("coherence_declare", &["4096", "20", "5"]),
+    ("coherence_declare", &["4096", "20", "5", "fixed"]),
+    ("coherence_api", &["4096", "20", "map", "fixed"]),
+    ("coherence_api", &["4096", "20", "create", "fixed"]),
+    ("coherence_api", &["4096", "20", "copyin", "fixed"]),
+    ("coherence_vector_enter", &["4096", "20", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -57,6 +65,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("jacobi_f90", &["128", "50"]),
     ("caller_loop_f90", &["64", "48", "10"]),
     ("coherence_norm_f90", &["64", "48", "20", "5", "fixed"]),
+    ("coherence_module_f90", &["4096", "20", "fixed"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -96,6 +105,12 @@ const SOURCES: &[&str] = &[
     "coherence_threads.c",
     "mpi_halo_stale.c",
     "coherence_vector.cpp",
+    "coherence_globals.c",
+    "coherence_enter.c",
+    "coherence_declare.c",
+    "coherence_api.c",
+    "coherence_module.f90",
+    "coherence_vector_enter.cpp",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
