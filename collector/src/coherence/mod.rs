@@ -217,6 +217,11 @@ pub(crate) fn on_acc(a: &AccRaw) {
             c.device_seen = true;
         }
         if starts {
+            // Ranges mapped by copies outside any construct (the API
+            // routines: acc_copyin, acc_update_device) are shown to be
+            // arrays now, before a compute construct changes the device
+            // copy they are compared with.
+            c.prove();
             // The device copy may change from here on: compare first.
             c.settle(true);
             if a.kind == ComputeConstructStart {
