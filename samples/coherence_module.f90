@@ -9,7 +9,7 @@
 ! constructs (lines 37 and 41) use the device copies. After the loop
 ! VARIANT bad brings back p(1:10) at line 98: `!$acc update host(p(1:10))`,
 ! then reads p(5) (current) and p(n/2) (stale: the device copy is newer)
-! at line 100: `print '(a, 2es22.14)', 'values:', p(5), p(n/2)`.
+! at line 100: `print *, 'values:', p(5), p(n/2)`.
 ! VARIANT fixed brings back the whole array at line 96: `!$acc update host(p)`.
 ! The copies go at line 103: `!$acc exit data delete(p, q)`. On a GPU the
 ! bad variant prints p(n/2) as it was before the loop and differs from
@@ -97,7 +97,7 @@ program coherence_module
   else
     !$acc update host(p(1:10))
   end if
-  print '(a, 2es22.14)', 'values:', p(5), p(n/2)
+  print *, 'values:', p(5), p(n/2)
   got = [p(5), p(n / 2)]
   write (*, '(a, es22.14)') 'checksum: ', sum(got)
   !$acc exit data delete(p, q)
