@@ -69,6 +69,22 @@ coherence_norm_f90 C1 256 256 20 5 bad
 coherence_norm_f90 - 256 256 20 5 fixed
 coherence_vector C1 256 256 20 5 bad
 coherence_vector - 256 256 20 5 fixed
+coherence_globals C1 262144 20 bad
+coherence_globals - 262144 20 fixed
+coherence_enter C2 262144 20 5 bad
+coherence_enter - 262144 20 5 fixed
+coherence_declare C3 262144 20 5 bad
+coherence_declare - 262144 20 5 fixed
+coherence_api C1 262144 20 map bad
+coherence_api - 262144 20 map fixed
+coherence_api C1 262144 20 create bad
+coherence_api - 262144 20 create fixed
+coherence_api C1 262144 20 copyin bad
+coherence_api - 262144 20 copyin fixed
+coherence_module_f90 C1 262144 20 bad
+coherence_module_f90 - 262144 20 fixed
+coherence_vector_enter C1 262144 20 bad
+coherence_vector_enter - 262144 20 fixed
 lost_write C2 256 256 20 5 bad
 lost_write - 256 256 20 5 fixed
 unread_download C3 256 256 100 10 bad

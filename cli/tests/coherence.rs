@@ -59,7 +59,7 @@ fn a_stale_read_is_recorded_once_and_the_program_reads_what_it_would_have() {
     assert!(text.contains("other read 7\n"), "{text}");
     assert!(text.contains("a[1000] after exit data 1001\n"), "{text}");
     assert!(
-        stderr(&out).contains("coherence check: 1 faults (")
+        stderr(&out).contains("coherence check: watched 1 host ranges (16.0 KiB); 1 faults (")
             && stderr(&out)
                 .contains("stale host reads: 1 confirmed, 0 found current, 0 unconfirmed"),
         "{}",
@@ -208,7 +208,7 @@ fn without_host_addresses_the_check_says_it_checked_nothing() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("host read 1000\n"));
     assert!(
-        stderr(&out).contains("coherence check: no host range mapped to the device was seen"),
+        stderr(&out).contains("coherence check: watched nothing: no host <-> device copy was seen"),
         "{}",
         stderr(&out)
     );
@@ -340,6 +340,58 @@ fn on_the_host_fallback_the_check_says_it_does_not_apply() {
         ),
         "{text}"
     );
+}
+
+/// The samples of each mapping kind (globals + `data create`, `enter
+/// data create`, `declare create`, the API routines, Fortran module
+/// arrays, `std::vector`), both variants: on the host fallback the check
+/// changes neither their output nor their exit status, and says it does
+/// not apply.
+#[test]
+fn the_mapping_kind_samples_run_unchanged_under_the_check_on_the_host() {
+    let runs: &[(&str, &[&str])] = &[
+        ("coherence_globals", &["4096", "20"]),
+        ("coherence_enter", &["4096", "20", "5"]),
+        ("coherence_declare", &["4096", "20", "5"]),
+        ("coherence_api", &["4096", "20", "map"]),
+        ("coherence_api", &["4096", "20", "create"]),
+        ("coherence_api", &["4096", "20", "copyin"]),
+        ("coherence_module_f90", &["4096", "20"]),
+        ("coherence_vector_enter", &["4096", "20"]),
+    ];
+    for (name, args) in runs {
+        for variant in ["bad", "fixed"] {
+            let bin = samples().join(name);
+            let mut args = args.to_vec();
+            args.push(variant);
+            let bare = Command::new(&bin).args(&args).output().expect("runs");
+            assert!(bare.status.success(), "{name} {args:?}: {}", stderr(&bare));
+            let dir = tempdir();
+            let out = accprof_run(
+                dir.path(),
+                &["--no-summary", "--check", "coherence"],
+                &bin,
+                &args,
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{name} {args:?}: {}",
+                stderr(&out)
+            );
+            assert_eq!(stdout(&out), stdout(&bare), "{name} {args:?}");
+            assert!(stdout(&out).contains("reference: match"), "{name} {args:?}");
+            assert!(
+                stderr(&out).contains("coherence check: does not apply"),
+                "{name} {args:?}: {}",
+                stderr(&out)
+            );
+            assert!(
+                coherence(&records(dir.path())).is_empty(),
+                "{name} {args:?}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -48,6 +48,14 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("coherence_threads", &["20000", "20", "5", "0"]),
     ("coherence_vector", &["64", "48", "20", "5", "fixed"]),
     ("coherence_lib", &["65536", "fixed"]),
+    ("coherence_globals", &["4096", "20", "fixed"]),
+    ("coherence_enter", &["4096", "20", "5", "fixed"]),
+    ("coherence_declare", &["4096", "20", "5"]),
+    ("coherence_declare", &["4096", "20", "5", "fixed"]),
+    ("coherence_api", &["4096", "20", "map", "fixed"]),
+    ("coherence_api", &["4096", "20", "create", "fixed"]),
+    ("coherence_api", &["4096", "20", "copyin", "fixed"]),
+    ("coherence_vector_enter", &["4096", "20", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -59,6 +67,7 @@ const FORTRAN_SAMPLES: &[(&str, &[&str])] = &[
     ("caller_loop_f90", &["64", "48", "10"]),
     ("coherence_norm_f90", &["64", "48", "20", "5", "fixed"]),
     ("coherence_print_f90", &["65536", "fixed"]),
+    ("coherence_module_f90", &["4096", "20", "fixed"]),
 ];
 
 const MPI_ARGS: &[&str] = &["64", "48", "20"];
@@ -100,6 +109,12 @@ const SOURCES: &[&str] = &[
     "coherence_vector.cpp",
     "coherence_lib.c",
     "coherence_print.f90",
+    "coherence_globals.c",
+    "coherence_enter.c",
+    "coherence_declare.c",
+    "coherence_api.c",
+    "coherence_module.f90",
+    "coherence_vector_enter.cpp",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

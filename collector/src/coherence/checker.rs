@@ -3,11 +3,12 @@
 //! become (C1 stale reads, C2 lost writes, C3 unread downloads), and the
 //! page protection that the ranges' states ask for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 use accprof_trace::{Coherence, CoherenceKind, Record, RegionId, StringId};
 
+use super::blocks::Blocks;
 use super::device::{read_device, read_host};
 use super::fault::{self, Fault};
 use super::table::{page_span, segments, Download, Prot, Range, Snapshot, State, Table};
@@ -51,13 +52,22 @@ pub(super) struct Checker {
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     pub unwatched: u64,
-    /// Device blocks the driver allocated while the check ran: start and
-    /// size, so that freeing one unmaps the ranges whose copies it held.
-    pub blocks: BTreeMap<u64, u64>,
-    /// Every range whose pages were protected at some time: start and
-    /// (largest) length, for the closing counts.
-    pub ever_watched: BTreeMap<u64, u64>,
+    /// Device blocks the driver allocated while the check ran (and the
+    /// loaded code's globals): which outlived the construct that made
+    /// them, and the device span freeing one unmaps.
+    pub blocks: Blocks,
+    /// Every host range ever watched (start -> bytes), for the exit note.
+    pub seen: BTreeMap<u64, u64>,
+    /// Bytes of the staging buffers' copies, and the device spans they
+    /// filled: an array staged there is watched from its first own copy.
+    pub staged_bytes: u64,
+    staged_spans: Vec<(u64, u64)>,
+    /// Host ranges first copied through a staging buffer, watched since.
+    pub staged_learned: BTreeSet<u64>,
 }
+
+/// Staging copies whose device spans are kept (for `staged_learned`).
+const STAGED_SPANS: usize = 1024;
 
 fn page() -> u64 {
     fault::PAGE.load(Ordering::Relaxed)
@@ -82,14 +92,58 @@ impl Checker {
             // not this one.
             super::staging::forget(host);
         }
+        let known = self
+            .table
+            .ranges()
+            .iter()
+            .any(|r| r.start == host && !r.gone && !r.unproven);
         if !self.table.map(host, bytes, device, name) {
             return;
         }
         if let Some(r) = self.table.ranges_mut().iter_mut().find(|r| r.start == host) {
-            r.unproven = !proven;
+            // Once shown to be the array, a range stays proven.
+            r.unproven = !(proven || known);
+            if !r.unproven {
+                let r = *r;
+                self.watching(&r);
+            }
         }
         self.mapped += 1;
         self.dirty = true;
+    }
+
+    /// `r` is watched: counted for the exit note (and, when its device
+    /// copy was filled from a staging buffer, among the arrays learned
+    /// after it).
+    fn watching(&mut self, r: &super::table::Range) {
+        let e = self.seen.entry(r.start).or_insert(0);
+        *e = (*e).max(r.bytes);
+        if r.device != 0
+            && self
+                .staged_spans
+                .iter()
+                .any(|s| r.device >= s.0 && r.device < s.1)
+        {
+            self.staged_learned.insert(r.start);
+        }
+    }
+
+    /// The host ranges ever watched, overlaps merged: how many and their
+    /// bytes.
+    pub fn watched_total(&self) -> (u64, u64) {
+        let (mut n, mut bytes, mut end) = (0u64, 0u64, 0u64);
+        for (&s, &b) in &self.seen {
+            let e = s.saturating_add(b);
+            if s >= end {
+                n += 1;
+                bytes += b;
+                end = e;
+            } else if e > end {
+                bytes += e - end;
+                end = e;
+            }
+        }
+        (n, bytes)
     }
 
     /// The runtime is about to read (upload) or write (download) the host
@@ -169,6 +223,7 @@ impl Checker {
     /// buffer was freed, or filled with other arrays' bytes, by now).
     pub fn prove(&mut self) {
         let mut staged = Vec::new();
+        let mut proven = Vec::new();
         for r in self.table.ranges_mut().iter_mut().filter(|r| r.unproven) {
             if super::staging::freed_by_runtime(r.start) {
                 staged.push(r.start);
@@ -183,13 +238,53 @@ impl Checker {
             if read_host(r.start, &mut h[..n]) && h[..n] == d[..n] {
                 r.unproven = false;
                 self.dirty = true;
+                proven.push(*r);
             } else {
                 staged.push(r.start);
             }
         }
+        for r in &proven {
+            self.watching(r);
+        }
         if !staged.is_empty() {
-            self.staged += staged.len() as u64;
-            self.unmap(|r| staged.contains(&r.start));
+            self.unstage(|r| staged.contains(&r.start));
+        }
+    }
+
+    /// The ranges `staged` picks were the runtime's staging buffers:
+    /// unmapped, counted, and the arrays the runtime copied into them (its
+    /// `memcpy` calls, see `staging`) mapped at their offsets of the
+    /// buffers' device copies, where their bytes are the device's.
+    fn unstage(&mut self, staged: impl Fn(&Range) -> bool) {
+        let buffers: Vec<Range> = self
+            .table
+            .ranges()
+            .iter()
+            .filter(|r| staged(r))
+            .copied()
+            .collect();
+        for r in &buffers {
+            self.staged += 1;
+            self.staged_bytes += r.bytes;
+            if r.device != 0 && self.staged_spans.len() < STAGED_SPANS {
+                self.staged_spans
+                    .push((r.device, r.device.saturating_add(r.bytes)));
+            }
+            self.seen.remove(&r.start);
+        }
+        self.unmap(|r| staged(r));
+        for r in buffers.iter().filter(|r| r.device != 0) {
+            let copies = super::staging::copies_into(r.start, r.end());
+            for (src, n, device) in staged_arrays(r, &copies) {
+                let k = (n as usize).min(PROOF);
+                let (mut h, mut d) = ([0u8; PROOF], [0u8; PROOF]);
+                if read_device(device, &mut d[..k])
+                    && read_host(src, &mut h[..k])
+                    && h[..k] == d[..k]
+                {
+                    self.map(src, n, device, 0, true);
+                }
+            }
         }
     }
 
@@ -341,26 +436,19 @@ impl Checker {
     /// construct: the runtime's copies are done), when anything changed.
     pub fn apply(&mut self) {
         // A staging buffer freed late (after an asynchronous copy).
-        let late: Vec<u64> = self
+        if self
             .table
             .ranges()
             .iter()
-            .filter(|r| super::staging::freed_by_runtime(r.start))
-            .map(|r| r.start)
-            .collect();
-        if !late.is_empty() {
-            self.staged += late.len() as u64;
-            self.unmap(|r| late.contains(&r.start));
+            .any(|r| super::staging::freed_by_runtime(r.start))
+        {
+            self.unstage(|r| super::staging::freed_by_runtime(r.start));
         }
         let opened = fault::OPENED.load(Ordering::Relaxed);
         if !self.dirty && opened == self.opened_seen {
             return;
         }
         let watched = self.table.watched();
-        for r in &watched {
-            let len = self.ever_watched.entry(r.start).or_insert(0);
-            *len = (*len).max(r.bytes);
-        }
         let next = segments(&watched, page());
         if next == self.applied && opened == self.opened_seen {
             // The same pages, the same protection: only the states the
@@ -425,6 +513,17 @@ impl Checker {
     }
 }
 
+/// The arrays the runtime copied into staging buffer `buffer` (its copies:
+/// destination, source, bytes): each one's host range and device address
+/// (the buffer's device copy at the array's offset in the buffer).
+fn staged_arrays(buffer: &Range, copies: &[(u64, u64, u64)]) -> Vec<(u64, u64, u64)> {
+    copies
+        .iter()
+        .filter(|(dst, _, n)| *dst >= buffer.start && dst.saturating_add(*n) <= buffer.end())
+        .map(|&(dst, src, n)| (src, n, buffer.device + (dst - buffer.start)))
+        .collect()
+}
+
 fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bool) {
     crate::callsite::define_module_of(f.code_addr);
     // An access inside a library: its module, and those of the frames the
@@ -451,4 +550,38 @@ fn push(kind: CoherenceKind, f: &Fault, r: &Range, construct: u64, confirmed: bo
         confirmed,
         callers,
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::State;
+    use super::*;
+
+    /// libgomp's buffer holds a (40 bytes) at offset 0 and b (24 bytes) at
+    /// 64; uploaded to the device block at 0xd000: a's device copy is at
+    /// 0xd000, b's at 0xd040. A copy outside the buffer is not one of its
+    /// arrays.
+    #[test]
+    fn the_arrays_copied_into_a_staging_buffer_get_its_device_offsets() {
+        let buffer = Range {
+            start: 0x5000,
+            bytes: 88,
+            device: 0xd000,
+            name: 0,
+            state: State::HostCurrent,
+            unread: None,
+            unproven: true,
+            gone: false,
+        };
+        let copies = [
+            (0x5000, 0xa000, 40),
+            (0x5040, 0xb000, 24),
+            (0x5050, 0xc000, 24),
+            (0x4ff0, 0xe000, 8),
+        ];
+        assert_eq!(
+            staged_arrays(&buffer, &copies),
+            [(0xa000, 40, 0xd000), (0xb000, 24, 0xd040)]
+        );
+    }
 }

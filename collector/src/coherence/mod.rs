@@ -17,6 +17,7 @@
 //! predictable branch per event and installs nothing.
 
 // Interposes read/write like crate::interpose: not in the unit tests' binary.
+mod blocks;
 #[cfg(not(test))]
 mod calls;
 mod checker;
@@ -227,6 +228,22 @@ fn innermost() -> Option<(ConstructKind, u64)> {
     Some((ConstructKind::from_raw(i64::from(k))?, region))
 }
 
+/// The compute construct open on this thread, outermost (its data
+/// clauses' enter and exit events nest in it with regions of their own):
+/// its region.
+fn enclosing_compute() -> Option<u64> {
+    let depth = fault::IN_CONSTRUCT.try_with(Cell::get).unwrap_or(0) as usize;
+    OPEN.try_with(|o| {
+        o.iter().take(depth).map(Cell::get).find_map(|(k, region)| {
+            ConstructKind::from_raw(i64::from(k))
+                .filter(|k| blocks::is_compute(*k))
+                .map(|_| region)
+        })
+    })
+    .ok()
+    .flatten()
+}
+
 /// One acc_prof event, as the callback recorded it.
 pub(crate) fn on_acc(a: &AccRaw) {
     use AccEventKind::*;
@@ -269,6 +286,11 @@ pub(crate) fn on_acc(a: &AccRaw) {
             c.device_seen = true;
         }
         if starts {
+            // Ranges mapped by copies outside any construct (the API
+            // routines: acc_copyin, acc_update_device) are shown to be
+            // arrays now, before a compute construct changes the device
+            // copy they are compared with.
+            c.prove();
             // The device copy may change from here on: compare first.
             c.settle(true);
             if a.kind == ComputeConstructStart {
@@ -286,11 +308,16 @@ pub(crate) fn on_acc(a: &AccRaw) {
                 let end = h.saturating_add(b.unwrap_or(1).max(1));
                 c.unmap(|r| r.start >= h && r.start < end)
             }
-            (EnterDataEnd, ..) => c.prove(),
-            (ComputeConstructEnd, ..) => c.device_written(a.region),
+            (ComputeConstructEnd, ..) => {
+                c.device_written(a.region);
+                c.blocks.construct_end(a.region);
+            }
             _ => {}
         }
         if ends {
+            // The ranges mapped from copies made since (a data construct's
+            // entry, an API routine's) are watched once shown to be arrays.
+            c.prove();
             c.apply();
         }
     });
@@ -309,32 +336,50 @@ pub(crate) fn driver_copy(
     };
     let device = device.unwrap_or(0);
     let open = innermost();
-    let _ = with_checker(|c| {
-        if c.host_seen && !c.device_seen {
-            return;
-        }
-        c.copies_seen += 1;
-        let by = open.and_then(|(k, r)| (k == ConstructKind::Update).then_some(r));
-        c.host_updated(h, b, upload, if upload { None } else { by });
-        // Copies of a data construct map a range that outlives it; those
-        // of a compute construct (its arguments, its own clauses) end with
-        // it.
-        let data = matches!(
-            open,
-            Some((ConstructKind::Data | ConstructKind::EnterData, _))
-        );
-        if upload && data && device != 0 {
-            c.map(h, b, device, 0, false);
-        }
-    });
+    let _ = with_checker(|c| on_copy(c, upload, h, b, device, open));
+}
+
+/// A copy of `bytes` between `host` and `device`, made while `open` (the
+/// innermost construct on the calling thread) is open.
+fn on_copy(
+    c: &mut Checker,
+    upload: bool,
+    host: u64,
+    bytes: u64,
+    device: u64,
+    open: Option<(ConstructKind, u64)>,
+) {
+    if c.host_seen && !c.device_seen {
+        return;
+    }
+    c.copies_seen += 1;
+    // A copy into a device block that outlived the construct that made it
+    // (or made by a data construct's entry, an update) maps the host range
+    // it copies; a compute construct's own temporaries do not.
+    if let blocks::Copy::Maps { proven } = c.blocks.copy(device, open.map(|o| o.0)) {
+        c.map(host, bytes, device, 0, proven);
+    }
+    let by = open.and_then(|(k, r)| (k == ConstructKind::Update).then_some(r));
+    c.host_updated(host, bytes, upload, if upload { None } else { by });
+}
+
+/// The device block at `at` is freed: the ranges it held go.
+fn on_free(c: &mut Checker, at: u64) {
+    let (at, end) = c.blocks.free(at);
+    c.unmap(|r| r.device >= at && r.device < end);
 }
 
 /// The driver allocated a device block (only followed while the check
 /// runs).
 pub(crate) fn device_alloc(at: u64, bytes: u64) {
-    let _ = with_checker(|c| {
-        c.blocks.insert(at, bytes);
-    });
+    let compute = enclosing_compute();
+    let _ = with_checker(|c| c.blocks.alloc(at, bytes, compute));
+}
+
+/// The runtime looked up a global of the code it loaded (a `declare`
+/// variable, a Fortran module array): its device copy, for the whole run.
+pub(crate) fn device_global(at: u64, bytes: u64) {
+    let _ = with_checker(|c| c.blocks.global(at, bytes));
 }
 
 /// The driver is about to free the device block at `at`: the ranges whose
@@ -345,9 +390,7 @@ pub(crate) fn device_alloc(at: u64, bytes: u64) {
 /// thread's callback holds.
 pub(crate) fn device_free(at: u64) {
     let _ = with_checker(|c| {
-        let size = c.blocks.remove(&at).unwrap_or(1);
-        let end = at.saturating_add(size);
-        c.unmap(|r| r.device >= at && r.device < end);
+        on_free(c, at);
         c.apply();
     });
 }
@@ -440,7 +483,7 @@ pub(crate) fn at_exit() {
 
 /// The check's closing counts (its work time is added by the caller).
 fn summary(c: &Checker) -> CheckSummary {
-    let (ranges, bytes) = merged(&c.ever_watched);
+    let (ranges, bytes) = c.watched_total();
     CheckSummary {
         time_ns: crate::clock::now_ns(),
         applied: c.device_seen,
@@ -450,25 +493,6 @@ fn summary(c: &Checker) -> CheckSummary {
         handler_ns: fault::HANDLER_NS.load(Ordering::Relaxed),
         work_ns: 0,
     }
-}
-
-/// How many host ranges, and how many bytes, the ranges watched at some
-/// time cover: parts of one array split by partial updates, or the same
-/// array watched again at other lengths, count once.
-fn merged(watched: &std::collections::BTreeMap<u64, u64>) -> (u64, u64) {
-    let (mut ranges, mut bytes, mut end) = (0u64, 0u64, 0u64);
-    for (&start, &len) in watched {
-        let stop = start.saturating_add(len);
-        if ranges > 0 && start < end {
-            bytes += stop.saturating_sub(end);
-            end = end.max(stop);
-            continue;
-        }
-        ranges += 1;
-        bytes += len;
-        end = stop;
-    }
-    (ranges, bytes)
 }
 
 fn exit_note(c: &Checker) -> Option<String> {
@@ -481,23 +505,29 @@ fn exit_note(c: &Checker) -> Option<String> {
     if !c.device_seen {
         return None;
     }
-    if c.mapped <= c.staged && c.copies_seen > 0 {
-        return Some(
-            "coherence check: no array stayed on the device between constructs (every copy belonged to a compute construct's own clauses), so no host read could find it stale"
-                .into(),
-        );
-    }
-    if c.mapped == 0 {
-        return Some(
-            "coherence check: no host range mapped to the device was seen, so nothing was checked (GCC's libgomp gives its arrays' host addresses only through CUPTI's copies: is CUPTI off?)"
-                .into(),
-        );
+    let (ranges, bytes) = c.watched_total();
+    if ranges == 0 {
+        let why = if c.copies_seen == 0 {
+            "no host <-> device copy was seen (GCC's libgomp gives its arrays' host addresses only through CUPTI's copies: is CUPTI off?)".to_string()
+        } else if c.blocks.kept_ever == 0 && c.staged == 0 {
+            // Only here is it known that nothing stayed on the device.
+            "no array stayed on the device between constructs (every device block was freed by the compute construct that made it), so no host read could find it stale".to_string()
+        } else {
+            format!(
+                "{} device blocks ({}) outlived the construct that made them, but no copy into them named a host range this check could watch",
+                c.blocks.kept_ever,
+                size(c.blocks.kept_bytes)
+            )
+        };
+        let mut s = format!("coherence check: watched nothing: {why}");
+        push_unwatched(&mut s, c);
+        return Some(s);
     }
     let faults = fault::FAULTS.load(Ordering::Relaxed);
     let us = fault::HANDLER_NS.load(Ordering::Relaxed) as f64 / 1e3;
     let mut s = format!(
-        "coherence check: {faults} faults ({us:.1} us in the handler); stale host reads: {} confirmed, {} found current, {} unconfirmed; lost host writes: {}; downloads nobody read: {}",
-        c.confirmed, c.current, c.unconfirmed, c.lost_writes, c.unread_downloads
+        "coherence check: watched {ranges} host ranges ({}); {faults} faults ({us:.1} us in the handler); stale host reads: {} confirmed, {} found current, {} unconfirmed; lost host writes: {}; downloads nobody read: {}",
+        size(bytes), c.confirmed, c.current, c.unconfirmed, c.lost_writes, c.unread_downloads
     );
     let extra = [
         (
@@ -508,27 +538,49 @@ fn exit_note(c: &Checker) -> Option<String> {
             fault::RING_FULL.load(Ordering::Relaxed),
             "faults not kept (more than 256 between two constructs)",
         ),
-        (
-            c.unwatched + c.table.overflow,
-            "ranges not watched (on a stack, or not protectable)",
-        ),
-        (
-            c.staged,
-            "copies from the runtime's staging buffers (arrays under 32 KiB mapped together: not watched)",
-        ),
     ];
     for (n, what) in extra {
         if n > 0 {
             s.push_str(&format!("; {n} {what}"));
         }
     }
+    push_unwatched(&mut s, c);
     Some(s)
+}
+
+/// What the note adds on what was not watched: ranges on a stack or not
+/// protectable, and the runtime's staging copies.
+fn push_unwatched(s: &mut String, c: &Checker) {
+    let lost = c.unwatched + c.table.overflow;
+    if lost > 0 {
+        s.push_str(&format!(
+            "; {lost} ranges not watched (on a stack, or not protectable)"
+        ));
+    }
+    if c.staged > 0 {
+        s.push_str(&format!(
+            "; {} copies ({}) from the runtime's staging buffer (small arrays of one data construct uploaded together): {} of their arrays watched (found from the runtime's copies into the buffer, or from their own first copy since)",
+            c.staged,
+            size(c.staged_bytes),
+            c.staged_learned.len()
+        ));
+    }
+}
+
+/// Bytes for a note: "512 B", "8.0 KiB", "3.2 MiB".
+fn size(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..1048576 => format!("{:.1} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", b as f64 / 1048576.0),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{exit_note, merged, own_record_in, Checker};
-    use std::collections::BTreeMap;
+    use super::table::State;
+    use super::{exit_note, on_copy, on_free, own_record_in, Checker};
+    use accprof_trace::ConstructKind::{self, *};
 
     /// Both of CUPTI's records of the check's own copy are left out, and
     /// nothing else: the program's records with other correlation ids go
@@ -549,39 +601,227 @@ mod tests {
     /// count apart.
     #[test]
     fn watched_ranges_are_counted_once_each() {
-        let mut w = BTreeMap::new();
-        assert_eq!(merged(&w), (0, 0));
+        let mut c = Checker::default();
+        assert_eq!(c.watched_total(), (0, 0));
+        let w = &mut c.seen;
         w.insert(0x1000, 0x800);
         w.insert(0x1400, 0x400); // a part of the first
         w.insert(0x1800, 0x100); // the next array, adjacent
         w.insert(0x4000, 0x100);
         w.insert(0x4080, 0x100); // overlaps the one before
-        assert_eq!(merged(&w), (3, 0x800 + 0x100 + 0x180));
+        assert_eq!(c.watched_total(), (3, 0x800 + 0x100 + 0x180));
     }
 
     fn note(c: &Checker) -> String {
         exit_note(c).expect("a note")
     }
 
-    /// Copies came (CUPTI was recording) but none of them mapped an array
-    /// beyond its construct: nothing could be stale, and CUPTI is not to
+    /// A checker on a device with its own memory.
+    fn device() -> Checker {
+        let mut c = Checker::default();
+        c.device_seen = true;
+        c
+    }
+
+    // Host and device addresses nothing in this process uses (the checker
+    // only compares and records them here).
+    const U: u64 = 0x10_0000_0000;
+    const DEV: u64 = 0x7_0000_0000;
+    const MIB: u64 = 1 << 20;
+
+    fn upload(c: &mut Checker, host: u64, bytes: u64, dev: u64, open: (ConstructKind, u64)) {
+        on_copy(c, true, host, bytes, dev, Some(open));
+    }
+
+    fn download(c: &mut Checker, host: u64, bytes: u64, dev: u64, open: (ConstructKind, u64)) {
+        on_copy(c, false, host, bytes, dev, Some(open));
+    }
+
+    /// Blocks the driver allocates inside a compute construct belong to
+    /// it, not to the enter-data events nested in it (regions of their
+    /// own): the region whose end event comes is the compute construct's.
+    #[test]
+    fn a_block_made_in_a_compute_construct_belongs_to_it() {
+        let set = |open: &[(ConstructKind, u64)]| {
+            super::OPEN.with(|o| {
+                for (c, (k, r)) in o.iter().zip(open) {
+                    c.set((*k as u8, *r));
+                }
+            });
+            super::fault::IN_CONSTRUCT.with(|d| d.set(open.len() as u32));
+        };
+        set(&[(Parallel, 10), (Parallel, 11)]);
+        assert_eq!(super::enclosing_compute(), Some(10));
+        set(&[(Data, 5), (Kernels, 6), (Kernels, 7)]);
+        assert_eq!(super::enclosing_compute(), Some(6));
+        set(&[(Data, 5), (EnterData, 8)]);
+        assert_eq!(super::enclosing_compute(), None);
+        set(&[]);
+        assert_eq!(super::enclosing_compute(), None);
+    }
+
+    /// Copies came (CUPTI was recording) but no device block outlived the
+    /// construct that made it: nothing could be stale, and CUPTI is not to
     /// blame; with no copy at all, the addresses could not be known.
     #[test]
     fn a_run_without_data_regions_is_told_apart_from_one_without_cupti() {
-        let mut c = Checker::default();
-        c.device_seen = true;
+        let mut c = device();
         assert!(note(&c).contains("is CUPTI off?"), "{}", note(&c));
-        c.copies_seen = 4;
+        // A compute construct's own copyin: allocated, copied, freed
+        // before its end.
+        c.blocks.alloc(DEV, 4096, Some(3));
+        upload(&mut c, U, 4096, DEV, (Parallel, 3));
+        on_free(&mut c, DEV);
+        c.blocks.construct_end(3);
+        assert!(c.table.ranges().is_empty());
         assert!(
             note(&c).contains("no array stayed on the device between constructs"),
             "{}",
             note(&c)
         );
-        c.mapped = 1;
+    }
+
+    /// NPB SP's pattern: `data create(u)` in main (a block, no copy),
+    /// `update device(u)`, compute under `data present(u)`, `update
+    /// host(u)`: the update's copy maps u to the block, the compute
+    /// construct makes it stale, the download current again, and the
+    /// block's free unmaps it. The note says what was watched.
+    #[test]
+    fn create_then_update_is_watched_until_the_block_is_freed() {
+        let mut c = device();
+        c.blocks.alloc(DEV, 8 * MIB, None);
         assert!(
-            note(&c).starts_with("coherence check: 0 faults"),
+            !note(&c).contains("no array stayed on the device"),
+            "a block outlived its construct: {}",
+            note(&c)
+        );
+        upload(&mut c, U, 8 * MIB, DEV, (Update, 2));
+        let r = c.table.ranges()[0];
+        assert_eq!(
+            (r.start, r.bytes, r.device, r.unproven),
+            (U, 8 * MIB, DEV, false)
+        );
+        c.device_written(4);
+        c.blocks.construct_end(4);
+        assert_eq!(c.table.ranges()[0].state, State::DeviceNewer { since: 4 });
+        download(&mut c, U, 8 * MIB, DEV, (Update, 5));
+        let r = c.table.ranges()[0];
+        assert_eq!(r.state, State::HostCurrent);
+        assert_eq!(r.unread.map(|d| d.region), Some(5));
+        on_free(&mut c, DEV);
+        assert!(c.table.ranges().iter().all(|r| r.gone && r.device == 0));
+        assert_eq!(c.watched_total(), (1, 8 * MIB));
+        assert!(
+            note(&c).starts_with("coherence check: watched 1 host ranges (8.0 MiB); 0 faults"),
             "{}",
             note(&c)
         );
+    }
+
+    /// `data create` (no copy) and nothing copied into the block since:
+    /// the note says so instead of "no array stayed on the device".
+    #[test]
+    fn blocks_that_stayed_without_a_copy_are_said() {
+        let mut c = device();
+        c.blocks.alloc(DEV, 3 * MIB, None);
+        c.blocks.alloc(DEV + 4 * MIB, MIB, None);
+        c.blocks.alloc(DEV + 8 * MIB, 64, Some(3));
+        upload(&mut c, U, 64, DEV + 8 * MIB, (Parallel, 3));
+        on_free(&mut c, DEV + 8 * MIB);
+        c.blocks.construct_end(3);
+        let n = note(&c);
+        assert!(
+            n.starts_with("coherence check: watched nothing: 2 device blocks (4.0 MiB) outlived"),
+            "{n}"
+        );
+    }
+
+    /// `declare create` globals and Fortran module arrays: the loaded
+    /// code's global is their device copy; `update device` maps them, a
+    /// compute construct makes them stale.
+    #[test]
+    fn a_declared_global_is_mapped_by_its_update() {
+        let mut c = device();
+        c.blocks.global(DEV, 8000);
+        upload(&mut c, U, 8000, DEV, (Update, 1));
+        c.device_written(2);
+        assert_eq!(c.table.ranges()[0].state, State::DeviceNewer { since: 2 });
+        // acc_update_self outside any construct (an API routine): a
+        // download into the kept global, the range current again.
+        on_copy(&mut c, false, U + 80, 80, DEV + 80, None);
+        assert_eq!(c.table.ranges().len(), 3, "split at the part downloaded");
+        assert_eq!(c.table.ranges()[1].state, State::HostCurrent);
+    }
+
+    /// `acc_malloc` + `acc_map_data` (a block outside any construct, no
+    /// copy) then `update device`; `acc_create` then `acc_update_device`
+    /// (no construct at all): both map. A copy outside any construct to a
+    /// block never allocated is nothing.
+    #[test]
+    fn api_routines_map_through_their_blocks() {
+        let mut c = device();
+        c.blocks.alloc(DEV, 4096, None);
+        upload(&mut c, U, 4096, DEV, (Update, 1));
+        c.blocks.alloc(DEV + MIB, 4096, None);
+        on_copy(&mut c, true, U + MIB, 4096, DEV + MIB, None);
+        on_copy(&mut c, true, U + 2 * MIB, 4096, DEV + 2 * MIB, None);
+        let starts: Vec<u64> = c.table.ranges().iter().map(|r| r.start).collect();
+        assert_eq!(starts, [U, U + MIB]);
+        // From an API routine: watched once shown to be the array (`prove`
+        // reads the device copy, not here).
+        assert!(c.table.ranges()[1].unproven);
+    }
+
+    /// Fortran `update host(p(1:10))` of an array only updates copy, then
+    /// `update host(p)`: one range, not a part and a whole.
+    #[test]
+    fn a_partial_update_before_the_whole_leaves_one_range() {
+        let mut c = device();
+        c.blocks.alloc(DEV, 8000, None);
+        download(&mut c, U + 80, 80, DEV + 80, (Update, 1));
+        assert_eq!(c.table.ranges().len(), 1);
+        download(&mut c, U, 8000, DEV, (Update, 2));
+        assert_eq!(c.table.ranges().len(), 1);
+        assert_eq!(
+            (c.table.ranges()[0].start, c.table.ranges()[0].bytes),
+            (U, 8000)
+        );
+        download(&mut c, U + 800, 80, DEV + 800, (Update, 3));
+        assert!(c
+            .table
+            .ranges()
+            .iter()
+            .all(|r| r.start >= U && r.end() <= U + 8000));
+        assert_eq!(c.watched_total(), (1, 8000));
+    }
+
+    /// libgomp stages small arrays of one data construct through a buffer
+    /// it frees after the upload: not watched then; an array of it is
+    /// watched from its own first copy (an update into the same device
+    /// span), and the note counts both.
+    #[test]
+    fn staged_arrays_are_watched_from_their_own_first_copy() {
+        let mut c = device();
+        let buf = Box::into_raw(Box::new([0u8; 256]));
+        let s = buf as u64;
+        c.blocks.alloc(DEV, 256, None);
+        upload(&mut c, s, 256, DEV, (Data, 1));
+        assert!(c.table.ranges()[0].unproven);
+        // SAFETY: a block of the global allocator (malloc), freed once, as
+        // the runtime frees its buffer.
+        unsafe { super::staging::runtime_free(buf.cast()) };
+        c.prove();
+        assert!(c.table.ranges().is_empty());
+        assert_eq!((c.staged, c.staged_bytes), (1, 256));
+        assert_eq!(c.watched_total(), (0, 0));
+        upload(&mut c, U, 128, DEV + 128, (Update, 2));
+        assert_eq!(c.watched_total(), (1, 128));
+        let n = note(&c);
+        assert!(
+            n.contains("1 copies (256 B) from the runtime's staging buffer")
+                && n.contains(": 1 of their arrays watched"),
+            "{n}"
+        );
+        super::staging::forget(s);
     }
 }

@@ -8,7 +8,11 @@
 //! the runtime's global offset table is pointed there; nothing else in the
 //! process is touched), which remembers the last addresses freed: a range
 //! mapped from a copy whose host address the runtime has since freed was
-//! a staging buffer.
+//! a staging buffer. Its calls of `memcpy` go through [`runtime_memcpy`]
+//! the same way, which remembers the last copies: libgomp fills the
+//! buffer with one `memcpy` per array (`gomp_copy_host2dev`), so the
+//! copies into a buffer's span name its arrays' host addresses and their
+//! offsets in it, hence their device addresses.
 
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,13 +23,63 @@ static FREED: [AtomicU64; KEPT] = [const { AtomicU64::new(0) }; KEPT];
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The runtime's `free`, through which it returns its buffers.
-unsafe extern "C" fn runtime_free(p: *mut c_void) {
+pub(super) unsafe extern "C" fn runtime_free(p: *mut c_void) {
     if !p.is_null() {
         let i = NEXT.fetch_add(1, Ordering::Relaxed) % KEPT;
         FREED[i].store(p as u64, Ordering::Release);
     }
     // SAFETY: the runtime's own call, passed on as it was made.
     unsafe { libc::free(p) }
+}
+
+/// The last copies the runtime made with `memcpy`: destination, source,
+/// bytes (a slot is taken whole; a torn one is caught by the comparison
+/// that proves each array found).
+static COPIES: [[AtomicU64; 3]; KEPT] = [const { [const { AtomicU64::new(0) }; 3] }; KEPT];
+static NEXT_COPY: AtomicUsize = AtomicUsize::new(0);
+
+/// The runtime's `memcpy`, through which it fills its staging buffers.
+pub(super) unsafe extern "C" fn runtime_memcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    n: libc::size_t,
+) -> *mut c_void {
+    if n > 0 {
+        let slot = &COPIES[NEXT_COPY.fetch_add(1, Ordering::Relaxed) % KEPT];
+        slot[0].store(0, Ordering::Release);
+        slot[1].store(src as u64, Ordering::Relaxed);
+        slot[2].store(n as u64, Ordering::Relaxed);
+        slot[0].store(dst as u64, Ordering::Release);
+    }
+    // SAFETY: the runtime's own call, passed on as it was made.
+    unsafe { libc::memcpy(dst, src, n) }
+}
+
+/// The runtime's copies into `lo..hi` (a staging buffer's span), taken:
+/// destination, source, bytes.
+pub(super) fn copies_into(lo: u64, hi: u64) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    for slot in &COPIES {
+        let dst = slot[0].load(Ordering::Acquire);
+        if dst < lo || dst >= hi || dst == 0 {
+            continue;
+        }
+        let (src, n) = (
+            slot[1].load(Ordering::Relaxed),
+            slot[2].load(Ordering::Relaxed),
+        );
+        if slot[0]
+            .compare_exchange(dst, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+            && dst.saturating_add(n) <= hi
+            && src != 0
+        {
+            out.push((dst, src, n));
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Whether the runtime freed `addr` lately (it was one of its buffers).
@@ -42,8 +96,9 @@ pub(super) fn forget(addr: u64) {
 }
 
 /// Points the OpenACC runtime's (libgomp's) global offset table entries
-/// for `free` at [`runtime_free`]. False when no such runtime is loaded or
-/// its dynamic section could not be read.
+/// for `free` at [`runtime_free`] and for `memcpy` at [`runtime_memcpy`].
+/// False when no such runtime is loaded or its dynamic section could not
+/// be read.
 pub(super) fn watch_runtime_frees() -> bool {
     let mut found = false;
     // SAFETY: the callback gets the loader's descriptions of the loaded
@@ -165,12 +220,22 @@ unsafe fn hook(info: &libc::dl_phdr_info) -> bool {
                 let s = &*(symtab as *const Sym).add(sym);
                 CStr::from_ptr((strtab + u64::from(s.name)) as *const libc::c_char)
             };
-            if name.to_bytes() != b"free" {
-                continue;
-            }
+            let hook = match name.to_bytes() {
+                b"free" => runtime_free as unsafe extern "C" fn(*mut c_void) as usize as u64,
+                b"memcpy" => {
+                    runtime_memcpy
+                        as unsafe extern "C" fn(
+                            *mut c_void,
+                            *const c_void,
+                            libc::size_t,
+                        ) -> *mut c_void as usize as u64
+                }
+                _ => continue,
+            };
             let slot = base + r.offset;
-            // SAFETY: the object's global offset table entry for `free`.
-            hooked |= unsafe { write_slot(slot, relro) };
+            // SAFETY: the object's global offset table entry for `free` or
+            // `memcpy`, given a function of the same signature.
+            hooked |= unsafe { write_slot(slot, relro, hook) };
         }
     }
     hooked
@@ -189,7 +254,7 @@ fn slot_kind(t: u32) -> bool {
 
 /// # Safety
 /// `slot` is a global offset table entry of a loaded object.
-unsafe fn write_slot(slot: u64, relro: Option<(u64, u64)>) -> bool {
+unsafe fn write_slot(slot: u64, relro: Option<(u64, u64)>, hook: u64) -> bool {
     let page = super::fault::PAGE.load(Ordering::Relaxed);
     let lo = slot & !(page - 1);
     let sealed = relro.is_some_and(|(a, b)| slot >= a && slot < b);
@@ -205,7 +270,6 @@ unsafe fn write_slot(slot: u64, relro: Option<(u64, u64)>) -> bool {
         {
             return false;
         }
-        let hook = runtime_free as unsafe extern "C" fn(*mut c_void) as usize as u64;
         (slot as *mut u64).write_volatile(hook);
         if sealed {
             libc::mprotect(lo as *mut c_void, page as usize, libc::PROT_READ);
@@ -229,5 +293,30 @@ mod tests {
         forget(a);
         assert!(!freed_by_runtime(a));
         assert!(!freed_by_runtime(0));
+    }
+
+    /// libgomp fills its staging buffer with one memcpy per array: the
+    /// copies into the buffer's span are taken once, with their sources.
+    #[test]
+    fn the_runtimes_copies_into_a_span_are_taken_once() {
+        let (a, b) = ([1u8; 40], [2u8; 24]);
+        let mut buf = [0u8; 64];
+        let at = buf.as_mut_ptr();
+        // SAFETY: copies between live local arrays of the sizes given.
+        unsafe {
+            runtime_memcpy(at.cast(), a.as_ptr().cast(), 40);
+            runtime_memcpy(at.add(40).cast(), b.as_ptr().cast(), 24);
+        }
+        assert_eq!(&buf[38..42], &[1, 1, 2, 2]);
+        let lo = at as u64;
+        let got = copies_into(lo, lo + 64);
+        assert_eq!(
+            got,
+            [
+                (lo, a.as_ptr() as u64, 40),
+                (lo + 40, b.as_ptr() as u64, 24)
+            ]
+        );
+        assert!(copies_into(lo, lo + 64).is_empty());
     }
 }

@@ -128,9 +128,27 @@ impl Table {
 
     /// Starts tracking `start..start+bytes` with the host copy current, or
     /// updates the range that starts there (a new mapping of the same
-    /// array). False when the table is full or the range is empty.
+    /// array). False when the table is full, the range is empty, or it is
+    /// (part of) a range mapped there already, whose state then stays.
     pub fn map(&mut self, start: u64, bytes: u64, device: u64, name: u32) -> bool {
         if bytes == 0 || start == 0 {
+            return false;
+        }
+        let end = start.saturating_add(bytes);
+        let offset_agrees = |r: &Range| {
+            device == 0 || r.device == 0 || r.device.wrapping_add(start - r.start) == device
+        };
+        // The range or a part of it, already mapped there (a partial update
+        // of a known array, `update host(p(1:10))`): nothing new, and the
+        // state of the rest stays.
+        if let Some(r) = self
+            .ranges
+            .iter_mut()
+            .find(|r| !r.gone && r.start <= start && r.end() >= end && offset_agrees(r))
+        {
+            if r.start == start && name != 0 {
+                r.name = name;
+            }
             return false;
         }
         if let Some(r) = self.ranges.iter_mut().find(|r| r.start == start) {
@@ -149,6 +167,10 @@ impl Table {
                 .retain(|x| !(x.start > start && x.start < end && x.end() <= end));
             return true;
         }
+        // Parts mapped before the whole (a partial update first): the
+        // whole replaces them.
+        self.ranges
+            .retain(|x| x.gone || !(x.start > start && x.end() <= end));
         if self.ranges.len() >= MAX_RANGES {
             self.overflow += 1;
             return false;
@@ -450,12 +472,31 @@ mod tests {
         // Both copies agree: the pages are read-only, to catch a write.
         assert_eq!(t.ranges()[0].prot(), Prot::Read);
         assert_eq!(t.ranges()[1].prot(), Prot::Rw);
-        // Mapping the same start again keeps one range.
-        assert!(t.map(0x10000, 0x3000, 0, 0));
+        // Mapping the same range again is nothing new: one range.
+        assert!(!t.map(0x10000, 0x3000, 0, 0));
         assert_eq!(t.ranges().len(), 2);
         assert_eq!(t.ranges()[0].device, 0xd0000);
         let gone = t.take(|r| r.start == 0x10000);
         assert_eq!((gone.len(), t.ranges().len()), (1, 1));
+    }
+
+    /// Fortran's `update host(p(1:10))` of a stale p: the copy of p's
+    /// first elements maps nothing new, and leaves the rest of p stale.
+    #[test]
+    fn a_copy_of_a_ranges_first_part_leaves_the_rest_stale() {
+        let mut t = Table::default();
+        assert!(t.map(0x10000, 0x8000, 0xd0000, 0));
+        t.device_written(3);
+        assert!(!t.map(0x10000, 80, 0xd0000, 0));
+        assert!(t.ranges()[0].is_stale(), "{:?}", t.ranges());
+        t.host_updated(0x10000, 80);
+        assert_eq!(t.ranges().len(), 2);
+        assert!(!t.ranges()[0].is_stale());
+        assert!(t.ranges()[1].is_stale());
+        // A copy to another device address is a new mapping of the array.
+        assert!(t.map(0x10000, 0x8000, 0xe0000, 0));
+        assert_eq!(t.ranges().len(), 1);
+        assert_eq!(t.ranges()[0].device, 0xe0000);
     }
 
     #[test]

@@ -541,6 +541,22 @@ unsafe fn coherence_memory(cbid: u32, data: *const sys::CUpti_CallbackData) {
             let at = unsafe { dptr.read() };
             crate::coherence::device_alloc(at, bytes as u64);
         }
+    } else if cbid == Cb::CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2 as u32 && site == SITE_EXIT {
+        // SAFETY: at the exit site the return value is the call's CUresult.
+        if ret.is_null() || unsafe { ret.cast::<u32>().read() } != 0 {
+            return;
+        }
+        // SAFETY: cuModuleGetGlobal_v2's parameter struct; after a
+        // successful call its non-null out pointers hold the global's
+        // address and size.
+        let (at, bytes) = unsafe {
+            let s = &*params.cast::<sys::cuModuleGetGlobal_v2_params_st>();
+            if s.dptr.is_null() || s.bytes.is_null() {
+                return;
+            }
+            (s.dptr.read(), s.bytes.read())
+        };
+        crate::coherence::device_global(at, bytes as u64);
     } else if cbid == Cb::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 as u32 && site == SITE_ENTER {
         // SAFETY: cuMemFree_v2's parameter struct.
         let at = unsafe { (*params.cast::<sys::cuMemFree_v2_params_st>()).dptr };
@@ -548,10 +564,13 @@ unsafe fn coherence_memory(cbid: u32, data: *const sys::CUpti_CallbackData) {
     }
 }
 
-/// The callbacks only the coherence check needs.
-pub(super) const COHERENCE_TRACED: [Cb; 2] = [
+/// The callbacks only the coherence check needs: device blocks made and
+/// freed, and the loaded code's globals (`declare` variables, Fortran
+/// module arrays), which are their own device copies.
+pub(super) const COHERENCE_TRACED: [Cb; 3] = [
     Cb::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
     Cb::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+    Cb::CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2,
 ];
 
 /// Host pointer and byte count of a call, from its parameter struct.

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The coherence check on NPB (the University of Houston OpenACC port of NPB
+# 3.3, C): copies SP, BT, FT, LU (LU-HP) and MG out of a checkout of the
+# port (its sources are never part of this repository and the checkout is
+# never written to), builds them with GCC for one class as bench/npb.sh
+# does, and runs each bare and under `accprof run --check coherence`:
+# compares their output (but the lines that carry times and dates) and
+# verification, counts the C1, C2 and C3 findings of `accprof analyze
+# --json` and prints the check's exit note (the host ranges it watched).
+# Then SP once more with its `#pragma acc update host(u)` before verify()
+# removed (a sed on the copy): a stale read of u is wanted there (C1 naming
+# u), and its verification fails on a GPU.
+#
+# Usage: bench/npb_coherence.sh --npb DIR [--class S|W|A] [--accprof PATH]
+#                               [--out DIR] [--offload yes|no] [--build DIR]
+#   --npb      the port: the directory holding SP/, BT/, FT/, LU/ and MG/
+#              (github.com/uhhpctools/openacc-npb)
+#   --class    problem class (default W)
+#   --accprof  the accprof binary (default target/release/accprof;
+#              libaccprof.so beside it)
+#   --out      results (default npb-coherence): PROG.bare.txt, .checked.txt,
+#              .checked.err, .trace, .json, .analyze.txt, results.tsv
+#   --offload  yes: -foffload=nvptx-none (default), no: host code only
+#   --build    where the copies are built (default a temporary directory)
+# Prints one line per program: verification bare/checked, same output,
+# C1 C2 C3, the note's watched ranges; flags CHANGED (output or exit status
+# differ), FALSE-POSITIVE? (a C1/C2 on an unmodified program), MISSED (no C1
+# naming u on SP without its update). Exit status 1 when any line is
+# flagged, 2 on bad arguments.
+# On the GPU machine: bench/npb_coherence.sh --npb NPB --class W --out $OUT/npbcoh
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+npb= class=W acc="$root/target/release/accprof" out=npb-coherence offload=yes build=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --npb) npb=$2; shift 2 ;;
+    --class) class=$2; shift 2 ;;
+    --accprof) acc=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --offload) offload=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "npb_coherence.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+for d in SP BT FT LU MG; do
+  [ -n "$npb" ] && [ -d "$npb/$d" ] \
+    || { echo "npb_coherence.sh: --npb '$npb' is not a checkout of the port (no $d/ in it)" >&2; exit 2; }
+done
+case $class in S|W|A|B|C) ;; *) echo "npb_coherence.sh: --class '$class' is not one of S W A B C" >&2; exit 2 ;; esac
+case $offload in
+  yes) offflags="-foffload=nvptx-none -foffload-options=-lm" ;;
+  no) offflags="-foffload=disable" ;;
+  *) echo "npb_coherence.sh: --offload '$offload' is not yes or no" >&2; exit 2 ;;
+esac
+[ -x "$acc" ] || { echo "npb_coherence.sh: accprof binary '$acc' not found" >&2; exit 2; }
+acc=$(cd "$(dirname "$acc")" && pwd)/$(basename "$acc")
+mkdir -p "$out" || { echo "npb_coherence.sh: cannot create '$out'" >&2; exit 2; }
+out=$(cd "$out" && pwd)
+npb=$(cd "$npb" && pwd)
+if [ -z "$build" ]; then
+  build=$(mktemp -d)
+  trap 'rm -rf "$build"' EXIT
+else
+  build=$(realpath -m "$build")
+  case "$build/" in "$npb"/*) echo "npb_coherence.sh: --build '$build' is inside --npb '$npb'" >&2; exit 2 ;; esac
+  mkdir -p "$build" || { echo "npb_coherence.sh: cannot create '$build'" >&2; exit 2; }
+fi
+cc=gcc-12
+command -v "$cc" > /dev/null || cc=gcc
+flags="-fopenacc -O2 -g -no-pie $offflags"
+
+# build NAME DIR SUBDIR [SED]: copies DIR of the port to $build/NAME, applies
+# SED to SUBDIR's sources, builds into $build/NAME/bin.
+build_one() {
+  local name=$1 dir=$2 sub=$3 sed=${4:-}
+  rm -rf "${build:?}/$name"
+  cp -R "$npb/$dir" "$build/$name"
+  mkdir -p "$build/$name/bin"
+  cat > "$build/$name/config/make.def" <<MK
+CC = $cc
+UCC = $cc
+CFLAGS = $flags
+CLINK = $cc
+CLINKFLAGS = $flags
+C_LIB = -lm
+C_INC = -I../common
+BINDIR = $build/$name/bin
+RAND = randdp
+WTIME = wtime.c
+MK
+  if [ -n "$sed" ]; then
+    sed -i "$sed" "$build/$name/$sub"/*.c
+  fi
+  echo "== building $name class $class"
+  if ! make -C "$build/$name/$sub" CLASS="$class" > "$build/$name.build.log" 2>&1; then
+    echo "npb_coherence.sh: building $name failed (log $build/$name.build.log):" >&2
+    tail -20 "$build/$name.build.log" >&2
+    return 1
+  fi
+}
+
+# name  port dir  subdir  binary  sed
+progs="sp SP SP/SP sp
+bt BT BT/BT bt
+ft FT FT/FT ft
+lu LU LU/LU-HP lu
+mg MG MG/MG mg
+sp_noupdate SP SP/SP sp"
+while read -r name dir sub bin; do
+  sed=
+  [ "$name" = sp_noupdate ] && sed='/^[[:space:]]*#pragma acc update host(u)[[:space:]]*$/d'
+  build_one "$name" "$dir" "${sub#*/}" "$sed" || exit 1
+  x="$build/$name/bin/$bin.$class.x"
+  [ -x "$x" ] || { echo "npb_coherence.sh: $x was not built" >&2; exit 1; }
+  if [ "$name" = sp_noupdate ] && grep -q '#pragma acc update host(u)' "$build/$name/${sub#*/}/sp.c"; then
+    echo "npb_coherence.sh: the sed left sp.c's update host(u) in place" >&2; exit 1
+  fi
+done <<< "$progs"
+
+# SP and BT keep their arrays on the stack.
+ulimit -s unlimited 2> /dev/null || ulimit -s "$(ulimit -H -s)"
+verified() { grep -qE 'Verification +=  *SUCCESSFUL' "$1" && echo SUCCESSFUL || echo FAILED; }
+# The lines of an NPB report that do not change from run to run.
+stable() { grep -viE 'seconds|mop/s|compile date|mops|timer|time step' "$1"; }
+count() { # json rule
+  python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print("?"); sys.exit()
+fs=d.get("findings", d) if isinstance(d, dict) else d
+print(sum(1 for f in fs if f.get("rule")==sys.argv[2]))' "$1" "$2"
+}
+titles() { # json rule: the findings' titles
+  python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: sys.exit()
+fs=d.get("findings", d) if isinstance(d, dict) else d
+for f in fs:
+  if f.get("rule")==sys.argv[2]: print(f.get("title",""))' "$1" "$2"
+}
+
+printf 'program\tbare\tchecked\tbare_rc\tchecked_rc\tsame_output\tC1\tC2\tC3\twatched\tnote\n' > "$out/results.tsv"
+bad=0
+while read -r name dir sub bin; do
+  x="$build/$name/bin/$bin.$class.x" base="$out/$name.$class"
+  brc=0 crc=0
+  (cd "$build" && timeout -k 5 600 "$x" < /dev/null > "$base.bare.txt" 2>&1) || brc=$?
+  (cd "$build" && timeout -k 5 900 "$acc" run --check coherence --no-summary --force \
+     --output "$base.trace" -- "$x" < /dev/null > "$base.checked.txt" 2> "$base.checked.err") || crc=$?
+  same=no
+  diff -q <(stable "$base.bare.txt") <(stable "$base.checked.txt") > /dev/null && same=yes
+  c1='?' c2='?' c3='?'
+  if "$acc" analyze --json --symbols "$build/$name/bin" --source-dir "$build/$name/${sub#*/}" \
+       "$base.trace" > "$base.json" 2> "$base.analyze.err"; then
+    c1=$(count "$base.json" C1) c2=$(count "$base.json" C2) c3=$(count "$base.json" C3)
+    "$acc" analyze --symbols "$build/$name/bin" --source-dir "$build/$name/${sub#*/}" \
+      "$base.trace" > "$base.analyze.txt" 2>&1
+  fi
+  note=$(grep -h 'coherence check' "$base.checked.err" | head -1 | cut -c1-600)
+  watched=$(printf '%s' "$note" | grep -oE 'watched [0-9]+ host ranges \([^)]*\)|watched nothing|does not apply' || echo '-')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name.$class" "$(verified "$base.bare.txt")" \
+    "$(verified "$base.checked.txt")" "$brc" "$crc" "$same" "$c1" "$c2" "$c3" "$watched" "$note" >> "$out/results.tsv"
+  flag=
+  if [ "$name" = sp_noupdate ]; then
+    # Wanted: C1 naming u (the GPU run's verification fails; the host's passes).
+    if ! titles "$base.json" C1 | grep -qE 'stale host read of u( |$)'; then flag=" MISSED"; fi
+  else
+    [ "$brc" = "$crc" ] && [ "$same" = yes ] || flag=" CHANGED"
+    [ "$c1" = 0 ] && [ "$c2" = 0 ] || flag="$flag FALSE-POSITIVE?"
+  fi
+  [ -z "$flag" ] || bad=1
+  echo "$name.$class: verification $(verified "$base.bare.txt")/$(verified "$base.checked.txt") rc $brc/$crc output $same C1 $c1 C2 $c2 C3 $c3; $watched$flag"
+  [ "$name" != sp_noupdate ] || titles "$base.json" C1 | sed 's/^/  C1: /'
+done <<< "$progs"
+echo "(results: $out/results.tsv; the exit notes in full: $out/*.checked.err)"
+exit $bad
