@@ -220,9 +220,48 @@ pub struct Ledger {
     /// the threads' parts sum to. None when the trace does not say
     /// (before format 1.4).
     pub before_first_record_ns: Option<u64>,
+    /// The code-loading calls (`cuModuleLoad*`, `cuLink*`,
+    /// `cuModuleGetFunction`) of every thread, inside constructs or not:
+    /// their time and count. Part of [`Part::StartUp`]; apart from the
+    /// driver's and the context's start, this is where the driver compiles
+    /// PTX it has no cached machine code for.
+    pub module_load_ns: u64,
+    pub module_load_calls: u64,
 }
 
+/// Code loading that took longer than this compiled PTX: a module whose
+/// machine code the driver's cache holds loads in a few milliseconds (the
+/// timed fixtures recorded on the H200 with a warm cache: 1-3 ms of code
+/// loading in all, 19 of 21 runs), while compiling the PTX that GCC's
+/// nvptx back end emits (for sm_30/sm_35) takes tens of milliseconds for
+/// the smallest sample (laplace_bad_f90 32 ms, small_kernels 87 ms, both
+/// first runs after a build) and seconds for a real code (NPB FT class W
+/// 1.1-1.4 s more with `CUDA_CACHE_DISABLE=1` than with the cache warm).
+pub const JIT_MIN_NS: u64 = 20_000_000;
+
 impl Ledger {
+    /// CUDA start-up and code loading, of every thread, inside constructs
+    /// and outside.
+    pub fn startup_ns(&self) -> u64 {
+        self.threads
+            .iter()
+            .map(|t| t.inside.ns(Part::StartUp) + t.outside.ns(Part::StartUp))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// The wall time less the start-up: what a run whose start-up is
+    /// cheap (the driver's cache warm) would take, everything else equal.
+    pub fn wall_without_startup_ns(&self) -> u64 {
+        self.wall_ns.saturating_sub(self.startup_ns())
+    }
+
+    /// Whether the run compiled its device code at start-up (the driver
+    /// found no machine code for it in its cache): code loading took at
+    /// least [`JIT_MIN_NS`]. None when the trace has no driver timings.
+    pub fn paid_jit(&self) -> Option<bool> {
+        self.timed.then_some(self.module_load_ns >= JIT_MIN_NS)
+    }
+
     /// The line site's parts, when it has any.
     pub fn site(&self, site: SiteId) -> Option<&SiteLedger> {
         self.sites.get(site.index()).filter(|s| s.constructs > 0)
@@ -266,6 +305,8 @@ pub struct LedgerSink {
     /// Top-level constructs open when the trace ended.
     open: Vec<(u32, u64, SiteId)>,
     driver_calls: u64,
+    module_load_ns: u64,
+    module_load_calls: u64,
     /// The trace cannot hold driver calls (its format is older than
     /// them, or CUPTI did not record): no construct is kept for calls to
     /// come.
@@ -398,6 +439,12 @@ impl Sink for LedgerSink {
         // constructs from here on are kept for them.
         self.spanless = false;
         self.driver_calls += 1;
+        if d.op == DriverOp::ModuleLoad {
+            self.module_load_ns = self
+                .module_load_ns
+                .saturating_add(d.end_ns.saturating_sub(d.start_ns));
+            self.module_load_calls += 1;
+        }
         let t = self.thread(d.thread);
         if d.start_ns >= t.horizon {
             t.pending.push((d.start_ns, d.end_ns, d.op));
@@ -451,6 +498,8 @@ impl LedgerSink {
                 .process_start_ns
                 .filter(|&s| s <= first)
                 .map(|s| first - s),
+            module_load_ns: self.module_load_ns,
+            module_load_calls: self.module_load_calls,
         }
     }
 }

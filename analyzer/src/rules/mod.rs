@@ -35,6 +35,7 @@ pub(crate) mod names;
 pub mod p1_partial_change;
 pub(crate) mod queueing;
 pub mod r1_runtime_bound;
+pub mod r2_startup;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
 pub mod s3_idle_gaps;
@@ -673,7 +674,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 23] = [
+    let rules: [fn(&Context) -> Checked; 24] = [
         c1_stale_read::check,
         c2_lost_write::check,
         c3_unread_download::check,
@@ -697,6 +698,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         l4_launch_differs::check,
         l5_launch_bound::check,
         r1_runtime_bound::check,
+        r2_startup::check,
     ];
     for mut c in run_each(&rules, &cx) {
         for f in &mut c.findings {
