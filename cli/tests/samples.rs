@@ -47,6 +47,8 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("own_handler", &["64", "48", "20", "5"]),
     ("coherence_threads", &["20000", "20", "5", "0"]),
     ("coherence_vector", &["64", "48", "20", "5", "fixed"]),
+    ("deep_copy", &["4096", "5", "2"]),
+    ("deep_copy", &["4096", "5", "2", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -96,6 +98,7 @@ const SOURCES: &[&str] = &[
     "coherence_threads.c",
     "mpi_halo_stale.c",
     "coherence_vector.cpp",
+    "deep_copy.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
