@@ -256,6 +256,12 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl Finding {
+    /// A finding about the CUDA start-up itself (R2): its cost is part of
+    /// the start-up, not of the time without it.
+    pub fn is_startup(&self) -> bool {
+        self.id == "R2"
+    }
+
     pub fn new(id: &'static str, category: Category, title: impl Into<String>) -> Finding {
         Finding {
             id,
@@ -390,7 +396,10 @@ impl Analysis {
     /// The findings whose saving is estimated (measured as nothing
     /// included).
     pub fn estimated(&self) -> usize {
-        self.findings.iter().filter(|f| f.saving_ns.is_some()).count()
+        self.findings
+            .iter()
+            .filter(|f| f.saving_ns.is_some())
+            .count()
     }
 
     /// Findings about data movement and allocation.

@@ -80,7 +80,7 @@ pub fn render_text(
     if analysis.findings.is_empty() {
         let _ = writeln!(s, "No findings.");
     } else {
-        let share = |ns: u64| shares(analysis, ns);
+        let share = |ns: u64, beside: bool| shares(analysis, ns, beside);
         let n = analysis.findings.len();
         let plural = if n == 1 { "" } else { "s" };
         let estimated = analysis.estimated();
@@ -95,7 +95,7 @@ pub fn render_text(
                 s,
                 "{n} finding{plural}, ranked by the time they cost; together they could save about {} ({}, each transfer counted once){}.",
                 units::duration_ns(analysis.total_saving_ns),
-                share(analysis.total_saving_ns),
+                share(analysis.total_saving_ns, true),
                 match n - estimated {
                     0 => String::new(),
                     1 => ", not counting the one whose saving is not estimated".to_string(),
@@ -118,10 +118,10 @@ pub fn render_text(
     s.into_bytes()
 }
 
-/// `ns` as a share of the run's wall time, and of the wall time without
-/// the start-up where that weighs: "42% of the wall time, 73% without
-/// start-up".
-fn shares(analysis: &Analysis, ns: u64) -> String {
+/// `ns` as a share of the run's wall time, and (`beside`) of the wall
+/// time without the start-up where that weighs: "42% of the wall time,
+/// 73% without start-up".
+fn shares(analysis: &Analysis, ns: u64, beside: bool) -> String {
     let pct = |of: u64| {
         if of == 0 {
             0.0
@@ -130,7 +130,7 @@ fn shares(analysis: &Analysis, ns: u64) -> String {
         }
     };
     let mut s = format!("{:.0}% of the wall time", pct(analysis.wall_ns));
-    if analysis.startup_weighs() {
+    if beside && analysis.startup_weighs() {
         let _ = write!(
             s,
             ", {:.0}% without start-up",
@@ -146,11 +146,16 @@ fn finding_text(
     rank: usize,
     f: &Finding,
     width: usize,
-    share: &dyn Fn(u64) -> String,
+    share: &dyn Fn(u64, bool) -> String,
 ) {
     let _ = writeln!(s, "#{rank} {}  {}", f.id, f.title);
     let cost = match f.cost_ns {
-        Some(c) => format!("cost {} ({})", units::duration_ns(c), share(c)),
+        // The start-up's own cost has no share of the time without it.
+        Some(c) => format!(
+            "cost {} ({})",
+            units::duration_ns(c),
+            share(c, !f.is_startup())
+        ),
         None => "cost not measured".to_string(),
     };
     let saving = match f.saving_ns {
