@@ -113,8 +113,7 @@ pub fn rank(findings: &mut [Finding]) {
             .iter()
             .filter(|(c, t)| {
                 *c <= cost
-                    && f
-                        .subjects
+                    && f.subjects
                         .transfers
                         .iter()
                         .any(|x| t.binary_search(x).is_ok())

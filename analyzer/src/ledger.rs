@@ -257,7 +257,7 @@ pub struct AllocModel {
 impl AllocModel {
     /// The modelled host time of allocating and freeing `bytes`.
     pub fn ns(&self, bytes: u64) -> u64 {
-        let per = u128::from(self.per_gib_ns) * u128::from(bytes) >> 30;
+        let per = (u128::from(self.per_gib_ns) * u128::from(bytes)) >> 30;
         self.fixed_ns
             .saturating_add(u64::try_from(per).unwrap_or(u64::MAX))
     }
@@ -565,7 +565,9 @@ impl Sink for LedgerSink {
         self.spanless = false;
         self.driver_calls += 1;
         match d.op {
-            DriverOp::Alloc => self.alloc_calls.push((d.start_ns, d.end_ns.max(d.start_ns))),
+            DriverOp::Alloc => self
+                .alloc_calls
+                .push((d.start_ns, d.end_ns.max(d.start_ns))),
             DriverOp::Free => self.free_calls.push((d.start_ns, d.end_ns.max(d.start_ns))),
             _ => {}
         }
@@ -698,8 +700,8 @@ mod tests {
     /// negative is the mean; fewer than two calls make no model.
     #[test]
     fn the_allocation_model_is_fitted_by_size() {
-        let m = AllocModel::fit(&[(0, 10_000), (1 << 20, 20_000), (2 << 20, 30_000)])
-            .expect("model");
+        let m =
+            AllocModel::fit(&[(0, 10_000), (1 << 20, 20_000), (2 << 20, 30_000)]).expect("model");
         assert_eq!((m.fixed_ns, m.per_gib_ns), (10_000, 10_000 << 10));
         assert_eq!(m.ns(4 << 20), 50_000);
         let flat = AllocModel::fit(&[(64, 9_000), (1 << 20, 7_000)]).expect("model");

@@ -320,7 +320,6 @@ fn the_queue_patch_spans_the_callers_file_and_the_constructs_file() {
     }
 }
 
-
 /// small_kernels_16_100 ran right after its build: the driver's code
 /// loading took 87 ms (it compiled the PTX), against 1-3 ms in the runs
 /// recorded with the cache warm. The first is told apart and gets R2,
@@ -344,7 +343,11 @@ fn a_run_that_compiled_its_device_code_is_told_from_a_warm_one() {
     );
     assert!(r2[0].proposal.text.contains("CUDA_CACHE_PATH"));
     assert!(r2[0].proposal.text.contains("CUDA_CACHE_MAXSIZE"));
-    for warm in ["launch_storm_2000", "data_shapes_clean", "small_kernels_8_300"] {
+    for warm in [
+        "launch_storm_2000",
+        "data_shapes_clean",
+        "small_kernels_8_300",
+    ] {
         let (run, a) = analyze(warm);
         assert_eq!(run.ledger().paid_jit(), Some(false), "{warm}");
         assert!(run.ledger().startup_ns() >= 100_000_000, "{warm}");
@@ -369,7 +372,11 @@ fn a_runtime_bound_program_is_reported_without_its_sources() {
     let r1 = testkit::findings::with_id(&a, "R1");
     assert_eq!(r1.len(), 1, "{:?}", ids(&a));
     assert_eq!(a.findings[0].id, "R1", "{:?}", ids(&a));
-    assert!(r1[0].title.starts_with("runtime-bound program"), "{}", r1[0].title);
+    assert!(
+        r1[0].title.starts_with("runtime-bound program"),
+        "{}",
+        r1[0].title
+    );
     let lines: Vec<Option<u32>> = r1[0].locations.iter().map(|l| l.line).collect();
     assert_eq!(lines, [Some(95), Some(87)]);
     let (_, with) = analyze("launch_storm_2000");

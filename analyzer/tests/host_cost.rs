@@ -147,10 +147,7 @@ fn d6_saves_the_host_time_of_the_copies_not_the_construct_blocks() {
     let model = ledger.alloc_model.expect("an allocation model");
     assert!(model.pairs >= 40, "{model:?}");
     assert!(model.per_gib_ns > 0, "{model:?}");
-    assert_eq!(
-        d6.evidence.count("smaller_allocations"),
-        Some(reaches - 1)
-    );
+    assert_eq!(d6.evidence.count("smaller_allocations"), Some(reaches - 1));
     let mib8 = 8u64 << 20;
     let each = model.ns(mib8 + 64) - model.ns(64);
     assert!(

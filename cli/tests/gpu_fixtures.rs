@@ -431,14 +431,18 @@ fn every_view_ranks_the_findings_alike() {
 fn a_headline_without_estimated_savings_says_so() {
     let s = analyze_fixture("h200-ledger", "launch_storm_2000");
     assert!(
-        s.contains("3 findings, ranked by the time they cost; what they could save is not estimated"),
+        s.contains(
+            "3 findings, ranked by the time they cost; what they could save is not estimated"
+        ),
         "{s}"
     );
     assert!(!s.contains("could save about 0 ns"), "{s}");
     // Where some are estimated, the headline says how many are not.
     let s = analyze_fixture("h100", "mpi_slab_f90_np2.r0");
     assert!(
-        s.contains("each transfer counted once), not counting the one whose saving is not estimated."),
+        s.contains(
+            "each transfer counted once), not counting the one whose saving is not estimated."
+        ),
         "{s}"
     );
 }

@@ -16,8 +16,8 @@
 use accprof_trace::HashMode;
 
 use super::{
-    add_transfers, consecutive_pairs, host_changed, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
-    Checked, Context, Dir, Xfer,
+    add_transfers, consecutive_pairs, host_changed, pairs_by_site, same_hash, transfer_finding,
+    xfer_evidence, Checked, Context, Dir, Xfer,
 };
 use crate::findings::Value;
 use crate::units;

@@ -511,8 +511,12 @@ fn smaller_blocks(
     let found = run.allocs().filter_map(|(id, a)| {
         let c = a.construct?;
         let data: u64 = held.get(&c)?.iter().map(|k| k.1).sum();
-        (a.free_ns().is_some() && super::host_cost::holds_construct_block(run, id))
-            .then(|| ((run.line_site(run.top_level(c)), c), (a.alloc_ns, id, a.bytes, data)))
+        (a.free_ns().is_some() && super::host_cost::holds_construct_block(run, id)).then(|| {
+            (
+                (run.line_site(run.top_level(c)), c),
+                (a.alloc_ns, id, a.bytes, data),
+            )
+        })
     });
     let mut by_site: BTreeMap<SiteId, Vec<(u64, crate::model::AllocId, u64, u64)>> =
         BTreeMap::new();

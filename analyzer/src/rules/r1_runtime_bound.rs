@@ -110,7 +110,7 @@ pub fn check(cx: &Context) -> Checked {
     // of no loop the sources show (or whose sources were not read) are the
     // program's, together: what the runtime spends per construct is a cost
     // of the program whether or not a loop is known.
-    let mut loops: BTreeMap<Option<(String, u32)>, Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
+    let mut loops: BTreeMap<Option<HostLoop>, Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
     for ls in cx.launch_sites() {
         let Some(s) = ledger.site(ls.site) else {
             continue;
@@ -135,13 +135,16 @@ pub fn check(cx: &Context) -> Checked {
     out
 }
 
+/// A host loop's header: file and line.
+type HostLoop = (String, u32);
+
 fn per(ns: u64, n: u64) -> String {
     units::duration_ns(ns / n.max(1))
 }
 
 fn finding(
     cx: &Context,
-    at: Option<&(String, u32)>,
+    at: Option<&HostLoop>,
     sites: &[(&LaunchSite, Cost)],
     total: &Cost,
 ) -> Finding {

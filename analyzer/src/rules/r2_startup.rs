@@ -61,7 +61,9 @@ pub fn check(cx: &Context) -> Checked {
         units::duration_ns(ledger.wall_without_startup_ns()),
     ));
     f.proposal.text = "Keep the driver's compute cache between runs: leave CUDA_CACHE_DISABLE unset, set CUDA_CACHE_MAXSIZE large enough for every binary you run (in bytes, e.g. CUDA_CACHE_MAXSIZE=4294967296; the default of 256 MiB evicts the code of large programs), and CUDA_CACHE_PATH to persistent storage (not a container's throw-away layer or a job's temporary directory; in CI, cache that directory between jobs). Measure and compare runs with the cache warm: run the binary once before timing it (`accprof diff`, `analyze --verify` and `tune` say when one run compiled its code and the other did not).".into();
-    f.proposal.no_patch = Some("the cache is the driver's, set in the environment: nothing to change in the source".into());
+    f.proposal.no_patch = Some(
+        "the cache is the driver's, set in the environment: nothing to change in the source".into(),
+    );
     out.findings.push(f);
     out
 }

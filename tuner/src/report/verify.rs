@@ -270,10 +270,14 @@ mod tests {
         };
         let with = |name: &str, wall_ns: u64| Measured {
             summary: Some(summary(name)),
-            ..measured(0, wall_ns, Err(NotMeasured {
-                no_cupti: String::new(),
-                host_fallback: false,
-            }))
+            ..measured(
+                0,
+                wall_ns,
+                Err(NotMeasured {
+                    no_cupti: String::new(),
+                    host_fallback: false,
+                }),
+            )
         };
         let v = verified(
             with("small_kernels_16_100", 500_000_000),
