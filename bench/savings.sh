@@ -8,14 +8,20 @@
 # the difference of the bare medians.
 #
 # Usage: bench/savings.sh --accprof BIN --samples DIR [--rounds N] [--out DIR]
-#                         [--source-map FROM=TO] [--cases "bad prog args|fixed prog args;..."]
+#                         [--source-map FROM=TO] [--cases "bad prog args|fixed prog args[|run options];..."]
 #   BIN   the accprof binary; DIR: samples built with `make -C samples OFFLOAD=yes`
 #   N     rounds (default 7); --out keeps the traces and raw timings there
 #   --source-map  passed to `accprof analyze` (where the binaries' sources are now)
+#   run options   for `accprof run` of the bad program in that case (e.g. --check coherence,
+#                 which C3's claim needs)
+# The default cases: a helper's copy() one call below the time loop, a constant
+# table copied in every step, an update device every step (data_shapes), Fortran
+# round trips (laplace), a copy() two calls below the loop (deep_copy) and an
+# `update self` every step that the host reads every 10th (unread_download).
 # Prints per case: claimed, measured, claimed/measured, and each side's spread.
 set -euo pipefail
 acc= samples= rounds=7 out= map=
-cases="data_shapes helper 1048576 1000 8|data_shapes clean 1048576 1000 8;data_shapes table 1048576 1000 8|data_shapes clean 1048576 1000 8;data_shapes update 1048576 1000 8|data_shapes clean 1048576 1000 8;laplace_bad_f90 512 100|laplace_good_f90 512 100"
+cases="data_shapes helper 1048576 1000 8|data_shapes clean 1048576 1000 8;data_shapes table 1048576 1000 8|data_shapes clean 1048576 1000 8;data_shapes update 1048576 1000 8|data_shapes clean 1048576 1000 8;laplace_bad_f90 512 100|laplace_good_f90 512 100;deep_copy 524288 100 8 bad|deep_copy 524288 100 8 fixed;unread_download 1024 1024 100 10 bad|unread_download 1024 1024 100 10 fixed|--check coherence"
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
@@ -46,7 +52,8 @@ IFS=';' read -r -a list <<< "$cases"
 i=0
 for c in "${list[@]}"; do
   i=$((i + 1))
-  read -r -a bad <<< "${c%%|*}"; read -r -a fixed <<< "${c#*|}"
+  IFS='|' read -r bad_s fixed_s opts_s <<< "$c"
+  read -r -a bad <<< "$bad_s"; read -r -a fixed <<< "$fixed_s"; read -r -a opts <<< "${opts_s:-}"
   for e in "${bad[0]}" "${fixed[0]}"; do
     [ -x "$samples/$e" ] || { echo "savings.sh: sample '$samples/$e' not found" >&2; exit 2; }
   done
@@ -56,12 +63,12 @@ for c in "${list[@]}"; do
   for r in $(seq "$rounds"); do
     echo "bad $(wall_us "${bad[@]}")" >> "$out/case$i.raw"
     echo "fixed $(wall_us "${fixed[@]}")" >> "$out/case$i.raw"
-    "$acc" run --force --output "$out/case$i-$r.trace" -- "${bad[@]}" > /dev/null 2>&1 || true
+    "$acc" run --force ${opts[@]+"${opts[@]}"} --output "$out/case$i-$r.trace" -- "${bad[@]}" > /dev/null 2>&1 || true
     echo "claim $(claim_us "$out/case$i-$r.trace")" >> "$out/case$i.raw"
   done
   m() { awk -v k="$1" '$1 == k {print $2}' "$out/case$i.raw" | median; }
   range() { awk -v k="$1" '$1 == k {v = $2 / 1000; if (n++ == 0 || v < lo) lo = v; if (v > hi) hi = v} END {printf "%.0f-%.0f ms", lo, hi}' "$out/case$i.raw"; }
-  awk -v c="${c%%|*}" -v cl="$(m claim)" -v b="$(m bad)" -v f="$(m fixed)" -v sb="$(range bad)" -v sf="$(range fixed)" 'BEGIN {
+  awk -v c="$bad_s" -v cl="$(m claim)" -v b="$(m bad)" -v f="$(m fixed)" -v sb="$(range bad)" -v sf="$(range fixed)" 'BEGIN {
     me = (b - f) / 1000; cl /= 1000
     printf "%-44s %8.1f ms %8.1f ms %7.2f  %s, %s\n", c, cl, me, (me > 0 ? cl / me : 0), sb, sf }'
 done

@@ -72,30 +72,74 @@ pub fn analyze(run: &Run, sources: &SourceSet, opts: &Options) -> Analysis {
         notes,
         wall_ns: run.wall_ns(),
         total_saving_ns,
+        startup_ns: run.ledger().startup_ns(),
+        paid_jit: run.ledger().paid_jit(),
     }
 }
 
 /// The findings' order. A finding that can save nothing (its saving
 /// measured as zero) costs time it cannot give back: it ranks after every
 /// other, however large its cost, so that what can be won, or what is
-/// not measured yet (a race, say), comes first.
+/// not measured yet (a race, say), comes first. A finding whose saving is
+/// not estimated ranks after the findings with an estimated saving over
+/// the same transfers (S1's pageable copies after the P1 that removes
+/// most of them): what the user can act on, and knows the worth of,
+/// comes first.
 pub fn rank(findings: &mut [Finding]) {
+    let actionable: Vec<(u64, Vec<TransferId>)> = findings
+        .iter()
+        .filter(|f| f.saving_ns.is_some_and(|s| s > 0) && !f.category.is_error())
+        .filter_map(|f| {
+            let mut t: Vec<TransferId> = f
+                .subjects
+                .transfers
+                .iter()
+                .chain(&f.saved_transfers)
+                .copied()
+                .collect();
+            t.sort_unstable();
+            t.dedup();
+            Some((f.cost_ns?, t))
+        })
+        .filter(|(_, t)| !t.is_empty())
+        .collect();
+    for f in findings.iter_mut() {
+        f.ranks_after_ns = None;
+        if f.saving_ns.is_some() || f.category.is_error() {
+            continue;
+        }
+        let cost = f.cost_ns.unwrap_or(0);
+        f.ranks_after_ns = actionable
+            .iter()
+            .filter(|(c, t)| {
+                *c <= cost
+                    && f.subjects
+                        .transfers
+                        .iter()
+                        .any(|x| t.binary_search(x).is_ok())
+            })
+            .map(|(c, _)| *c)
+            .min();
+    }
     findings.sort_by(rank_order);
 }
 
 /// Where finding `a` ranks against `b`: errors (wrong results) first;
 /// those that can save nothing last; then by cost, largest first,
-/// unmeasured after measured; then by rule.
+/// unmeasured after measured (a finding ranked after an actionable one,
+/// see [`rank`], at that one's cost and after it); then by rule.
 /// Every view that lists findings, of one run or of several, orders them
 /// by this alone.
 pub fn rank_order(a: &Finding, b: &Finding) -> Ordering {
     let saves_nothing = |f: &Finding| f.saving_ns == Some(0);
+    let key = |f: &Finding| f.ranks_after_ns.or(f.cost_ns);
     b.category
         .is_error()
         .cmp(&a.category.is_error())
         .then(saves_nothing(a).cmp(&saves_nothing(b)))
-        .then(b.cost_ns.is_some().cmp(&a.cost_ns.is_some()))
-        .then(b.cost_ns.cmp(&a.cost_ns))
+        .then(key(b).is_some().cmp(&key(a).is_some()))
+        .then(key(b).cmp(&key(a)))
+        .then(a.ranks_after_ns.is_some().cmp(&b.ranks_after_ns.is_some()))
         .then(a.id.cmp(b.id))
 }
 
@@ -138,6 +182,7 @@ fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
         } else {
             transfers.extend(&f.saved_transfers);
             allocs.extend(&f.saved_allocs);
+            other += f.smaller_allocs_ns;
         }
     }
     transfers.sort_unstable();
@@ -179,6 +224,8 @@ mod tests {
             notes: Vec::new(),
             wall_ns: 0,
             total_saving_ns: 0,
+            startup_ns: 0,
+            paid_jit: None,
         }
     }
 
@@ -222,5 +269,37 @@ mod tests {
         rank(&mut findings);
         let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
         assert_eq!(ids, ["C1", "D6", "L3"]);
+    }
+
+    /// S1 (pageable copies, saving not estimated) costs more than the P1
+    /// and C3 that remove some of the same transfers: it ranks right after
+    /// the cheapest of them, what the user can act on first. A finding
+    /// over other transfers keeps its place by cost, and so does one
+    /// cheaper than the actionable ones.
+    #[test]
+    fn what_the_user_can_act_on_ranks_before_an_unestimated_finding_over_the_same_transfers() {
+        let t = |i: usize| crate::model::TransferId::at(i);
+        let make = |id: &'static str, cost: u64, saving: Option<u64>, ts: &[usize]| {
+            let mut f = Finding::new(id, Category::DataMovement, id);
+            f.cost_ns = Some(cost);
+            f.saving_ns = saving;
+            f.subjects.transfers = ts.iter().map(|&i| t(i)).collect();
+            f
+        };
+        let mut findings = vec![
+            make("S1", 900, None, &[0, 1, 2, 3]),
+            make("P1", 500, Some(450), &[0, 1]),
+            make("C3", 300, Some(300), &[2]),
+            make("L5", 400, None, &[]),
+            make("S3", 700, None, &[9]),
+            make("S2", 100, None, &[3]),
+        ];
+        rank(&mut findings);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["S3", "P1", "L5", "C3", "S1", "S2"]);
+        let mut again = findings.clone();
+        again.reverse();
+        rank(&mut again);
+        assert_eq!(again, findings);
     }
 }

@@ -108,11 +108,68 @@ pub struct Totals {
     pub constructs: u64,
     /// Device times come from CUPTI.
     pub cupti: bool,
+    pub startup: StartUp,
+}
+
+/// A run's CUDA start-up, as a comparison of two runs needs it: one that
+/// compiled its device code at start-up (the driver's cache missed) and
+/// one that did not differ by that compilation whatever else changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartUp {
+    /// CUDA start-up and code loading ([`crate::ledger::Ledger::startup_ns`]).
+    pub ns: u64,
+    /// The code loading alone.
+    pub code_loading_ns: u64,
+    /// Whether it compiled its device code
+    /// ([`crate::ledger::Ledger::paid_jit`]); None without driver timings.
+    pub paid_jit: Option<bool>,
+}
+
+impl StartUp {
+    /// The start-up of the run (of its slowest rank, when it merges
+    /// several: they start side by side).
+    pub fn of(s: &Summary) -> StartUp {
+        let mut out = StartUp::default();
+        for r in &s.runs {
+            let l = &r.ledger;
+            out.ns = out.ns.max(l.startup_ns());
+            out.code_loading_ns = out.code_loading_ns.max(l.module_load_ns);
+            out.paid_jit = match (out.paid_jit, l.paid_jit()) {
+                (Some(a), Some(b)) => Some(a || b),
+                (a, b) => a.or(b),
+            };
+        }
+        out
+    }
+}
+
+/// What the reader of two runs must be told when one compiled its device
+/// code at start-up and the other did not: their wall times differ by the
+/// compilation, whatever the change between them did. None when both did,
+/// neither did, or a run has no driver timings to tell.
+pub fn jit_mismatch(before: &StartUp, after: &StartUp) -> Option<String> {
+    let (Some(b), Some(a)) = (before.paid_jit, after.paid_jit) else {
+        return None;
+    };
+    if a == b {
+        return None;
+    }
+    let (paid, warm, p) = if b {
+        ("before", "after", before)
+    } else {
+        ("after", "before", after)
+    };
+    Some(format!(
+        "{paid} compiled its device code at start-up (the CUDA driver's cache missed: {} of code loading, {} of start-up in all) and {warm} did not: their wall times differ by that whatever the change did; compare the wall times without start-up (or run each binary once before measuring, so that both find their code in the cache)",
+        crate::units::duration_ns(p.code_loading_ns),
+        crate::units::duration_ns(p.ns),
+    ))
 }
 
 impl Totals {
     pub fn of(s: &Summary) -> Totals {
         Totals {
+            startup: StartUp::of(s),
             wall_ns: s.wall_ns,
             kernel_ns: s.kernel_ns,
             transfer_ns: s.transfer_ns,

@@ -235,9 +235,33 @@ pub struct Finding {
     /// counts, measured where the trace has the driver's timings.
     #[serde(serialize_with = "index::many", skip_serializing_if = "Vec::is_empty")]
     pub saved_allocs: Vec<AllocId>,
+    /// Set when ranked ([`crate::analysis::rank`]), for a finding whose
+    /// saving is not estimated: the cost of the cheapest finding with an
+    /// estimated saving over some of the same transfers. It ranks right
+    /// after that one, whatever its own cost: what the user can act on
+    /// comes first.
+    #[serde(skip)]
+    pub ranks_after_ns: Option<u64>,
+    /// Part of `saving_ns` that neither `saved_transfers` nor
+    /// `saved_allocs` count: allocations the proposal keeps but makes
+    /// smaller (a compute construct's block, which holds its arguments
+    /// beside its data), priced by the run's
+    /// [`crate::ledger::AllocModel`]. The total adds it once per finding.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub smaller_allocs_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Finding {
+    /// A finding about the CUDA start-up itself (R2): its cost is part of
+    /// the start-up, not of the time without it.
+    pub fn is_startup(&self) -> bool {
+        self.id == "R2"
+    }
+
     pub fn new(id: &'static str, category: Category, title: impl Into<String>) -> Finding {
         Finding {
             id,
@@ -252,6 +276,8 @@ impl Finding {
             proposal: Proposal::default(),
             saved_transfers: Vec::new(),
             saved_allocs: Vec::new(),
+            ranks_after_ns: None,
+            smaller_allocs_ns: 0,
         }
     }
 }
@@ -347,9 +373,35 @@ pub struct Analysis {
     pub wall_ns: u64,
     /// Saving of all findings together, each transfer counted once.
     pub total_saving_ns: u64,
+    /// CUDA start-up and code loading
+    /// ([`crate::ledger::Ledger::startup_ns`]): part of `wall_ns`.
+    pub startup_ns: u64,
+    /// Whether the run compiled its device code at start-up
+    /// ([`crate::ledger::Ledger::paid_jit`]); None without driver timings.
+    pub paid_jit: Option<bool>,
 }
 
 impl Analysis {
+    /// The wall time less the start-up.
+    pub fn wall_without_startup_ns(&self) -> u64 {
+        self.wall_ns.saturating_sub(self.startup_ns)
+    }
+
+    /// Whether the start-up is a large enough part of the wall time that
+    /// shares of the wall time without it say more: a tenth of it or more.
+    pub fn startup_weighs(&self) -> bool {
+        self.startup_ns > 0 && self.startup_ns.saturating_mul(10) >= self.wall_ns
+    }
+
+    /// The findings whose saving is estimated (measured as nothing
+    /// included).
+    pub fn estimated(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.saving_ns.is_some())
+            .count()
+    }
+
     /// Findings about data movement and allocation.
     pub fn data_movement(&self) -> impl Iterator<Item = &Finding> {
         self.findings

@@ -319,3 +319,70 @@ fn the_queue_patch_spans_the_callers_file_and_the_constructs_file() {
         assert_eq!(step.iter().filter(|l| l.contains("async")).count(), 2);
     }
 }
+
+/// small_kernels_16_100 ran right after its build: the driver's code
+/// loading took 87 ms (it compiled the PTX), against 1-3 ms in the runs
+/// recorded with the cache warm. The first is told apart and gets R2,
+/// costed at its code loading, with the wall time without start-up; the
+/// warm ones get no R2.
+#[test]
+fn a_run_that_compiled_its_device_code_is_told_from_a_warm_one() {
+    let (run, a) = analyze("small_kernels_16_100");
+    let l = run.ledger();
+    assert_eq!(l.paid_jit(), Some(true));
+    assert_eq!(a.paid_jit, Some(true));
+    assert!(l.module_load_ns >= 80_000_000, "{}", l.module_load_ns);
+    assert!(l.startup_ns() > l.module_load_ns);
+    assert_eq!(a.startup_ns, l.startup_ns());
+    let r2 = testkit::findings::with_id(&a, "R2");
+    assert_eq!(r2.len(), 1, "{:?}", ids(&a));
+    assert_eq!(r2[0].cost_ns, Some(l.module_load_ns));
+    assert_eq!(
+        r2[0].evidence.get("wall_without_startup"),
+        Some(&Value::Ns(l.wall_ns - l.startup_ns()))
+    );
+    assert!(r2[0].proposal.text.contains("CUDA_CACHE_PATH"));
+    assert!(r2[0].proposal.text.contains("CUDA_CACHE_MAXSIZE"));
+    for warm in [
+        "launch_storm_2000",
+        "data_shapes_clean",
+        "small_kernels_8_300",
+    ] {
+        let (run, a) = analyze(warm);
+        assert_eq!(run.ledger().paid_jit(), Some(false), "{warm}");
+        assert!(run.ledger().startup_ns() >= 100_000_000, "{warm}");
+        assert!(!ids(&a).contains(&"R2"), "{warm}: {:?}", ids(&a));
+    }
+}
+
+/// Without the sources no host loop is known, yet the runtime's
+/// per-construct work is the program's: launch_storm's constructs are
+/// reported as one runtime-bound program, with their lines, costing what
+/// the two loops' R1 cost with the sources.
+#[test]
+fn a_runtime_bound_program_is_reported_without_its_sources() {
+    let run = testkit::fixtures::load(DIR, "launch_storm_2000");
+    let none = SourceSet::load_with(&run, &[], &[], &|p| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            p.display().to_string(),
+        ))
+    });
+    let a = analysis::analyze(&run, &none, &Options::default());
+    let r1 = testkit::findings::with_id(&a, "R1");
+    assert_eq!(r1.len(), 1, "{:?}", ids(&a));
+    assert_eq!(a.findings[0].id, "R1", "{:?}", ids(&a));
+    assert!(
+        r1[0].title.starts_with("runtime-bound program"),
+        "{}",
+        r1[0].title
+    );
+    let lines: Vec<Option<u32>> = r1[0].locations.iter().map(|l| l.line).collect();
+    assert_eq!(lines, [Some(95), Some(87)]);
+    let (_, with) = analyze("launch_storm_2000");
+    let loops: u64 = testkit::findings::with_id(&with, "R1")
+        .iter()
+        .filter_map(|f| f.cost_ns)
+        .sum();
+    assert_eq!(r1[0].cost_ns, Some(loops));
+}

@@ -1824,3 +1824,36 @@ fn host_accesses_are_instants_on_their_thread_track_in_chrome_and_perfetto() {
         .collect();
     assert_eq!(found, want);
 }
+
+/// small_kernels_16_100 ran right after its build and compiled its PTX at
+/// start-up (87 ms of code loading); small_kernels_8_300 found its code in
+/// the driver's cache. `diff` says so, on stderr and in the text, and
+/// gives the wall times without start-up beside the process's.
+#[test]
+fn diff_says_when_one_run_compiled_its_device_code_and_the_other_did_not() {
+    let b = "../h200-ledger/small_kernels_16_100.trace";
+    let a = "../h200-ledger/small_kernels_8_300.trace";
+    let out = on_fixtures("diff", &[b, a]);
+    let text = ok(&out);
+    let warning = "before compiled its device code at start-up (the CUDA driver's cache missed: 87.1 ms of code loading";
+    assert!(text.contains(&format!("  note: {warning}")), "{text}");
+    assert!(
+        support::stderr(&out).contains(&format!("accprof: warning: {warning}")),
+        "{}",
+        support::stderr(&out)
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("without CUDA start-up"))
+        .unwrap_or_else(|| panic!("no row in {text}"));
+    assert!(row.contains("238 ms") && row.contains("440 ms"), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&on_fixtures("diff", &["--json", b, a]))).expect("parses");
+    assert_eq!(doc["totals"]["before"]["paid_jit"], true);
+    assert_eq!(doc["totals"]["after"]["paid_jit"], false);
+    // Both warm: nothing to say.
+    let b = "../h200-ledger/launch_storm_2000.trace";
+    let out = on_fixtures("diff", &[b, a]);
+    assert!(!ok(&out).contains("compiled its device code"));
+    assert!(!support::stderr(&out).contains("compiled its device code"));
+}

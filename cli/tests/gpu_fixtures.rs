@@ -424,3 +424,59 @@ fn every_view_ranks_the_findings_alike() {
     let rules: Vec<&str> = order.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(rules, ["S4", "A1", "D6"]);
 }
+
+/// launch_storm's findings (two R1, one L5) estimate no saving: the
+/// headline says so instead of "could save about 0 ns".
+#[test]
+fn a_headline_without_estimated_savings_says_so() {
+    let s = analyze_fixture("h200-ledger", "launch_storm_2000");
+    assert!(
+        s.contains(
+            "3 findings, ranked by the time they cost; what they could save is not estimated"
+        ),
+        "{s}"
+    );
+    assert!(!s.contains("could save about 0 ns"), "{s}");
+    // Where some are estimated, the headline says how many are not.
+    let s = analyze_fixture("h100", "mpi_slab_f90_np2.r0");
+    assert!(
+        s.contains(
+            "each transfer counted once), not counting the one whose saving is not estimated."
+        ),
+        "{s}"
+    );
+}
+
+/// Analyzed away from its sources (every recorded path mapped to an
+/// empty directory), launch_storm still gets its runtime-bound finding,
+/// first, for the program as a whole, with both shares of the wall time
+/// (its start-up is 28% of it).
+#[test]
+fn a_runtime_bound_program_needs_no_sources() {
+    let empty = tempfile::tempdir().expect("temp dir");
+    let dir = accprof_analyzer::testkit::fixtures::dir("h200-ledger");
+    let out = std::process::Command::new(support::accprof())
+        .arg("analyze")
+        .arg("--symbols")
+        .arg(dir.join("bin"))
+        .arg("--source-map")
+        .arg(format!("/={}", empty.path().display()))
+        .arg(dir.join("launch_storm_2000.trace"))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs");
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(s.contains("not found: its findings show lines only"), "{s}");
+    let found = findings_in_text(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(found[0].0, "R1", "{found:?}");
+    assert!(found[0].1.starts_with("runtime-bound program"), "{found:?}");
+    assert!(
+        s.contains("cost 172 ms (46% of the wall time, 64% without start-up)"),
+        "{s}"
+    );
+}

@@ -295,3 +295,26 @@ fn fortran_slab_on_h100_moves_whole_arrays_for_mpi() {
         }
     }
 }
+
+/// On each rank of the Fortran slab, MPI receives the halo into `s`
+/// between its `update host(s)` and `update device(s)`: the sampled
+/// hashes of both transfers agree (the halo falls outside their chunks),
+/// yet dropping the upload would lose the halo, so there is no D4. The P1
+/// findings that act on those transfers rank before S1, whose saving is
+/// not estimated.
+#[test]
+fn fortran_slab_halo_is_no_round_trip_and_what_can_be_done_ranks_first() {
+    for rank in 0..2 {
+        let v = analyze_h100(&format!("mpi_slab_f90_np2.r{rank}"));
+        let rules: Vec<&str> = v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| f["rule"].as_str().expect("rule"))
+            .collect();
+        assert!(!rules.contains(&"D4"), "rank {rank}: {rules:?}");
+        let s1 = rules.iter().position(|&r| r == "S1").expect("S1");
+        let p1 = rules.iter().rposition(|&r| r == "P1").expect("P1");
+        assert!(p1 < s1, "rank {rank}: {rules:?}");
+    }
+}

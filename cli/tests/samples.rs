@@ -56,6 +56,8 @@ const C_SAMPLES: &[(&str, &[&str])] = &[
     ("coherence_api", &["4096", "20", "create", "fixed"]),
     ("coherence_api", &["4096", "20", "copyin", "fixed"]),
     ("coherence_vector_enter", &["4096", "20", "fixed"]),
+    ("deep_copy", &["4096", "5", "2"]),
+    ("deep_copy", &["4096", "5", "2", "fixed"]),
 ];
 
 /// Fortran samples (binary names end in _f90) and their small arguments.
@@ -115,6 +117,7 @@ const SOURCES: &[&str] = &[
     "coherence_api.c",
     "coherence_module.f90",
     "coherence_vector_enter.cpp",
+    "deep_copy.c",
 ];
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 
-use accprof_analyzer::compare::{Amount, Comparison, Entry, Matched, Row, Totals};
+use accprof_analyzer::compare::{Amount, Comparison, Entry, Matched, Row, StartUp, Totals};
 use accprof_analyzer::units;
 
 use crate::table::{col, Cell, Column, CsvSink, Dtype, RowSink};
@@ -56,10 +56,37 @@ pub fn render_totals(s: &mut String, a: &Totals, b: &Totals) {
         &units::duration_ns(b.wall_ns),
         &ratio_text(a.wall_ns, b.wall_ns),
     );
+    wall_without_startup_row(s, a.wall_ns, &a.startup, b.wall_ns, &b.startup);
     let _ = writeln!(
         s,
         "  {:<28} {:>12} {:>12}",
         "OpenACC constructs reached", a.constructs, b.constructs
+    );
+}
+
+/// The wall times less the CUDA start-up, when either run has one (its
+/// trace has the driver's timings): what compares two runs of which one
+/// compiled its device code and the other did not.
+pub fn wall_without_startup_row(
+    s: &mut String,
+    before_wall: u64,
+    before: &StartUp,
+    after_wall: u64,
+    after: &StartUp,
+) {
+    if before.ns == 0 && after.ns == 0 {
+        return;
+    }
+    let (x, y) = (
+        before_wall.saturating_sub(before.ns),
+        after_wall.saturating_sub(after.ns),
+    );
+    totals_row(
+        s,
+        "  without CUDA start-up",
+        &units::duration_ns(x),
+        &units::duration_ns(y),
+        &ratio_text(x, y),
     );
 }
 
@@ -202,6 +229,9 @@ pub fn warnings(c: &Comparison) -> Vec<String> {
             "warning: before and after look like different programs ({b}, {a}: no executable or source file name in common): their lines are paired by construct order alone and may not correspond"
         ));
     }
+    if let Some(j) = accprof_analyzer::compare::jit_mismatch(&c.before.startup, &c.after.startup) {
+        w.push(format!("warning: {j}"));
+    }
     w
 }
 
@@ -219,6 +249,9 @@ pub fn render_text(c: &Comparison, before: &str, after: &str) -> Vec<u8> {
     };
     if let Some(without) = without {
         let _ = writeln!(s, "  note: {without} host times of the runtime's events");
+    }
+    if let Some(j) = accprof_analyzer::compare::jit_mismatch(&c.before.startup, &c.after.startup) {
+        let _ = writeln!(s, "  note: {j}");
     }
     render_totals(&mut s, &c.before, &c.after);
     render_lines(&mut s, c);
@@ -252,6 +285,8 @@ fn totals_json(t: &Totals) -> serde_json::Value {
         "transfer_bytes": t.transfer_bytes,
         "constructs": t.constructs,
         "cupti": t.cupti,
+        "startup_time_us": t.startup.ns as f64 / 1000.0,
+        "paid_jit": t.startup.paid_jit,
     })
 }
 

@@ -81,21 +81,29 @@ pub fn render_text(
     if analysis.findings.is_empty() {
         let _ = writeln!(s, "No findings.");
     } else {
-        let share = |ns: u64| {
-            if analysis.wall_ns == 0 {
-                0.0
-            } else {
-                100.0 * ns as f64 / analysis.wall_ns as f64
-            }
+        let share = |ns: u64, beside: bool| shares(analysis, ns, beside);
+        let n = analysis.findings.len();
+        let plural = if n == 1 { "" } else { "s" };
+        let estimated = analysis.estimated();
+        let _ = if estimated == 0 {
+            writeln!(
+                s,
+                "{n} finding{plural}, ranked by the time they cost; what they could save is not estimated (the run does not show what {} would save).",
+                if n == 1 { "its proposal" } else { "their proposals" }
+            )
+        } else {
+            writeln!(
+                s,
+                "{n} finding{plural}, ranked by the time they cost; together they could save about {} ({}, each transfer counted once){}.",
+                units::duration_ns(analysis.total_saving_ns),
+                share(analysis.total_saving_ns, true),
+                match n - estimated {
+                    0 => String::new(),
+                    1 => ", not counting the one whose saving is not estimated".to_string(),
+                    k => format!(", not counting the {k} whose saving is not estimated"),
+                }
+            )
         };
-        let _ = writeln!(
-            s,
-            "{} finding{}, ranked by the time they cost; together they could save about {} ({:.0}% of the wall time, each transfer counted once).",
-            analysis.findings.len(),
-            if analysis.findings.len() == 1 { "" } else { "s" },
-            units::duration_ns(analysis.total_saving_ns),
-            share(analysis.total_saving_ns)
-        );
         for (i, f) in analysis.findings.iter().enumerate() {
             let _ = writeln!(s);
             finding_text(&mut s, run, i + 1, f, width, &share);
@@ -111,20 +119,43 @@ pub fn render_text(
     s.into_bytes()
 }
 
+/// `ns` as a share of the run's wall time, and (`beside`) of the wall
+/// time without the start-up where that weighs: "42% of the wall time,
+/// 73% without start-up".
+fn shares(analysis: &Analysis, ns: u64, beside: bool) -> String {
+    let pct = |of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            100.0 * ns as f64 / of as f64
+        }
+    };
+    let mut s = format!("{:.0}% of the wall time", pct(analysis.wall_ns));
+    if beside && analysis.startup_weighs() {
+        let _ = write!(
+            s,
+            ", {:.0}% without start-up",
+            pct(analysis.wall_without_startup_ns())
+        );
+    }
+    s
+}
+
 fn finding_text(
     s: &mut String,
     run: &Run,
     rank: usize,
     f: &Finding,
     width: usize,
-    share: &dyn Fn(u64) -> f64,
+    share: &dyn Fn(u64, bool) -> String,
 ) {
     let _ = writeln!(s, "#{rank} {}  {}", f.id, f.title);
     let cost = match f.cost_ns {
+        // The start-up's own cost has no share of the time without it.
         Some(c) => format!(
-            "cost {} ({:.0}% of the wall time)",
+            "cost {} ({})",
             units::duration_ns(c),
-            share(c)
+            share(c, !f.is_startup())
         ),
         None => "cost not measured".to_string(),
     };
@@ -234,6 +265,11 @@ struct JsonDoc<'a> {
     hashing: &'a str,
     wall_ns: u64,
     total_saving_ns: u64,
+    /// CUDA start-up and code loading, part of `wall_ns`.
+    startup_ns: u64,
+    /// The run compiled its device code at start-up (the driver's cache
+    /// missed); null without driver timings.
+    paid_jit: Option<bool>,
     findings: &'a [Finding],
     notes: &'a [String],
     /// What the reader must know about the trace itself (damage, records
@@ -413,6 +449,8 @@ pub fn render_json(
         },
         wall_ns: analysis.wall_ns,
         total_saving_ns: analysis.total_saving_ns,
+        startup_ns: analysis.startup_ns,
+        paid_jit: analysis.paid_jit,
         findings: &analysis.findings,
         notes: &analysis.notes,
         warnings,

@@ -75,6 +75,29 @@ pub struct Recheck {
     pub confirmed: bool,
 }
 
+/// How many of the measured runs (warm-ups left out) compiled their
+/// device code at start-up, the CUDA driver's cache missing it
+/// ([`accprof_analyzer::ledger::Ledger::paid_jit`]), and how many did not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct JitRuns {
+    pub paid: u64,
+    pub warm: u64,
+}
+
+impl JitRuns {
+    /// The sentence that says the measured runs are not alike, when some
+    /// compiled their code and others did not.
+    pub fn mismatch(&self) -> Option<String> {
+        (self.paid > 0 && self.warm > 0).then(|| {
+            format!(
+                "{} of the {} measured runs compiled their device code at start-up (the CUDA driver's cache missed it) and the others did not: their wall times differ by that, and a construct's host time does too where the code is loaded inside it; more warm-up runs (--warmup) let every binary's code reach the cache before it is measured",
+                self.paid,
+                self.paid + self.warm
+            )
+        })
+    }
+}
+
 /// The result of [`tune`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Tuned {
@@ -104,6 +127,8 @@ pub struct Tuned {
     /// Every sample taken, warm-ups and re-check included, and those
     /// taken from the cache (marked `cached`).
     pub samples: Vec<Sample>,
+    /// Measured runs that compiled their device code at start-up.
+    pub jit: JitRuns,
     pub cost: Cost,
     /// The cache file.
     pub cache: PathBuf,

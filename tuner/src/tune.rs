@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use accprof_analyzer::source::{Lang, SourceFile};
 
-pub use crate::outcome::{Cost, Outcome, Progress, Recheck, Tuned};
+pub use crate::outcome::{Cost, JitRuns, Outcome, Progress, Recheck, Tuned};
 
 use crate::backup::{InPlace, Times};
 use crate::cache::{self, Entry, Key};
@@ -192,6 +192,7 @@ struct Sweep<'p, 'r, R: Runner + ?Sized> {
     progress: &'r mut dyn FnMut(&Progress),
     planned: u64,
     trace_n: u64,
+    jit: JitRuns,
 }
 
 /// Runs the sweep. `progress` is told after every run.
@@ -290,6 +291,7 @@ pub fn tune<R: Runner + ?Sized>(
         progress,
         planned: 0,
         trace_n: 0,
+        jit: Default::default(),
     };
     let result = sweep.go(&d);
     // A program built where the build puts it from a patched text: the
@@ -677,6 +679,13 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         }
         let run = accprof_analyzer::load_run(&out.trace)?;
         let _ = std::fs::remove_file(&out.trace);
+        if phase != "warmup" {
+            match run.ledger().paid_jit() {
+                Some(true) => self.jit.paid += 1,
+                Some(false) => self.jit.warm += 1,
+                None => {}
+            }
+        }
         let key = self.states[i].config.key();
         let summary = run.summary();
         let Some(t) = measure::measure_site(summary, self.plan.source, self.plan.line) else {
@@ -998,6 +1007,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             patch_defines,
             patch_env,
             samples: std::mem::take(&mut self.all),
+            jit: self.jit,
             cost: self.cost,
             cache: self.cache_path.clone(),
             source_left_newer: false,

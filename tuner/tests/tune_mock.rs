@@ -19,9 +19,15 @@ const SOURCE: &str = "int main(void) {\n  double a[64];\n#pragma acc parallel lo
 /// A trace of two launches of the construct at app.c:LINE, each `ns` on
 /// the device with blocks of `block` threads, on a 132-SM device.
 fn trace(dir: &Path, ns: u64, block: u32) -> PathBuf {
+    trace_with(dir, ns, block, Vec::new())
+}
+
+/// As [`trace`], beginning with `first`.
+fn trace_with(dir: &Path, ns: u64, block: u32, first: Vec<Record>) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let path = dir.join(format!("t{}.trace", N.fetch_add(1, Ordering::SeqCst)));
     let mut b = TraceBuilder::new();
+    b.records.extend(first);
     b.records.push(Record::Device(Device {
         id: 0,
         name: "Test GPU".into(),
@@ -615,4 +621,62 @@ fn a_failed_build_names_its_first_error_and_keeps_the_whole_log() {
     assert!(text.starts_with("$ gcc -fopenacc "), "{text}");
     assert!(text.ends_with(stderr), "{text}");
     assert_eq!(t.recommended().map(|o| o.key.as_str()), Some("default"));
+}
+
+/// As [`program`], each run's trace holding code-loading driver calls of
+/// `load_ns` before the constructs: 50 ms is a run that compiled its PTX
+/// (the driver's cache missed), 2 ms one that found its code cached.
+fn loading_program(dir: &Path, block: u32, times: &[u64], load_ns: u64) -> MockProgram {
+    let with_load = |ns: u64| {
+        let load = Record::DriverSpan(accprof_trace::DriverSpan {
+            thread: 1,
+            start_ns: 1_000,
+            end_ns: 1_000 + load_ns,
+            op: accprof_trace::DriverOp::ModuleLoad,
+            cbid: 0,
+            correlation: 0,
+        });
+        trace_with(dir, ns, block, vec![load])
+    };
+    let repeats: Vec<PathBuf> = times.iter().map(|&t| with_load(t)).collect();
+    MockProgram {
+        repeats,
+        ..MockProgram::new("sum 1\n", &with_load(times[0]))
+    }
+}
+
+/// The default's runs find their code in the driver's cache, the other
+/// configuration's (a binary of its own) compile it at every run: the
+/// sweep counts them and the report says its runs are not alike.
+#[test]
+fn runs_that_compiled_their_code_beside_warm_ones_are_reported() {
+    let s = setup();
+    let work = s.dir.path().join("work");
+    let sp = space(&["vector_length=64"]);
+    let d = s.dir.path();
+    let mut runner = MockRunner::new(vec![
+        loading_program(d, 32, &[100_000; 5], 2_000_000),
+        loading_program(d, 64, &[60_000; 5], 50_000_000),
+    ]);
+    let t = tune(&mut runner, &plan(&s, &sp, &work), &mut |_| {}).expect("tunes");
+    assert!(t.jit.paid > 0 && t.jit.warm > 0, "{:?}", t.jit);
+    let text = String::from_utf8(accprof_tuner::report::tune::render(&t)).expect("utf-8");
+    assert!(
+        text.contains("measured runs compiled their device code at start-up"),
+        "{text}"
+    );
+
+    // All warm: nothing to say.
+    let s = setup();
+    let work = s.dir.path().join("work");
+    let d = s.dir.path();
+    let mut runner = MockRunner::new(vec![
+        loading_program(d, 32, &[100_000; 5], 2_000_000),
+        loading_program(d, 64, &[60_000; 5], 2_000_000),
+    ]);
+    let t = tune(&mut runner, &plan(&s, &sp, &work), &mut |_| {}).expect("tunes");
+    assert_eq!(t.jit.paid, 0);
+    assert!(t.jit.warm > 0);
+    let text = String::from_utf8(accprof_tuner::report::tune::render(&t)).expect("utf-8");
+    assert!(!text.contains("compiled their device code"), "{text}");
 }

@@ -3,6 +3,11 @@
 //! it in between: the host sent back exactly what it had received, so the
 //! upload was avoidable had the data stayed on the device.
 //!
+//! A buffer the host changed in between (MPI received into it, or the
+//! coherence check caught a host write to it) is no round trip, whatever
+//! the hashes say: sampled hashes miss a halo, and dropping the upload
+//! would lose it.
+//!
 //! Evidence needed: content hashes (the download's, taken when it ended,
 //! and the upload's, taken when it started). With sampled hashes the
 //! finding is "likely". The trace cannot show whether the host read the
@@ -11,8 +16,8 @@
 use accprof_trace::HashMode;
 
 use super::{
-    add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
-    Checked, Context, Dir, Xfer,
+    add_transfers, consecutive_pairs, host_changed, pairs_by_site, same_hash, transfer_finding,
+    xfer_evidence, Checked, Context, Dir, Xfer,
 };
 use crate::findings::Value;
 use crate::units;
@@ -24,7 +29,13 @@ pub fn check(cx: &Context) -> Checked {
         return out;
     }
     let pairs = consecutive_pairs(cx, |a, b| {
-        a.dir == Dir::Download && b.dir == Dir::Upload && same_hash(a, b) && b.start_ns >= a.end_ns
+        a.dir == Dir::Download
+            && b.dir == Dir::Upload
+            && same_hash(a, b)
+            && b.start_ns >= a.end_ns
+            && !a
+                .host_ptr
+                .is_some_and(|p| host_changed(cx, p, a.bytes, a.end_ns, b.start_ns))
     });
     for (site, group) in pairs_by_site(cx, &pairs, |p| p.1) {
         let ups: Vec<&Xfer> = group.iter().map(|p| &cx.xfers[p.1]).collect();

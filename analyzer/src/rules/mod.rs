@@ -35,6 +35,7 @@ pub(crate) mod names;
 pub mod p1_partial_change;
 pub(crate) mod queueing;
 pub mod r1_runtime_bound;
+pub mod r2_startup;
 pub mod s1_pageable;
 pub mod s2_sync_waits;
 pub mod s3_idle_gaps;
@@ -673,7 +674,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
     if run.ran_only_on_host() {
         all.note("the program ran on the host (OpenACC host fallback): there was no device, so no transfers or kernels to examine");
     }
-    let rules: [fn(&Context) -> Checked; 23] = [
+    let rules: [fn(&Context) -> Checked; 24] = [
         c1_stale_read::check,
         c2_lost_write::check,
         c3_unread_download::check,
@@ -697,6 +698,7 @@ pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {
         l4_launch_differs::check,
         l5_launch_bound::check,
         r1_runtime_bound::check,
+        r2_startup::check,
     ];
     for mut c in run_each(&rules, &cx) {
         for f in &mut c.findings {
@@ -875,6 +877,27 @@ pub(crate) fn consecutive_pairs(
         }
     }
     out
+}
+
+/// Whether the host changed any of [p, p + len) between `t0` and `t1`, as
+/// the trace shows it: an MPI call that received into it, or a host write
+/// the coherence check caught. Equal hashes around such a change (sampled
+/// ones miss a halo) do not make the data unchanged.
+pub(crate) fn host_changed(cx: &Context, p: u64, len: u64, t0: u64, t1: u64) -> bool {
+    let end = p.saturating_add(len);
+    let calls = cx.run.mpi_calls();
+    // In start order: those that started by t1 and had not ended by t0.
+    let last = calls.partition_point(|c| c.start_ns <= t1);
+    let mpi = calls[..last]
+        .iter()
+        .filter(|c| c.end_ns >= t0)
+        .flat_map(|c| c.ranges.iter())
+        .any(|r| r.write && r.host_ptr < end && p < r.host_ptr.saturating_add(r.bytes));
+    mpi || cx.run.host_accesses().iter().any(|a| {
+        a.kind == accprof_trace::CoherenceKind::LostWrite
+            && (t0..=t1).contains(&a.time_ns)
+            && (p..end).contains(&a.host_addr)
+    })
 }
 
 /// True when both transfers carry hashes and they are equal.

@@ -106,18 +106,19 @@ pub fn check(cx: &Context) -> Checked {
         }
         return out;
     }
-    // The compute sites by the outermost host loop that repeats them.
-    let mut loops: BTreeMap<(String, u32), Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
+    // The compute sites by the outermost host loop that repeats them; those
+    // of no loop the sources show (or whose sources were not read) are the
+    // program's, together: what the runtime spends per construct is a cost
+    // of the program whether or not a loop is known.
+    let mut loops: BTreeMap<Option<HostLoop>, Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
     for ls in cx.launch_sites() {
         let Some(s) = ledger.site(ls.site) else {
             continue;
         };
-        let Some(key) = super::repeating_loop(cx, ls.site) else {
-            continue;
-        };
+        let key = super::repeating_loop(cx, ls.site);
         loops.entry(key).or_default().push((ls, Cost::of(ls, s)));
     }
-    for ((file, line), sites) in loops {
+    for (at, sites) in loops {
         let mut total = Cost::default();
         for (_, c) in &sites {
             total.add(c);
@@ -129,10 +130,13 @@ pub fn check(cx: &Context) -> Checked {
         {
             continue;
         }
-        out.findings.push(finding(cx, &file, line, &sites, &total));
+        out.findings.push(finding(cx, at.as_ref(), &sites, &total));
     }
     out
 }
+
+/// A host loop's header: file and line.
+type HostLoop = (String, u32);
 
 fn per(ns: u64, n: u64) -> String {
     units::duration_ns(ns / n.max(1))
@@ -140,18 +144,22 @@ fn per(ns: u64, n: u64) -> String {
 
 fn finding(
     cx: &Context,
-    file: &str,
-    line: u32,
+    at: Option<&HostLoop>,
     sites: &[(&LaunchSite, Cost)],
     total: &Cost,
 ) -> Finding {
     let n = total.constructs;
     let runtime = total.runtime_ns();
+    let what = match at {
+        Some((file, line)) => format!("runtime-bound loop at {file}:{line}: its"),
+        None => "runtime-bound program (no host loop around them was found in the sources read):"
+            .to_string(),
+    };
     let mut f = Finding::new(
         "R1",
         Category::Launch,
         format!(
-            "runtime-bound loop at {file}:{line}: its {} compute construct{} ({n} reaches) spent {} of their {} of host time in the runtime's per-construct work, {} per construct",
+            "{what} {} compute construct{} ({n} reaches) spent {} of their {} of host time in the runtime's per-construct work, {} per construct",
             sites.len(),
             if sites.len() == 1 { "" } else { "s" },
             units::duration_ns(runtime),
@@ -161,7 +169,9 @@ fn finding(
     );
     f.confidence = Confidence::Certain;
     f.cost_ns = Some(runtime);
-    f.locations.push(cx.loop_location(file, line));
+    if let Some((file, line)) = at {
+        f.locations.push(cx.loop_location(file, *line));
+    }
     let mut by_time: Vec<&(&LaunchSite, Cost)> = sites.iter().collect();
     by_time.sort_by_key(|(_, c)| std::cmp::Reverse(c.runtime_ns()));
     for (ls, c) in by_time.iter().take(5) {
@@ -257,7 +267,7 @@ fn finding(
     let mut edits = Vec::new();
     if short && 3 * total.wait_ns >= total.host_ns {
         let list: Vec<&LaunchSite> = sites.iter().map(|(ls, _)| *ls).collect();
-        match queueing::verdict(cx, &list, Some((file.to_string(), line))) {
+        match queueing::verdict(cx, &list, at.cloned()) {
             Verdict::NoCure(said) => {
                 f.evidence.say(said);
             }

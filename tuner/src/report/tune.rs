@@ -44,6 +44,9 @@ pub fn render(t: &Tuned) -> Vec<u8> {
     if let Some(why) = &t.budget_ended {
         let _ = writeln!(s, "  the budget ended the sweep: {why}");
     }
+    if let Some(j) = t.jit.mismatch() {
+        let _ = writeln!(s, "  warning: {j}");
+    }
     let _ = writeln!(s);
     let width = t
         .outcomes
@@ -427,6 +430,7 @@ mod tests {
             timing: Timing::Device,
             search: "exhaustive".into(),
             budget_ended: None,
+            jit: Default::default(),
             outcomes: vec![d, a, b, c, e, f],
             recheck: Some(Recheck {
                 candidate: "vector_length=128".into(),

@@ -5,7 +5,10 @@
 
 use std::fmt::Write as _;
 
-use accprof_reports::diff::{ratio_text as ratio, render_lines, totals_row};
+use accprof_analyzer::compare::{jit_mismatch, StartUp};
+use accprof_reports::diff::{
+    ratio_text as ratio, render_lines, totals_row, wall_without_startup_row,
+};
 
 use crate::{Difference, NotMeasured, Verified};
 use accprof_analyzer::units;
@@ -114,11 +117,22 @@ pub fn render(v: &Verified) -> Vec<u8> {
         &units::duration_ns(b.wall_ns),
         &ratio(a.wall_ns, b.wall_ns),
     );
+    let startup = a
+        .summary
+        .as_ref()
+        .zip(b.summary.as_ref())
+        .map(|(x, y)| (StartUp::of(x), StartUp::of(y)));
+    if let Some((x, y)) = &startup {
+        wall_without_startup_row(&mut s, a.wall_ns, x, b.wall_ns, y);
+    }
     let _ = writeln!(
         s,
         "  {:<28} {:>12} {:>12}",
         "OpenACC constructs reached", a.constructs, b.constructs
     );
+    if let Some(j) = startup.and_then(|(x, y)| jit_mismatch(&x, &y)) {
+        let _ = writeln!(s, "  warning: {j}");
+    }
     if let (Some(x), Some(y)) = (&a.summary, &b.summary) {
         render_lines(&mut s, &accprof_analyzer::compare::compare(x, y));
     }
@@ -241,5 +255,51 @@ mod tests {
         assert!(s.contains("n/a          n/a   not measured: no CUPTI in this run (libcupti.so not found); device times need it; the program ran on the host fallback"), "{s}");
         assert!(s.contains("kernel time                           n/a          n/a   not measured (same reason)"), "{s}");
         assert!(s.contains("2.0x more"), "{s}");
+    }
+
+    /// The original ran right after its build and compiled its PTX at
+    /// start-up (small_kernels_16_100: 87 ms of code loading), the patched
+    /// one found its code cached (small_kernels_8_300): the report says so
+    /// and gives the wall times without start-up beside the process's.
+    #[test]
+    fn a_run_that_compiled_its_code_against_a_warm_one_is_said() {
+        let summary = |name: &str| {
+            accprof_analyzer::testkit::fixtures::load("h200-ledger", name)
+                .summary()
+                .clone()
+        };
+        let with = |name: &str, wall_ns: u64| Measured {
+            summary: Some(summary(name)),
+            ..measured(
+                0,
+                wall_ns,
+                Err(NotMeasured {
+                    no_cupti: String::new(),
+                    host_fallback: false,
+                }),
+            )
+        };
+        let v = verified(
+            with("small_kernels_16_100", 500_000_000),
+            with("small_kernels_8_300", 500_000_000),
+            Vec::new(),
+        );
+        let s = text(&v);
+        assert!(
+            s.contains("  warning: before compiled its device code at start-up (the CUDA driver's cache missed: 87.1 ms of code loading"),
+            "{s}"
+        );
+        let row = s
+            .lines()
+            .find(|l| l.trim_start().starts_with("without CUDA start-up"))
+            .unwrap_or_else(|| panic!("no row in {s}"));
+        assert!(row.contains("309 ms") && row.contains("366 ms"), "{s}");
+
+        let v = verified(
+            with("small_kernels_8_300", 500_000_000),
+            with("launch_storm_2000", 500_000_000),
+            Vec::new(),
+        );
+        assert!(!text(&v).contains("warning"), "{}", text(&v));
     }
 }
