@@ -768,7 +768,7 @@ fn alloc_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {
             Cell::Int(u64::from(r.rank)),
             Cell::Int(u64::from(id.number())),
             Cell::opt_int(a.construct.map(|c| u64::from(c.number()))),
-            Cell::Str(a.variable.map_or("", |v| run.name(v))),
+            Cell::Str(run.alloc_name(id).as_deref().unwrap_or("")),
             Cell::Int(a.bytes),
             Cell::Us(rel(run, a.alloc_ns)),
             Cell::opt_us(a.free_ns().map(|t| rel(run, t))),

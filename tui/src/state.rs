@@ -679,7 +679,7 @@ impl State {
         }
         let mut rows = Vec::new();
         let mut bytes = 0u64;
-        for (_, a) in g.run.allocs() {
+        for (id, a) in g.run.allocs() {
             let from = g.at(a.alloc_ns);
             let to = a.free_ns().map_or(u64::MAX, |f| g.at(f));
             if from <= at && at < to {
@@ -692,11 +692,10 @@ impl State {
                     }
                 });
                 rows.push(Present {
-                    name: match a.variable {
-                        Some(v) => g.run.name(v).to_string(),
-                        None => a
-                            .construct
-                            .map_or_else(|| "?".to_string(), |c| uploaded(g, c)),
+                    name: match (g.run.alloc_name(id), a.construct) {
+                        (Some(n), _) => n,
+                        (None, Some(_)) => "(unnamed)".to_string(),
+                        (None, None) => "?".to_string(),
                     },
                     bytes: a.bytes,
                     place,
@@ -760,28 +759,6 @@ fn events_where(s: &Session, g: usize, keep: impl Fn(Item) -> bool) -> Vec<(usiz
         }
     }
     out
-}
-
-/// For a block the runtime allocated without a name (GCC maps a
-/// construct's variables in one block): the variables its construct
-/// copied to the device, "A+Anew".
-fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String {
-    let mut names: Vec<&str> = g
-        .run
-        .transfers_of(c)
-        .iter()
-        .filter(|&&t| {
-            g.run.transfer(t).kind == accprof_analyzer::vocabulary::CopyKind::HostToDevice
-        })
-        .filter_map(|&t| g.run.variable(t))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.is_empty() {
-        "(unnamed)".to_string()
-    } else {
-        names.join("+")
-    }
 }
 
 /// `text` with every absolute path in it cut to its file name.
