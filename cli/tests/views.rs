@@ -65,3 +65,24 @@ fn the_data_regions_copy_names_both_arrays_in_the_transfers_and_the_allocations(
         .expect("the data region's block");
     assert_eq!(block.split(',').nth(3), Some("u+unew"), "{csv}");
 }
+
+#[test]
+fn c1_gives_offsets_in_each_reads_own_range_and_says_what_its_count_counts() {
+    // The program swaps u and unew: the 19 reads of the same row fall in
+    // either buffer, 1.00 MiB into it.
+    let text = on("h200-coherence", "mpi_halo_stale_np2.r0", &["analyze"]);
+    let c1 = finding(&text, "C1");
+    assert!(
+        c1.contains("first offset read 1.00 MiB, last offset read 1.00 MiB"),
+        "{c1}"
+    );
+    assert!(c1.contains("19 times (the same page each time"), "{c1}");
+    assert!(!c1.contains("one per page"), "{c1}");
+}
+
+#[test]
+fn c2_names_the_line_of_the_constructs_that_used_the_device_copy_once() {
+    let text = on("h200-coherence", "lost_write_bad", &["analyze"]);
+    let c2 = finding(&text, "C2");
+    assert_eq!(c2.matches("at compute construct").count(), 1, "{c2}");
+}

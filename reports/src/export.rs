@@ -749,7 +749,7 @@ fn coherence_rows(r: &RunInput<'_>, sink: &mut dyn RowSink) -> io::Result<()> {
             Cell::Int(a.range_start),
             Cell::Int(a.range_bytes),
             Cell::opt_int(touched.then_some(a.host_addr)),
-            Cell::opt_int(touched.then(|| a.host_addr.saturating_sub(a.range_start))),
+            Cell::opt_int(touched.then(|| a.offset())),
             Cell::Bool(a.confirmed),
             Cell::opt_int(a.construct.map(|c| u64::from(c.number()))),
             site.map_or(Cell::Str(""), |s| Cell::Str(&s.file)),
