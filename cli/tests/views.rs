@@ -86,3 +86,85 @@ fn c2_names_the_line_of_the_constructs_that_used_the_device_copy_once() {
     let c2 = finding(&text, "C2");
     assert_eq!(c2.matches("at compute construct").count(), 1, "{c2}");
 }
+
+/// `accprof ARGS` in the repository's root, with no symbol path from the
+/// environment.
+fn in_repo(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(support::accprof())
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env_remove("ACCPROF_SYMBOL_PATH")
+        .env("ACCPROF_SYMBOLS_ONLY", "1")
+        .output()
+        .expect("accprof runs")
+}
+
+#[test]
+fn diff_without_the_binaries_says_why_its_lines_are_unknown() {
+    let o = in_repo(&[
+        "diff",
+        "cli/tests/fixtures/h200/laplace_bad_c.trace",
+        "cli/tests/fixtures/h200/laplace_good_c.trace",
+    ]);
+    assert!(o.status.success(), "{}", support::stderr(&o));
+    let text = support::stdout(&o);
+    assert!(text.contains("laplace_bad:? -> laplace_good:?"), "{text}");
+    assert!(
+        text.contains("note: neither run has source lines (\"?\")")
+            && text.contains("--symbols DIR"),
+        "{text}"
+    );
+    let err = support::stderr(&o);
+    assert!(
+        err.contains("laplace_bad_c.trace: note:") && err.contains("cannot read the binary"),
+        "{err}"
+    );
+}
+
+#[test]
+fn diff_gives_the_transfer_count_and_bytes_each_a_column() {
+    let o = in_repo(&[
+        "diff",
+        "cli/tests/fixtures/h200/laplace_bad_c.trace",
+        "cli/tests/fixtures/h200/laplace_good_c.trace",
+    ]);
+    let text = support::stdout(&o);
+    let row = |label: &str| -> Vec<String> {
+        let l = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("{label} in {text}"));
+        l.trim_start()[label.len()..]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(row("transfers"), ["300", "102"], "{text}");
+    assert_eq!(row("bytes moved"), ["1.25 GiB", "16.1 MiB"], "{text}");
+}
+
+#[test]
+fn the_demos_diff_line_finds_the_source_lines() {
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/demo.sh"))
+        .expect("demo.sh");
+    let line = demo
+        .lines()
+        .find(|l| l.trim_start().starts_with("compare=\"$accprof diff") && l.contains("$fixture"))
+        .expect("the demo's diff of the fixture");
+    let cmd = line
+        .trim()
+        .trim_start_matches("compare=\"$accprof ")
+        .trim_end_matches('"')
+        .replace("$fixture", "cli/tests/fixtures/h200/laplace_bad_c.trace");
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    let o = in_repo(&args);
+    assert!(o.status.success(), "{cmd}: {}", support::stderr(&o));
+    let text = support::stdout(&o);
+    assert!(!text.contains(":?"), "{cmd}:\n{text}");
+    assert!(
+        text.contains("laplace_bad.c:154 -> laplace_good.c:142"),
+        "{text}"
+    );
+}
