@@ -546,6 +546,26 @@ impl Lane {
         lo
     }
 
+    /// How many events run in `a..b`: those that start in it and those
+    /// started before it that run past `a` (a look back of at most 1024
+    /// events: events of one lane rarely overlap).
+    pub fn count_in(&self, a: u64, b: u64) -> u64 {
+        let lo = self.first_at_or_after(a) as usize;
+        let hi = self.first_at_or_after(b.max(a)) as usize;
+        let mut n = (hi - lo) as u64;
+        let mut j = lo;
+        for _ in 0..1024 {
+            if j == 0 || self.reach_at(j - 1) <= a {
+                break;
+            }
+            j -= 1;
+            if self.end_at(j) > a {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The first position whose event starts at or after `t`.
     pub fn first_at_or_after(&self, t: u64) -> u32 {
         self.first_not(0, self.len(), |s| s < t) as u32

@@ -423,7 +423,11 @@ impl State {
     /// any lane of the selected event's trace.
     /// With nothing selected, the first (last) one of the session.
     pub fn jump_host_access(&mut self, s: &Session, forward: bool) {
-        if self.selected.is_some() {
+        if let Some(e) = self.selected {
+            if s.groups[e.group].run.host_accesses().is_empty() {
+                self.say(NO_HOST_ACCESS.to_string());
+                return;
+            }
             self.jump_alike(s, forward, "host access (coherence check)", |it| {
                 matches!(it, Item::HostAccess(_))
             });
@@ -446,9 +450,7 @@ impl State {
         }
         match best {
             Some((_, ev)) => self.select_and_show(s, ev),
-            None => {
-                self.say("no host access recorded: runs under --check coherence record them".into())
-            }
+            None => self.say(NO_HOST_ACCESS.to_string()),
         }
     }
 
@@ -760,6 +762,9 @@ fn events_where(s: &Session, g: usize, keep: impl Fn(Item) -> bool) -> Vec<(usiz
     }
     out
 }
+
+/// What `h`/`H` say of a trace with no host access.
+const NO_HOST_ACCESS: &str = "no host access in this trace: it was recorded without the coherence check (or the check caught none); `accprof run --check coherence -- PROGRAM ARGS` records them";
 
 /// `text` with every absolute path in it cut to its file name.
 pub fn short_paths(text: &str) -> String {
