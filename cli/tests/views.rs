@@ -168,3 +168,67 @@ fn the_demos_diff_line_finds_the_source_lines() {
         "{text}"
     );
 }
+
+#[test]
+fn exports_description_names_every_format_and_table() {
+    for args in [&["--help"][..], &["export", "--help"]] {
+        let o = in_repo(args);
+        let text = support::stdout(&o);
+        let line = text
+            .lines()
+            .find(|l| l.contains("Tables as CSV or JSON"))
+            .unwrap_or_else(|| panic!("{text}"));
+        for word in ["ledger", "coherence", "Perfetto", "Chrome", "SVG", "PNG"] {
+            assert!(line.contains(word), "{word}: {line}");
+        }
+    }
+}
+
+#[test]
+fn the_readmes_run_synopsis_has_the_check() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let synopsis = readme
+        .lines()
+        .find(|l| l.starts_with("accprof run [--output"))
+        .expect("run synopsis");
+    assert!(synopsis.contains("[--check coherence]"), "{synopsis}");
+}
+
+#[test]
+fn completions_leave_out_the_collectors_own_flag() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = in_repo(&["completions", shell]);
+        assert!(o.status.success(), "{shell}");
+        let script = support::stdout(&o);
+        assert!(!script.contains("at-exit"), "{shell}:\n{script}");
+        assert!(script.contains("extended"), "{shell}:\n{script}");
+    }
+}
+
+#[test]
+fn a_proposal_of_several_directives_lines_them_up() {
+    let text = support::on_fixture("h100", "default_async_fail", &["analyze"]);
+    let at = text.find("   directive: ").expect("directive");
+    let mut lines = text[at..].lines();
+    let first = lines.next().expect("first");
+    let second = lines.next().expect("second");
+    assert!(first.ends_with("async(1)"), "{first}");
+    assert_eq!(
+        second,
+        format!("{}#pragma acc parallel loop async(2)", " ".repeat(14)),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_threaded_run_without_mpi_says_nothing_of_mpi() {
+    let text = support::on_fixture("h200-coherence", "coherence_threads_omit", &["analyze"]);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("host thread ") && l.contains("inside OpenACC"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!line.contains("MPI"), "{line}");
+    let text = on("h100", "mpi_halo_np2.r0", &["analyze"]);
+    assert!(text.contains("MPI calls"), "{text}");
+}
