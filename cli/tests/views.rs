@@ -232,3 +232,75 @@ fn a_threaded_run_without_mpi_says_nothing_of_mpi() {
     let text = on("h100", "mpi_halo_np2.r0", &["analyze"]);
     assert!(text.contains("MPI calls"), "{text}");
 }
+
+/// Rank 1 of the two-rank mpi_halo recording as if it had run on device 1
+/// (`acc_set_device_num(rank % 2)` on a host of two GPUs): every record
+/// that names a device re-encoded with device 1, the rest as recorded.
+/// No two-GPU recording exists; this is the real rank's content with only
+/// its device changed.
+fn on_device_1(dir: &std::path::Path) -> std::path::PathBuf {
+    use accprof_trace::Record;
+    let fixtures = accprof_analyzer::testkit::fixtures::dir("h100");
+    let t =
+        accprof_trace::read_file(&fixtures.join("mpi_halo_np2.r1.trace")).expect("rank 1 reads");
+    assert!(t.losses.is_empty());
+    let out = dir.join("mpi_halo_np2.r1.dev1.trace");
+    let file = std::fs::File::create(&out).expect("create");
+    let mut w = accprof_trace::Writer::new(file, &t.header).expect("header");
+    for mut r in t.records {
+        match &mut r {
+            Record::Device(d) => d.id = 1,
+            Record::Acc(a) => {
+                if a.device_number.is_some() {
+                    a.device_number = Some(1);
+                }
+            }
+            Record::Kernel(k) => k.device = 1,
+            Record::Memcpy(m) => m.device = 1,
+            Record::Memset(m) => m.device = 1,
+            _ => {}
+        }
+        w.write(&r).expect("write");
+    }
+    w.finish().expect("finish");
+    out
+}
+
+#[test]
+fn a_merged_report_names_every_device_its_lines_ran_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r1 = on_device_1(dir.path());
+    let fixtures = accprof_analyzer::testkit::fixtures::dir("h100");
+    let r0 = fixtures.join("mpi_halo_np2.r0.trace");
+    let report = |traces: &[&std::path::Path]| {
+        let o = std::process::Command::new(support::accprof())
+            .arg("report")
+            .arg("--symbols")
+            .arg(fixtures.join("bin"))
+            .args(traces)
+            .env_remove("ACCPROF_SYMBOL_PATH")
+            .env("ACCPROF_SYMBOLS_ONLY", "1")
+            .output()
+            .expect("accprof runs");
+        assert!(o.status.success(), "{}", support::stderr(&o));
+        support::stdout(&o)
+    };
+    let devices = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split("devicenum=").nth(1))
+            .map(str::to_string)
+            .collect()
+    };
+    // Each rank alone says its own device.
+    assert!(devices(&report(&[&r0])).iter().all(|d| d == "0"));
+    let alone = devices(&report(&[&r1]));
+    assert!(
+        !alone.is_empty() && alone.iter().all(|d| d == "1"),
+        "{alone:?}"
+    );
+    // Merged, the lines both ranks ran name both devices.
+    let merged = report(&[&r0, &r1]);
+    let both = devices(&merged);
+    assert!(both.iter().any(|d| d == "0,1"), "{merged}");
+    assert!(both.iter().all(|d| d == "0,1"), "{merged}");
+}
