@@ -304,3 +304,77 @@ fn a_merged_report_names_every_device_its_lines_ran_on() {
     assert!(both.iter().any(|d| d == "0,1"), "{merged}");
     assert!(both.iter().all(|d| d == "0,1"), "{merged}");
 }
+
+/// The rectangles of an SVG: x, y, width, height, opacity, fill.
+fn rects(svg: &str) -> Vec<(f64, f64, f64, f64, f64, String)> {
+    let doc = roxmltree::Document::parse(svg).expect("SVG parses");
+    let num = |n: roxmltree::Node, a: &str| -> f64 {
+        n.attribute(a).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    };
+    doc.descendants()
+        .filter(|n| n.has_tag_name("rect"))
+        .map(|n| {
+            (
+                num(n, "x"),
+                num(n, "y"),
+                num(n, "width"),
+                num(n, "height"),
+                n.attribute("opacity")
+                    .map_or(1.0, |v| v.parse().unwrap_or(1.0)),
+                n.attribute("fill").unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_timeline_plot_shades_each_lane_by_how_busy_it_was_and_marks_the_start_up() {
+    // small_kernels (the NPB BT/SP shape) on an H200: 191 ms of CUDA
+    // start-up and code loading in a 429 ms run, then many small kernels
+    // and copies: copies take 1% of that time.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("timeline.svg");
+    support::on_fixture(
+        "h200-ledger",
+        "small_kernels_16_100",
+        &[
+            "export",
+            "-f",
+            "svg",
+            "--plot",
+            "timeline",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    );
+    let svg = std::fs::read_to_string(&out).expect("svg");
+    assert!(svg.contains("CUDA start-up and code loading"), "{svg}");
+    let all = rects(&svg);
+    // The start-up: one grey band over every lane, as long as the
+    // ledger's start-up (191 ms of the 429 ms the axis spans).
+    let band = all
+        .iter()
+        .find(|r| r.5 == "#E8E8E8")
+        .expect("start-up band");
+    // The axis runs from the band's left edge to the plot's right margin.
+    let share = band.2 / (1200.0 - band.0 - 12.0);
+    assert!(
+        (0.40..0.50).contains(&share),
+        "start-up spans {share} of the axis: {band:?}"
+    );
+    // Each lane: its rectangles' widths weighted by their shade.
+    let lane = |fill: &str| -> (f64, f64) {
+        let rs: Vec<_> = all.iter().filter(|r| r.5 == fill).collect();
+        assert!(!rs.is_empty(), "{fill}");
+        let width: f64 = rs.iter().map(|r| r.2).sum();
+        let shade: f64 = rs.iter().map(|r| r.2 * r.4).sum::<f64>() / width;
+        (width, shade)
+    };
+    let (_, copyin) = lane("#FF7F0E");
+    let (_, device) = lane("#1F77B4");
+    assert!(copyin < 0.35, "copies take 1% of the time, shaded {copyin}");
+    assert!(
+        device < 0.9 && device > copyin,
+        "device shaded {device}, copies {copyin}"
+    );
+}
