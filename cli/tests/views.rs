@@ -250,11 +250,7 @@ fn on_device_1(dir: &std::path::Path) -> std::path::PathBuf {
     for mut r in t.records {
         match &mut r {
             Record::Device(d) => d.id = 1,
-            Record::Acc(a) => {
-                if a.device_number.is_some() {
-                    a.device_number = Some(1);
-                }
-            }
+            Record::Acc(a) if a.device_number.is_some() => a.device_number = Some(1),
             Record::Kernel(k) => k.device = 1,
             Record::Memcpy(m) => m.device = 1,
             Record::Memset(m) => m.device = 1,
