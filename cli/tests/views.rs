@@ -67,6 +67,22 @@ fn the_data_regions_copy_names_both_arrays_in_the_transfers_and_the_allocations(
 }
 
 #[test]
+fn an_allocation_says_how_much_of_it_no_copied_array_fills() {
+    // laplace_good's `data copy(A) create(Anew)`: one 16 MiB block, only
+    // A copied into it.
+    let csv = support::on_fixture(
+        "h200",
+        "laplace_good_c",
+        &["export", "-f", "csv", "--what", "allocations"],
+    );
+    let block = csv
+        .lines()
+        .find(|l| l.ends_with("laplace_good.c,main,132"))
+        .expect("the data region's block");
+    assert_eq!(block.split(',').nth(3), Some("A+8.03 MiB more"), "{csv}");
+}
+
+#[test]
 fn c1_gives_offsets_in_each_reads_own_range_and_says_what_its_count_counts() {
     // The program swaps u and unew: the 19 reads of the same row fall in
     // either buffer, 1.00 MiB into it.

@@ -122,21 +122,42 @@ impl Run {
     /// The variables device allocation `a` holds: the runtime's name for
     /// it, else (a block the runtime allocated without a name: GCC maps a
     /// construct's variables in one block) the variables its construct
-    /// copied to the device, "u+unew". None when nothing names them.
+    /// copied to the device, "u+unew", and the bytes of the block they do
+    /// not fill ("A+8.03 MiB more": a `create`d array is not copied).
+    /// None when nothing names them.
     pub fn alloc_name(&self, a: AllocId) -> Option<String> {
         let alloc = self.alloc(a);
         if let Some(v) = alloc.variable {
             return Some(self.name(v).to_string());
         }
-        let mut names: Vec<&str> = self
-            .transfers_of(alloc.construct?)
-            .iter()
-            .filter(|&&t| self.transfer(t).kind == CopyKind::HostToDevice)
-            .filter_map(|&t| self.variable(t))
-            .collect();
+        let mut names: Vec<&str> = Vec::new();
+        let mut buffers: Vec<(u64, u64)> = Vec::new();
+        for &t in self.transfers_of(alloc.construct?) {
+            let x = self.transfer(t);
+            if x.kind != CopyKind::HostToDevice {
+                continue;
+            }
+            let Some(n) = self.variable(t) else { continue };
+            names.push(n);
+            let key = (x.host_ptr().unwrap_or(u64::from(t.number())), x.bytes);
+            if !buffers.contains(&key) {
+                buffers.push(key);
+            }
+        }
         names.sort_unstable();
         names.dedup();
-        (!names.is_empty()).then(|| names.join("+"))
+        if names.is_empty() {
+            return None;
+        }
+        let named: u64 = buffers.iter().map(|b| b.1).sum();
+        // The runtime's own slots (pointers, sizes) fill a few bytes more.
+        let rest = alloc.bytes.saturating_sub(named);
+        let more = if rest > 4096 {
+            format!("+{} more", crate::units::bytes(rest))
+        } else {
+            String::new()
+        };
+        Some(format!("{}{more}", names.join("+")))
     }
 
     /// Whether [`Run::learn_names`] was asked.
