@@ -22,6 +22,10 @@
 #              .checked.err, .trace, .json, .analyze.txt, results.tsv
 #   --offload  yes: -foffload=nvptx-none (default), no: host code only
 #   --build    where the copies are built (default a temporary directory)
+#   --only build   build into --build and stop (on a machine with GCC's
+#              nvptx offload compiler); --only run: run what an earlier
+#              --only build left in --build (on the GPU machine, which has
+#              no compiler)
 # Prints one line per program: verification bare/checked, same output,
 # C1 C2 C3, the note's watched ranges; flags CHANGED (output or exit status
 # differ), FALSE-POSITIVE? (a C1/C2 on an unmodified program), MISSED (no C1
@@ -30,7 +34,7 @@
 # On the GPU machine: bench/npb_coherence.sh --npb NPB --class W --out $OUT/npbcoh
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-npb= class=W acc="$root/target/release/accprof" out=npb-coherence offload=yes build=
+npb= class=W acc="$root/target/release/accprof" out=npb-coherence offload=yes build= only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --npb) npb=$2; shift 2 ;;
@@ -39,10 +43,15 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --offload) offload=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     *) echo "npb_coherence.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case $only in ''|build|run) ;; *) echo "npb_coherence.sh: --only '$only' is not build or run" >&2; exit 2 ;; esac
+[ -z "$only" ] || [ -n "$build" ] || { echo "npb_coherence.sh: --only $only needs --build DIR" >&2; exit 2; }
+[ "$only" = run ] && npb=$build
 for d in SP BT FT LU MG; do
+  [ "$only" = run ] && break
   [ -n "$npb" ] && [ -d "$npb/$d" ] \
     || { echo "npb_coherence.sh: --npb '$npb' is not a checkout of the port (no $d/ in it)" >&2; exit 2; }
 done
@@ -52,8 +61,8 @@ case $offload in
   no) offflags="-foffload=disable" ;;
   *) echo "npb_coherence.sh: --offload '$offload' is not yes or no" >&2; exit 2 ;;
 esac
-[ -x "$acc" ] || { echo "npb_coherence.sh: accprof binary '$acc' not found" >&2; exit 2; }
-acc=$(cd "$(dirname "$acc")" && pwd)/$(basename "$acc")
+[ "$only" = build ] || [ -x "$acc" ] || { echo "npb_coherence.sh: accprof binary '$acc' not found" >&2; exit 2; }
+[ "$only" = build ] || acc=$(cd "$(dirname "$acc")" && pwd)/$(basename "$acc")
 mkdir -p "$out" || { echo "npb_coherence.sh: cannot create '$out'" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 npb=$(cd "$npb" && pwd)
@@ -62,7 +71,7 @@ if [ -z "$build" ]; then
   trap 'rm -rf "$build"' EXIT
 else
   build=$(realpath -m "$build")
-  case "$build/" in "$npb"/*) echo "npb_coherence.sh: --build '$build' is inside --npb '$npb'" >&2; exit 2 ;; esac
+  [ "$only" = run ] || case "$build/" in "$npb"/*) echo "npb_coherence.sh: --build '$build' is inside --npb '$npb'" >&2; exit 2 ;; esac
   mkdir -p "$build" || { echo "npb_coherence.sh: cannot create '$build'" >&2; exit 2; }
 fi
 cc=gcc-12
@@ -109,13 +118,14 @@ sp_noupdate SP SP/SP sp"
 while read -r name dir sub bin; do
   sed=
   [ "$name" = sp_noupdate ] && sed='/^[[:space:]]*#pragma acc update host(u)[[:space:]]*$/d'
-  build_one "$name" "$dir" "${sub#*/}" "$sed" || exit 1
+  [ "$only" = run ] || build_one "$name" "$dir" "${sub#*/}" "$sed" || exit 1
   x="$build/$name/bin/$bin.$class.x"
   [ -x "$x" ] || { echo "npb_coherence.sh: $x was not built" >&2; exit 1; }
   if [ "$name" = sp_noupdate ] && grep -q '#pragma acc update host(u)' "$build/$name/${sub#*/}/sp.c"; then
     echo "npb_coherence.sh: the sed left sp.c's update host(u) in place" >&2; exit 1
   fi
 done <<< "$progs"
+[ "$only" != build ] || { echo "built into $build"; exit 0; }
 
 # SP and BT keep their arrays on the stack.
 ulimit -s unlimited 2> /dev/null || ulimit -s "$(ulimit -H -s)"

@@ -32,7 +32,7 @@ else
   "$accprof" analyze --symbols cli/tests/fixtures/h200/bin --source-dir samples "$fixture"
   "$accprof" analyze --patch --symbols cli/tests/fixtures/h200/bin --source-dir samples "$fixture"
   shown="--symbols cli/tests/fixtures/h200/bin --source-dir samples $fixture"
-  compare="$accprof diff $fixture cli/tests/fixtures/h200/laplace_good_c.trace"
+  compare="$accprof diff --symbols cli/tests/fixtures/h200/bin --source-dir samples $fixture cli/tests/fixtures/h200/laplace_good_c.trace"
 fi
 cat <<EOF
 

@@ -217,6 +217,11 @@ pub struct Ledger {
     pub timed: bool,
     /// Driver calls recorded.
     pub driver_calls: u64,
+    /// From the first start-up call's start to the last one's end
+    /// ([`Part::StartUp`]: the driver, a context, the device code
+    /// loaded): where the run waited for CUDA before its work; None
+    /// without the driver's timings.
+    pub startup_span: Option<(u64, u64)>,
     /// Host threads that ran OpenACC constructs or MPI calls, the busiest
     /// first.
     pub threads: Vec<ThreadLedger>,
@@ -438,6 +443,8 @@ pub struct LedgerSink {
     alloc_calls: Vec<(u64, u64)>,
     free_calls: Vec<(u64, u64)>,
     alloc_events: Vec<(u64, u64, u64)>,
+    /// The first start and the last end of the start-up calls.
+    startup: Option<(u64, u64)>,
     /// The trace cannot hold driver calls (its format is older than
     /// them, or CUPTI did not record): no construct is kept for calls to
     /// come.
@@ -601,6 +608,12 @@ impl Sink for LedgerSink {
                 .saturating_add(d.end_ns.saturating_sub(d.start_ns));
             self.module_load_calls += 1;
         }
+        if Part::of(d.op) == Part::StartUp {
+            self.startup = Some(match self.startup {
+                Some((s, e)) => (s.min(d.start_ns), e.max(d.end_ns)),
+                None => (d.start_ns, d.end_ns),
+            });
+        }
         self.arrive(d.thread, d.start_ns, d.end_ns, Some(d.op));
     }
 
@@ -666,6 +679,7 @@ impl LedgerSink {
             wall_ns: last.saturating_sub(first),
             timed: self.driver_calls > 0,
             driver_calls: self.driver_calls,
+            startup_span: self.startup,
             threads,
             sites: self.sites,
             before_first_record_ns: info

@@ -365,6 +365,13 @@ pub fn diff(args: &DiffArgs) -> anyhow::Result<u8> {
         false,
     )?;
     let c = accprof_analyzer::compare::compare(&loaded[0].summary, &loaded[1].summary);
+    // What each run's report would say of its trace (a damaged trace, a
+    // binary not found for source lines), naming the trace.
+    for l in &loaded {
+        for w in accprof_reports::text::warnings(&l.summary, false) {
+            eprintln!("accprof: {}: {w}", l.path.display());
+        }
+    }
     for w in accprof_reports::diff::warnings(&c) {
         eprintln!("accprof: {w}");
     }

@@ -103,7 +103,8 @@ enum Command {
     #[command(after_help = TUNE_EXAMPLES)]
     Tune(tune::TuneArgs),
     /// Tables as CSV or JSON (summary, constructs, kernels, transfers,
-    /// allocations, findings, ranks).
+    /// allocations, findings, ranks, ledger, coherence), the timeline for
+    /// Perfetto or Chrome, plots as SVG or PNG.
     #[command(after_help = EXPORT_EXAMPLES)]
     Export(export::ExportArgs),
     /// Compare two runs: per source line, kernel and transfer kind, counts,
@@ -270,10 +271,54 @@ fn existing_source_dirs(s: &export::SourceArgs) -> anyhow::Result<()> {
 
 /// Writes the completion script for `shell` to stdout.
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    let mut cmd = Cli::command();
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "accprof", &mut script);
-    write_stdout(&script)?;
+    clap_complete::generate(shell, &mut cmd, "accprof", &mut script);
+    let script = String::from_utf8_lossy(&script);
+    write_stdout(without_flags(&script, &hidden_flags(&cmd)).as_bytes())?;
     Ok(0)
+}
+
+/// The long names of the hidden flags of `cmd` and its subcommands (for
+/// the collector's use, not a person's).
+fn hidden_flags(cmd: &clap::Command) -> Vec<String> {
+    let mut out: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.is_hide_set())
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect();
+    for sub in cmd.get_subcommands() {
+        out.extend(hidden_flags(sub));
+    }
+    out
+}
+
+/// A completion script without `flags`: clap_complete offers hidden flags
+/// too. Each shell's script names a flag on a line of its own (zsh, fish,
+/// elvish, PowerShell) or as a word of a list (bash).
+fn without_flags(script: &str, flags: &[String]) -> String {
+    let mut out = String::with_capacity(script.len());
+    'lines: for line in script.lines() {
+        let mut line = line.to_string();
+        for f in flags {
+            let flag = format!("--{f}");
+            let own_line = [
+                format!("'{flag}["),
+                format!("-l {f} "),
+                format!("cand {flag} "),
+                format!("('{flag}',"),
+            ];
+            if own_line.iter().any(|p| line.contains(p.as_str())) {
+                continue 'lines;
+            }
+            line = line
+                .replace(&format!(" {flag} "), " ")
+                .replace(&format!(" {flag}\""), "\"");
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// An error and its causes on one line, without repeating a cause that the

@@ -37,9 +37,16 @@ pub fn render_totals(s: &mut String, a: &Totals, b: &Totals) {
     );
     totals_row(
         s,
-        "  transfers (count, bytes)",
-        &format!("{} {}", a.transfers, units::bytes(a.transfer_bytes)),
-        &format!("{} {}", b.transfers, units::bytes(b.transfer_bytes)),
+        "  transfers",
+        &a.transfers.to_string(),
+        &b.transfers.to_string(),
+        "",
+    );
+    totals_row(
+        s,
+        "  bytes moved",
+        &units::bytes(a.transfer_bytes),
+        &units::bytes(b.transfer_bytes),
         "",
     );
     totals_row(
@@ -252,6 +259,31 @@ pub fn render_text(c: &Comparison, before: &str, after: &str) -> Vec<u8> {
     }
     if let Some(j) = accprof_analyzer::compare::jit_mismatch(&c.before.startup, &c.after.startup) {
         let _ = writeln!(s, "  note: {j}");
+    }
+    let unknown = |side: fn(&Row) -> (bool, Option<u32>)| {
+        let rows: Vec<Option<u32>> = c
+            .rows
+            .iter()
+            .map(side)
+            .filter(|(has, _)| *has)
+            .map(|(_, l)| l)
+            .collect();
+        !rows.is_empty() && rows.iter().all(Option::is_none)
+    };
+    let lineless = match (
+        unknown(|r| (r.before.is_some(), r.before_line)),
+        unknown(|r| (r.after.is_some(), r.after_line)),
+    ) {
+        (true, true) => Some("neither run has source lines"),
+        (true, false) => Some("before has no source lines"),
+        (false, true) => Some("after has no source lines"),
+        (false, false) => None,
+    };
+    if let Some(lineless) = lineless {
+        let _ = writeln!(
+            s,
+            "  note: {lineless} (\"?\"): the binaries that ran were not found, or are other builds; --symbols DIR names a directory with copies of them"
+        );
     }
     render_totals(&mut s, &c.before, &c.after);
     render_lines(&mut s, c);

@@ -206,7 +206,15 @@ fn finding_text(
     }
     wrap(s, &f.proposal.text, "   proposal: ", "             ", width);
     if let Some(d) = &f.proposal.directive {
-        let _ = writeln!(s, "   directive: {d}");
+        // A directive per line (S4 proposes several), each under the first.
+        for (i, line) in d.lines().enumerate() {
+            let label = if i == 0 {
+                "   directive: "
+            } else {
+                "              "
+            };
+            let _ = writeln!(s, "{label}{line}");
+        }
     }
     if f.proposal.patch.is_some() {
         let _ = writeln!(

@@ -173,14 +173,20 @@ pub fn render(out: &mut String, l: &Ledger) {
             "  (the trace has no CUDA driver timings, so the time inside constructs is not split)"
         );
     }
+    // MPI is named only for a run that made MPI calls.
+    let mpi = l.threads.iter().any(|t| t.mpi_calls > 0);
     for t in &l.threads[1..] {
         let _ = writeln!(
             out,
-            "  host thread {}: inside OpenACC constructs {} ({:.0}%), MPI calls {}",
+            "  host thread {}: inside OpenACC constructs {} ({:.0}%){}",
             t.thread,
             units::duration_ns(t.inside_ns),
             share(t.inside_ns),
-            units::duration_ns(t.mpi_ns)
+            if mpi {
+                format!(", MPI calls {}", units::duration_ns(t.mpi_ns))
+            } else {
+                String::new()
+            }
         );
     }
 }

@@ -90,8 +90,12 @@ pub enum Data {
     Timeline {
         title: String,
         span_ms: f64,
-        /// Lane name and its busy column ranges.
-        lanes: Vec<(String, RGBColor, Vec<Range<usize>>)>,
+        /// Lane name and how busy it is in each of [`TIMELINE_COLUMNS`]
+        /// columns (0 to 1).
+        lanes: Vec<(String, RGBColor, Vec<f64>)>,
+        /// Where the runs waited for CUDA to start and load the device
+        /// code, in ms from the plot's start.
+        startup: Vec<(f64, f64)>,
     },
     Sizes {
         title: String,
@@ -211,9 +215,12 @@ fn sizes(runs: &[RunInput<'_>]) -> Data {
     }
 }
 
-/// Busy columns of each lane: an event marks every column it touches, so
-/// any number of events draws as at most one rectangle per busy stretch.
+/// Each track of the runs (`Run::track`: a host thread's top-level
+/// constructs and MPI calls, a device queue, a copy direction) with how
+/// busy it is in each column (`Run::busy_shares`), and the CUDA start-up
+/// of each run (`Ledger::startup_span`).
 fn timeline(runs: &[RunInput<'_>]) -> Data {
+    use accprof_analyzer::model::{CopyDirection, Track};
     let start = runs
         .iter()
         .map(|r| r.run.process.span_ns.0)
@@ -226,25 +233,10 @@ fn timeline(runs: &[RunInput<'_>]) -> Data {
         .unwrap_or(0)
         .max(start + 1);
     let span = end - start;
-    let col = |t: u64| -> usize {
-        ((t.saturating_sub(start) as u128 * TIMELINE_COLUMNS as u128 / span as u128) as usize)
-            .min(TIMELINE_COLUMNS - 1)
-    };
-    type Lane = (String, RGBColor, Vec<bool>);
-    let mut lanes: Vec<Lane> = Vec::new();
-    let mut mark = |name: String, colour: RGBColor, a: u64, b: u64| {
-        let i = match lanes.iter().position(|l| l.0 == name) {
-            Some(i) => i,
-            None => {
-                lanes.push((name, colour, vec![false; TIMELINE_COLUMNS]));
-                lanes.len() - 1
-            }
-        };
-        for c in &mut lanes[i].2[col(a)..=col(b.max(a))] {
-            *c = true;
-        }
-    };
+    let ms = |t: u64| t.saturating_sub(start) as f64 / 1e6;
     let many = runs.len() > 1;
+    let mut lanes = Vec::new();
+    let mut startup = Vec::new();
     for r in runs {
         let run = r.run;
         let who = if many {
@@ -252,53 +244,53 @@ fn timeline(runs: &[RunInput<'_>]) -> Data {
         } else {
             String::new()
         };
-        for (_, c) in run.constructs() {
-            if c.parent.is_none() {
-                let e = c.end_ns().unwrap_or(run.process.span_ns.1);
-                mark(format!("{who}host {}", c.thread), HOST, c.start_ns, e);
-            }
-        }
-        for (_, k) in run.kernels() {
-            mark(
-                format!("{who}GPU{} stream {}", k.device, k.stream),
-                KERNEL,
-                k.start_ns,
-                k.end_ns,
-            );
-        }
-        for (_, t) in run.transfers() {
-            let (name, colour) = match t.kind {
-                CopyKind::HostToDevice => ("copyin", COPYIN),
-                CopyKind::DeviceToHost => ("copyout", COPYOUT),
-                _ => ("other copies", HOST),
+        for (track, shares) in run.busy_shares(start, end, TIMELINE_COLUMNS) {
+            let (name, colour) = match track {
+                // Nested constructs run inside the top-level ones.
+                Track::Thread { depth: 1.., .. } => continue,
+                Track::Thread { thread, .. } => (format!("host {thread}"), HOST),
+                Track::Queue { device, stream } => (format!("GPU{device} stream {stream}"), KERNEL),
+                Track::Copies(CopyDirection::Upload) => ("copyin".to_string(), COPYIN),
+                Track::Copies(CopyDirection::Download) => ("copyout".to_string(), COPYOUT),
+                Track::Copies(CopyDirection::Other) => ("other copies".to_string(), HOST),
+                Track::Memsets => ("memsets".to_string(), HOST),
             };
-            mark(format!("{who}{name}"), colour, t.start_ns, t.end_ns);
+            lanes.push((format!("{who}{name}"), colour, shares));
+        }
+        if let Some((a, b)) = run.ledger().startup_span {
+            startup.push((ms(a), ms(b)));
         }
     }
-    let lanes = lanes
-        .into_iter()
-        .map(|(name, colour, cols)| {
-            let mut runs = Vec::new();
-            let mut i = 0;
-            while i < cols.len() {
-                if cols[i] {
-                    let s = i;
-                    while i < cols.len() && cols[i] {
-                        i += 1;
-                    }
-                    runs.push(s..i);
-                } else {
-                    i += 1;
-                }
-            }
-            (name, colour, runs)
-        })
-        .collect();
     Data::Timeline {
         title: "timeline".to_string(),
         span_ms: span as f64 / 1e6,
         lanes,
+        startup,
     }
+}
+
+/// Shading of the start-up span, and its label.
+const STARTUP: RGBColor = RGBColor(232, 232, 232);
+pub const STARTUP_LABEL: &str = "CUDA start-up and code loading";
+
+/// The busy columns of a lane as runs of equal shade (in eighths, as the
+/// terminal timeline draws them): one rectangle per run, not per column.
+fn shades(shares: &[f64]) -> impl Iterator<Item = (Range<usize>, f64)> + '_ {
+    let eighths = |s: f64| (s * 8.0).ceil().clamp(0.0, 8.0) as u8;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < shares.len() && eighths(shares[i]) == 0 {
+            i += 1;
+        }
+        if i >= shares.len() {
+            return None;
+        }
+        let (s, e) = (i, eighths(shares[i]));
+        while i < shares.len() && eighths(shares[i]) == e {
+            i += 1;
+        }
+        Some((s..i, f64::from(e) / 8.0))
+    })
 }
 
 fn height(d: &Data) -> u32 {
@@ -432,6 +424,7 @@ where
             title,
             span_ms,
             lanes,
+            startup,
         } => {
             let n = lanes.len().max(1);
             let mut chart = ChartBuilder::on(&area)
@@ -455,18 +448,33 @@ where
                 })
                 .draw()
                 .map_err(err)?;
+            // CUDA's start-up behind the lanes, said in words over them.
+            let top = 2 * n as i32;
+            for &(a, b) in startup {
+                chart
+                    .draw_series([Rectangle::new([(a, top), (b, 0)], STARTUP.filled())])
+                    .map_err(err)?;
+                chart
+                    .draw_series([Text::new(
+                        STARTUP_LABEL.to_string(),
+                        (a, top),
+                        (f, SMALL_PX).into_font().color(&BLACK),
+                    )])
+                    .map_err(err)?;
+            }
             let per_col = span_ms / TIMELINE_COLUMNS as f64;
-            for (i, (_, colour, runs)) in lanes.iter().enumerate() {
-                // The first lane on top.
+            for (i, (_, colour, shares)) in lanes.iter().enumerate() {
+                // The first lane on top; each column as dark as the lane
+                // was busy there, a busy one never lost.
                 let y = 2 * (n - 1 - i) as i32;
                 chart
-                    .draw_series(runs.iter().map(|r| {
+                    .draw_series(shades(shares).map(|(cols, share)| {
                         let mut rect = Rectangle::new(
                             [
-                                (r.start as f64 * per_col, y + 2),
-                                (r.end as f64 * per_col, y),
+                                (cols.start as f64 * per_col, y + 2),
+                                (cols.end as f64 * per_col, y),
                             ],
-                            colour.filled(),
+                            colour.mix(0.15 + 0.85 * share).filled(),
                         );
                         rect.set_margin(4, 4, 0, 0);
                         rect
@@ -882,17 +890,19 @@ mod tests {
 
     #[test]
     fn the_first_lane_of_a_timeline_is_on_top() {
+        let busy = |cols: Range<usize>| {
+            let mut v = vec![0.0; TIMELINE_COLUMNS];
+            v[cols].fill(1.0);
+            v
+        };
         let d = Data::Timeline {
             title: "timeline".into(),
             span_ms: 1.0,
             lanes: vec![
-                ("host 1".into(), HOST, vec![Range { start: 0, end: 10 }]),
-                (
-                    "GPU0 stream 7".into(),
-                    KERNEL,
-                    vec![Range { start: 5, end: 8 }],
-                ),
+                ("host 1".into(), HOST, busy(0..10)),
+                ("GPU0 stream 7".into(), KERNEL, busy(5..8)),
             ],
+            startup: Vec::new(),
         };
         let all = labels(&svg(&d));
         let y = |name: &str| all.iter().find(|l| l.text == name).expect(name).y;

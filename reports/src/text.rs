@@ -319,7 +319,13 @@ fn render_function(
     let _ = writeln!(
         out,
         "  {}  {}  devicenum={}",
-        f.function, f.device_label, f.device_number
+        f.function,
+        f.device_label,
+        f.device_numbers
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
     );
     let _ = writeln!(out, "    time(us): {}", micros(f.time_ns));
     let mut lines: Vec<&LineSummary> = f.lines.iter().collect();

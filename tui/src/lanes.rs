@@ -266,7 +266,7 @@ impl Lane {
                 let m = run.memset(v[i]);
                 (m.start_ns, m.end_ns)
             }
-            Ids::Mixed(v) => item_span(run, v[i]),
+            Ids::Mixed(v) => run.span(v[i]),
         };
         span_on_clock(s, e, self.shift)
     }
@@ -326,7 +326,7 @@ impl Lane {
             (Ids::Memsets(v), Item::Memset(m)) => look(v, &m, scan),
             // In start order: from the first event starting with it.
             (Ids::Mixed(v), it) => {
-                let (s, e) = item_span(&self.run, it);
+                let (s, e) = self.run.span(it);
                 let (start, _) = span_on_clock(s, e, self.shift);
                 let from = self.first_not(0, v.len(), |s| s < start);
                 v[from..].iter().position(|&x| x == it).map(|p| from + p)
@@ -544,6 +544,26 @@ impl Lane {
             }
         }
         lo
+    }
+
+    /// How many events run in `a..b`: those that start in it and those
+    /// started before it that run past `a` (a look back of at most 1024
+    /// events: events of one lane rarely overlap).
+    pub fn count_in(&self, a: u64, b: u64) -> u64 {
+        let lo = self.first_at_or_after(a) as usize;
+        let hi = self.first_at_or_after(b.max(a)) as usize;
+        let mut n = (hi - lo) as u64;
+        let mut j = lo;
+        for _ in 0..1024 {
+            if j == 0 || self.reach_at(j - 1) <= a {
+                break;
+            }
+            j -= 1;
+            if self.end_at(j) > a {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The first position whose event starts at or after `t`.
@@ -934,31 +954,6 @@ fn span_on_clock(start: u64, end: u64, shift: i128) -> (u64, u64) {
     (s, on_clock(end, shift).max(s))
 }
 
-/// An event's start and end in the model (a construct whose end never
-/// came runs to the end of the run).
-fn item_span(run: &Run, item: Item) -> (u64, u64) {
-    match item {
-        Item::Construct(c) => {
-            let (s, e) = run.construct_span(c);
-            (s, e.unwrap_or(run.process.span_ns.1))
-        }
-        Item::Kernel(k) => run.kernel_span(k),
-        Item::Transfer(t) => run.transfer_span(t),
-        Item::Memset(m) => {
-            let m = run.memset(m);
-            (m.start_ns, m.end_ns)
-        }
-        Item::MpiCall(m) => {
-            let m = run.mpi_call(m);
-            (m.start_ns, m.end_ns)
-        }
-        Item::HostAccess(a) => {
-            let t = run.host_access(a).time_ns;
-            (t, t)
-        }
-    }
-}
-
 /// The most rows a host thread's nested constructs take.
 pub const MAX_DEPTH: u8 = 3;
 
@@ -1062,7 +1057,7 @@ impl RunLanes {
                     lanes.len() - 1
                 }
             };
-            let (s, e) = item_span(run, item);
+            let (s, e) = run.span(item);
             let (start, end) = span_on_clock(s, e, shift);
             lanes[lane].push(item, start, end, tag);
         }

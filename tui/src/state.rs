@@ -423,7 +423,11 @@ impl State {
     /// any lane of the selected event's trace.
     /// With nothing selected, the first (last) one of the session.
     pub fn jump_host_access(&mut self, s: &Session, forward: bool) {
-        if self.selected.is_some() {
+        if let Some(e) = self.selected {
+            if s.groups[e.group].run.host_accesses().is_empty() {
+                self.say(NO_HOST_ACCESS.to_string());
+                return;
+            }
             self.jump_alike(s, forward, "host access (coherence check)", |it| {
                 matches!(it, Item::HostAccess(_))
             });
@@ -446,9 +450,7 @@ impl State {
         }
         match best {
             Some((_, ev)) => self.select_and_show(s, ev),
-            None => {
-                self.say("no host access recorded: runs under --check coherence record them".into())
-            }
+            None => self.say(NO_HOST_ACCESS.to_string()),
         }
     }
 
@@ -679,7 +681,7 @@ impl State {
         }
         let mut rows = Vec::new();
         let mut bytes = 0u64;
-        for (_, a) in g.run.allocs() {
+        for (id, a) in g.run.allocs() {
             let from = g.at(a.alloc_ns);
             let to = a.free_ns().map_or(u64::MAX, |f| g.at(f));
             if from <= at && at < to {
@@ -692,11 +694,10 @@ impl State {
                     }
                 });
                 rows.push(Present {
-                    name: match a.variable {
-                        Some(v) => g.run.name(v).to_string(),
-                        None => a
-                            .construct
-                            .map_or_else(|| "?".to_string(), |c| uploaded(g, c)),
+                    name: match (g.run.alloc_name(id), a.construct) {
+                        (Some(n), _) => n,
+                        (None, Some(_)) => "(unnamed)".to_string(),
+                        (None, None) => "?".to_string(),
                     },
                     bytes: a.bytes,
                     place,
@@ -762,27 +763,8 @@ fn events_where(s: &Session, g: usize, keep: impl Fn(Item) -> bool) -> Vec<(usiz
     out
 }
 
-/// For a block the runtime allocated without a name (GCC maps a
-/// construct's variables in one block): the variables its construct
-/// copied to the device, "A+Anew".
-fn uploaded(g: &crate::data::Group, c: accprof_analyzer::ConstructId) -> String {
-    let mut names: Vec<&str> = g
-        .run
-        .transfers_of(c)
-        .iter()
-        .filter(|&&t| {
-            g.run.transfer(t).kind == accprof_analyzer::vocabulary::CopyKind::HostToDevice
-        })
-        .filter_map(|&t| g.run.variable(t))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.is_empty() {
-        "(unnamed)".to_string()
-    } else {
-        names.join("+")
-    }
-}
+/// What `h`/`H` say of a trace with no host access.
+const NO_HOST_ACCESS: &str = "no host access in this trace: it was recorded without the coherence check (or the check caught none); `accprof run --check coherence -- PROGRAM ARGS` records them";
 
 /// `text` with every absolute path in it cut to its file name.
 pub fn short_paths(text: &str) -> String {

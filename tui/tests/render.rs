@@ -665,3 +665,61 @@ fn thirty_two_ranks_open_in_rank_order_one_row_each_and_expand_on_enter() {
     let st = view::open_state(&s, Rect::new(0, 0, W, H));
     assert!(st.collapsed.iter().all(|&c| !c));
 }
+
+#[test]
+fn the_help_lines_are_whole_on_wide_terminals() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    keys(&s, &mut st, &[KeyCode::Char('?')]);
+    for w in [W, 160, 200] {
+        let text = screen(&s, &st, w, H);
+        for (k, v) in view::KEYS {
+            assert!(
+                text.lines().any(|l| l.contains(k) && l.contains(v)),
+                "{w} columns: {k} {v}:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_status_bar_counts_an_event_that_runs_across_the_window() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    keys(
+        &s,
+        &mut st,
+        &[KeyCode::Tab, KeyCode::Enter, KeyCode::Char('z')],
+    );
+    assert!(st.selected.is_some());
+    keys(&s, &mut st, &[KeyCode::Char('+'); 4]);
+    let text = screen(&s, &st, W, H);
+    let status = text
+        .lines()
+        .find(|l| l.contains(" events"))
+        .expect("status bar");
+    assert!(status.contains("selected:"), "{status}");
+    assert!(!status.contains(" 0 of "), "{status}");
+}
+
+#[test]
+fn h_on_a_trace_without_the_coherence_check_says_how_to_record_one() {
+    let s = h200(&["laplace_bad_c"]);
+    let mut st = State::new(&s);
+    for with_selection in [false, true] {
+        if with_selection {
+            keys(&s, &mut st, &[KeyCode::Tab, KeyCode::Enter]);
+            assert!(st.selected.is_some());
+        }
+        for k in ['h', 'H'] {
+            st.message = None;
+            keys(&s, &mut st, &[KeyCode::Char(k)]);
+            let said = st.message.clone().unwrap_or_default();
+            assert!(
+                said.contains("recorded without the coherence check")
+                    && said.contains("accprof run --check coherence"),
+                "{k} (selection: {with_selection}): {said}"
+            );
+        }
+    }
+}

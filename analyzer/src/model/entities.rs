@@ -136,6 +136,15 @@ pub struct HostAccess {
     pub confirmed: bool,
 }
 
+impl HostAccess {
+    /// Where in its mapped range the access fell: bytes from the range's
+    /// start (the host may map another buffer at each construct, so only
+    /// the access's own range gives it a meaning).
+    pub fn offset(&self) -> u64 {
+        self.host_addr.saturating_sub(self.range_start)
+    }
+}
+
 /// A call of an MPI routine, as the collector's PMPI wrappers saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpiCall {

@@ -2,6 +2,8 @@
 //! the questions every timeline (the `tui`, the Chrome and Perfetto
 //! exports) asks of the model instead of deciding them each.
 
+use std::collections::BTreeMap;
+
 use accprof_trace::CopyKind;
 
 use super::entities::*;
@@ -92,6 +94,94 @@ impl Run {
                 depth: 0,
             },
         }
+    }
+
+    /// When `item` ran, on the run's trace clock: a construct whose end
+    /// never came runs to the end of the run; a host access is an instant.
+    pub fn span(&self, item: Item) -> (u64, u64) {
+        match item {
+            Item::Construct(c) => {
+                let (s, e) = self.construct_span(c);
+                (s, e.unwrap_or(self.process.span_ns.1))
+            }
+            Item::Kernel(k) => self.kernel_span(k),
+            Item::Transfer(t) => self.transfer_span(t),
+            Item::Memset(m) => {
+                let m = self.memset(m);
+                (m.start_ns, m.end_ns)
+            }
+            Item::MpiCall(m) => {
+                let m = self.mpi_call(m);
+                (m.start_ns, m.end_ns)
+            }
+            Item::HostAccess(a) => {
+                let t = self.host_access(a).time_ns;
+                (t, t)
+            }
+        }
+    }
+
+    /// Every event a timeline draws: constructs, kernels, transfers,
+    /// memsets, MPI calls and host accesses.
+    pub fn items(&self) -> impl Iterator<Item = Item> + '_ {
+        let n = |len: usize| 0..len;
+        n(self.tables.constructs.len())
+            .map(|i| Item::Construct(ConstructId::at(i)))
+            .chain(n(self.tables.kernels.len()).map(|i| Item::Kernel(KernelId::at(i))))
+            .chain(n(self.tables.transfers.len()).map(|i| Item::Transfer(TransferId::at(i))))
+            .chain(self.memsets().map(|(id, _)| Item::Memset(id)))
+            .chain(self.mpi_call_ids().map(|(id, _)| Item::MpiCall(id)))
+            .chain(self.host_access_ids().map(|(id, _)| Item::HostAccess(id)))
+    }
+
+    /// How busy each track was in each of `columns` equal parts of
+    /// `a..b` (the run's clock): the share of the part that at least one
+    /// of the track's events covers, 0 to 1. Events that overlap on a
+    /// track (nested constructs, concurrent copies) count once.
+    pub fn busy_shares(&self, a: u64, b: u64, columns: usize) -> BTreeMap<Track, Vec<f64>> {
+        let mut spans: BTreeMap<Track, Vec<(u64, u64)>> = BTreeMap::new();
+        for item in self.items() {
+            let (s, e) = self.span(item);
+            if e > s && e > a && s < b {
+                spans.entry(self.track(item)).or_default().push((s, e));
+            }
+        }
+        let width = b.saturating_sub(a).max(1) as f64 / columns.max(1) as f64;
+        spans
+            .into_iter()
+            .map(|(track, mut list)| {
+                list.sort_unstable();
+                let mut shares = vec![0.0; columns];
+                let mut add = |s: u64, e: u64| {
+                    let (s, e) = ((s.max(a) - a) as f64, (e.min(b) - a) as f64);
+                    let first = (s / width) as usize;
+                    let last = ((e / width) as usize).min(columns.saturating_sub(1));
+                    for (c, share) in shares.iter_mut().enumerate().take(last + 1).skip(first) {
+                        let (lo, hi) = (c as f64 * width, (c + 1) as f64 * width);
+                        *share += (e.min(hi) - s.max(lo)).max(0.0) / width;
+                    }
+                };
+                // The union of the spans, a stretch at a time.
+                let mut open: Option<(u64, u64)> = None;
+                for (s, e) in list {
+                    match open {
+                        Some((os, oe)) if s <= oe => open = Some((os, oe.max(e))),
+                        Some((os, oe)) => {
+                            add(os, oe);
+                            open = Some((s, e));
+                        }
+                        None => open = Some((s, e)),
+                    }
+                }
+                if let Some((s, e)) = open {
+                    add(s, e);
+                }
+                for share in &mut shares {
+                    *share = share.min(1.0);
+                }
+                (track, shares)
+            })
+            .collect()
     }
 
     /// Time `t` of this run's trace clock as Unix time (ns since the

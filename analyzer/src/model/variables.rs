@@ -11,7 +11,9 @@ use std::collections::HashMap;
 
 use super::entities::*;
 use super::run::Run;
+use crate::rules::names::SourceNames;
 use crate::source::SourceSet;
+use accprof_trace::CopyKind;
 
 /// Where a variable's name comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,12 +30,33 @@ impl Run {
     /// The variable transfer `t` moved, and where its name comes from:
     /// the runtime's name for the transfer, else the name of its host
     /// buffer ([`Run::buffer_name_from`]). None when nothing names it.
+    /// An `update` whose clause names one array names its transfers so
+    /// before the sources' name for the buffer: the host may swap what the
+    /// array points to.
     pub fn variable_from(&self, t: TransferId) -> Option<(&str, NameOrigin)> {
+        self.variable_named(t, &self.buffer_names.source)
+    }
+
+    /// [`Run::variable_from`] with the sources' names in `learned` (the
+    /// rules' own, for a run that did not learn them).
+    pub(crate) fn variable_named<'a>(
+        &'a self,
+        t: TransferId,
+        learned: &'a SourceNames,
+    ) -> Option<(&'a str, NameOrigin)> {
         let x = self.transfer(t);
-        match x.variable {
-            Some(v) => Some((self.name(v), NameOrigin::Runtime)),
-            None => self.buffer_name_from(x.host_ptr()?),
+        if let Some(v) = x.variable {
+            return Some((self.name(v), NameOrigin::Runtime));
         }
+        let ptr = x.host_ptr();
+        if let Some(n) = ptr.and_then(|p| self.recorded_name_from(p)) {
+            return Some(n);
+        }
+        learned
+            .transfers
+            .get(&t)
+            .or_else(|| ptr.and_then(|p| learned.buffers.get(&p)))
+            .map(|n| (n.as_str(), NameOrigin::Source))
     }
 
     /// The variable transfer `t` moved ([`Run::variable_from`]).
@@ -46,14 +69,23 @@ impl Run {
     /// object at that address, else what the source shows (once
     /// [`Run::learn_names`] read it).
     pub fn buffer_name_from(&self, ptr: u64) -> Option<(&str, NameOrigin)> {
-        let b = &self.buffer_names;
-        if let Some(&v) = b.runtime.get(&ptr) {
+        self.recorded_name_from(ptr).or_else(|| {
+            self.buffer_names
+                .source
+                .buffers
+                .get(&ptr)
+                .map(|n| (n.as_str(), NameOrigin::Source))
+        })
+    }
+
+    /// The runtime's or the executable's name of the host buffer at `ptr`.
+    fn recorded_name_from(&self, ptr: u64) -> Option<(&str, NameOrigin)> {
+        if let Some(&v) = self.buffer_names.runtime.get(&ptr) {
             return Some((self.name(v), NameOrigin::Runtime));
         }
-        if let Some(n) = self.data_names.get(&ptr) {
-            return Some((n, NameOrigin::Symbol));
-        }
-        b.source.get(&ptr).map(|n| (n.as_str(), NameOrigin::Source))
+        self.data_names
+            .get(&ptr)
+            .map(|n| (n.as_str(), NameOrigin::Symbol))
     }
 
     /// The name of the host buffer at `ptr` ([`Run::buffer_name_from`]).
@@ -85,6 +117,47 @@ impl Run {
             names.entry(p).or_insert_with(|| n.clone());
         }
         names
+    }
+
+    /// The variables device allocation `a` holds: the runtime's name for
+    /// it, else (a block the runtime allocated without a name: GCC maps a
+    /// construct's variables in one block) the variables its construct
+    /// copied to the device, "u+unew", and the bytes of the block they do
+    /// not fill ("A+8.03 MiB more": a `create`d array is not copied).
+    /// None when nothing names them.
+    pub fn alloc_name(&self, a: AllocId) -> Option<String> {
+        let alloc = self.alloc(a);
+        if let Some(v) = alloc.variable {
+            return Some(self.name(v).to_string());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let mut buffers: Vec<(u64, u64)> = Vec::new();
+        for &t in self.transfers_of(alloc.construct?) {
+            let x = self.transfer(t);
+            if x.kind != CopyKind::HostToDevice {
+                continue;
+            }
+            let Some(n) = self.variable(t) else { continue };
+            names.push(n);
+            let key = (x.host_ptr().unwrap_or(u64::from(t.number())), x.bytes);
+            if !buffers.contains(&key) {
+                buffers.push(key);
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            return None;
+        }
+        let named: u64 = buffers.iter().map(|b| b.1).sum();
+        // The runtime's own slots (pointers, sizes) fill a few bytes more.
+        let rest = alloc.bytes.saturating_sub(named);
+        let more = if rest > 4096 {
+            format!("+{} more", crate::units::bytes(rest))
+        } else {
+            String::new()
+        };
+        Some(format!("{}{more}", names.join("+")))
     }
 
     /// Whether [`Run::learn_names`] was asked.

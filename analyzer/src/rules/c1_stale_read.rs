@@ -16,7 +16,7 @@
 use accprof_trace::CoherenceKind;
 
 use super::coherence::{
-    access_evidence, construct_line, grouped, here, mpi_routine, propose_update, Side,
+    access_count, access_evidence, construct_line, grouped, here, mpi_routine, propose_update, Side,
 };
 use super::{Checked, Context};
 use crate::findings::{Category, Finding, Value};
@@ -55,24 +55,19 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
         f.subjects.constructs.push(c);
     }
     let first = accesses[0];
+    // Each access against its own range: the host may swap the buffers
+    // the ranges hold between constructs.
     let (lo, hi) = accesses.iter().fold((u64::MAX, 0), |(lo, hi), a| {
-        (lo.min(a.host_addr), hi.max(a.host_addr))
+        (lo.min(a.offset()), hi.max(a.offset()))
     });
     let (confirmed, unconfirmed) = access_evidence(&mut f, accesses, var, "reads", mpi.as_deref());
     f.evidence
-        .field(
-            "first_offset_read",
-            Value::Bytes(lo.saturating_sub(first.range_start)),
-        )
-        .field(
-            "last_offset_read",
-            Value::Bytes(hi.saturating_sub(first.range_start)),
-        );
+        .field("first_offset_read", Value::Bytes(lo))
+        .field("last_offset_read", Value::Bytes(hi));
     f.evidence.say(format!(
-        "The host read {var} here{} {} time{} (one per page touched) while the device copy of its {} was newer; {}.",
+        "The host read {var} here{} {} while the device copy of its {} was newer; {}.",
         mpi.as_ref().map_or(String::new(), |r| format!(" (inside {r}, which read the host buffer)")),
-        accesses.len(),
-        if accesses.len() == 1 { "" } else { "s" },
+        access_count(accesses, "read"),
         crate::units::bytes(first.range_bytes),
         if unconfirmed == 0 {
             "each read's bytes differ from the device copy's".to_string()

@@ -52,20 +52,22 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, accesses: &[&HostAcces
     );
     f.locations
         .push(cx.location("host write", site, Some(var.to_string())));
+    // One location per line: the constructs are often one line's
+    // instances.
+    let mut lines = Vec::new();
     for &c in &users {
-        f.locations.push(cx.location(
-            "compute construct",
-            Some(cx.run.line_site(c)),
-            Some(var.to_string()),
-        ));
+        let line = cx.run.line_site(c);
+        if !lines.contains(&line) {
+            lines.push(line);
+            f.locations
+                .push(cx.location("compute construct", Some(line), Some(var.to_string())));
+        }
         f.subjects.constructs.push(c);
     }
     let first = accesses[0];
     let (confirmed, unconfirmed) = access_evidence(&mut f, accesses, var, "writes", mpi.as_deref());
-    f.evidence.field(
-        "first_offset_written",
-        Value::Bytes(first.host_addr.saturating_sub(first.range_start)),
-    );
+    f.evidence
+        .field("first_offset_written", Value::Bytes(first.offset()));
     f.evidence.say(format!(
         "The host wrote {var} here{} {} time{} after both copies of its {} last agreed, and a compute construct then used the device copy with no upload between; {}.",
         mpi.as_ref().map_or(String::new(), |r| format!(" (inside {r}, which wrote the host buffer)")),

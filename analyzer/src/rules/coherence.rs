@@ -68,6 +68,31 @@ pub(crate) fn access_evidence(
     (confirmed, unconfirmed)
 }
 
+/// How many times the host made these accesses, with what the count
+/// means: the check records the first access to each protected page and
+/// then opens the page until a construct protects it again, so a count
+/// is of pages, of constructs between the accesses, or of both.
+pub(crate) fn access_count(accesses: &[&HostAccess], verb: &str) -> String {
+    const PAGE: u64 = 4096;
+    let n = accesses.len();
+    let mut pages: Vec<u64> = accesses.iter().map(|a| a.offset() / PAGE).collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let times = format!("{n} times");
+    if n == 1 {
+        "once".to_string()
+    } else if pages.len() == n {
+        format!("{times} (one per page {verb})")
+    } else if pages.len() == 1 {
+        format!("{times} (the same page each time, {verb} again after a construct)")
+    } else {
+        format!(
+            "{times} ({} pages {verb}, each again after a construct)",
+            pages.len()
+        )
+    }
+}
+
 /// The name of the array an access fell in: the runtime's, the run's
 /// name for the buffer, or the one array of the file's data clauses that
 /// the statement which touched it names (GCC's libgomp names none of

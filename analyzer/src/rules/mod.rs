@@ -4,7 +4,7 @@
 //! the run: the large transfers in time order, the history of each host
 //! buffer, when kernels ran, and the names of host buffers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use accprof_trace::{CopyKind, HashMode};
 
@@ -150,7 +150,7 @@ pub struct Context<'a> {
     /// The sources' buffer names, when the run did not learn them
     /// ([`Run::learn_names`]); the rules name buffers by
     /// [`Context::buffer_name`].
-    unlearned: Option<HashMap<u64, String>>,
+    unlearned: Option<names::SourceNames>,
     /// Compute constructs per site, made when first asked for.
     launch_sites: std::sync::OnceLock<Vec<LaunchSite>>,
     /// The host costs of transfers and allocations, when the trace has the
@@ -623,9 +623,18 @@ impl<'a> Context<'a> {
         self.run.buffer_name(p).or_else(|| {
             self.unlearned
                 .as_ref()
-                .and_then(|u| u.get(&p))
+                .and_then(|u| u.buffers.get(&p))
                 .map(String::as_str)
         })
+    }
+
+    /// The variable a transfer moved, as [`Run::variable`] names it.
+    pub fn variable(&self, x: &Xfer) -> Option<&str> {
+        match &self.unlearned {
+            Some(u) => self.run.variable_named(x.transfer, u),
+            None => self.run.variable_from(x.transfer),
+        }
+        .map(|(n, _)| n)
     }
 
     /// The buffer's name, or its address and size.
@@ -830,7 +839,7 @@ pub(crate) fn vars_label(cx: &Context, xs: &[&Xfer]) -> String {
     let mut names: Vec<String> = Vec::new();
     let mut unnamed: Vec<(u64, u64)> = Vec::new();
     for x in xs {
-        match cx.name_of(x.host_ptr) {
+        match cx.variable(x).map(str::to_string) {
             Some(n) => {
                 if !names.contains(&n) {
                     names.push(n);

@@ -5,22 +5,39 @@
 use std::collections::HashMap;
 
 use super::{group_by, Dir, Xfer};
+use crate::model::TransferId;
 use crate::proposals::key;
 use crate::source::SourceSet;
 use crate::Run;
+
+/// What the sources name: host buffers, and the transfers of an `update`
+/// whose clause names one array (what that array pointed to when it ran,
+/// whichever buffer that was: the host may swap its arrays).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SourceNames {
+    pub buffers: HashMap<u64, String>,
+    pub transfers: HashMap<TransferId, String>,
+}
 
 /// The names the sources give the host buffers that no runtime name or
 /// symbol names ([`Run::learn_names`] keeps them): inferred from the large
 /// transfers (those the rules examine by default) and the constructs that
 /// moved them.
-pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> HashMap<u64, String> {
+pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> SourceNames {
     let recorded = run.recorded_buffer_names();
     let (xfers, _) = super::large_xfers(run, super::Options::default().min_bytes);
     let mut names = recorded.clone();
-    infer_names(&mut names, run, sources, &xfers);
+    let mut transfers = HashMap::new();
+    infer_names(&mut names, &mut transfers, run, sources, &xfers);
     name_host_accesses(&mut names, run, sources);
+    // What the host accesses named can name the buffers moved beside
+    // them (the other array of a `copy(u, unew)`).
+    infer_names(&mut names, &mut transfers, run, sources, &xfers);
     names.retain(|p, _| !recorded.contains_key(p));
-    names
+    SourceNames {
+        buffers: names,
+        transfers,
+    }
 }
 
 /// The ranges the coherence check caught the host touching, still
@@ -66,8 +83,11 @@ fn named_at_the_line(run: &Run, sources: &SourceSet, site: crate::model::SiteId)
 /// the uploads, `host(...)`/`self(...)` for the downloads, in the order
 /// the clause lists them (the order the runtime moves them in), when the
 /// clause names as many arrays as the run moved unnamed buffers that way.
+/// A clause of one array names every transfer it made that way, whatever
+/// buffer the array pointed to.
 fn name_update(
     cx_names: &mut HashMap<u64, String>,
+    transfers: &mut HashMap<TransferId, String>,
     src: &crate::source::SourceFile,
     d: &crate::source::Directive,
     xs: &[&Xfer],
@@ -88,6 +108,11 @@ fn name_update(
         }
         let mut moved: Vec<&Xfer> = xs.iter().copied().filter(|x| x.dir == dir).collect();
         moved.sort_by_key(|x| x.start_ns);
+        if let [one] = &items[..] {
+            for x in &moved {
+                transfers.entry(x.transfer).or_insert_with(|| one.clone());
+            }
+        }
         let mut ptrs: Vec<u64> = Vec::new();
         for p in moved.iter().filter_map(|x| x.host_ptr) {
             if !ptrs.contains(&p) {
@@ -115,6 +140,7 @@ fn name_update(
 /// changed between upload and download.
 fn infer_names(
     cx_names: &mut HashMap<u64, String>,
+    transfers: &mut HashMap<TransferId, String>,
     run: &Run,
     sources: &SourceSet,
     xfers: &[Xfer],
@@ -129,17 +155,32 @@ fn infer_names(
             continue;
         };
         if d.construct_name() == "update" {
-            name_update(cx_names, src, &d, &xs);
+            name_update(cx_names, transfers, src, &d, &xs);
             continue;
         }
-        if !d.is_compute() {
-            continue;
-        }
-        let Some((a, b, _)) = src.block_of(&d) else {
+        // A compute construct moves its clauses' arrays and those its
+        // code uses; a data construct (`data`, `enter data`, `exit data`)
+        // its clauses' arrays.
+        let uses = if d.is_compute() {
+            let Some((a, b, _)) = src.block_of(&d) else {
+                continue;
+            };
+            src.uses(a, b, &[])
+        } else if d.is_data() {
+            Vec::new()
+        } else {
             continue;
         };
         let decls = src.arrays(Some(line));
-        let uses = src.uses(a, b, &[]);
+        // Arrays a clause says are already there (`present`, ...) or only
+        // made there (`create`) are not what the construct moved.
+        let stay: Vec<String> = d
+            .clauses
+            .iter()
+            .filter(|c| crate::source::is_data_clause(&c.name) && !moves_data(&c.name))
+            .flat_map(|c| c.vars())
+            .map(|v| key(src.lang, &v))
+            .collect();
         let mut arrays: Vec<String> = Vec::new();
         for v in d
             .data_vars()
@@ -149,6 +190,7 @@ fn infer_names(
         {
             if (decls.contains_key(&v) || d.data_vars().iter().any(|x| key(src.lang, x) == v))
                 && !arrays.contains(&v)
+                && !stay.contains(&v)
             {
                 arrays.push(v);
             }
@@ -256,4 +298,20 @@ fn infer_names(
             }
         }
     }
+}
+
+/// Whether a data clause copies data between host and device.
+fn moves_data(clause: &str) -> bool {
+    matches!(
+        clause,
+        "copy"
+            | "copyin"
+            | "copyout"
+            | "pcopy"
+            | "pcopyin"
+            | "pcopyout"
+            | "present_or_copy"
+            | "present_or_copyin"
+            | "present_or_copyout"
+    )
 }

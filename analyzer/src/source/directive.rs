@@ -134,6 +134,14 @@ impl Directive {
         )
     }
 
+    /// A data construct: `data`, `enter data` or `exit data`.
+    pub fn is_data(&self) -> bool {
+        matches!(
+            self.construct_name().as_str(),
+            "data" | "enter data" | "exit data"
+        )
+    }
+
     pub fn has_loop(&self) -> bool {
         self.construct.iter().any(|w| w == "loop")
     }

@@ -90,9 +90,13 @@ pub fn merge(summaries: &[Summary]) -> MergedSummary {
                     file: f.file.clone(),
                     function: f.function.clone(),
                     device_label: f.device_label.clone(),
-                    device_number: f.device_number,
                     ..Default::default()
                 });
+            for &n in &f.device_numbers {
+                if let Err(at) = m.device_numbers.binary_search(&n) {
+                    m.device_numbers.insert(at, n);
+                }
+            }
             m.time_ns = m.time_ns.saturating_add(f.time_ns);
             for l in &f.lines {
                 match m.lines.iter_mut().find(|x| x.key() == l.key()) {

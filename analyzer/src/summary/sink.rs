@@ -400,7 +400,7 @@ impl Sink for SummarySink {
         // Group the sites into files, functions and lines.
         struct FuncAcc {
             device_type: Option<u32>,
-            device_number: Option<u32>,
+            device_numbers: Vec<u32>,
             time_ns: u64,
             lines: BTreeMap<(Option<u32>, Option<u64>), LineSummary>,
         }
@@ -426,14 +426,18 @@ impl Sink for SummarySink {
             };
             let f = funcs.entry((file, function)).or_insert_with(|| FuncAcc {
                 device_type: None,
-                device_number: None,
+                device_numbers: Vec::new(),
                 time_ns: 0,
                 lines: BTreeMap::new(),
             });
             let (device_type, device_number) = a.device();
             if f.device_type.is_none() {
                 f.device_type = device_type;
-                f.device_number = device_number;
+            }
+            if let Some(n) = device_number {
+                if let Err(at) = f.device_numbers.binary_search(&n) {
+                    f.device_numbers.insert(at, n);
+                }
             }
             f.time_ns = f.time_ns.saturating_add(a.host_ns);
             let mut kernels = a.kernels;
@@ -511,7 +515,11 @@ impl Sink for SummarySink {
                     file,
                     function,
                     device_label: device_label(&info, f.device_type).to_string(),
-                    device_number: f.device_number.unwrap_or(0),
+                    device_numbers: if f.device_numbers.is_empty() {
+                        vec![0]
+                    } else {
+                        f.device_numbers
+                    },
                     time_ns: f.time_ns,
                     lines,
                 }

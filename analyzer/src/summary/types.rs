@@ -300,7 +300,10 @@ pub struct FunctionSummary {
     pub file: String,
     pub function: String,
     pub device_label: String,
-    pub device_number: u32,
+    /// Every device the function's constructs ran on (ascending): one
+    /// but for a program that changes devices, or ranks merged that ran
+    /// on different ones.
+    pub device_numbers: Vec<u32>,
     /// Host time inside this function's top-level OpenACC constructs.
     pub time_ns: u64,
     pub lines: Vec<LineSummary>,

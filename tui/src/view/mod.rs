@@ -179,7 +179,10 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 fn help(area: Rect, palette: Palette, buf: &mut Buffer) {
-    let w = 68.min(area.width);
+    let texts: Vec<String> = KEYS.iter().map(|(k, v)| format!(" {k:<12} {v}")).collect();
+    // As wide as the longest line and the borders, as the terminal allows.
+    let widest = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+    let w = (widest as u16 + 3).min(area.width);
     let h = (KEYS.len() as u16 + 4).min(area.height);
     let r = Rect::new(
         area.x + (area.width - w) / 2,
@@ -188,10 +191,7 @@ fn help(area: Rect, palette: Palette, buf: &mut Buffer) {
         h,
     );
     Clear.render(r, buf);
-    let mut lines: Vec<Line> = KEYS
-        .iter()
-        .map(|(k, v)| Line::from(format!(" {k:<12} {v}")))
-        .collect();
+    let mut lines: Vec<Line> = texts.into_iter().map(Line::from).collect();
     lines.push(Line::from(""));
     lines.push(Line::from(" Press ? or Esc to close."));
     Paragraph::new(lines)

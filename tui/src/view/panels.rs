@@ -214,7 +214,7 @@ pub fn render_status(
         for lane in &gr.lanes.lanes {
             total += lane.len() as u64;
             if !state.collapsed[g] {
-                in_view += u64::from(lane.first_at_or_after(b) - lane.first_at_or_after(a));
+                in_view += lane.count_in(a, b);
             }
         }
     }
