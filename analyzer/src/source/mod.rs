@@ -17,6 +17,7 @@ mod lex;
 mod loops;
 mod set;
 mod stmts;
+pub mod syntax;
 mod uses;
 
 use std::path::{Path, PathBuf};
@@ -83,6 +84,8 @@ pub struct SourceFile {
     units: Vec<(u32, u32)>,
     /// C: the lines that define, undefine or include macros.
     pp: Vec<consts::Pp>,
+    /// The parse tree's reading, made on the first question.
+    syntax: std::sync::OnceLock<syntax::Syntax>,
 }
 
 impl SourceFile {
@@ -102,6 +105,7 @@ impl SourceFile {
             loops: Vec::new(),
             units: Vec::new(),
             pp: Vec::new(),
+            syntax: std::sync::OnceLock::new(),
         };
         match lang {
             Lang::C => {
