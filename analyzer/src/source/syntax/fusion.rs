@@ -419,7 +419,8 @@ fn patch(src: &SourceFile, syn: &Syntax, ms: &[&(u32, usize, Directive)]) -> Cha
     clauses.extend(other);
     let d0 = &ms[0].2;
     let mut new = vec![d0.render(&d0.construct_name(), &clauses)];
-    let ind = |n: usize| format!("{}{}", d0.indent, "    ".repeat(n));
+    let base = src.indent_of(syn.loops[ms[0].1].start);
+    let ind = |n: usize| format!("{base}{}", "    ".repeat(n));
     let depth = nests[0].len();
     for (k, &l) in nests[0].iter().enumerate() {
         let h = syn.loops[l].header.trim().to_string();
