@@ -29,15 +29,15 @@ int main(int argc, char **argv)
         for (int i = 1; i < n - 1; i++)
             for (int j = 1; j < n - 1; j++)
                 b[i][j] = 0.25 * (a[i - 1][j] + a[i + 1][j] + a[i][j - 1] + a[i][j + 1]);
-#ifdef SWAP
-        double(*t)[n] = a;
-        a = b;
-        b = t;
-#else
+#ifndef SWAP
 #pragma acc parallel loop collapse(2) present(a[0:n][0:n], b[0:n][0:n])
         for (int i = 1; i < n - 1; i++)
             for (int j = 1; j < n - 1; j++)
                 a[i][j] = b[i][j];
+#else
+        double(*t)[n] = a;
+        a = b;
+        b = t;
 #endif
     }
     double sum = 0;

@@ -190,6 +190,13 @@ pub fn judge(syn: &Syntax, a: &(u32, usize, Directive), b: &(u32, usize, Directi
         }
         (reads, writes, locals, reductions(d))
     };
+    for (l, which) in [(a.1, "the first"), (b.1, "the second")] {
+        if let Some(f) = syn.loops[l].stmts.iter().flat_map(|s| &s.calls).next() {
+            return Verdict::NotProven(format!(
+                "{which} calls {f}, whose reads and writes are not known"
+            ));
+        }
+    }
     let none = BTreeMap::new();
     let first = side(&syn.loops[a.1], &a.2, &none);
     let second = side(&syn.loops[b.1], &b.2, &rename);

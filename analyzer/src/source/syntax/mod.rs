@@ -126,6 +126,9 @@ pub struct Stmt {
     pub reads: Vec<Access>,
     /// Scalars the statement declares (C: `double t = ...`).
     pub locals: Vec<String>,
+    /// Functions and subroutines the statement calls, whose effects are
+    /// not read (C math functions and Fortran intrinsics are not listed).
+    pub calls: Vec<String>,
 }
 
 /// One loop (C `for`, Fortran `do`).
@@ -199,6 +202,13 @@ const F_INTRINSICS: &[&str] = &[
     "int", "nint", "floor", "ceiling", "sign", "atan", "atan2", "asin", "acos", "sinh", "cosh",
     "tanh", "maxval", "minval", "sum", "product", "size", "kind", "huge", "tiny", "epsilon",
     "merge", "float", "modulo", "cmplx", "aimag", "conjg",
+];
+
+/// C math functions without side effects.
+const C_PURE: &[&str] = &[
+    "sin", "cos", "tan", "sqrt", "fabs", "abs", "exp", "log", "log10", "pow", "fmax", "fmin",
+    "floor", "ceil", "atan", "atan2", "asin", "acos", "sinh", "cosh", "tanh", "fmod", "sinf",
+    "cosf", "sqrtf", "fabsf", "expf", "logf", "powf", "fmaxf", "fminf", "hypot", "cbrt",
 ];
 
 /// Parses `text` as `lang` (`cpp` picks the C++ grammar for C-family files).
@@ -338,7 +348,7 @@ impl Reader<'_> {
         for b in body {
             if b.kind() == "compound_statement" {
                 let mut c = b.walk();
-                body_nodes.extend(b.named_children(&mut c).filter(|k| k.kind() != "comment"));
+                body_nodes.extend(b.named_children(&mut c));
             } else {
                 body_nodes.push(b);
             }
@@ -347,7 +357,8 @@ impl Reader<'_> {
         for b in &body_nodes {
             self.statements(*b, &mut stmts, &mut inner);
         }
-        let only_loop = body_nodes.len() == 1 && inner.len() == 1;
+        let code = body_nodes.iter().filter(|b| b.kind() != "comment").count();
+        let only_loop = code == 1 && inner.len() == 1;
         let texts: Vec<String> = body_nodes.iter().map(|b| self.text(*b)).collect();
         let l = &mut self.out.loops[idx];
         l.stmts = stmts;
@@ -371,6 +382,21 @@ impl Reader<'_> {
         match n.kind() {
             "for_statement" | "do_loop" => inner.push(self.do_loop(n)),
             "comment" | "preproc_call" | "end_do_loop_statement" | "do_statement" => {}
+            "preproc_ifdef" | "preproc_if" | "preproc_else" | "preproc_elif"
+            | "preproc_elifdef" => {
+                // Both branches may be compiled: their statements count.
+                let mut c = n.walk();
+                let kids: Vec<(Option<&str>, Node)> = n
+                    .children(&mut c)
+                    .enumerate()
+                    .map(|(i, k)| (n.field_name_for_child(i as u32), k))
+                    .collect();
+                for (field, k) in kids {
+                    if k.is_named() && !matches!(field, Some("name" | "condition")) {
+                        self.statements(k, stmts, inner);
+                    }
+                }
+            }
             "compound_statement" | "if_statement" | "if_statement_block" | "else_clause"
             | "block" => {
                 // Conditions are read; branches are statements.
@@ -554,6 +580,14 @@ impl Reader<'_> {
                 }
                 None => {
                     // A call: its arguments are read (C: not its name).
+                    let name = n
+                        .child_by_field_name("function")
+                        .or_else(|| n.named_child(0))
+                        .map(|f| self.key(&self.text(f)))
+                        .unwrap_or_default();
+                    if !C_PURE.contains(&name.as_str()) && !F_INTRINSICS.contains(&name.as_str()) {
+                        s.calls.push(name);
+                    }
                     let mut c = n.walk();
                     let kids: Vec<Node> = n.named_children(&mut c).collect();
                     for k in kids {
@@ -563,6 +597,21 @@ impl Reader<'_> {
                     }
                 }
             },
+            "subroutine_call" => {
+                let name = n
+                    .child_by_field_name("subroutine")
+                    .or_else(|| n.named_child(0))
+                    .map(|f| self.key(&self.text(f)))
+                    .unwrap_or_default();
+                s.calls.push(name);
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    if k.kind() == "argument_list" {
+                        self.reads(k, s);
+                    }
+                }
+            }
             "field_expression" => {
                 if let Some(a) = n.child_by_field_name("argument") {
                     self.reads(a, s);
@@ -698,6 +747,7 @@ impl Reader<'_> {
                 || t.starts_with("//")
                 || (t.starts_with('!') && !t.to_ascii_lowercase().starts_with("!$acc"))
                 || t.starts_with("/*")
+                || conditional(t)
         };
         for l in &mut self.out.loops {
             // The directive: the nearest line above that starts one, with
@@ -750,6 +800,24 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// A preprocessor conditional line (`#ifdef`, `#else`, `#endif`, ...): a
+/// construct the trace recorded was compiled in, so a conditional between
+/// two recorded constructs does not separate them.
+fn conditional(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix('#') else {
+        return false;
+    };
+    let word: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    matches!(
+        word.as_str(),
+        "if" | "ifdef" | "ifndef" | "elif" | "else" | "endif"
+    )
 }
 
 /// Text with spaces removed and the loop variable written `@`.

@@ -140,6 +140,35 @@ return s;
     );
 }
 
+#[test]
+fn c_calls_are_not_proven_and_comments_stay_in_the_patch() {
+    let text = "\
+void g(double *);
+void f(int n, double *a, double *b) {
+#pragma acc parallel loop
+for (int i = 0; i < n; i++) a[i] = sqrt(1.0 * i);
+#pragma acc parallel loop
+for (int i = 0; i < n; i++) {
+    // twice
+    b[i] = 2 * i;
+}
+#pragma acc parallel loop
+for (int i = 0; i < n; i++) g(&a[i]);
+}
+";
+    let p = judge("t.c", text, &[3, 5, 10]);
+    assert_eq!(p.chains.len(), 1, "{p:?}");
+    assert_eq!(p.chains[0].lines, vec![3, 5]);
+    let Edit::InsertBefore { lines, .. } = &p.chains[0].edits[0] else {
+        panic!()
+    };
+    assert!(lines.contains(&"    // twice".to_string()), "{lines:?}");
+    assert_eq!(
+        p.refused[0].2,
+        "not proven fusable: the second calls g, whose reads and writes are not known"
+    );
+}
+
 const JACOBI_C: &str = "\
 void sweep(int n, double a[][64], double b[][64]) {
     #pragma acc parallel loop collapse(2) present(a, b)
@@ -163,6 +192,37 @@ fn c_copy_back_is_a_swap_not_a_fusion() {
         (c.before, c.line, c.into.as_str(), c.from.as_str()),
         (2, 6, "a", "b")
     );
+}
+
+#[test]
+fn c_copy_back_under_a_conditional_is_still_the_neighbour() {
+    let text = JACOBI_C.replace(
+        "    #pragma acc parallel loop collapse(2) present(a, b)\n    for (int i = 1; i < n - 1; i++)\n        for (int j = 1; j < n - 1; j++)\n            a[i][j]",
+        "#ifndef SWAP\n    #pragma acc parallel loop collapse(2) present(a, b)\n    for (int i = 1; i < n - 1; i++)\n        for (int j = 1; j < n - 1; j++)\n            a[i][j]",
+    );
+    assert!(text.contains("#ifndef SWAP\n"));
+    let p = judge("t.c", &text, &[2, 7]);
+    assert_eq!(p.copy_backs.len(), 1, "{p:?}");
+}
+
+#[test]
+fn c_loops_in_conditionals_inside_a_host_loop_are_read() {
+    let text = "\
+void f(int n, int iters, double *a, double *b) {
+    for (int it = 0; it < iters; it++) {
+#pragma acc parallel loop
+        for (int i = 1; i < n - 1; i++) b[i] = a[i - 1] + a[i + 1];
+#ifndef SWAP
+#pragma acc parallel loop
+        for (int i = 1; i < n - 1; i++) a[i] = b[i];
+#else
+        double *t = a; a = b; b = t;
+#endif
+    }
+}
+";
+    let p = judge("t.c", text, &[3, 6]);
+    assert_eq!(p.copy_backs.len(), 1, "{p:?}");
 }
 
 #[test]
