@@ -8,6 +8,11 @@
 //! not expanded, but a loop bound named by an object-like macro, a constant
 //! or a Fortran parameter is read: see `consts`); callers treat a missing
 //! answer as "unknown" and say so.
+//!
+//! [`syntax`] reads the same file with tree-sitter's C, C++ and Fortran
+//! grammars (loops, nests, per-statement read/write sets with affine
+//! subscripts) for the structural advice (fusion, copy-backs); the rest of
+//! the readers here still answer the other rules.
 
 mod calls;
 mod consts;
