@@ -22,6 +22,7 @@ use super::queueing::{self, Verdict};
 use super::{Checked, Context, LaunchSite};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::{Part, SiteLedger};
+use crate::source::syntax::fusion::{self, Chain, CopyBack};
 use crate::units;
 
 /// Fewer constructs than this in a loop are not worth a finding.
@@ -104,6 +105,7 @@ pub fn check(cx: &Context) -> Checked {
         if run.cupti_active() && !cx.launch_sites().is_empty() {
             out.note("R1 (runtime-bound loops) not checked: the trace holds no CUDA driver timings (recorded before format 1.4, or with ACCPROF_DRIVER=0)");
         }
+        untimed(cx, &mut out);
         return out;
     }
     // The compute sites by the outermost host loop that repeats them; those
@@ -236,33 +238,41 @@ fn finding(
         per(total.kernel_ns, n)
     ));
     let per_construct = runtime / n.max(1);
-    let pairs = fusable_neighbours(cx, sites);
+    let st = structure(cx, sites);
+    for r in &st.refused {
+        f.evidence.say(r.clone());
+    }
     let mut text = Vec::new();
-    if !pairs.is_empty() {
-        let removed: u64 = pairs.iter().map(|p| p.3).sum();
-        f.saving_ns = Some(per_construct.saturating_mul(removed).min(runtime));
-        let names: Vec<String> = pairs
-            .iter()
-            .map(|(file, a, b, _)| {
-                let name = std::path::Path::new(file)
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or(file);
-                format!("{name}:{a} and :{b}")
-            })
-            .collect();
+    let mut saving = 0u64;
+    if !st.chains.is_empty() {
+        let removed: u64 = st.chains.iter().map(|c| c.removed).sum();
+        saving += per_construct.saturating_mul(removed);
         text.push(format!(
-            "Fewer constructs: what the runtime spends is per construct ({per_c}), so each construct less saves it. Neighbouring constructs loop over the same range: {} ({} reaches in all could go); fuse each pair into one construct (one loop, both bodies) where the second does not read what another iteration of the first writes",
-            names.join(", "),
-            removed,
+            "Fewer constructs: what the runtime spends is per construct ({per_c}), so each construct less saves it. {} ({removed} reaches in all go)",
+            st.fusion_text(),
             per_c = units::duration_ns(per_construct)
         ));
-    } else {
+    }
+    for c in &st.copy_backs {
+        saving += c.cost.runtime_ns() + c.cost.kernel_ns + c.cost.wait_ns;
+        text.push(c.text(Some(&c.cost)));
+    }
+    if saving > 0 {
+        f.saving_ns = Some(saving.min(total.host_ns));
+    }
+    if text.is_empty() {
         text.push(format!(
-            "Fewer constructs: what the runtime spends is per construct ({}), so each construct less saves it: merge constructs that run one after another over the same data (no neighbours over the same range were found in the sources read)",
-            units::duration_ns(per_construct)
+            "Fewer constructs: what the runtime spends is per construct ({}), so each construct less saves it: merge constructs that run one after another over the same data ({})",
+            units::duration_ns(per_construct),
+            if st.refused.is_empty() {
+                "no neighbours over the same range were found in the sources read"
+            } else {
+                "the neighbours found are not proven fusable: see the evidence"
+            }
         ));
     }
+    let pairs = st.edits();
+    let structural = !st.chains.is_empty() || !st.copy_backs.is_empty();
     let short = total.kernel_ns / n.max(1) < SHORT_KERNEL_NS;
     let mut edits = Vec::new();
     if short && 3 * total.wait_ns >= total.host_ns {
@@ -279,7 +289,7 @@ fn finding(
                 // finding's saving stays the runtime's per-construct work.
                 // The patch goes with it only where no fusion is proposed,
                 // so that the saving and the patch speak of the same change.
-                let patch = if plan.edits.is_empty() || !pairs.is_empty() {
+                let patch = if plan.edits.is_empty() || structural {
                     String::new()
                 } else {
                     format!(" ({})", queueing::describe(&plan))
@@ -288,15 +298,18 @@ fn finding(
                     "queueing the constructs (`async(1)`, one `wait(1)` before the host runs anything else) would take the waits for the kernels ({} per construct) off the host, not the runtime's per-construct work above{patch}",
                     per(total.wait_ns, n)
                 ));
-                if pairs.is_empty() {
+                if !structural {
                     edits = plan.edits;
                 }
             }
         }
     }
+    if !pairs.is_empty() {
+        edits = pairs;
+    }
     f.proposal.text = format!("{}.", text.join("; "));
     f.proposal.no_patch = if edits.is_empty() {
-        Some("fusing constructs changes the program's structure: not a mechanical edit".to_string())
+        Some(st.no_patch())
     } else {
         None
     };
@@ -304,55 +317,212 @@ fn finding(
     f
 }
 
-/// Pairs of compute constructs of `sites` that follow each other in one
-/// function with nothing but their blocks between them and loop over the
-/// same range (the same loop header after the directive, spaces aside):
-/// (file, first line, second line, reaches of the second).
-fn fusable_neighbours<'a>(
-    cx: &'a Context,
-    sites: &[(&LaunchSite, Cost)],
-) -> Vec<(&'a str, u32, u32, u64)> {
+/// A copy-back construct found in the sources, with its site's cost.
+struct CopyBackAt {
+    file: String,
+    cb: CopyBack,
+    cost: Cost,
+}
+
+impl CopyBackAt {
+    fn text(&self, cost: Option<&Cost>) -> String {
+        let name = short_name(&self.file);
+        let claim = match cost {
+            Some(c) => format!(
+                ": that saves the copy-back's runtime per-construct work, its kernels and the waits for them ({})",
+                units::duration_ns(c.runtime_ns() + c.kernel_ns + c.wait_ns)
+            ),
+            None => String::new(),
+        };
+        format!(
+            "Copy-back: the construct at {name}:{} only copies {} into {}, which the construct before it ({name}:{}) reads; do not fuse them (the copy writes what other iterations of the first read): swap the two arrays instead of copying back (C: swap the pointers to {} and {}; Fortran: pointers or move_alloc, or two sweeps per iteration with the roles swapped) and drop the construct at {name}:{}{claim}",
+            self.cb.line, self.cb.from, self.cb.into, self.cb.before, self.cb.into, self.cb.from, self.cb.line
+        )
+    }
+}
+
+/// Constructs to fuse, found in the sources, and the reaches fusing removes.
+struct ChainAt {
+    file: String,
+    chain: Chain,
+    removed: u64,
+}
+
+/// What the sources prove about the constructs of one host loop.
+#[derive(Default)]
+struct Structure {
+    chains: Vec<ChainAt>,
+    copy_backs: Vec<CopyBackAt>,
+    /// Neighbours not proposed, with the reason.
+    refused: Vec<String>,
+}
+
+impl Structure {
+    fn fusion_text(&self) -> String {
+        let names: Vec<String> = self
+            .chains
+            .iter()
+            .map(|c| {
+                let rest: Vec<String> =
+                    c.chain.lines[1..].iter().map(|l| format!(":{l}")).collect();
+                format!(
+                    "{}:{} with {}",
+                    short_name(&c.file),
+                    c.chain.lines[0],
+                    rest.join(", ")
+                )
+            })
+            .collect();
+        format!(
+            "Fuse {} into one construct each (one loop, the bodies in order, the union of the data clauses, reductions kept): they follow each other over the same iteration space and no array one writes is read or written by another at another index",
+            names.join("; ")
+        )
+    }
+
+    fn edits(&self) -> Vec<crate::patch::Edit> {
+        if self.chains.iter().any(|c| c.chain.no_patch.is_some()) {
+            return Vec::new();
+        }
+        self.chains
+            .iter()
+            .flat_map(|c| c.chain.edits.iter().cloned())
+            .collect()
+    }
+
+    fn no_patch(&self) -> String {
+        if let Some(why) = self.chains.iter().find_map(|c| c.chain.no_patch.clone()) {
+            return format!("fusion without a patch: {why}");
+        }
+        if !self.copy_backs.is_empty() {
+            return "swapping arrays changes how the program names them: not a mechanical edit"
+                .to_string();
+        }
+        "no constructs were proven fusable in the sources read".to_string()
+    }
+}
+
+fn short_name(file: &str) -> &str {
+    std::path::Path::new(file)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(file)
+}
+
+/// The compute constructs of `sites`, judged from the sources: chains that
+/// fuse, copy-backs, and the neighbours refused with the reason.
+fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
     let run = cx.run;
-    let mut by_file: BTreeMap<&'a str, Vec<(u32, u64)>> = BTreeMap::new();
+    let mut by_file: BTreeMap<&str, Vec<(u32, u64, Cost)>> = BTreeMap::new();
     for (ls, c) in sites {
         let s = run.site(ls.site);
         if let Some(l) = s.line {
+            let reaches = c.constructs.max(ls.constructs.len() as u64);
             by_file
                 .entry(s.file.as_str())
                 .or_default()
-                .push((l, c.constructs));
+                .push((l, reaches, *c));
         }
     }
-    let mut out = Vec::new();
-    for (file, mut lines) in by_file {
+    let mut out = Structure::default();
+    for (file, lines) in by_file {
         let Some(src) = cx.sources.get(file) else {
             continue;
         };
-        lines.sort_unstable();
-        for w in lines.windows(2) {
-            let ((a, _), (b, reaches)) = (w[0], w[1]);
-            let (Some(da), Some(db)) = (src.directive_at(a), src.directive_at(b)) else {
-                continue;
-            };
-            let (Some((fa, la, ca)), Some((fb, _, _))) = (src.block_of(&da), src.block_of(&db))
-            else {
-                continue;
-            };
-            // Nothing but blank lines, comments and braces between them.
-            let after = ca.unwrap_or(la) + 1;
-            let between_ok = (after..db.line).all(|n| {
-                let t = src.line(n).trim();
-                t.is_empty() || t.starts_with("//") || t.starts_with('!') || t == "{" || t == "}"
+        let at: Vec<u32> = lines.iter().map(|x| x.0).collect();
+        let plan = fusion::plan(src, &at);
+        let name = short_name(file);
+        for (a, b, why) in plan.refused {
+            out.refused.push(format!("{name}:{a} and :{b}: {why}."));
+        }
+        for chain in plan.chains {
+            let removed = chain.lines[1..]
+                .iter()
+                .filter_map(|l| lines.iter().find(|x| x.0 == *l).map(|x| x.1))
+                .sum();
+            out.chains.push(ChainAt {
+                file: file.to_string(),
+                chain,
+                removed,
             });
-            let header =
-                |n: u32| -> String { src.line(n).chars().filter(|c| !c.is_whitespace()).collect() };
-            if between_ok
-                && header(fa) == header(fb)
-                && src.function_at(a).map(|f| f.name) == src.function_at(b).map(|f| f.name)
-            {
-                out.push((file, a, b, reaches));
-            }
+        }
+        for cb in plan.copy_backs {
+            let cost = lines
+                .iter()
+                .find(|x| x.0 == cb.line)
+                .map(|x| x.2)
+                .unwrap_or_default();
+            out.copy_backs.push(CopyBackAt {
+                file: file.to_string(),
+                cb,
+                cost,
+            });
         }
     }
     out
+}
+
+/// Without driver timings (host fallback, or ACCPROF_DRIVER=0) the
+/// runtime's per-construct work is not measured, but what the sources
+/// prove about a loop's many constructs is still said, with its patch and
+/// no saving claimed.
+fn untimed(cx: &Context, out: &mut Checked) {
+    let mut loops: BTreeMap<(String, u32), Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
+    for ls in cx.launch_sites() {
+        let Some(key) = super::repeating_loop(cx, ls.site) else {
+            continue;
+        };
+        let c = Cost {
+            constructs: ls.constructs.len() as u64,
+            host_ns: ls.host_ns,
+            ..Cost::default()
+        };
+        loops.entry(key).or_default().push((ls, c));
+    }
+    for ((file, line), sites) in loops {
+        let n: u64 = sites.iter().map(|(_, c)| c.constructs).sum();
+        if n < MIN_CONSTRUCTS || sites.len() < 2 {
+            continue;
+        }
+        let st = structure(cx, &sites);
+        if st.chains.is_empty() && st.copy_backs.is_empty() {
+            continue;
+        }
+        let mut f = Finding::new(
+            "R1",
+            Category::Launch,
+            format!(
+                "constructs that could be fewer in the loop at {file}:{line}: {} compute constructs ({n} reaches); the runtime's per-construct work is not measured (no CUDA driver timings)",
+                sites.len()
+            ),
+        );
+        f.confidence = Confidence::Likely;
+        f.locations.push(cx.loop_location(&file, line));
+        for (ls, _) in &sites {
+            f.subjects.constructs.extend(ls.constructs.iter().copied());
+        }
+        f.evidence
+            .field("constructs", Value::Count(n))
+            .field("sites", Value::Count(sites.len() as u64));
+        f.evidence.say("The trace holds no CUDA driver timings (the program ran on the host, or was recorded with ACCPROF_DRIVER=0): no saving is claimed.".to_string());
+        for r in &st.refused {
+            f.evidence.say(r.clone());
+        }
+        let mut text = Vec::new();
+        if !st.chains.is_empty() {
+            let removed: u64 = st.chains.iter().map(|c| c.removed).sum();
+            text.push(format!(
+                "{} ({removed} reaches in all go)",
+                st.fusion_text()
+            ));
+        }
+        for c in &st.copy_backs {
+            text.push(c.text(None));
+        }
+        f.proposal.text = format!("{}.", text.join("; "));
+        f.proposal.edits = st.edits();
+        if f.proposal.edits.is_empty() {
+            f.proposal.no_patch = Some(st.no_patch());
+        }
+        out.findings.push(f);
+    }
 }

@@ -8,6 +8,11 @@
 //! not expanded, but a loop bound named by an object-like macro, a constant
 //! or a Fortran parameter is read: see `consts`); callers treat a missing
 //! answer as "unknown" and say so.
+//!
+//! [`syntax`] reads the same file with tree-sitter's C, C++ and Fortran
+//! grammars (loops, nests, per-statement read/write sets with affine
+//! subscripts) for the structural advice (fusion, copy-backs); the rest of
+//! the readers here still answer the other rules.
 
 mod calls;
 mod consts;
@@ -17,6 +22,7 @@ mod lex;
 mod loops;
 mod set;
 mod stmts;
+pub mod syntax;
 mod uses;
 
 use std::path::{Path, PathBuf};
@@ -83,6 +89,8 @@ pub struct SourceFile {
     units: Vec<(u32, u32)>,
     /// C: the lines that define, undefine or include macros.
     pp: Vec<consts::Pp>,
+    /// The parse tree's reading, made on the first question.
+    syntax: std::sync::OnceLock<syntax::Syntax>,
 }
 
 impl SourceFile {
@@ -102,6 +110,7 @@ impl SourceFile {
             loops: Vec::new(),
             units: Vec::new(),
             pp: Vec::new(),
+            syntax: std::sync::OnceLock::new(),
         };
         match lang {
             Lang::C => {

@@ -1,0 +1,873 @@
+//! The program's structure as tree-sitter's C, C++ and Fortran grammars
+//! parse it: functions, loops with their bounds, steps and nests, and per
+//! statement the arrays read and written with their subscripts, as affine
+//! expressions of the loop variables where they are.
+//!
+//! A file is parsed once, on the first question ([`SourceFile::syntax`]).
+//! To the grammars an OpenACC directive is a preprocessor line (C) or a
+//! comment (Fortran): accprof's own directive parser reads it, and each
+//! loop is attached to the directive right before it (blank lines and
+//! comments aside).
+
+pub mod fusion;
+
+use std::collections::BTreeMap;
+
+use tree_sitter::{Node, Parser};
+
+use super::{Lang, SourceFile};
+
+/// `sum(coef * name) + konst`: a subscript as an affine expression.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Affine {
+    pub terms: BTreeMap<String, i64>,
+    pub konst: i64,
+}
+
+impl Affine {
+    fn konst(k: i64) -> Affine {
+        Affine {
+            terms: BTreeMap::new(),
+            konst: k,
+        }
+    }
+
+    fn var(name: &str) -> Affine {
+        Affine {
+            terms: BTreeMap::from([(name.to_string(), 1)]),
+            konst: 0,
+        }
+    }
+
+    fn add(mut self, o: &Affine, sign: i64) -> Affine {
+        for (k, v) in &o.terms {
+            *self.terms.entry(k.clone()).or_default() += sign * v;
+        }
+        self.terms.retain(|_, v| *v != 0);
+        self.konst += sign * o.konst;
+        self
+    }
+
+    fn scale(mut self, by: i64) -> Affine {
+        for v in self.terms.values_mut() {
+            *v *= by;
+        }
+        self.terms.retain(|_, v| *v != 0);
+        self.konst *= by;
+        self
+    }
+
+    fn as_konst(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.konst)
+    }
+
+    /// The expression with the names of `map` renamed.
+    pub fn renamed(&self, map: &BTreeMap<String, String>) -> Affine {
+        let mut out = Affine::konst(self.konst);
+        for (k, v) in &self.terms {
+            let k = map.get(k).cloned().unwrap_or_else(|| k.clone());
+            *out.terms.entry(k).or_default() += v;
+        }
+        out
+    }
+
+    /// As written in C (`i+1`).
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for (k, v) in &self.terms {
+            match *v {
+                1 if s.is_empty() => s.push_str(k),
+                1 => s.push_str(&format!("+{k}")),
+                -1 => s.push_str(&format!("-{k}")),
+                v if v > 0 && !s.is_empty() => s.push_str(&format!("+{v}*{k}")),
+                v => s.push_str(&format!("{v}*{k}")),
+            }
+        }
+        if self.konst != 0 || s.is_empty() {
+            if self.konst > 0 && !s.is_empty() {
+                s.push('+');
+            }
+            s.push_str(&self.konst.to_string());
+        }
+        s
+    }
+}
+
+/// One access to a variable: an array with its subscripts (each affine,
+/// or None where it is not), or a scalar (no subscripts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub name: String,
+    pub subs: Vec<Option<Affine>>,
+}
+
+impl Access {
+    pub fn is_array(&self) -> bool {
+        !self.subs.is_empty()
+    }
+
+    /// As written in C (`a[i][j+1]`), `?` for a subscript that is not affine.
+    pub fn text(&self) -> String {
+        let mut s = self.name.clone();
+        for x in &self.subs {
+            s.push('[');
+            s.push_str(&x.as_ref().map(Affine::text).unwrap_or_else(|| "?".into()));
+            s.push(']');
+        }
+        s
+    }
+}
+
+/// One statement in a loop: what it writes and reads.
+#[derive(Debug, Clone, Default)]
+pub struct Stmt {
+    pub line: u32,
+    pub writes: Vec<Access>,
+    pub reads: Vec<Access>,
+    /// Scalars the statement declares (C: `double t = ...`).
+    pub locals: Vec<String>,
+    /// Functions and subroutines the statement calls, whose effects are
+    /// not read (C math functions and Fortran intrinsics are not listed).
+    pub calls: Vec<String>,
+}
+
+/// One loop (C `for`, Fortran `do`).
+#[derive(Debug, Clone)]
+pub struct SLoop {
+    /// The loop variable, when the header names one.
+    pub var: Option<String>,
+    /// Lower bound, bound test and step as written (spaces removed, the
+    /// loop variable written `@`), for comparing iteration spaces.
+    pub space: String,
+    pub start: u32,
+    pub end: u32,
+    /// The header as written (C: `for (...)`; Fortran: `do i = 1, n`).
+    pub header: String,
+    /// The one loop that is this loop's whole body (a perfect nest).
+    pub inner: Option<usize>,
+    /// The loop's body statements as written, one per entry (only for a
+    /// loop whose body is not one loop).
+    pub body_text: Vec<String>,
+    /// Every statement in the loop, nested loops included.
+    pub stmts: Vec<Stmt>,
+    /// The loop that follows this one with nothing but comments and
+    /// directives between them.
+    pub next: Option<usize>,
+    /// First line of the OpenACC directive right before the loop.
+    pub directive: Option<u32>,
+    /// Fortran: the `!$acc end ...` line right after the loop.
+    pub end_directive: Option<u32>,
+    /// The function (index into `functions`) the loop is in.
+    pub function: Option<usize>,
+}
+
+/// A function, subroutine or program unit.
+#[derive(Debug, Clone)]
+pub struct Function {
+    pub name: String,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// What the parser read of one file.
+#[derive(Debug, Clone, Default)]
+pub struct Syntax {
+    pub functions: Vec<Function>,
+    pub loops: Vec<SLoop>,
+    /// The grammar found errors (ERROR or MISSING nodes) on these lines.
+    pub error_lines: Vec<u32>,
+}
+
+impl Syntax {
+    /// The loop a directive starting at `line` governs.
+    pub fn loop_of_directive(&self, line: u32) -> Option<usize> {
+        self.loops.iter().position(|l| l.directive == Some(line))
+    }
+
+    /// The loops of the perfect nest starting at `l`, outermost first.
+    pub fn nest(&self, l: usize) -> Vec<usize> {
+        let mut out = vec![l];
+        let mut at = l;
+        while let Some(i) = self.loops[at].inner {
+            out.push(i);
+            at = i;
+        }
+        out
+    }
+}
+
+/// Fortran intrinsics that look like array references to the grammar.
+const F_INTRINSICS: &[&str] = &[
+    "abs", "sqrt", "sin", "cos", "tan", "exp", "log", "log10", "max", "min", "mod", "real", "dble",
+    "int", "nint", "floor", "ceiling", "sign", "atan", "atan2", "asin", "acos", "sinh", "cosh",
+    "tanh", "maxval", "minval", "sum", "product", "size", "kind", "huge", "tiny", "epsilon",
+    "merge", "float", "modulo", "cmplx", "aimag", "conjg",
+];
+
+/// C math functions without side effects.
+const C_PURE: &[&str] = &[
+    "sin", "cos", "tan", "sqrt", "fabs", "abs", "exp", "log", "log10", "pow", "fmax", "fmin",
+    "floor", "ceil", "atan", "atan2", "asin", "acos", "sinh", "cosh", "tanh", "fmod", "sinf",
+    "cosf", "sqrtf", "fabsf", "expf", "logf", "powf", "fmaxf", "fminf", "hypot", "cbrt",
+];
+
+/// Parses `text` as `lang` (`cpp` picks the C++ grammar for C-family files).
+pub fn parse(
+    lang: Lang,
+    cpp: bool,
+    text: &str,
+    directive_at: &dyn Fn(u32) -> Option<u32>,
+) -> Syntax {
+    let mut parser = Parser::new();
+    let language: tree_sitter::Language = match (lang, cpp) {
+        (Lang::Fortran, _) => tree_sitter_fortran::LANGUAGE.into(),
+        (Lang::C, false) => tree_sitter_c::LANGUAGE.into(),
+        (Lang::C, true) => tree_sitter_cpp::LANGUAGE.into(),
+    };
+    if parser.set_language(&language).is_err() {
+        return Syntax::default();
+    }
+    let Some(tree) = parser.parse(text, None) else {
+        return Syntax::default();
+    };
+    let mut r = Reader {
+        lang,
+        src: text.as_bytes(),
+        out: Syntax::default(),
+        function: None,
+    };
+    r.walk(tree.root_node());
+    r.link(directive_at, text);
+    r.out
+}
+
+fn line(n: Node) -> u32 {
+    n.start_position().row as u32 + 1
+}
+
+fn end_line(n: Node) -> u32 {
+    let p = n.end_position();
+    // A node ending at column 0 ends on the line before (a trailing newline).
+    if p.column == 0 && p.row > n.start_position().row {
+        p.row as u32
+    } else {
+        p.row as u32 + 1
+    }
+}
+
+struct Reader<'a> {
+    lang: Lang,
+    src: &'a [u8],
+    out: Syntax,
+    function: Option<usize>,
+}
+
+impl Reader<'_> {
+    fn text(&self, n: Node) -> String {
+        n.utf8_text(self.src).unwrap_or("").to_string()
+    }
+
+    fn walk(&mut self, n: Node) {
+        if n.is_error() || n.is_missing() {
+            self.out.error_lines.push(line(n));
+        }
+        match n.kind() {
+            "function_definition" | "subroutine" | "function" | "program" => {
+                let name = self.function_name(n);
+                self.out.functions.push(Function {
+                    name,
+                    start: line(n),
+                    end: end_line(n),
+                });
+                let saved = self.function.replace(self.out.functions.len() - 1);
+                self.children(n);
+                self.function = saved;
+            }
+            "for_statement" | "do_loop" => {
+                self.do_loop(n);
+            }
+            _ => self.children(n),
+        }
+    }
+
+    fn children(&mut self, n: Node) {
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.children(&mut c).collect();
+        for k in kids {
+            self.walk(k);
+        }
+    }
+
+    fn function_name(&self, n: Node) -> String {
+        match self.lang {
+            Lang::C => {
+                let mut d = n.child_by_field_name("declarator");
+                while let Some(x) = d {
+                    if x.kind() == "identifier" || x.kind().ends_with("identifier") {
+                        return self.text(x);
+                    }
+                    d = x.child_by_field_name("declarator");
+                }
+                String::new()
+            }
+            Lang::Fortran => n
+                .named_child(0)
+                .and_then(|s| {
+                    let mut c = s.walk();
+                    let k = s.named_children(&mut c).find(|k| k.kind() == "name");
+                    k
+                })
+                .map(|k| self.text(k))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Records loop `n` and the loops inside it; returns its index.
+    fn do_loop(&mut self, n: Node) -> usize {
+        let idx = self.out.loops.len();
+        let (var, space, header, body) = match self.lang {
+            Lang::C => self.c_header(n),
+            Lang::Fortran => self.f_header(n),
+        };
+        self.out.loops.push(SLoop {
+            var,
+            space,
+            start: line(n),
+            end: end_line(n),
+            header,
+            inner: None,
+            body_text: Vec::new(),
+            stmts: Vec::new(),
+            next: None,
+            directive: None,
+            end_directive: None,
+            function: self.function,
+        });
+        let mut stmts = Vec::new();
+        let mut body_nodes = Vec::new();
+        for b in body {
+            if b.kind() == "compound_statement" {
+                let mut c = b.walk();
+                body_nodes.extend(b.named_children(&mut c));
+            } else {
+                body_nodes.push(b);
+            }
+        }
+        let mut inner = Vec::new();
+        for b in &body_nodes {
+            self.statements(*b, &mut stmts, &mut inner);
+        }
+        let code = body_nodes.iter().filter(|b| b.kind() != "comment").count();
+        let only_loop = code == 1 && inner.len() == 1;
+        let texts: Vec<String> = body_nodes.iter().map(|b| self.text(*b)).collect();
+        let l = &mut self.out.loops[idx];
+        l.stmts = stmts;
+        if only_loop {
+            l.inner = Some(inner[0]);
+        } else {
+            l.body_text = texts;
+        }
+        // Statements of the nested loops are this loop's too.
+        let nested: Vec<Stmt> = inner
+            .iter()
+            .flat_map(|&i| self.out.loops[i].stmts.clone())
+            .collect();
+        self.out.loops[idx].stmts.extend(nested);
+        idx
+    }
+
+    /// Walks statement `n` of a loop body: its accesses into `stmts`, the
+    /// loops directly in it into `inner`.
+    fn statements(&mut self, n: Node, stmts: &mut Vec<Stmt>, inner: &mut Vec<usize>) {
+        match n.kind() {
+            "for_statement" | "do_loop" => inner.push(self.do_loop(n)),
+            "comment" | "preproc_call" | "end_do_loop_statement" | "do_statement" => {}
+            "preproc_ifdef" | "preproc_if" | "preproc_else" | "preproc_elif"
+            | "preproc_elifdef" => {
+                // Both branches may be compiled: their statements count.
+                let mut c = n.walk();
+                let kids: Vec<(Option<&str>, Node)> = n
+                    .children(&mut c)
+                    .enumerate()
+                    .map(|(i, k)| (n.field_name_for_child(i as u32), k))
+                    .collect();
+                for (field, k) in kids {
+                    if k.is_named() && !matches!(field, Some("name" | "condition")) {
+                        self.statements(k, stmts, inner);
+                    }
+                }
+            }
+            "compound_statement" | "if_statement" | "if_statement_block" | "else_clause"
+            | "block" => {
+                // Conditions are read; branches are statements.
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    if matches!(
+                        k.kind(),
+                        "parenthesized_expression" | "condition_clause" | "binary_expression"
+                    ) {
+                        let mut s = Stmt {
+                            line: line(k),
+                            ..Stmt::default()
+                        };
+                        self.reads(k, &mut s);
+                        stmts.push(s);
+                    } else {
+                        self.statements(k, stmts, inner);
+                    }
+                }
+            }
+            _ => {
+                let mut s = Stmt {
+                    line: line(n),
+                    ..Stmt::default()
+                };
+                self.statement(n, &mut s);
+                stmts.push(s);
+            }
+        }
+    }
+
+    fn statement(&self, n: Node, s: &mut Stmt) {
+        match n.kind() {
+            "expression_statement" => {
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    self.statement(k, s);
+                }
+            }
+            "assignment_expression" | "assignment_statement" => {
+                let (Some(l), Some(r)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) else {
+                    self.reads(n, s);
+                    return;
+                };
+                let op = n
+                    .child_by_field_name("operator")
+                    .map(|o| self.text(o))
+                    .unwrap_or_else(|| "=".into());
+                if let Some(a) = self.access(l) {
+                    if op != "=" {
+                        s.reads.push(a.clone());
+                    }
+                    // Subscripts are read.
+                    self.subscript_reads(l, s);
+                    s.writes.push(a);
+                } else {
+                    self.reads(l, s);
+                }
+                self.reads(r, s);
+            }
+            "update_expression" => {
+                if let Some(a) = n
+                    .child_by_field_name("argument")
+                    .and_then(|x| self.access(x))
+                {
+                    s.reads.push(a.clone());
+                    s.writes.push(a);
+                }
+            }
+            "declaration" => {
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    if k.kind() == "init_declarator" {
+                        if let Some(d) = k.child_by_field_name("declarator") {
+                            s.locals.push(self.text(d));
+                        }
+                        if let Some(v) = k.child_by_field_name("value") {
+                            self.reads(v, s);
+                        }
+                    }
+                }
+            }
+            _ => self.reads(n, s),
+        }
+    }
+
+    /// The variable `n` names, with its subscripts.
+    fn access(&self, n: Node) -> Option<Access> {
+        match n.kind() {
+            "identifier" => Some(Access {
+                name: self.key(&self.text(n)),
+                subs: Vec::new(),
+            }),
+            "subscript_expression" => {
+                let mut subs = Vec::new();
+                let mut at = n;
+                while at.kind() == "subscript_expression" {
+                    let idx = at
+                        .child_by_field_name("index")
+                        .or_else(|| at.child_by_field_name("indices"));
+                    subs.push(idx.and_then(|i| self.affine(i)));
+                    at = at.child_by_field_name("argument")?;
+                }
+                if at.kind() != "identifier" {
+                    return None;
+                }
+                subs.reverse();
+                Some(Access {
+                    name: self.key(&self.text(at)),
+                    subs,
+                })
+            }
+            "call_expression" if self.lang == Lang::Fortran => {
+                let name = n.named_child(0).filter(|x| x.kind() == "identifier")?;
+                let name = self.key(&self.text(name));
+                if F_INTRINSICS.contains(&name.as_str()) {
+                    return None;
+                }
+                let args = n.named_child(1)?;
+                let mut c = args.walk();
+                let subs = args
+                    .named_children(&mut c)
+                    .map(|a| self.affine(a))
+                    .collect();
+                Some(Access { name, subs })
+            }
+            "parenthesized_expression" => n.named_child(0).and_then(|x| self.access(x)),
+            _ => None,
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        super::lang_key(self.lang, name)
+    }
+
+    fn subscript_reads(&self, n: Node, s: &mut Stmt) {
+        match n.kind() {
+            "subscript_expression" => {
+                if let Some(i) = n
+                    .child_by_field_name("index")
+                    .or_else(|| n.child_by_field_name("indices"))
+                {
+                    self.reads(i, s);
+                }
+                if let Some(a) = n.child_by_field_name("argument") {
+                    self.subscript_reads(a, s);
+                }
+            }
+            "call_expression" => {
+                if let Some(a) = n.named_child(1) {
+                    self.reads(a, s);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every variable expression `n` reads.
+    fn reads(&self, n: Node, s: &mut Stmt) {
+        match n.kind() {
+            "identifier" => s.reads.push(Access {
+                name: self.key(&self.text(n)),
+                subs: Vec::new(),
+            }),
+            "subscript_expression" => {
+                if let Some(a) = self.access(n) {
+                    s.reads.push(a);
+                }
+                self.subscript_reads(n, s);
+            }
+            "call_expression" => match self.access(n) {
+                Some(a) => {
+                    s.reads.push(a);
+                    self.subscript_reads(n, s);
+                }
+                None => {
+                    // A call: its arguments are read (C: not its name).
+                    let name = n
+                        .child_by_field_name("function")
+                        .or_else(|| n.named_child(0))
+                        .map(|f| self.key(&self.text(f)))
+                        .unwrap_or_default();
+                    if !C_PURE.contains(&name.as_str()) && !F_INTRINSICS.contains(&name.as_str()) {
+                        s.calls.push(name);
+                    }
+                    let mut c = n.walk();
+                    let kids: Vec<Node> = n.named_children(&mut c).collect();
+                    for k in kids {
+                        if k.kind() == "argument_list" {
+                            self.reads(k, s);
+                        }
+                    }
+                }
+            },
+            "subroutine_call" => {
+                let name = n
+                    .child_by_field_name("subroutine")
+                    .or_else(|| n.named_child(0))
+                    .map(|f| self.key(&self.text(f)))
+                    .unwrap_or_default();
+                s.calls.push(name);
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    if k.kind() == "argument_list" {
+                        self.reads(k, s);
+                    }
+                }
+            }
+            "field_expression" => {
+                if let Some(a) = n.child_by_field_name("argument") {
+                    self.reads(a, s);
+                }
+            }
+            "assignment_expression" | "update_expression" => self.statement(n, s),
+            _ => {
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    self.reads(k, s);
+                }
+            }
+        }
+    }
+
+    fn affine(&self, n: Node) -> Option<Affine> {
+        match n.kind() {
+            "identifier" => Some(Affine::var(&self.key(&self.text(n)))),
+            "number_literal" => self.text(n).parse().ok().map(Affine::konst),
+            "parenthesized_expression" => self.affine(n.named_child(0)?),
+            "unary_expression" => {
+                let op = self.text(n.child(0)?);
+                let a = self.affine(n.named_child(0)?)?;
+                match op.as_str() {
+                    "-" => Some(a.scale(-1)),
+                    "+" => Some(a),
+                    _ => None,
+                }
+            }
+            "binary_expression" | "math_expression" => {
+                let l = self.affine(n.child_by_field_name("left")?)?;
+                let r = self.affine(n.child_by_field_name("right")?)?;
+                let op = self.text(n.child_by_field_name("operator")?);
+                match op.as_str() {
+                    "+" => Some(l.add(&r, 1)),
+                    "-" => Some(l.add(&r, -1)),
+                    "*" => match (l.as_konst(), r.as_konst()) {
+                        (Some(k), _) => Some(r.scale(k)),
+                        (_, Some(k)) => Some(l.scale(k)),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// C: (variable, space, header, body).
+    fn c_header<'t>(&self, n: Node<'t>) -> (Option<String>, String, String, Vec<Node<'t>>) {
+        let init = n.child_by_field_name("initializer");
+        let var = init.and_then(|i| match i.kind() {
+            "declaration" => i
+                .named_child(1)
+                .and_then(|d| d.child_by_field_name("declarator"))
+                .map(|d| self.text(d)),
+            "assignment_expression" => i.child_by_field_name("left").map(|d| self.text(d)),
+            _ => None,
+        });
+        let lower = init
+            .and_then(|i| match i.kind() {
+                "declaration" => i
+                    .named_child(1)
+                    .and_then(|d| d.child_by_field_name("value")),
+                "assignment_expression" => i.child_by_field_name("right"),
+                _ => None,
+            })
+            .map(|x| self.text(x))
+            .unwrap_or_default();
+        let cond = n
+            .child_by_field_name("condition")
+            .map(|x| self.text(x))
+            .unwrap_or_default();
+        let step = n
+            .child_by_field_name("update")
+            .map(|x| self.text(x))
+            .unwrap_or_default();
+        let body = n.child_by_field_name("body");
+        let header = match body {
+            Some(b) => String::from_utf8_lossy(&self.src[n.start_byte()..b.start_byte()])
+                .trim_end()
+                .to_string(),
+            None => self.text(n),
+        };
+        let space = normalize(&format!("{lower};{cond};{step}"), var.as_deref());
+        (var, space, header, body.into_iter().collect())
+    }
+
+    /// Fortran: (variable, space, header, body).
+    fn f_header<'t>(&self, n: Node<'t>) -> (Option<String>, String, String, Vec<Node<'t>>) {
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        let mut var = None;
+        let mut space = String::new();
+        let mut header = String::new();
+        let mut body = Vec::new();
+        for k in kids {
+            match k.kind() {
+                "do_statement" => {
+                    header = self.text(k);
+                    let mut c2 = k.walk();
+                    let ctl = k
+                        .named_children(&mut c2)
+                        .find(|x| x.kind() == "loop_control_expression");
+                    if let Some(ctl) = ctl {
+                        let mut c3 = ctl.walk();
+                        let parts: Vec<String> =
+                            ctl.named_children(&mut c3).map(|x| self.text(x)).collect();
+                        var = parts.first().map(|v| self.key(v));
+                        let mut rest: Vec<String> = parts.iter().skip(1).cloned().collect();
+                        if rest.len() == 2 {
+                            rest.push("1".into());
+                        }
+                        space = normalize(&rest.join(";"), var.as_deref()).to_ascii_lowercase();
+                    } else {
+                        space = normalize(&header, None).to_ascii_lowercase();
+                    }
+                }
+                "end_do_loop_statement" | "block_label_start_expression" => {}
+                _ => body.push(k),
+            }
+        }
+        (var, space, header, body)
+    }
+
+    /// Attaches directives and finds the loops that follow each other.
+    fn link(&mut self, directive_at: &dyn Fn(u32) -> Option<u32>, text: &str) {
+        let lines: Vec<&str> = text.lines().collect();
+        let blank = |n: u32| -> bool {
+            let t = lines.get(n as usize - 1).map(|l| l.trim()).unwrap_or("");
+            t.is_empty()
+                || t.starts_with("//")
+                || (t.starts_with('!') && !t.to_ascii_lowercase().starts_with("!$acc"))
+                || t.starts_with("/*")
+                || conditional(t)
+        };
+        for l in &mut self.out.loops {
+            // The directive: the nearest line above that starts one, with
+            // only blank lines, comments and the directive's continuation
+            // lines between.
+            let mut n = l.start;
+            while n > 1 {
+                n -= 1;
+                if let Some(first) = directive_at(n) {
+                    l.directive = Some(first);
+                    break;
+                }
+                if !blank(n) {
+                    break;
+                }
+            }
+            if self.lang == Lang::Fortran {
+                let mut m = l.end + 1;
+                while (m as usize) <= lines.len() && blank(m) {
+                    m += 1;
+                }
+                let t = lines
+                    .get(m as usize - 1)
+                    .map(|x| x.trim().to_ascii_lowercase())
+                    .unwrap_or_default();
+                if t.starts_with("!$acc end") && t.contains("loop") {
+                    l.end_directive = Some(m);
+                }
+            }
+        }
+        // Neighbours: a loop whose directive (or first line) follows the
+        // end of another with nothing else between.
+        let count = self.out.loops.len();
+        for a in 0..count {
+            let after = self.out.loops[a]
+                .end_directive
+                .unwrap_or(self.out.loops[a].end);
+            for b in 0..count {
+                if a == b {
+                    continue;
+                }
+                let lb = &self.out.loops[b];
+                let first = lb.directive.unwrap_or(lb.start);
+                if first > after
+                    && lb.function == self.out.loops[a].function
+                    && (after + 1..first).all(|n| blank(n) || lines[n as usize - 1].trim() == "")
+                {
+                    self.out.loops[a].next = Some(b);
+                }
+            }
+        }
+    }
+}
+
+/// A preprocessor conditional line (`#ifdef`, `#else`, `#endif`, ...): a
+/// construct the trace recorded was compiled in, so a conditional between
+/// two recorded constructs does not separate them.
+fn conditional(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix('#') else {
+        return false;
+    };
+    let word: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    matches!(
+        word.as_str(),
+        "if" | "ifdef" | "ifndef" | "elif" | "else" | "endif"
+    )
+}
+
+/// Text with spaces removed and the loop variable written `@`.
+fn normalize(s: &str, var: Option<&str>) -> String {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(v) = var else {
+        return s;
+    };
+    // Replace whole-word occurrences of the variable.
+    let mut out = String::new();
+    let b: Vec<char> = s.chars().collect();
+    let w: Vec<char> = v.chars().collect();
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(&w)
+            && (i == 0 || !word(b[i - 1]))
+            && (i + w.len() >= b.len() || !word(b[i + w.len()]))
+        {
+            out.push('@');
+            i += w.len();
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+impl SourceFile {
+    /// The file's structure as the grammars parse it (parsed once).
+    pub fn syntax(&self) -> &Syntax {
+        self.syntax.get_or_init(|| {
+            let cpp = matches!(
+                std::path::Path::new(&self.path)
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_ascii_lowercase)
+                    .as_deref(),
+                Some("cc" | "cpp" | "cxx" | "c++" | "hpp" | "hh" | "hxx" | "cu")
+            );
+            let is_directive = |n: u32| {
+                self.directive_at(n)
+                    .filter(|d| d.line <= n && n <= d.end_line)
+                    .map(|d| d.line)
+            };
+            parse(self.lang, cpp, &self.text, &is_directive)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
