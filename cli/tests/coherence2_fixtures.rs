@@ -6,8 +6,8 @@
 //! arrays, `std::vector` data, small arrays staged through the runtime's
 //! buffer, and NPB SP class W. Each defect is found and each `fixed`
 //! variant reports nothing; the check's exit note (kept in NAME.log) says
-//! what it watched. Until the directory holds a recording (only its
-//! record.sh), every test says so and passes.
+//! what it watched. A test whose recording the directory does not hold
+//! says so and passes.
 
 mod support;
 
@@ -15,22 +15,18 @@ use accprof_trace::CoherenceKind;
 
 const GPU: &str = "h200-coherence2";
 
-/// Whether the recording is here; says why not when it is absent.
-fn recorded() -> bool {
+/// Whether the recording of `name` is here; says why not when it is
+/// absent (the directory holds only the recordings kept).
+fn recorded(name: &str) -> bool {
     let dir = accprof_analyzer::testkit::fixtures::dir(GPU);
-    let any = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .any(|e| e.path().extension().is_some_and(|x| x == "trace"))
-        })
-        .unwrap_or(false);
-    if !any {
+    let here = dir.join(format!("{name}.trace")).is_file();
+    if !here {
         eprintln!(
-            "skipped: {} holds no recording yet (run its record.sh on a GPU machine and copy the traces, logs and bin/ there)",
+            "skipped: {} holds no {name}.trace (run its record.sh on a GPU machine and copy the traces, logs and bin/ there)",
             dir.display()
         );
     }
-    any
+    here
 }
 
 fn analyze(name: &str) -> String {
@@ -97,7 +93,7 @@ fn clean(name: &str) {
 /// the checksum read after the loop without `update self` is C1.
 #[test]
 fn globals_made_by_data_create_and_filled_by_update_are_watched() {
-    if !recorded() {
+    if !recorded("globals_bad") {
         return;
     }
     let s = analyze("globals_bad");
@@ -114,7 +110,7 @@ fn globals_made_by_data_create_and_filled_by_update_are_watched() {
 /// self` without `update device` is C2 at the write.
 #[test]
 fn a_lost_write_to_an_entered_array_is_c2() {
-    if !recorded() {
+    if !recorded("enter_bad") {
         return;
     }
     let s = analyze("enter_bad");
@@ -129,7 +125,7 @@ fn a_lost_write_to_an_entered_array_is_c2() {
 /// loaded code, found by the updates' copies; 90 of 100 downloads unread.
 #[test]
 fn declared_globals_are_watched_and_unread_downloads_counted() {
-    if !recorded() {
+    if !recorded("declare_bad") {
         return;
     }
     let s = analyze("declare_bad");
@@ -146,7 +142,7 @@ fn declared_globals_are_watched_and_unread_downloads_counted() {
 /// watched, the checksum read without acc_update_self is a stale read.
 #[test]
 fn arrays_mapped_by_the_api_routines_are_watched() {
-    if !recorded() {
+    if !recorded("api_map_bad") {
         return;
     }
     for routine in ["map", "create", "copyin"] {
@@ -164,7 +160,7 @@ fn arrays_mapped_by_the_api_routines_are_watched() {
 /// is inside libgfortran).
 #[test]
 fn module_arrays_after_a_partial_update_are_watched() {
-    if !recorded() {
+    if !recorded("module_f90_bad") {
         return;
     }
     assert!(accesses("module_f90_bad", CoherenceKind::StaleRead) > 0);
@@ -176,7 +172,7 @@ fn module_arrays_after_a_partial_update_are_watched() {
 /// of the stale vector is found.
 #[test]
 fn vector_data_entered_by_create_is_watched() {
-    if !recorded() {
+    if !recorded("vector_enter_bad") {
         return;
     }
     let s = analyze("vector_enter_bad");
@@ -190,7 +186,7 @@ fn vector_data_entered_by_create_is_watched() {
 /// copies into the buffer, or norm from its update every step).
 #[test]
 fn staged_small_arrays_are_counted_and_watched_from_their_own_copy() {
-    if !recorded() {
+    if !recorded("small_arrays") {
         return;
     }
     let n = note("small_arrays");
@@ -210,7 +206,7 @@ fn staged_small_arrays_are_counted_and_watched_from_their_own_copy() {
 /// watched, and nothing is reported.
 #[test]
 fn npb_sp_keeps_its_arrays_watched_and_clean() {
-    if !recorded() {
+    if !recorded("sp_W") {
         return;
     }
     let run = accprof_analyzer::testkit::fixtures::load(GPU, "sp_W");

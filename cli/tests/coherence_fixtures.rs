@@ -100,7 +100,7 @@ fn downloads_read_every_tenth_step_are_c3_with_the_readers_guard() {
     let s = analyze("unread_download_bad");
     assert!(
         s.contains(
-            "#1 C3 90 of 100 downloads of u at unread_download.c:122 were not read by the host"
+            "C3 90 of 100 downloads of u at unread_download.c:122 were not read by the host"
         ),
         "{s}"
     );

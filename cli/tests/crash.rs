@@ -337,3 +337,49 @@ fn a_death_the_collector_cannot_see_is_named_by_the_launcher() {
         "{err}"
     );
 }
+
+/// UK-MAC TeaLeaf_OpenACC (gfortran 12, nvptx offload, tea_bm_2) dies of
+/// SIGSEGV inside the CUDA driver on an H200, bare too, with libgfortran's
+/// backtrace handler installed after the collector's (bench/tealeaf.sh).
+/// Its traces keep the constructs before the crash, the signal and, with
+/// CUPTI, the driver call it died in. (The binary is not kept: the lines
+/// are not asked for.)
+fn check_tealeaf(name: &str, cupti: bool) {
+    let Some(dir) = h200_crash() else { return };
+    let run = accprof_analyzer::testkit::fixtures::load("h200-crash", name);
+    assert!(computes(&run) >= 3, "{name}: the constructs before the crash");
+    assert_eq!(run.cupti_active(), cupti, "{name}: CUPTI recording");
+    assert_eq!(
+        run.process.ending.map(|e| e.how),
+        Some(Ending::Signal(libc::SIGSEGV)),
+        "{name}"
+    );
+    let c = crashes(&dir.join(format!("{name}.trace")));
+    assert_eq!(c.len(), 1, "{name}: {c:?}");
+    assert!(c[0].address.is_some(), "{name}: {c:?}");
+    let text = on_fixture("h200-crash", name, &["analyze"]);
+    let ending = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("ending:"))
+        .unwrap_or_else(|| panic!("{name}: no ending line in\n{text}"));
+    assert!(
+        ending.contains("died of signal 11 (SIGSEGV)")
+            && ending.contains("during the compute region (parallel)"),
+        "{name}: {ending}"
+    );
+    assert_eq!(
+        ending.contains("in the CUDA driver call cuMemcpyDtoH_v2"),
+        cupti,
+        "{name}: {ending}"
+    );
+}
+
+#[test]
+fn tealeaf_dying_in_the_driver_keeps_its_trace_with_cupti() {
+    check_tealeaf("tealeaf_cupti", true);
+}
+
+#[test]
+fn tealeaf_dying_in_the_driver_keeps_its_trace_without_cupti() {
+    check_tealeaf("tealeaf_no_cupti", false);
+}
