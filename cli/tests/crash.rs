@@ -347,7 +347,10 @@ fn a_death_the_collector_cannot_see_is_named_by_the_launcher() {
 fn check_tealeaf(name: &str, cupti: bool) {
     let Some(dir) = h200_crash() else { return };
     let run = accprof_analyzer::testkit::fixtures::load("h200-crash", name);
-    assert!(computes(&run) >= 3, "{name}: the constructs before the crash");
+    assert!(
+        computes(&run) >= 3,
+        "{name}: the constructs before the crash"
+    );
     assert_eq!(run.cupti_active(), cupti, "{name}: CUPTI recording");
     assert_eq!(
         run.process.ending.map(|e| e.how),
