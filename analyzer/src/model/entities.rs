@@ -143,6 +143,19 @@ impl HostAccess {
     pub fn offset(&self) -> u64 {
         self.host_addr.saturating_sub(self.range_start)
     }
+
+    /// The address that names the array the access fell in: the one it
+    /// touched when that lies in its range, else the range's start (a
+    /// download nobody read touched nothing).
+    pub fn named_at(&self) -> u64 {
+        let inside = self.host_addr >= self.range_start
+            && self.host_addr - self.range_start < self.range_bytes.max(1);
+        if inside {
+            self.host_addr
+        } else {
+            self.range_start
+        }
+    }
 }
 
 /// A call of an MPI routine, as the collector's PMPI wrappers saw it.

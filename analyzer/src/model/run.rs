@@ -490,13 +490,16 @@ impl Run {
     }
 
     /// The name of the array access `id` fell in: the runtime's, else the
-    /// run's name for the buffer at the range's start.
+    /// run's name for the buffer that holds the accessed address (a range
+    /// the check watched can hold several arrays: two mapped by one clause
+    /// into one device block), else for the one at the range's start.
     pub fn access_variable(&self, id: HostAccessId) -> Option<&str> {
         let a = self.host_access(id);
-        match a.variable {
-            Some(n) => Some(self.name(n)),
-            None => self.buffer_name(a.range_start),
+        if let Some(n) = a.variable {
+            return Some(self.name(n));
         }
+        let start = self.named_start_within(a.range_start, a.named_at(), None)?;
+        self.buffer_name(start)
     }
 
     /// The MPI calls with their handles, in start order.

@@ -93,6 +93,27 @@ impl Run {
         self.buffer_name_from(ptr).map(|(n, _)| n)
     }
 
+    /// The start of the named buffer that starts last in `lo..=at` (the
+    /// run's names, and `also`'s): the one that holds address `at` when
+    /// the buffers from `lo` on lie side by side (as two arrays one clause
+    /// mapped into one device block).
+    pub fn named_start_within(
+        &self,
+        lo: u64,
+        at: u64,
+        also: Option<&HashMap<u64, String>>,
+    ) -> Option<u64> {
+        self.buffer_names
+            .runtime
+            .keys()
+            .chain(self.data_names.keys())
+            .chain(self.buffer_names.source.buffers.keys())
+            .chain(also.into_iter().flat_map(HashMap::keys))
+            .copied()
+            .filter(|&p| p >= lo && p <= at)
+            .max()
+    }
+
     /// Learns the names the program's sources give the buffers no runtime
     /// name or symbol names (the clauses and code of the constructs that
     /// moved them), and names the summary's variables with them. Every

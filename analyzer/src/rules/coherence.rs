@@ -101,7 +101,13 @@ pub(crate) fn variable(cx: &Context, a: &HostAccess) -> String {
     match a.variable {
         Some(n) => base_name(cx.run.name(n)).to_string(),
         None => cx
-            .buffer_name(a.range_start)
+            .run
+            .named_start_within(
+                a.range_start,
+                a.named_at(),
+                cx.unlearned.as_ref().map(|u| &u.buffers),
+            )
+            .and_then(|p| cx.buffer_name(p))
             .map(|n| base_name(n).to_string())
             .unwrap_or_else(|| format!("the array at {:#x}", a.range_start)),
     }

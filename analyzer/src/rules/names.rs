@@ -28,8 +28,11 @@ pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> SourceNames {
     let (xfers, _) = super::large_xfers(run, super::Options::default().min_bytes);
     let mut names = recorded.clone();
     let mut transfers = HashMap::new();
-    infer_names(&mut names, &mut transfers, run, sources, &xfers);
+    // A statement that touched one mapped array names its buffer before
+    // any clause's order does: GCC does not move a clause's arrays in the
+    // order the clause lists them.
     name_host_accesses(&mut names, run, sources);
+    infer_names(&mut names, &mut transfers, run, sources, &xfers);
     // What the host accesses named can name the buffers moved beside
     // them (the other array of a `copy(u, unew)`).
     infer_names(&mut names, &mut transfers, run, sources, &xfers);
