@@ -442,6 +442,35 @@ fn mpi_calls_show_their_source_line() {
         want.sort();
         assert_eq!(got, want, "rank {rank}");
     }
+    // Perfetto: the MPI call lines are written (no construct is at one:
+    // they are the slices' source annotations).
+    let out = dir.path().join("t.pftrace");
+    let st = Command::new(accprof())
+        .arg("export")
+        .args(&paths)
+        .args(["-f", "perfetto", "-o"])
+        .arg(&out)
+        .output()
+        .expect("accprof runs");
+    assert!(st.status.success(), "{}", stderr(&st));
+    let bytes = std::fs::read(&out).expect("read");
+    let construct_lines: Vec<u32> = runs[0]
+        .constructs()
+        .filter_map(|(_, c)| runs[0].site(c.site).line)
+        .collect();
+    for (routine, place) in runs.iter().flat_map(mpi_places) {
+        let line: u32 = place
+            .rsplit_once(':')
+            .expect("file:line")
+            .1
+            .parse()
+            .expect("line");
+        assert!(!construct_lines.contains(&line), "{place}");
+        assert!(
+            bytes.windows(place.len()).any(|w| w == place.as_bytes()),
+            "{routine} at {place} not in the Perfetto export"
+        );
+    }
     // The timeline: the selected MPI_Sendrecv's detail names its line.
     let session = accprof_tui::Session::open(
         paths.iter().cloned().zip(runs).collect(),
