@@ -257,6 +257,7 @@ fn a_stale_read_inside_an_mpi_call_names_the_call() {
                 routine: StringId(22),
                 cuda_aware: None,
                 ranges: Vec::new(),
+                call_site: None,
             }));
             t.t += 1000;
         },

@@ -82,6 +82,7 @@ fn driver_calls_fall_in_their_constructs_and_the_parts_sum_to_the_wall() {
         routine: StringId(9),
         cuda_aware: None,
         ranges: Vec::new(),
+        call_site: None,
     }));
     r.push(span(2, 12_000, 16_000, DriverOp::Other));
     r.push(Record::Acc(acc_event(

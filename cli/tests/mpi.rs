@@ -318,3 +318,217 @@ fn fortran_slab_halo_is_no_round_trip_and_what_can_be_done_ranks_first() {
         assert!(p1 < s1, "rank {rank}: {rules:?}");
     }
 }
+
+/// The lines of each statement of `file` that calls `routine` (C
+/// `MPI_X(...);` or Fortran `call MPI_X(..., &` continued), in order: the
+/// debug information may put the call on any of them (gfortran puts it on
+/// the statement's last line).
+fn call_statements(file: &Path, routine: &str) -> Vec<std::ops::RangeInclusive<u32>> {
+    let text = std::fs::read_to_string(file).expect("source readable");
+    let lines: Vec<&str> = text.lines().collect();
+    let call = format!("{}(", routine.to_ascii_lowercase());
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start().to_ascii_lowercase();
+        if !(t.starts_with(&call)
+            || t.strip_prefix("call ")
+                .is_some_and(|b| b.starts_with(&call)))
+        {
+            continue;
+        }
+        // To the line that ends the statement.
+        let end = (i..lines.len())
+            .find(|&j| {
+                let t = lines[j].trim_end();
+                t.ends_with(';') || !(t.ends_with('&') || t.ends_with(','))
+            })
+            .unwrap_or(i);
+        out.push(i as u32 + 1..=end as u32 + 1);
+    }
+    out
+}
+
+/// "file:line" of each MPI call of `run`, in start order, from the model
+/// ([`Run::mpi_site`]); every call has a line.
+fn mpi_places(run: &Run) -> Vec<(String, String)> {
+    run.mpi_call_ids()
+        .map(|(id, c)| {
+            let site = run
+                .mpi_site(id)
+                .unwrap_or_else(|| panic!("{} has no call site", c.routine));
+            let s = run.site(site);
+            let line = s.line.unwrap_or_else(|| panic!("{c:?} at {s:?}"));
+            (c.routine.clone(), format!("{}:{line}", s.file))
+        })
+        .collect()
+}
+
+/// Each recorded MPI call of a `-g` build is at the source line of the
+/// program's call into MPI: `sample`'s calls of each routine in `source`
+/// on `np` ranks, each call site used.
+fn check_mpi_sites(dir: &Path, sample: &str, source: &str, np: usize, args: &[&str]) -> Vec<Run> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples")
+        .join(source);
+    let runs = ranks(dir, sample, np, args);
+    for (rank, run) in runs.iter().enumerate() {
+        let places = mpi_places(run);
+        assert!(!places.is_empty(), "rank {rank}");
+        for routine in ["MPI_Sendrecv", "MPI_Reduce", "MPI_Bcast"] {
+            let statements = call_statements(&src, routine);
+            assert!(!statements.is_empty(), "{routine} in {source}");
+            // The statement each call is at, by its first line.
+            let got: std::collections::BTreeSet<u32> = places
+                .iter()
+                .filter(|(r, _)| r == routine)
+                .map(|(_, p)| {
+                    let (file, line) = p.rsplit_once(':').expect("file:line");
+                    assert!(file.ends_with(source), "rank {rank}: {routine} at {p}");
+                    let line: u32 = line.parse().expect("line");
+                    let s = statements.iter().find(|s| s.contains(&line));
+                    *s.unwrap_or_else(|| {
+                        panic!("rank {rank}: {routine} at {p}, not a call of it in {statements:?}")
+                    })
+                    .start()
+                })
+                .collect();
+            let want: std::collections::BTreeSet<u32> =
+                statements.iter().map(|s| *s.start()).collect();
+            assert_eq!(got, want, "rank {rank}: {routine}: {places:#?}");
+        }
+    }
+    runs
+}
+
+/// A C program's MPI calls are at their lines in the model, in the
+/// timeline's detail of the selected call and in the Chrome export.
+#[test]
+fn mpi_calls_show_their_source_line() {
+    if !need("mpicc") || !need("mpirun") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runs = check_mpi_sites(dir.path(), "mpi_halo", "mpi_halo.c", 2, &["64", "48", "4"]);
+    // Chrome: each MPI slice's source is its call's line in the model.
+    let paths: Vec<_> = (0..2)
+        .map(|r| dir.path().join(format!("t-{r}.trace")))
+        .collect();
+    let out = dir.path().join("t.json");
+    let st = Command::new(accprof())
+        .arg("export")
+        .args(&paths)
+        .args(["-f", "chrome", "-o"])
+        .arg(&out)
+        .output()
+        .expect("accprof runs");
+    assert!(st.status.success(), "{}", stderr(&st));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("parses");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    for (rank, run) in runs.iter().enumerate() {
+        let pid = rank as u64 + 1;
+        let mut got: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "mpi" && e["pid"] == pid)
+            .map(|e| {
+                (
+                    e["name"].as_str().expect("name").to_string(),
+                    e["args"]["source"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let mut want = mpi_places(run);
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "rank {rank}");
+    }
+    // Perfetto: the MPI call lines are written (no construct is at one:
+    // they are the slices' source annotations).
+    let out = dir.path().join("t.pftrace");
+    let st = Command::new(accprof())
+        .arg("export")
+        .args(&paths)
+        .args(["-f", "perfetto", "-o"])
+        .arg(&out)
+        .output()
+        .expect("accprof runs");
+    assert!(st.status.success(), "{}", stderr(&st));
+    let bytes = std::fs::read(&out).expect("read");
+    let construct_lines: Vec<u32> = runs[0]
+        .constructs()
+        .filter_map(|(_, c)| runs[0].site(c.site).line)
+        .collect();
+    for (routine, place) in runs.iter().flat_map(mpi_places) {
+        let line: u32 = place
+            .rsplit_once(':')
+            .expect("file:line")
+            .1
+            .parse()
+            .expect("line");
+        assert!(!construct_lines.contains(&line), "{place}");
+        assert!(
+            bytes.windows(place.len()).any(|w| w == place.as_bytes()),
+            "{routine} at {place} not in the Perfetto export"
+        );
+    }
+    // The timeline: the selected MPI_Sendrecv's detail names its line.
+    let session = accprof_tui::Session::open(
+        paths.iter().cloned().zip(runs).collect(),
+        &[Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples")],
+    );
+    let g = &session.groups[0];
+    let (id, _) = g
+        .run
+        .mpi_call_ids()
+        .find(|(_, c)| c.routine == "MPI_Sendrecv")
+        .expect("an MPI_Sendrecv");
+    let site = g.run.mpi_site(id).expect("a call site");
+    let line = g.run.site(site).line.expect("a line");
+    let (lane, pos) = g.locate(&[accprof_analyzer::Item::MpiCall(id)])[0];
+    let mut state = accprof_tui::state::State::new(&session);
+    state.select_and_show(
+        &session,
+        accprof_tui::state::Ev {
+            group: 0,
+            lane,
+            pos,
+        },
+    );
+    let mut term =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 50)).expect("terminal");
+    term.draw(|f| {
+        let area = f.area();
+        accprof_tui::view::render(
+            &session,
+            &state,
+            accprof_tui::style::Palette { color: false },
+            area,
+            f.buffer_mut(),
+        );
+    })
+    .expect("draw");
+    let screen = accprof_tui::view::buffer_text(term.backend().buffer());
+    assert!(
+        screen.contains(&format!("MPI_Sendrecv  at mpi_halo.c:{line} (main)")),
+        "{screen}"
+    );
+}
+
+/// A Fortran program's MPI calls, through each binding, are at their lines:
+/// the bindings' own frames are passed over.
+#[test]
+fn fortran_mpi_calls_are_at_their_source_lines() {
+    if !need("mpif90") || !need("mpirun") {
+        return;
+    }
+    for binding in ["f90", "fh", "f08"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        check_mpi_sites(
+            dir.path(),
+            &format!("mpi_slab_{binding}"),
+            "mpi_slab.f90",
+            2,
+            &["16", "12", "8", "5"],
+        );
+    }
+}

@@ -70,7 +70,7 @@ fn is_runtime_library(path: &str, own_path: &str) -> bool {
         return true;
     }
     let name = path.rsplit('/').next().unwrap_or(path);
-    const PREFIXES: [&str; 16] = [
+    const PREFIXES: [&str; 17] = [
         "libgomp",
         "libacc",
         "libnvhpc",
@@ -86,6 +86,9 @@ fn is_runtime_library(path: &str, own_path: &str) -> bool {
         "libgcc_s",
         "libstdc++",
         "libgfortran",
+        // MPI's Fortran bindings (libmpi_mpifh, libmpi_usempif08,
+        // libmpifort) call the C entries the collector wraps.
+        "libmpi",
         "libaccprof",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))

@@ -1,7 +1,9 @@
 //! MPI point-to-point and collective calls, wrapped through the MPI
 //! profiling interface so that a halo exchange staged through the host can
 //! be set beside the `update`s around it: each call's host ranges (what it
-//! sends from and receives into) are recorded as an [`MpiCall`].
+//! sends from and receives into) are recorded as an [`MpiCall`], with the
+//! program's call into MPI as its call site (the unwind constructs use,
+//! past this library and MPI's own, the Fortran bindings included).
 //!
 //! The preload exports `MPI_Send`, `MPI_Sendrecv`, ... and their `PMPI_`
 //! twins. A C program calls the `MPI_` entry; the Fortran bindings do not:
@@ -206,6 +208,10 @@ fn around(
     if !outer {
         return call(f);
     }
+    // A fixed point in this frame for the unwind that finds the program's
+    // call into MPI (see callsite::capture).
+    let anchor = std::hint::black_box(0u64);
+    let anchor = &anchor as *const u64 as usize;
     // CLOCK_MONOTONIC ns, the trace's clock: these records are not among
     // those whose counter-tick stamps the writer converts.
     let record = state::enabled();
@@ -228,6 +234,8 @@ fn around(
                 routine: routine(i),
                 cuda_aware: cuda_aware(),
                 ranges,
+                // After the call's end: the unwind is not in its span.
+                call_site: crate::callsite::capture(anchor),
             });
             sink::push(rec);
         });

@@ -378,6 +378,7 @@ fn mpi_call(
         return Ok(());
     };
     let track = thread_track(sink, st, w, thread)?;
+    st.place_at(w.run, w.run.mpi_site(id));
     sink.slice(&Slice {
         track,
         name: &m.routine,
@@ -385,6 +386,7 @@ fn mpi_call(
         start_ns: w.at(m.start_ns),
         end_ns: w.at(m.end_ns.max(m.start_ns)),
         args: &[
+            ("source", Arg::Str(&st.place)),
             ("bytes", Arg::Int(m.bytes())),
             ("mpi_call_id", Arg::Int(u64::from(id.number()))),
         ],

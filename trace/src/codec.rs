@@ -436,6 +436,8 @@ fn encode_body(e: &mut Enc<'_>, st: &mut DeltaState, rec: &Record) {
                 e.varint(r.bytes);
                 e.u8(u8::from(r.write));
             }
+            // 1.6: appended, so a 1.5 reader stops before it.
+            e.varint(m.call_site.map_or(0, |c| u64::from(c.0) + 1));
         }
         Record::CallChain(ch) => {
             e.varint(u64::from(ch.site.0));
@@ -734,6 +736,7 @@ pub(crate) fn decode_record(tag: u8, body: &[u8], st: &mut DeltaState) -> DResul
                 routine,
                 cuda_aware: (flags & 1 != 0).then_some(flags & 2 != 0),
                 ranges,
+                call_site: mpi_call_site(c),
             })
         }
         TAG_CALL_CHAIN => {
@@ -979,6 +982,21 @@ fn decode_coherence(c: &mut Cursor<'_>) -> Coherence {
         construct: RegionId(c.varint()),
         confirmed: flags & 4 != 0,
         callers: access_frames(c),
+    }
+}
+
+/// The call site a 1.6 MpiCall record appends (none in a 1.5 one).
+fn mpi_call_site(c: &mut Cursor<'_>) -> Option<CallSiteId> {
+    if c.remaining() == 0 {
+        return None;
+    }
+    let v = c.varint().checked_sub(1)?;
+    match u32::try_from(v) {
+        Ok(id) => Some(CallSiteId(id)),
+        Err(_) => {
+            c.fail(DecodeError::Invalid("mpi call site"));
+            None
+        }
     }
 }
 
@@ -1385,6 +1403,53 @@ mod tests {
         let mut long = old.to_vec();
         long.push(MAX_ACCESS_FRAMES as u8 + 1);
         assert!(decode_record(TAG_COHERENCE, &long, &mut DeltaState::default()).is_err());
+    }
+
+    /// A 1.5 MpiCall body (no call site) reads with none; a 1.6 body's
+    /// call site is appended, so the 1.5 fields read the same without it.
+    #[test]
+    fn mpi_call_site_is_appended_to_the_1_5_body() {
+        let m = MpiCall {
+            start_ns: 100,
+            end_ns: 250,
+            thread: 2,
+            routine: StringId(5),
+            cuda_aware: Some(false),
+            ranges: vec![MpiRange {
+                host_ptr: 0x5000,
+                bytes: 384,
+                write: true,
+            }],
+            call_site: Some(CallSiteId(300)),
+        };
+        let mut buf = Vec::new();
+        push_record(
+            &mut buf,
+            &mut DeltaState::default(),
+            &Record::MpiCall(m.clone()),
+        );
+        let mut c = Cursor::new(&buf);
+        assert_eq!(c.u8(), TAG_MPI_CALL);
+        let body = c.bytes().to_vec();
+        // 1 + 300 = 301: a two-byte varint.
+        let old = &body[..body.len() - 2];
+        let got = decode_record(TAG_MPI_CALL, old, &mut DeltaState::default());
+        let want = MpiCall {
+            call_site: None,
+            ..m.clone()
+        };
+        assert_eq!(got, Ok(Some(Record::MpiCall(want.clone()))));
+        let got = decode_record(TAG_MPI_CALL, &body, &mut DeltaState::default());
+        assert_eq!(got, Ok(Some(Record::MpiCall(m))));
+        // 0: the collector found no application frame.
+        let mut none = old.to_vec();
+        none.push(0);
+        let got = decode_record(TAG_MPI_CALL, &none, &mut DeltaState::default());
+        assert_eq!(got, Ok(Some(Record::MpiCall(want))));
+        // Past a u32 id: refused.
+        let mut big = old.to_vec();
+        put_varint(&mut big, u64::from(u32::MAX) + 2);
+        assert!(decode_record(TAG_MPI_CALL, &big, &mut DeltaState::default()).is_err());
     }
 
     fn round_trip(recs: &[Record]) {

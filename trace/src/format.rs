@@ -124,7 +124,9 @@
 //!                start varint, duration varint, thread varint,
 //!                routine varint (string id), count varint
 //!                (<= MAX_MPI_RANGES), count x (host_ptr varint,
-//!                bytes varint, write u8 0/1); all absolute
+//!                bytes varint, write u8 0/1); all absolute;
+//!                [1.6: call_site varint: 0 none, else 1 + the CallSite
+//!                id of the program's call into MPI]
 //! 17 DriverSpan  (1.4) flags u8 (bits 0-3 op, bit 4 same thread,
 //!                5 cbid, 6 correlation), start zigzag (the time delta),
 //!                duration varint, thread? varint, cbid? varint,

@@ -169,6 +169,9 @@ pub struct MpiCall {
     pub cuda_aware: Option<bool>,
     /// At most [`MAX_MPI_RANGES`].
     pub ranges: Vec<MpiRange>,
+    /// The program's call into MPI (since format 1.6; None in older traces
+    /// and when the collector found no application frame).
+    pub call_site: Option<CallSiteId>,
 }
 
 /// Ranges an [`MpiCall`] holds at most.

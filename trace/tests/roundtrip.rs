@@ -354,6 +354,7 @@ fn edge_records() -> Vec<Record> {
                     write: k % 2 == 0,
                 })
                 .collect(),
+            call_site: [None, Some(CallSiteId(0)), Some(CallSiteId(u32::MAX))][i],
         }));
     }
     for source in [

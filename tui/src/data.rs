@@ -288,10 +288,12 @@ impl Group {
     }
 
     /// The source site an event is shown at: a host access's own
-    /// ([`Run::access_site`]), else its construct's line.
+    /// ([`Run::access_site`]), an MPI call's ([`Run::mpi_site`]), else its
+    /// construct's line.
     pub fn site_of(&self, item: Item) -> Option<SiteId> {
         match item {
             Item::HostAccess(a) => self.run.access_site(a),
+            Item::MpiCall(m) => self.run.mpi_site(m),
             _ => self.construct_of(item).map(|c| self.run.line_site(c)),
         }
     }

@@ -231,6 +231,7 @@ fn mpi_calls_join_their_threads_top_lane_in_start_order() {
         end_ns: 30,
         thread,
         cuda_aware: None,
+        site: None,
         ranges: Vec::new(),
     });
     let run = Arc::new(run);

@@ -418,6 +418,7 @@ impl<S: Sink> Join<S> {
             Record::MpiCall(m) => {
                 self.see_time(m.start_ns);
                 self.see_time(m.end_ns);
+                let site = m.call_site.map(|cs| self.call_site_site(cs, symbolizer));
                 self.mpi_calls.push(crate::model::MpiCall {
                     routine: self
                         .string(Some(m.routine))
@@ -427,6 +428,7 @@ impl<S: Sink> Join<S> {
                     thread: m.thread,
                     cuda_aware: m.cuda_aware,
                     ranges: m.ranges.clone(),
+                    site,
                 });
             }
             Record::CallChain(c) => {

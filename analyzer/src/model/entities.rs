@@ -171,6 +171,10 @@ pub struct MpiCall {
     pub cuda_aware: Option<bool>,
     /// The host ranges the call reads (sends) and writes (receives).
     pub ranges: Vec<accprof_trace::MpiRange>,
+    /// The source line of the program's call into MPI; None when the trace
+    /// has no call site for it (a trace before format 1.6). Read it through
+    /// [`Run::mpi_site`](crate::Run::mpi_site).
+    pub site: Option<SiteId>,
 }
 
 impl MpiCall {

@@ -516,6 +516,12 @@ impl Run {
         &self.process.mpi_calls[id.index()]
     }
 
+    /// The source line MPI call `id` is reported at: the program's call
+    /// into MPI, when the trace has its call site.
+    pub fn mpi_site(&self, id: MpiCallId) -> Option<SiteId> {
+        self.mpi_call(id).site
+    }
+
     /// Adds an MPI call (for runs made by hand).
     #[cfg(any(test, feature = "testkit"))]
     pub fn push_mpi_call(&mut self, call: MpiCall) {

@@ -569,6 +569,7 @@ fn each_event_has_its_track() {
         end_ns: 6_000,
         thread: 1,
         cuda_aware: None,
+        site: None,
         ranges: vec![
             accprof_trace::MpiRange {
                 host_ptr: 0x1000,

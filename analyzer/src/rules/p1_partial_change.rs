@@ -200,6 +200,7 @@ mod tests {
                     end_ns: t + 5_000,
                     thread: 0,
                     cuda_aware,
+                    site: None,
                     ranges: vec![
                         MpiRange {
                             host_ptr: u.ptr + send * row,
@@ -284,6 +285,7 @@ mod tests {
                 end_ns: t + 5_000,
                 thread: 0,
                 cuda_aware: None,
+                site: None,
                 ranges: vec![
                     MpiRange {
                         host_ptr: sent.ptr,
