@@ -346,7 +346,14 @@ impl Checker {
     /// newer; any touch of an awaited download reads it.
     pub fn settle(&mut self, device: bool) {
         let mut faults = Vec::new();
-        fault::drain(|f| faults.push(f));
+        // An access made inside a library is walked out of it here, off
+        // the signal path, from the stack the handler copied.
+        fault::drain(|mut f, copy| {
+            if copy.words > 0 && !super::walk::in_main_executable(f.code_addr) {
+                f.nframes = super::walk::walk(copy, &mut f.frames);
+            }
+            faults.push(f);
+        });
         let full = fault::RING_FULL.load(Ordering::Relaxed);
         if full != self.ring_full_seen {
             // Accesses were lost: every awaited download may have been read.

@@ -321,8 +321,10 @@ pub(crate) fn open_span(lo: u64, hi: u64) {
     protect(lo, hi.saturating_sub(lo), Prot::Rw);
 }
 
-/// Takes the faults recorded since the last call, oldest slot first.
-pub(crate) fn drain(mut each: impl FnMut(Fault)) {
+/// Takes the faults recorded since the last call, oldest slot first, each
+/// with the stack copy the handler took with it (valid for the call: the
+/// slot is released after it).
+pub(crate) fn drain(mut each: impl FnMut(Fault, &StackCopy)) {
     for slot in &SLOTS {
         if slot
             .state
@@ -330,14 +332,11 @@ pub(crate) fn drain(mut each: impl FnMut(Fault)) {
             .is_ok()
         {
             // SAFETY: we own the slot until it is EMPTY again (see Slot).
-            let mut f = unsafe { *slot.fault.get() };
+            let f = unsafe { *slot.fault.get() };
             // SAFETY: as above, for the slot's stack copy.
             let copy = unsafe { &*slot.stack.get() };
-            if copy.words > 0 && !super::walk::in_main_executable(f.code_addr) {
-                f.nframes = super::walk::walk(copy, &mut f.frames);
-            }
+            each(f, copy);
             slot.state.store(EMPTY, Ordering::Release);
-            each(f);
         }
     }
 }

@@ -510,7 +510,12 @@ mod tests {
         let first = unsafe { copy_it(dst.as_mut_ptr(), src.0.cast(), 64) };
         assert_eq!(first.to_ne_bytes(), [3u8; 8], "the read went through");
         let mut faults = Vec::new();
-        fault::drain(|f| faults.push(f));
+        fault::drain(|mut f, copy| {
+            if copy.words > 0 && !crate::coherence::walk::in_main_executable(f.code_addr) {
+                f.nframes = crate::coherence::walk::walk(copy, &mut f.frames);
+            }
+            faults.push(f);
+        });
         fault::publish(&Snapshot::new(Vec::new(), 4096, &[]), &mut retired);
         assert_eq!(faults.len(), 1, "{faults:#?}");
         let f = &faults[0];
