@@ -56,21 +56,6 @@ fn line_of(needle: &str) -> u32 {
     i as u32 + 1
 }
 
-/// An instruction of the module that the line tables put at `line` of the
-/// sample: what a fault there would report.
-fn instruction_at(module: &Module, line: u32) -> u64 {
-    let mut s = Symbolizer::new();
-    (module.text_start..module.text_end)
-        .find(|&off| {
-            matches!(
-                s.lookup(module, off + 1),
-                SymbolizedSite::Found { line: Some(l), ref file, .. }
-                    if l == line && file.ends_with("coherence_norm.c")
-            )
-        })
-        .expect("an instruction at the line")
-}
-
 /// A run of the sample built here whose coherence records are `kind`
 /// accesses at `line` of the sample, one per `confirmed` entry, 4 KiB
 /// apart in u, after the data construct and the copy-back construct
@@ -94,7 +79,7 @@ fn norm_run(
     };
     let copy_line = line_of("#pragma acc parallel loop present(u[0:n], unew[0:n])");
     let data_line = line_of("#pragma acc data copy");
-    let code = BASE + instruction_at(&module, line);
+    let code = BASE + testkit::lines::instruction_at(&module, "coherence_norm.c", line);
 
     let mut t = TraceBuilder::new();
     t.records.push(Record::String {

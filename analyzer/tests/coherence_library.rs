@@ -12,7 +12,7 @@ use std::process::Command;
 use accprof_analyzer::analysis;
 use accprof_analyzer::rules::Options;
 use accprof_analyzer::source::SourceSet;
-use accprof_analyzer::symbolize::{build_id, SymbolizedSite, Symbolizer};
+use accprof_analyzer::symbolize::build_id;
 use accprof_analyzer::testkit;
 use accprof_analyzer::testkit::trace::TraceBuilder;
 use accprof_trace::{
@@ -62,17 +62,7 @@ fn line_of(needle: &str) -> u32 {
 /// A return address into the program after an instruction at `line`:
 /// what the walk finds for the call made there.
 fn return_offset_at(module: &Module, line: u32) -> u64 {
-    let mut s = Symbolizer::new();
-    (module.text_start..module.text_end)
-        .find(|&off| {
-            matches!(
-                s.lookup(module, off + 1),
-                SymbolizedSite::Found { line: Some(l), ref file, .. }
-                    if l == line && file.ends_with("coherence_lib.c")
-            )
-        })
-        .expect("an instruction at the line")
-        + 1
+    testkit::lines::instruction_at(module, "coherence_lib.c", line) + 1
 }
 
 fn libc_path() -> String {

@@ -9,5 +9,6 @@
 pub mod findings;
 pub mod fixtures;
 pub mod golden;
+pub mod lines;
 pub mod runs;
 pub mod trace;
