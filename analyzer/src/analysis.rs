@@ -182,7 +182,6 @@ fn total_saving(run: &Run, findings: &[Finding]) -> u64 {
         } else {
             transfers.extend(&f.saved_transfers);
             allocs.extend(&f.saved_allocs);
-            other += f.smaller_allocs_ns;
         }
     }
     transfers.sort_unstable();

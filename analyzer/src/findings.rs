@@ -242,17 +242,6 @@ pub struct Finding {
     /// comes first.
     #[serde(skip)]
     pub ranks_after_ns: Option<u64>,
-    /// Part of `saving_ns` that neither `saved_transfers` nor
-    /// `saved_allocs` count: allocations the proposal keeps but makes
-    /// smaller (a compute construct's block, which holds its arguments
-    /// beside its data), priced by the run's
-    /// [`crate::ledger::AllocModel`]. The total adds it once per finding.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub smaller_allocs_ns: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 impl Finding {
@@ -277,7 +266,6 @@ impl Finding {
             saved_transfers: Vec::new(),
             saved_allocs: Vec::new(),
             ranks_after_ns: None,
-            smaller_allocs_ns: 0,
         }
     }
 }

@@ -23,8 +23,7 @@ use accprof_trace::{BufferHash, DriverOp, DriverSpan, OwnWork};
 
 use crate::join::{At, Order, Sink};
 use crate::model::{
-    AllocId, Construct, ConstructId, DeviceAlloc, Kernel, LaunchRequest, Memset, Process, SiteId,
-    Transfer,
+    Construct, ConstructId, Kernel, LaunchRequest, Memset, Process, SiteId, Transfer,
 };
 
 /// The parts a construct's host time is split into, as the driver timed
@@ -239,124 +238,6 @@ pub struct Ledger {
     /// PTX it has no cached machine code for.
     pub module_load_ns: u64,
     pub module_load_calls: u64,
-    /// What a device allocation and its free cost by size, fitted on the
-    /// run's own driver calls; None without driver timings or allocation
-    /// events to pair them with.
-    pub alloc_model: Option<AllocModel>,
-}
-
-/// The host time of a device allocation and its free (`cuMemAlloc` and
-/// `cuMemFree` as the driver timed them) against its size, a straight line
-/// fitted by least squares on the run's own calls, each paired with the
-/// runtime's allocation or free event that follows (or precedes) it. The
-/// driver's calls are not alike whatever their size: a block of a few MiB
-/// costs more than a kernel's argument block, which a mean per call does
-/// not tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AllocModel {
-    /// The cost of an allocation and its free of no bytes.
-    pub fixed_ns: u64,
-    /// And of each further GiB.
-    pub per_gib_ns: u64,
-    /// Allocations (with their frees) it was fitted on, and their sizes'
-    /// range.
-    pub pairs: u64,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-}
-
-impl AllocModel {
-    /// The modelled host time of allocating and freeing `bytes`.
-    pub fn ns(&self, bytes: u64) -> u64 {
-        let per = (u128::from(self.per_gib_ns) * u128::from(bytes)) >> 30;
-        self.fixed_ns
-            .saturating_add(u64::try_from(per).unwrap_or(u64::MAX))
-    }
-
-    /// Fits the line on (bytes, ns) pairs; None for fewer than two.
-    /// Neither part is negative: a negative slope (noise among sizes that
-    /// cost alike) is the mean, a negative intercept a line through zero.
-    pub fn fit(points: &[(u64, u64)]) -> Option<AllocModel> {
-        if points.len() < 2 {
-            return None;
-        }
-        let n = points.len() as f64;
-        let mx = points.iter().map(|p| p.0 as f64).sum::<f64>() / n;
-        let my = points.iter().map(|p| p.1 as f64).sum::<f64>() / n;
-        let sxx: f64 = points.iter().map(|p| (p.0 as f64 - mx).powi(2)).sum();
-        let sxy: f64 = points
-            .iter()
-            .map(|p| (p.0 as f64 - mx) * (p.1 as f64 - my))
-            .sum();
-        let (mut a, mut b) = if sxx > 0.0 {
-            let b = sxy / sxx;
-            (my - b * mx, b)
-        } else {
-            (my, 0.0)
-        };
-        if b < 0.0 {
-            (a, b) = (my, 0.0);
-        }
-        if a < 0.0 {
-            let sxx0: f64 = points.iter().map(|p| (p.0 as f64).powi(2)).sum();
-            let sxy0: f64 = points.iter().map(|p| p.0 as f64 * p.1 as f64).sum();
-            (a, b) = (0.0, if sxx0 > 0.0 { sxy0 / sxx0 } else { 0.0 });
-        }
-        Some(AllocModel {
-            fixed_ns: a.round() as u64,
-            per_gib_ns: (b * (1u64 << 30) as f64).round() as u64,
-            pairs: points.len() as u64,
-            min_bytes: points.iter().map(|p| p.0).min().unwrap_or(0),
-            max_bytes: points.iter().map(|p| p.0).max().unwrap_or(0),
-        })
-    }
-}
-
-/// How far apart a driver's allocation or free call and the runtime's
-/// event for it may be to be paired.
-const PAIR_SLACK_NS: u64 = 200_000;
-
-/// Pairs the runtime's allocations (alloc time, free time or `u64::MAX`,
-/// bytes) with the driver's calls: an allocation with the last
-/// `cuMemAlloc` that started before its event, a free with the
-/// `cuMemFree` that starts nearest its event, each call used once, within
-/// [`PAIR_SLACK_NS`]. Returns (bytes, allocation + free ns) of those
-/// paired both ways; those never freed, or with no call near, are left
-/// out.
-fn alloc_points(
-    mut allocs_calls: Vec<(u64, u64)>,
-    mut free_calls: Vec<(u64, u64)>,
-    events: &[(u64, u64, u64)],
-) -> Vec<(u64, u64)> {
-    allocs_calls.sort_unstable();
-    free_calls.sort_unstable();
-    let mut used_a = vec![false; allocs_calls.len()];
-    let mut used_f = vec![false; free_calls.len()];
-    let mut out = Vec::new();
-    for &(at, freed, bytes) in events {
-        if freed == u64::MAX {
-            continue;
-        }
-        // The last allocation call starting by the event, not taken yet.
-        let i = allocs_calls.partition_point(|c| c.0 <= at);
-        let a = (0..i)
-            .rev()
-            .take_while(|&j| at - allocs_calls[j].0 <= PAIR_SLACK_NS)
-            .find(|&j| !used_a[j]);
-        // The free call starting nearest the free event.
-        let k = free_calls.partition_point(|c| c.0 < freed.saturating_sub(PAIR_SLACK_NS));
-        let f = (k..free_calls.len())
-            .take_while(|&j| free_calls[j].0 <= freed.saturating_add(PAIR_SLACK_NS))
-            .filter(|&j| !used_f[j])
-            .min_by_key(|&j| free_calls[j].0.abs_diff(freed));
-        if let (Some(a), Some(f)) = (a, f) {
-            used_a[a] = true;
-            used_f[f] = true;
-            let ns = (allocs_calls[a].1 - allocs_calls[a].0) + (free_calls[f].1 - free_calls[f].0);
-            out.push((bytes, ns));
-        }
-    }
-    out
 }
 
 /// Code loading that took longer than this compiled PTX: a module whose
@@ -437,12 +318,6 @@ pub struct LedgerSink {
     driver_calls: u64,
     module_load_ns: u64,
     module_load_calls: u64,
-    /// The driver's device allocation and free calls (start, end), and
-    /// the runtime's allocations (alloc time, free time or `u64::MAX`,
-    /// bytes), for [`AllocModel`].
-    alloc_calls: Vec<(u64, u64)>,
-    free_calls: Vec<(u64, u64)>,
-    alloc_events: Vec<(u64, u64, u64)>,
     /// The first start and the last end of the start-up calls.
     startup: Option<(u64, u64)>,
     /// The trace cannot hold driver calls (its format is older than
@@ -595,13 +470,6 @@ impl Sink for LedgerSink {
         // constructs from here on are kept for them.
         self.spanless = false;
         self.driver_calls += 1;
-        match d.op {
-            DriverOp::Alloc => self
-                .alloc_calls
-                .push((d.start_ns, d.end_ns.max(d.start_ns))),
-            DriverOp::Free => self.free_calls.push((d.start_ns, d.end_ns.max(d.start_ns))),
-            _ => {}
-        }
         if d.op == DriverOp::ModuleLoad {
             self.module_load_ns = self
                 .module_load_ns
@@ -620,20 +488,6 @@ impl Sink for LedgerSink {
     fn own_work(&mut self, w: &OwnWork) {
         self.spanless = false;
         self.arrive(w.thread, w.start_ns, w.end_ns, None);
-    }
-
-    fn alloc(&mut self, id: AllocId, a: &DeviceAlloc) {
-        let i = id.index();
-        if self.alloc_events.len() <= i {
-            self.alloc_events.resize(i + 1, (0, u64::MAX, 0));
-        }
-        self.alloc_events[i] = (a.alloc_ns, u64::MAX, a.bytes);
-    }
-
-    fn freed(&mut self, id: AllocId, free_ns: u64) {
-        if let Some(e) = self.alloc_events.get_mut(id.index()) {
-            e.1 = free_ns;
-        }
     }
 
     fn finish(self, info: Process) -> Ledger {
@@ -689,11 +543,6 @@ impl LedgerSink {
                 .map(|s| first - s),
             module_load_ns: self.module_load_ns,
             module_load_calls: self.module_load_calls,
-            alloc_model: AllocModel::fit(&alloc_points(
-                self.alloc_calls,
-                self.free_calls,
-                &self.alloc_events,
-            )),
         }
     }
 }
@@ -778,37 +627,5 @@ mod tests {
         assert_eq!(t.ledger.inside.ns(Part::Launch), 3);
         assert_eq!(spanless.driver_calls, 2);
         assert_eq!(spanless.sites[0].constructs, 3);
-    }
-
-    /// The line through the calls' costs by size; a slope that noise makes
-    /// negative is the mean; fewer than two calls make no model.
-    #[test]
-    fn the_allocation_model_is_fitted_by_size() {
-        let m =
-            AllocModel::fit(&[(0, 10_000), (1 << 20, 20_000), (2 << 20, 30_000)]).expect("model");
-        assert_eq!((m.fixed_ns, m.per_gib_ns), (10_000, 10_000 << 10));
-        assert_eq!(m.ns(4 << 20), 50_000);
-        let flat = AllocModel::fit(&[(64, 9_000), (1 << 20, 7_000)]).expect("model");
-        assert_eq!((flat.fixed_ns, flat.per_gib_ns), (8_000, 0));
-        assert!(AllocModel::fit(&[(64, 9_000)]).is_none());
-    }
-
-    /// Each runtime allocation takes the allocation call just before it
-    /// and the free call nearest its free; one never freed, or with no
-    /// call near, is left out.
-    #[test]
-    fn allocation_events_are_paired_with_the_driver_calls() {
-        let allocs = vec![(1_000, 3_000), (10_000, 50_000)];
-        let frees = vec![(100_000, 101_000), (200_000, 230_000)];
-        let events = [
-            (3_500, 100_500, 64),
-            (50_100, 199_000, 4 << 20),
-            (60_000, u64::MAX, 8),
-            (900_000, 901_000, 8),
-        ];
-        assert_eq!(
-            alloc_points(allocs, frees, &events),
-            [(64, 3_000), (4 << 20, 70_000)]
-        );
     }
 }

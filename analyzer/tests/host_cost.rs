@@ -118,15 +118,44 @@ fn untimed_traces_keep_device_time_and_unmeasured_allocations() {
     }
 }
 
+/// data_shapes table: a constant table uploaded by every step's construct
+/// (line 82). The block each reach allocates holds the table and the
+/// kernel's arguments; with the table on the device it stays, smaller,
+/// and costs the same (the driver's allocation calls do not depend on the
+/// size: bench/alloc_sizes.sh), so D6 claims the copies' host time and
+/// nothing for the blocks: on the H200 a line fitted over the run's
+/// allocation calls by size claimed twice the measured saving.
+#[test]
+fn d6_claims_nothing_for_blocks_that_only_get_smaller() {
+    let (run, a) = analyze("h200-ledger", "data_shapes_table");
+    let d6 = with_id(&a, "D6");
+    assert_eq!(d6.len(), 1, "{:?}", a.findings);
+    let d6 = d6[0];
+    let site = construct_site(d6);
+    assert_eq!(run.site(site).line, Some(82));
+    let transfer_ns = run
+        .ledger()
+        .site(site)
+        .expect("line 82 in the ledger")
+        .parts
+        .ns(Part::Transfer);
+    let saving = d6.saving_ns.expect("saving");
+    assert!(
+        saving > 0 && saving <= transfer_ns,
+        "saving {saving} against the line's copy time {transfer_ns}"
+    );
+    assert!(d6.saved_allocs.is_empty());
+    assert_eq!(d6.evidence.get("smaller_allocation_time"), None);
+}
+
 /// data_shapes helper: a helper's `copy()` at line 73 moves one buffer up
 /// and down every step. D6's region saves the host time of those copy
-/// calls (more than their device time) and no allocation call: the blocks
-/// line 73 allocates per reach hold the construct's own argument pointers
-/// too (they are larger than the buffer), so they stay, and A1 there
-/// claims no saving. They stay 8 MiB smaller, which the run's own
-/// allocation and free calls price (an 8 MiB block's cost over a 32 B
-/// one's): D6 adds that. D4 claims part of the same transfers, which the
-/// total counts once.
+/// calls (more than their device time) but no allocation: the blocks line
+/// 73 allocates per reach hold the construct's own argument pointers too
+/// (they are larger than the buffer), so they stay, smaller, and A1 there
+/// claims no saving (the driver's allocation calls cost the same whatever
+/// the size). D4 claims part of the same transfers, which the total
+/// counts once.
 #[test]
 fn d6_saves_the_host_time_of_the_copies_not_the_construct_blocks() {
     let (run, a) = analyze("h200-ledger", "data_shapes_helper");
@@ -140,22 +169,7 @@ fn d6_saves_the_host_time_of_the_copies_not_the_construct_blocks() {
     let parts = &ledger.site(site).expect("line 73 in the ledger").parts;
     let transfer_ns = parts.ns(Part::Transfer);
     let reaches = d6.evidence.count("iterations").expect("iterations");
-    let smaller = d6.smaller_allocs_ns;
-    let saving = d6.saving_ns.expect("saving") - smaller;
-    // The blocks, 19 of 20 (the region allocates the buffer once), each
-    // 8 MiB smaller, at what the run's calls cost per byte.
-    let model = ledger.alloc_model.expect("an allocation model");
-    assert!(model.pairs >= 40, "{model:?}");
-    assert!(model.per_gib_ns > 0, "{model:?}");
-    assert_eq!(d6.evidence.count("smaller_allocations"), Some(reaches - 1));
-    let mib8 = 8u64 << 20;
-    let each = model.ns(mib8 + 64) - model.ns(64);
-    assert!(
-        smaller.abs_diff((reaches - 1) * each) <= reaches,
-        "{smaller} against {} x {each}: {model:?}",
-        reaches - 1
-    );
-    assert!(smaller > 0);
+    let saving = d6.saving_ns.expect("saving");
     // The buffer's copies, all but one round trip, take most of the line's
     // copy time (the rest is the small argument copies).
     assert!(
@@ -193,5 +207,5 @@ fn d6_saves_the_host_time_of_the_copies_not_the_construct_blocks() {
         .filter(|f| f.saved_transfers.is_empty() && f.saved_allocs.is_empty())
         .filter_map(|f| f.saving_ns)
         .sum();
-    assert_eq!(a.total_saving_ns, saving + smaller + unmeasured);
+    assert_eq!(a.total_saving_ns, saving + unmeasured);
 }

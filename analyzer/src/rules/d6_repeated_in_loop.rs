@@ -283,17 +283,6 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         cost = cost.saturating_add(c.ns);
         saving = saving.saturating_add(c.ns);
     }
-    // The blocks the constructs allocate for their data and their own
-    // arguments together stay, without the arrays: smaller, and cheaper by
-    // what the run's allocation calls cost per byte.
-    let smaller = match (&cx.run.ledger().alloc_model, &plan) {
-        (Some(m), Some(_)) => smaller_blocks(cx, &all, m),
-        _ => None,
-    };
-    if let Some(s) = &smaller {
-        cost = cost.saturating_add(s.ns);
-        saving = saving.saturating_add(s.ns);
-    }
     let first_site = cx.location("construct", Some(gs[0].site), None);
     let caller = group.lifted.first();
     let where_ = match (&lp, caller) {
@@ -404,26 +393,6 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         f.subjects.allocs = ids.clone();
         f.saved_allocs = ids;
     }
-    if let Some(s) = smaller {
-        let m = s.model;
-        f.evidence
-            .field("smaller_allocations", Value::Count(s.blocks))
-            .field("allocation_bytes_removed", Value::Bytes(s.bytes))
-            .field("smaller_allocation_time", Value::Ns(s.ns));
-        f.evidence.say(format!(
-            "The constructs' own blocks (their data and kernel arguments in one allocation) stay, without the arrays: {} allocations and frees {} smaller in all, {} less by this run's allocation and free calls ({} + {} per MiB each, fitted on {} of them of {} to {}).",
-            s.blocks,
-            units::bytes(s.bytes),
-            units::duration_ns(s.ns),
-            units::duration_ns(m.fixed_ns),
-            units::duration_ns(m.ns(1 << 20) - m.fixed_ns),
-            m.pairs,
-            units::bytes(m.min_bytes),
-            units::bytes(m.max_bytes),
-        ));
-        f.smaller_allocs_ns = s.ns;
-        f.subjects.allocs.extend(s.ids);
-    }
     if let Some(why) = cx.xfers_cost_meaning() {
         f.evidence.field(
             "device_time_saved",
@@ -473,76 +442,6 @@ fn repeated_allocs(cx: &Context, xs: &[&Xfer]) -> Vec<crate::model::AllocId> {
     }
     out.sort_unstable();
     out
-}
-
-/// The constructs' blocks a region makes smaller, and what that saves.
-struct Smaller {
-    ids: Vec<crate::model::AllocId>,
-    blocks: u64,
-    bytes: u64,
-    ns: u64,
-    model: crate::ledger::AllocModel,
-}
-
-/// The blocks that the constructs that moved `xs` allocated for their
-/// data together with their own arguments
-/// ([`super::host_cost::holds_construct_block`]): with the arrays on the
-/// device each is allocated without them. At each place all but the
-/// first (the region allocates the arrays once); each saves what `model`
-/// gives its size beyond what it gives the size left.
-fn smaller_blocks(
-    cx: &Context,
-    xs: &[&Xfer],
-    model: &crate::ledger::AllocModel,
-) -> Option<Smaller> {
-    let run = cx.run;
-    // Per construct, the distinct buffers moved: the bytes its block
-    // holds for them.
-    let mut held: BTreeMap<ConstructId, Vec<(u64, u64)>> = BTreeMap::new();
-    for x in xs {
-        if let Some(c) = x.construct {
-            let e = held.entry(c).or_default();
-            let key = (x.host_ptr.unwrap_or(x.transfer.index() as u64), x.bytes);
-            if !e.contains(&key) {
-                e.push(key);
-            }
-        }
-    }
-    let found = run.allocs().filter_map(|(id, a)| {
-        let c = a.construct?;
-        let data: u64 = held.get(&c)?.iter().map(|k| k.1).sum();
-        (a.free_ns().is_some() && super::host_cost::holds_construct_block(run, id)).then(|| {
-            (
-                (run.line_site(run.top_level(c)), c),
-                (a.alloc_ns, id, a.bytes, data),
-            )
-        })
-    });
-    let mut by_site: BTreeMap<SiteId, Vec<(u64, crate::model::AllocId, u64, u64)>> =
-        BTreeMap::new();
-    for ((site, _), v) in found {
-        by_site.entry(site).or_default().push(v);
-    }
-    let mut out = Smaller {
-        ids: Vec::new(),
-        blocks: 0,
-        bytes: 0,
-        ns: 0,
-        model: *model,
-    };
-    for (_, mut g) in by_site {
-        g.sort_unstable();
-        for (_, id, bytes, data) in g.into_iter().skip(1) {
-            let left = bytes.saturating_sub(data);
-            out.ns = out
-                .ns
-                .saturating_add(model.ns(bytes).saturating_sub(model.ns(left)));
-            out.bytes += bytes - left;
-            out.blocks += 1;
-            out.ids.push(id);
-        }
-    }
-    (out.ns > 0).then_some(out)
 }
 
 fn apply_plan(cx: &Context, f: &mut Finding, p: RegionPlan) {

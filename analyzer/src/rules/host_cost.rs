@@ -22,10 +22,10 @@
 //!   all of that data ([`holds_construct_block`]) holds the construct's own
 //!   block too (GCC's libgomp puts the kernel's argument pointers in the
 //!   same allocation): keeping the data on the device makes the block
-//!   smaller, not gone, so removing it saves no call; what the smaller
-//!   size saves is priced by the run's allocation model
-//!   ([`crate::ledger::AllocModel`], fitted on its calls by size), which
-//!   D6 adds.
+//!   smaller, not gone, so removing it saves no call. Nor does the smaller
+//!   size save time: the driver's allocation and free cost the same from a
+//!   few bytes to 8 MiB (bench/alloc_sizes.sh on an H200: 70-85 us a
+//!   pair bare), so no saving is claimed for it.
 
 use crate::ledger::Part;
 use crate::model::{AllocId, Run, SiteId, TransferId};

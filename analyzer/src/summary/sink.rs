@@ -11,8 +11,8 @@ use crate::join::{At, Order, Sink};
 use crate::ledger::LedgerSink;
 use crate::model::Process;
 use crate::model::{
-    AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelSource,
-    LaunchRequest, Memset, NameId, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
+    ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,
+    Memset, NameId, SiteId, Transfer, TransferSource, ACC_DEVICE_HOST,
 };
 use accprof_trace::{BufferHash, DriverSpan};
 
@@ -375,14 +375,6 @@ impl Sink for SummarySink {
 
     fn hash(&mut self, h: &BufferHash, at: Option<&At>) {
         self.ledger.hash(h, at);
-    }
-
-    fn alloc(&mut self, id: AllocId, a: &DeviceAlloc) {
-        self.ledger.alloc(id, a);
-    }
-
-    fn freed(&mut self, id: AllocId, free_ns: u64) {
-        self.ledger.freed(id, free_ns);
     }
 
     fn driver_span(&mut self, d: &DriverSpan) {
