@@ -106,6 +106,28 @@ fn globals_made_by_data_create_and_filled_by_update_are_watched() {
     assert!(watched("globals_fixed") >= 2, "{}", note("globals_fixed"));
 }
 
+/// Arrays only `data create` maps and the device alone fills (rhs,
+/// forcing, square: no copy ever names their host addresses): the
+/// runtime's mapping table names all four arrays of the block, so the
+/// host's read of rhs after the loop without `update self` is C1 naming
+/// rhs, with the update as its patch; the fixed variant reports nothing.
+#[test]
+fn arrays_no_copy_names_are_watched_through_the_mapping_table() {
+    let s = analyze("create_bad");
+    assert!(
+        s.contains("C1 stale host read of rhs at coherence_create.c:98"),
+        "{s}"
+    );
+    assert!(s.contains("#pragma acc update self(rhs"), "{s}");
+    assert!(accesses("create_bad", CoherenceKind::StaleRead) > 0);
+    for name in ["create_bad", "create_fixed"] {
+        let n = note(name);
+        assert!(n.contains("arrays named by the runtime"), "{name}: {n}");
+        assert!(watched(name) >= 4, "{name}: {n}");
+    }
+    clean("create_fixed");
+}
+
 /// `enter data create` of malloc'd arrays: the host write after `update
 /// self` without `update device` is C2 at the write.
 #[test]

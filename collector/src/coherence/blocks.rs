@@ -39,7 +39,14 @@ pub(crate) struct Blocks {
     /// bytes: with none, no array stayed on the device between constructs.
     pub kept_ever: u64,
     pub kept_bytes: u64,
+    /// Kept blocks whose arrays the runtime has not been asked for yet
+    /// (see `lookup`), start and size.
+    unasked: Vec<(u64, u64)>,
 }
+
+/// Kept blocks waiting to be asked about, at most (beyond, only the
+/// copies show what they hold).
+const MAX_UNASKED: usize = 4096;
 
 /// Whether a construct of this kind runs code on the device (its data
 /// clauses' blocks are its own temporaries).
@@ -73,6 +80,7 @@ impl Blocks {
         if compute.is_none() {
             self.kept_ever += 1;
             self.kept_bytes += bytes;
+            self.kept(at, bytes);
         }
         self.blocks.insert(
             at,
@@ -102,17 +110,33 @@ impl Blocks {
         {
             self.kept_ever += 1;
             self.kept_bytes += bytes;
+            self.kept(at, bytes);
         }
+    }
+
+    /// The block `at..at+bytes` is kept: its arrays are to be asked for.
+    fn kept(&mut self, at: u64, bytes: u64) {
+        if self.unasked.len() < MAX_UNASKED {
+            self.unasked.push((at, bytes));
+        }
+    }
+
+    /// The kept blocks not asked about yet (each is handed out once).
+    pub fn take_unasked(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.unasked)
     }
 
     /// The compute construct `region` ended: the blocks it made that are
     /// still allocated outlive it.
     pub fn construct_end(&mut self, region: u64) {
-        for b in self.blocks.values_mut() {
+        for (&at, b) in self.blocks.iter_mut() {
             if b.pending == Some(region) {
                 b.pending = None;
                 self.kept_ever += 1;
                 self.kept_bytes += b.bytes;
+                if self.unasked.len() < MAX_UNASKED {
+                    self.unasked.push((at, b.bytes));
+                }
             }
         }
     }
@@ -121,6 +145,7 @@ impl Blocks {
     /// (`at..at+1` when the block was not seen allocated).
     pub fn free(&mut self, at: u64) -> (u64, u64) {
         let bytes = self.blocks.remove(&at).map_or(1, |b| b.bytes);
+        self.unasked.retain(|u| u.0 != at);
         (at, at.saturating_add(bytes))
     }
 

@@ -43,6 +43,9 @@ pub(super) struct Checker {
     pub unread_downloads: u64,
     /// Ranges ever mapped: none on a device means nothing was checked.
     pub mapped: u64,
+    /// Arrays the runtime's own mapping table named (`lookup`), of blocks
+    /// no copy may ever name (`create`).
+    pub looked_up: u64,
     /// Copies into a data construct found to come from a buffer of the
     /// runtime's own (libgomp stages small arrays through one).
     pub staged: u64,

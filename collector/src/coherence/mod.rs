@@ -21,8 +21,10 @@ mod blocks;
 #[cfg(not(test))]
 mod calls;
 mod checker;
+mod data_start;
 mod device;
 pub(crate) mod fault;
+mod lookup;
 mod staging;
 mod table;
 mod walk;
@@ -56,6 +58,12 @@ thread_local! {
     /// device copy's bytes) send callbacks of their own, which must
     /// neither be acted on nor wait for the lock it holds.
     static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread is the check's own for good (the lookup's worker):
+/// its driver calls and callbacks are never acted on.
+fn enter_own_thread() {
+    let _ = BUSY.try_with(|b| b.set(true));
 }
 
 fn with_checker<T>(f: impl FnOnce(&mut Checker) -> T) -> Option<T> {
@@ -277,6 +285,9 @@ pub(crate) fn on_acc(a: &AccRaw) {
         has(flag::HAS_P2).then_some(a.p[2]),
     );
     let on_host = a.device_type == ACC_DEVICE_HOST || (data && host.is_some() && host == device);
+    if !on_host && (starts || ends) && a.kind != WaitStart && a.kind != WaitEnd {
+        look_up();
+    }
     let _ = with_checker(|c| {
         if on_host {
             c.host_seen = true;
@@ -320,6 +331,46 @@ pub(crate) fn on_acc(a: &AccRaw) {
             c.prove();
             c.apply();
         }
+    });
+}
+
+/// Asks the runtime which arrays the device blocks kept since the last
+/// time hold (`create` copies nothing a copy could name) and maps them.
+/// Only at the construct events libgomp sends outside its device lock
+/// (start and end of compute, data, enter/exit data and update
+/// constructs): the lookup takes that lock.
+fn look_up() {
+    let blocks = if lookup::available() {
+        with_checker(|c| c.blocks.take_unasked()).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    mapped_by_runtime(lookup::ask(blocks));
+}
+
+/// Arrays the runtime says it mapped (its mapping table, or the clauses
+/// of a `data` construct it just entered), with their device copies.
+fn mapped_by_runtime(found: Vec<lookup::Found>) {
+    if found.is_empty() {
+        return;
+    }
+    let _ = with_checker(|c| {
+        for f in found {
+            // Only blocks still kept: one freed while the lookup ran took
+            // its arrays along.
+            if c.blocks.kept_at(f.device).is_some() {
+                let known = c
+                    .table
+                    .ranges()
+                    .iter()
+                    .any(|r| r.start == f.host && r.device == f.device && !r.gone);
+                c.map(f.host, f.bytes, f.device, 0, true);
+                if !known {
+                    c.looked_up += 1;
+                }
+            }
+        }
+        c.apply();
     });
 }
 
@@ -545,7 +596,21 @@ fn exit_note(c: &Checker) -> Option<String> {
         }
     }
     push_unwatched(&mut s, c);
+    push_lookup(&mut s, c);
     Some(s)
+}
+
+/// What the note adds on the runtime's mapping table: how many arrays it
+/// named, or why it was not asked.
+fn push_lookup(s: &mut String, c: &Checker) {
+    if lookup::gave_up() {
+        s.push_str("; the runtime's mapping table stopped answering (its device lock was held too long), so arrays no copy named (`create`) were watched only until then");
+    } else if c.looked_up > 0 {
+        s.push_str(&format!(
+            "; {} arrays named by the runtime (its mapping table, or a data construct's clauses)",
+            c.looked_up
+        ));
+    }
 }
 
 /// What the note adds on what was not watched: ranges on a stack or not

@@ -1,0 +1,111 @@
+//! GCC's entry point of the `data` construct, wrapped while the coherence
+//! check runs: its arguments are the construct's clauses (host address,
+//! bytes and map kind of each array), which name the arrays that
+//! `create` maps without a copy. libgomp's own lookup by device address
+//! (`acc_hostptr`) cannot tell apart the arrays of one `data` construct
+//! (they share one block, and it answers for any of them), so those are
+//! learned here: once the runtime has mapped them (the wrapped call
+//! returned, holding none of its locks), `acc_deviceptr` gives each
+//! array's device address. While the check is off the wrapper costs one
+//! load and a branch.
+
+// The unit tests do not interpose (no `no_mangle` there), so the wrapper is
+// not called in them.
+#![cfg_attr(test, allow(dead_code))]
+
+use std::ffi::{c_int, c_void, CStr};
+
+use crate::next_fns::NextFns;
+
+const NAMES: [&CStr; 2] = [c"GOACC_data_start", c"acc_deviceptr"];
+const DATA_START: usize = 0;
+const DEVICEPTR: usize = 1;
+
+static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
+
+type DataStartFn = unsafe extern "C" fn(c_int, usize, *mut *mut c_void, *mut usize, *mut u16);
+type DeviceptrFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+
+/// Map kinds (their low byte, without GCC's "force" bit) that give an
+/// array a device copy: alloc (`create`), to, from, tofrom, and their
+/// `always` forms. Pointers, descriptors, firstprivate values, device
+/// pointers and `present` map nothing new.
+fn maps_an_array(kind: u16) -> bool {
+    matches!(kind & 0x7f, 0..=3 | 0x11..=0x13)
+}
+
+/// # Safety
+/// As the function of GCC's libgomp: `hostaddrs`, `sizes` and `kinds`
+/// hold `mapnum` entries each.
+#[cfg_attr(not(test), no_mangle)]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn GOACC_data_start(
+    flags: c_int,
+    mapnum: usize,
+    hostaddrs: *mut *mut c_void,
+    sizes: *mut usize,
+    kinds: *mut u16,
+) {
+    let f = REAL.get(DATA_START);
+    if f == 0 {
+        // Not reachable from a program linked with libgomp, which defines
+        // it; nothing to forward to.
+        return;
+    }
+    // SAFETY: the next GOACC_data_start, with the caller's arguments.
+    unsafe { std::mem::transmute::<usize, DataStartFn>(f)(flags, mapnum, hostaddrs, sizes, kinds) };
+    if !super::on() || mapnum == 0 || hostaddrs.is_null() || sizes.is_null() || kinds.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let d = REAL.get(DEVICEPTR);
+        if d == 0 {
+            return;
+        }
+        // SAFETY: the caller's arrays of `mapnum` entries (GCC's calling
+        // convention for the construct), read after the runtime used them.
+        let (h, s, k) = unsafe {
+            (
+                std::slice::from_raw_parts(hostaddrs, mapnum),
+                std::slice::from_raw_parts(sizes, mapnum),
+                std::slice::from_raw_parts(kinds, mapnum),
+            )
+        };
+        let mut arrays = Vec::new();
+        for i in 0..mapnum {
+            if !maps_an_array(k[i]) || h[i].is_null() || s[i] == 0 {
+                continue;
+            }
+            // SAFETY: the runtime's acc_deviceptr, on this thread, which
+            // holds none of its locks once the construct's entry returned.
+            let dev = unsafe { std::mem::transmute::<usize, DeviceptrFn>(d)(h[i]) } as u64;
+            if dev != 0 {
+                arrays.push(super::lookup::Found {
+                    host: h[i] as u64,
+                    bytes: s[i] as u64,
+                    device: dev,
+                });
+            }
+        }
+        super::mapped_by_runtime(arrays);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::maps_an_array;
+
+    /// create, copyin, copyout, copy and their force/always forms map an
+    /// array; pointers, descriptors, firstprivate and present do not.
+    #[test]
+    fn the_kinds_that_map_an_array() {
+        for k in [
+            0u16, 1, 2, 3, 0x80, 0x81, 0x82, 0x83, 0x11, 0x12, 0x13, 0x0203,
+        ] {
+            assert!(maps_an_array(k), "{k:#x}");
+        }
+        for k in [4u16, 5, 6, 7, 8, 12, 13, 14, 0x86] {
+            assert!(!maps_an_array(k), "{k:#x}");
+        }
+    }
+}
