@@ -167,8 +167,16 @@ pub fn plan(src: &SourceFile, lines: &[u32]) -> Plan {
                     Verdict::Different(s) => format!("not fusable: {s}"),
                     Verdict::Fusable => String::new(),
                 };
-                let _ = to;
-                out.refused.push((at, *line, why));
+                // Listed as the neighbours; the construct it clashes with named
+                // when that is another of the chain.
+                let why = if at != *pline && to == *line {
+                    format!("{why} (judged with :{at}, which :{pline} fuses with)")
+                } else if to != *line {
+                    format!("{why} (between :{at} and :{to}, which fusing :{line} too would fuse over fewer loops)")
+                } else {
+                    why
+                };
+                out.refused.push((*pline, *line, why));
                 close(&mut chain, &mut depth, &mut out);
                 chain.push(k);
             }
