@@ -456,7 +456,10 @@ fn overlap(
     }
     // With names that are the same on both sides only (no scalar either
     // construct assigns), equal subscripts in different iterations.
-    if diffs.iter().all(|d| d.terms.keys().all(|k| !k.contains('#'))) {
+    if diffs
+        .iter()
+        .all(|d| d.terms.keys().all(|k| !k.contains('#')))
+    {
         return Overlap::Other;
     }
     Overlap::Unknown
@@ -673,7 +676,11 @@ pub fn judge_at(
                                 .flatten()
                                 .flat_map(|a| a.terms.keys())
                                 .find(|k| free[w].contains(k) || free[o].contains(k))
-                                .map(|k| format!(" ({k} is assigned in the construct, its value not known)"))
+                                .map(|k| {
+                                    format!(
+                                        " ({k} is assigned in the construct, its value not known)"
+                                    )
+                                })
                                 .unwrap_or_default();
                             unknown = Some(format!(
                                 "{} writes {} and {} {verb} {}: the subscripts do not show that it is the same iteration{why}",

@@ -423,7 +423,9 @@ fn npb_style_nests_with_different_bound_expressions_fuse_level_by_level() {
     );
     // Each construct's inner loops with their directives, in order.
     let w = text.find("#pragma acc loop worker\n").expect("worker");
-    let wv = text.find("#pragma acc loop worker vector").expect("worker vector");
+    let wv = text
+        .find("#pragma acc loop worker vector")
+        .expect("worker vector");
     let m = text.find("for (m = 0; m < NM; m++)").expect("m");
     assert!(w < m && m < wv, "{text}");
     assert_eq!(text.matches("#pragma acc loop vector").count(), 2, "{text}");
@@ -448,7 +450,9 @@ fn npb_style_nests_fuse_over_all_three_loops_when_partitioned_alike() {
     // One nest: the bodies side by side inside the loop over i.
     assert_eq!(text.matches("for (i = 0;").count(), 1, "{text}");
     assert_eq!(text.matches("#pragma acc loop worker").count(), 1, "{text}");
-    let body = text.find("s[k][j][i] = a[1][k][j][i] * t;").expect("first body");
+    let body = text
+        .find("s[k][j][i] = a[1][k][j][i] * t;")
+        .expect("first body");
     let next = text.find("for (m = 0; m < NM; m++)").expect("second body");
     assert!(body < next, "{text}");
 }
@@ -488,7 +492,15 @@ void f(int nz, int ny, int nx, double l[5][8][8][8]) {
         "not fusable: the second assigns the scalar i and the first reads the value it had before the construct (fused, it would read the other's)"
     );
     // With the inner loop's own variable the pair is fusable.
-    let own = text.replace("for (i = 3; i <= nx; i++)", "for (int ii = 3; ii <= nx; ii++)").replace("l[0][k][i][j] = l[0][k][i][j]", "l[0][k][ii][j] = l[0][k][ii][j]");
+    let own = text
+        .replace(
+            "for (i = 3; i <= nx; i++)",
+            "for (int ii = 3; ii <= nx; ii++)",
+        )
+        .replace(
+            "l[0][k][i][j] = l[0][k][i][j]",
+            "l[0][k][ii][j] = l[0][k][ii][j]",
+        );
     let p = judge("t.c", &own, &l);
     assert!(p.refused.is_empty(), "{p:?}");
     assert_eq!(p.chains.len(), 1);
@@ -533,7 +545,9 @@ void f(int nz, int ny, double a[8][8], double b[8][8], double c[8][8]) {
     // The third assigns fac only under a condition, then reads it.
     assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
     assert!(
-        p.refused[0].2.starts_with("not fusable: the first assigns the scalar fac and the third")
+        p.refused[0]
+            .2
+            .starts_with("not fusable: the first assigns the scalar fac and the third")
             || p.refused[0].2.contains("fac"),
         "{:?}",
         p.refused
