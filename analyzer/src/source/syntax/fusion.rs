@@ -139,7 +139,9 @@ pub fn plan(src: &SourceFile, lines: &[u32]) -> Plan {
         };
         // Judged at the depth the chain would be fused at: all pairs again
         // when that is less than before.
-        let mut pairs: Vec<(usize, usize)> = chain.iter().map(|&c| (c, k)).collect();
+        // The neighbour first, so that a reason of the pair itself is said
+        // as such.
+        let mut pairs: Vec<(usize, usize)> = chain.iter().rev().map(|&c| (c, k)).collect();
         if d < depth && depth != usize::MAX {
             for (x, &c1) in chain.iter().enumerate() {
                 for &c2 in &chain[x + 1..] {
