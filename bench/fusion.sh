@@ -3,9 +3,10 @@
 #   triple  samples/fuse_triple.c against itself fused by R1's own patch
 #   jacobi  the Jacobi copy-back (samples/jacobi_copy.c) against the same
 #           program built with -DSWAP (the pointers swapped, no copy-back)
-#   sp      with --npb: NPB SP (the University of Houston OpenACC port;
-#           copied out of the checkout, never into this repository) against
-#           SP with R1's provable fusions applied (R1's patch alone)
+#   sp, bt  with --npb: NPB SP and BT (the University of Houston OpenACC
+#           port; copied out of the checkout, never into this repository)
+#           against the same with R1's provable fusions applied (R1's patch
+#           alone)
 # Where the patches come from: the build records each original on the build
 # machine, where the offload build falls back to the host (no GPU there).
 # Without driver timings R1 still judges the sources and gives its patch
@@ -28,16 +29,16 @@
 #           (default 7); --out keeps traces, outputs and raw timings there;
 #           --cc the compiler command (default: gcc -g -O2 -fopenacc
 #           -foffload=nvptx-none -foffload-options=-lm); --npb the port's
-#           checkout (the directory holding SP/) adds the sp case, built for
-#           --class (default W)
+#           checkout (the directory holding SP/ and BT/) adds the sp and bt
+#           cases, built for --class (default W)
 #   --only build  build the originals and the fixed programs into --build
 #           and stop (on a machine with GCC's nvptx offload compiler)
 #   --only run    run what an earlier --only build left in --build (on the
 #           GPU machine, which has no compiler)
 # Prints per case: claimed, measured, claimed/measured, the timer used and
 # each side's spread; checks that each fixed program prints what the
-# original prints (NPB: but its times) and that SP verifies on both sides
-# (exit status 1 otherwise, 2 on bad arguments).
+# original prints (NPB: but its times) and that SP and BT verify on both
+# sides (exit status 1 otherwise, 2 on bad arguments).
 # Here:    bench/fusion.sh --only build --build B --accprof target/release/accprof --npb NPB
 # On GPU:  bench/fusion.sh --only run --build B --accprof target/release/accprof --out $OUT/fusion
 set -euo pipefail
@@ -65,7 +66,9 @@ acc=$(cd "$(dirname "$acc")" && pwd)/$(basename "$acc")
 case $rounds in *[!0-9]*|''|0) echo "fusion.sh: --rounds must be a positive number, not '$rounds'" >&2; exit 2 ;; esac
 case $class in S|W|A|B|C) ;; *) echo "fusion.sh: --class '$class' is not one of S W A B C" >&2; exit 2 ;; esac
 if [ -n "$npb" ] && [ "$only" != run ]; then
-  [ -d "$npb/SP/SP" ] || { echo "fusion.sh: --npb '$npb' is not a checkout of the port (no SP/SP/ in it)" >&2; exit 2; }
+  for d in SP BT; do
+    [ -d "$npb/$d/$d" ] || { echo "fusion.sh: --npb '$npb' is not a checkout of the port (no $d/$d/ in it)" >&2; exit 2; }
+  done
   npb=$(cd "$npb" && pwd)
 fi
 tmp=()
@@ -91,12 +94,13 @@ p = [x["proposal"].get("patch") or "" for x in f]
 sys.stdout.write("".join(p))'
 }
 
-# build_sp: original SP and SP with R1's patch, class $class, in $build/sp.
-build_sp() {
-  local d=$build/sp v
+# build_npb NAME DIR: original NAME (sp, bt) and NAME with R1's patch,
+# class $class, in $build/NAME; DIR is the port's directory (SP, BT).
+build_npb() {
+  local name=$1 dir=$2 d=$build/$1 v
   rm -rf "$d"; mkdir -p "$d"
   for v in orig fused; do
-    cp -R "$npb/SP" "$d/$v"
+    cp -R "$npb/$dir" "$d/$v"
     mkdir -p "$d/$v/bin"
     cat > "$d/$v/config/make.def" <<MK
 CC = ${cc%% *}
@@ -111,19 +115,19 @@ RAND = randdp
 WTIME = wtime.c
 MK
   done
-  echo "== building SP class $class"
-  make -C "$d/orig/SP" CLASS="$class" > "$d/orig.build.log" 2>&1 \
-    || { echo "fusion.sh: building SP failed (log $d/orig.build.log)" >&2; tail -20 "$d/orig.build.log" >&2; exit 1; }
+  echo "== building $dir class $class"
+  make -C "$d/orig/$dir" CLASS="$class" > "$d/orig.build.log" 2>&1 \
+    || { echo "fusion.sh: building $dir failed (log $d/orig.build.log)" >&2; tail -20 "$d/orig.build.log" >&2; exit 1; }
   # A recording here (host fallback) gives R1's patch.
   (ulimit -s unlimited 2> /dev/null || true
-   cd "$d" && "$acc" run --force --no-summary --output "$d/host.trace" -- "$d/orig/bin/sp.$class.x" > "$d/host.txt" 2>&1) \
-    || { echo "fusion.sh: recording SP on the host failed (output $d/host.txt)" >&2; exit 1; }
-  (cd "$d" && "$acc" analyze --json --source-dir "$d/orig/SP" "$d/host.trace" 2> /dev/null | r1_patch > "$d/r1.diff")
-  [ -s "$d/r1.diff" ] || { echo "fusion.sh: R1 gave no patch for SP (see: $acc analyze $d/host.trace)" >&2; exit 1; }
-  # Paths in the diff are a/orig/SP/FILE (relative to $d).
-  (cd "$d/fused" && patch -s -p2 < "$d/r1.diff") || { echo "fusion.sh: R1's patch does not apply to SP" >&2; exit 1; }
-  make -C "$d/fused/SP" CLASS="$class" > "$d/fused.build.log" 2>&1 \
-    || { echo "fusion.sh: building fused SP failed (log $d/fused.build.log)" >&2; tail -20 "$d/fused.build.log" >&2; exit 1; }
+   cd "$d" && "$acc" run --force --no-summary --output "$d/host.trace" -- "$d/orig/bin/$name.$class.x" > "$d/host.txt" 2>&1) \
+    || { echo "fusion.sh: recording $dir on the host failed (output $d/host.txt)" >&2; exit 1; }
+  (cd "$d" && "$acc" analyze --json --source-dir "$d/orig/$dir" "$d/host.trace" 2> /dev/null | r1_patch > "$d/r1.diff")
+  [ -s "$d/r1.diff" ] || { echo "fusion.sh: R1 gave no patch for $dir (see: $acc analyze $d/host.trace)" >&2; exit 1; }
+  # Paths in the diff are a/orig/DIR/FILE (relative to $d).
+  (cd "$d/fused" && patch -s -p2 < "$d/r1.diff") || { echo "fusion.sh: R1's patch does not apply to $dir" >&2; exit 1; }
+  make -C "$d/fused/$dir" CLASS="$class" > "$d/fused.build.log" 2>&1 \
+    || { echo "fusion.sh: building fused $dir failed (log $d/fused.build.log)" >&2; tail -20 "$d/fused.build.log" >&2; exit 1; }
   echo "   R1's patch: $(grep -c '^@@' "$d/r1.diff") hunks, $(grep -c '^-[^-]' "$d/r1.diff") lines out, $(grep -c '^+[^+]' "$d/r1.diff") in ($d/r1.diff)"
 }
 
@@ -148,8 +152,10 @@ if [ "$only" != run ]; then
     echo "jacobi|wall|jacobi|jacobi/prog 1024 1000|jacobi/swap 1024 1000"
   } > "$build/cases"
   if [ -n "$npb" ]; then
-    build_sp
+    build_npb sp SP
     echo "sp.$class|npb|sp/orig/SP|sp/orig/bin/sp.$class.x|sp/fused/bin/sp.$class.x" >> "$build/cases"
+    build_npb bt BT
+    echo "bt.$class|npb|bt/orig/BT|bt/orig/bin/bt.$class.x|bt/fused/bin/bt.$class.x" >> "$build/cases"
   fi
   if [ "$only" = build ]; then echo "built into $build"; exit 0; fi
 fi
@@ -157,7 +163,7 @@ fi
 if [ -z "$out" ]; then out=$(mktemp -d); tmp+=("$out"); fi
 mkdir -p "$out" || { echo "fusion.sh: cannot create '$out'" >&2; exit 2; }
 out=$(cd "$out" && pwd)
-# SP keeps its arrays on the stack.
+# SP and BT keep their arrays on the stack.
 ulimit -s unlimited 2> /dev/null || ulimit -s "$(ulimit -H -s)"
 
 # R1's saving in a trace, in us.
