@@ -353,7 +353,7 @@ struct ChainAt {
 struct Structure {
     chains: Vec<ChainAt>,
     copy_backs: Vec<CopyBackAt>,
-    /// Neighbours not proposed, with the reason.
+    /// Neighbours judged, fusable or not, with the reason.
     refused: Vec<String>,
 }
 
@@ -431,7 +431,11 @@ fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
         let at: Vec<u32> = lines.iter().map(|x| x.0).collect();
         let plan = fusion::plan(src, &at);
         let name = short_name(file);
-        for (a, b, why) in plan.refused {
+        // Every neighbouring pair judged, in the order of the sources.
+        let mut pairs: Vec<(u32, u32, String)> = plan.refused;
+        pairs.extend(plan.fused);
+        pairs.sort();
+        for (a, b, why) in pairs {
             out.refused.push(format!("{name}:{a} and :{b}: {why}."));
         }
         for chain in plan.chains {

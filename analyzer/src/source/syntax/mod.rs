@@ -129,6 +129,8 @@ pub struct Stmt {
     /// Functions and subroutines the statement calls, whose effects are
     /// not read (C math functions and Fortran intrinsics are not listed).
     pub calls: Vec<String>,
+    /// The statement is in a branch of a conditional inside the loop.
+    pub guarded: bool,
 }
 
 /// One loop (C `for`, Fortran `do`).
@@ -139,14 +141,19 @@ pub struct SLoop {
     /// Lower bound, bound test and step as written (spaces removed, the
     /// loop variable written `@`), for comparing iteration spaces.
     pub space: String,
+    /// The iteration space as affine expressions where the header allows:
+    /// first value, last value (inclusive) and step. `i = 0; i < n` and
+    /// `i = 0; i <= n - 1` are one range.
+    pub range: Option<(Affine, Affine, i64)>,
+    /// C: the header declares its variable (`for (int i = ...`).
+    pub declares: bool,
     pub start: u32,
     pub end: u32,
     /// The header as written (C: `for (...)`; Fortran: `do i = 1, n`).
     pub header: String,
     /// The one loop that is this loop's whole body (a perfect nest).
     pub inner: Option<usize>,
-    /// The loop's body statements as written, one per entry (only for a
-    /// loop whose body is not one loop).
+    /// The loop's body statements as written, one per entry.
     pub body_text: Vec<String>,
     /// Every statement in the loop, nested loops included.
     pub stmts: Vec<Stmt>,
@@ -235,6 +242,7 @@ pub fn parse(
         src: text.as_bytes(),
         out: Syntax::default(),
         function: None,
+        guard: 0,
     };
     r.walk(tree.root_node());
     r.link(directive_at, text);
@@ -260,6 +268,8 @@ struct Reader<'a> {
     src: &'a [u8],
     out: Syntax,
     function: Option<usize>,
+    /// Depth of the conditionals around the statement being read.
+    guard: u32,
 }
 
 impl Reader<'_> {
@@ -329,9 +339,15 @@ impl Reader<'_> {
             Lang::C => self.c_header(n),
             Lang::Fortran => self.f_header(n),
         };
+        let (range, declares) = match self.lang {
+            Lang::C => self.c_range(n, var.as_deref()),
+            Lang::Fortran => (self.f_range(n), false),
+        };
         self.out.loops.push(SLoop {
             var,
             space,
+            range,
+            declares,
             start: line(n),
             end: end_line(n),
             header,
@@ -357,16 +373,20 @@ impl Reader<'_> {
         for b in &body_nodes {
             self.statements(*b, &mut stmts, &mut inner);
         }
-        let code = body_nodes.iter().filter(|b| b.kind() != "comment").count();
+        // A loop whose body is an OpenACC `loop` directive and one loop is a
+        // perfect nest too.
+        let code = body_nodes
+            .iter()
+            .filter(|b| !matches!(b.kind(), "comment" | "preproc_call"))
+            .count();
         let only_loop = code == 1 && inner.len() == 1;
         let texts: Vec<String> = body_nodes.iter().map(|b| self.text(*b)).collect();
         let l = &mut self.out.loops[idx];
         l.stmts = stmts;
         if only_loop {
             l.inner = Some(inner[0]);
-        } else {
-            l.body_text = texts;
         }
+        l.body_text = texts;
         // Statements of the nested loops are this loop's too.
         let nested: Vec<Stmt> = inner
             .iter()
@@ -400,6 +420,7 @@ impl Reader<'_> {
             "compound_statement" | "if_statement" | "if_statement_block" | "else_clause"
             | "block" => {
                 // Conditions are read; branches are statements.
+                let branch = n.kind() != "compound_statement" && n.kind() != "block";
                 let mut c = n.walk();
                 let kids: Vec<Node> = n.named_children(&mut c).collect();
                 for k in kids {
@@ -409,18 +430,22 @@ impl Reader<'_> {
                     ) {
                         let mut s = Stmt {
                             line: line(k),
+                            guarded: self.guard > 0,
                             ..Stmt::default()
                         };
                         self.reads(k, &mut s);
                         stmts.push(s);
                     } else {
+                        self.guard += u32::from(branch);
                         self.statements(k, stmts, inner);
+                        self.guard -= u32::from(branch);
                     }
                 }
             }
             _ => {
                 let mut s = Stmt {
                     line: line(n),
+                    guarded: self.guard > 0,
                     ..Stmt::default()
                 };
                 self.statement(n, &mut s);
@@ -699,6 +724,117 @@ impl Reader<'_> {
         };
         let space = normalize(&format!("{lower};{cond};{step}"), var.as_deref());
         (var, space, header, body.into_iter().collect())
+    }
+
+    /// C: the loop's range, when its header is `v = lo; v < hi` (or `<=`,
+    /// `>`, `>=`) stepping by a constant; and whether it declares `v`.
+    fn c_range(&self, n: Node, var: Option<&str>) -> (Option<(Affine, Affine, i64)>, bool) {
+        let init = n.child_by_field_name("initializer");
+        let declares = init.is_some_and(|i| i.kind() == "declaration");
+        let range = (|| {
+            let v = var?;
+            let lower = match init?.kind() {
+                "declaration" => init?
+                    .named_child(1)
+                    .and_then(|d| d.child_by_field_name("value"))?,
+                "assignment_expression" => init?.child_by_field_name("right")?,
+                _ => return None,
+            };
+            let lower = self.affine(lower)?;
+            let cond = n.child_by_field_name("condition")?;
+            if cond.kind() != "binary_expression" {
+                return None;
+            }
+            let (l, r) = (
+                cond.child_by_field_name("left")?,
+                cond.child_by_field_name("right")?,
+            );
+            let op = self.text(cond.child_by_field_name("operator")?);
+            // `v < hi` or `hi > v`.
+            let (bound, op) = if self.text(l) == v {
+                (r, op)
+            } else if self.text(r) == v {
+                let flipped = match op.as_str() {
+                    "<" => ">",
+                    "<=" => ">=",
+                    ">" => "<",
+                    ">=" => "<=",
+                    _ => return None,
+                };
+                (l, flipped.to_string())
+            } else {
+                return None;
+            };
+            let bound = self.affine(bound)?;
+            let step = self.c_step(n.child_by_field_name("update")?, v)?;
+            let last = match (op.as_str(), step > 0) {
+                ("<", true) => bound.add(&Affine::konst(1), -1),
+                ("<=", true) | (">=", false) => bound,
+                (">", false) => bound.add(&Affine::konst(1), 1),
+                _ => return None,
+            };
+            Some((lower, last, step))
+        })();
+        (range, declares)
+    }
+
+    /// The constant step of a C loop's update expression over `v`.
+    fn c_step(&self, u: Node, v: &str) -> Option<i64> {
+        match u.kind() {
+            "update_expression" => {
+                let t = self.text(u);
+                let arg = self.text(u.child_by_field_name("argument")?);
+                if arg != v {
+                    return None;
+                }
+                if t.contains("++") {
+                    Some(1)
+                } else if t.contains("--") {
+                    Some(-1)
+                } else {
+                    None
+                }
+            }
+            "assignment_expression" => {
+                if self.text(u.child_by_field_name("left")?) != v {
+                    return None;
+                }
+                let op = self.text(u.child_by_field_name("operator")?);
+                let r = self.affine(u.child_by_field_name("right")?)?;
+                match op.as_str() {
+                    "+=" => r.as_konst(),
+                    "-=" => r.as_konst().map(|k| -k),
+                    "=" => {
+                        let d = r.add(&Affine::var(&self.key(v)), -1);
+                        d.as_konst()
+                    }
+                    _ => None,
+                }
+            }
+            "parenthesized_expression" => self.c_step(u.named_child(0)?, v),
+            _ => None,
+        }
+    }
+
+    /// Fortran: the range of `do v = lo, hi[, step]`.
+    fn f_range(&self, n: Node) -> Option<(Affine, Affine, i64)> {
+        let mut c = n.walk();
+        let ds = n
+            .named_children(&mut c)
+            .find(|x| x.kind() == "do_statement")?;
+        let mut c2 = ds.walk();
+        let ctl = ds
+            .named_children(&mut c2)
+            .find(|x| x.kind() == "loop_control_expression")?;
+        let mut c3 = ctl.walk();
+        let parts: Vec<Node> = ctl.named_children(&mut c3).collect();
+        let lo = self.affine(*parts.get(1)?)?;
+        let hi = self.affine(*parts.get(2)?)?;
+        let step = match parts.get(3) {
+            Some(s) => self.affine(*s)?.as_konst()?,
+            None => 1,
+        };
+        Some((lo, hi, step))
     }
 
     /// Fortran: (variable, space, header, body).

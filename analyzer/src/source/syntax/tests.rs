@@ -241,7 +241,7 @@ fn c_stencil_then_copy_back_is_illegal_to_fuse() {
         syn.loop_of_directive(6).expect("loop"),
         src.directive_at(6).expect("d"),
     );
-    let v = super::fusion::judge(syn, &a, &b);
+    let v = super::fusion::judge(src, syn, &a, &b);
     assert!(
         matches!(&v, super::fusion::Verdict::Illegal(s) if s.contains("a[i-1][j]")),
         "{v:?}"
@@ -340,4 +340,273 @@ fn every_sample_parses_without_errors() {
         n += 1;
     }
     assert!(n > 20, "{n}");
+}
+
+/// The lines of the compute directives in `text`.
+fn construct_lines(text: &str) -> Vec<u32> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with("#pragma acc parallel"))
+        .map(|(i, _)| i as u32 + 1)
+        .collect()
+}
+
+/// A solver step in the style of NPB's C port (gang over k, worker over j,
+/// vector over i, a pointwise sweep over m inside; arrays `a[m][k][j][i]`),
+/// written for these tests.
+const GRID_C: &str = "\
+#define NM 5
+void step(int nz, int ny, int nx, double a[NM][8][8][8], double f[NM][8][8][8], double r[8][8][8], double s[8][8][8]) {
+  int i, j, k, m, i1;
+  double t;
+#pragma acc parallel loop gang num_gangs(nz) num_workers(8) vector_length(32)
+  for (k = 0; k <= nz-1; k++) {
+#pragma acc loop worker
+    for (j = 0; j <= ny-1; j++) {
+#pragma acc loop vector
+      for (i = 0; i <= nx-1; i++) {
+        t = 1.0/a[0][k][j][i];
+        r[k][j][i] = t;
+        s[k][j][i] = a[1][k][j][i] * t;
+      }
+    }
+  }
+
+#pragma acc parallel loop gang num_gangs(nz) num_workers(8) vector_length(32)
+  for (k = 0; k < nz; k++) {
+#pragma acc loop worker
+    for (j = 0; j < ny; j++) {
+#pragma acc loop vector
+      for (i = 0; i < nx; i++) {
+        for (m = 0; m < NM; m++) {
+          f[m][k][j][i] = a[m][k][j][i] * r[k][j][i];
+        }
+      }
+    }
+  }
+#pragma acc parallel loop gang num_gangs(nz) num_workers(8) vector_length(32)
+  for (k = 0; k < nz; k++) {
+#pragma acc loop worker vector
+    for (j = 0; j < ny; j++) {
+      f[2][k][j][0] = 0.0;
+      f[2][k][j][nx-1] = 0.0;
+    }
+  }
+}
+";
+
+#[test]
+fn npb_style_nests_with_different_bound_expressions_fuse_level_by_level() {
+    let l = construct_lines(GRID_C);
+    assert_eq!(l.len(), 3);
+    let p = judge("t.c", GRID_C, &l);
+    // 5 and 19: k, j, i over 0..nz-1 written `<= nz-1` and `< nz`; the
+    // constant first subscripts (a[0], a[1]) and the sweep over m name
+    // elements of the same iteration only. 31 partitions j differently:
+    // fused with them over k alone, its loop over j kept.
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(p.chains.len(), 1, "{p:?}");
+    assert_eq!(p.chains[0].lines, l);
+    assert_eq!(p.fused.len(), 2, "{:?}", p.fused);
+    assert!(
+        p.fused[0].2.starts_with("fusable (proven): the same parallel loops (k = 0..nz-1), each keeping its own loops below"),
+        "{:?}",
+        p.fused
+    );
+    let Edit::InsertBefore { lines, .. } = &p.chains[0].edits[0] else {
+        panic!()
+    };
+    let text = lines.join("\n");
+    assert!(
+        text.starts_with("#pragma acc parallel loop gang num_gangs(nz) num_workers(8) vector_length(32)\n  for (k = 0; k <= nz-1; k++) {\n"),
+        "{text}"
+    );
+    // Each construct's inner loops with their directives, in order.
+    let w = text.find("#pragma acc loop worker\n").expect("worker");
+    let wv = text
+        .find("#pragma acc loop worker vector")
+        .expect("worker vector");
+    let m = text.find("for (m = 0; m < NM; m++)").expect("m");
+    assert!(w < m && m < wv, "{text}");
+    assert_eq!(text.matches("#pragma acc loop vector").count(), 2, "{text}");
+}
+
+#[test]
+fn npb_style_nests_fuse_over_all_three_loops_when_partitioned_alike() {
+    let l = construct_lines(GRID_C);
+    let p = judge("t.c", GRID_C, &l[..2]);
+    assert_eq!(p.chains.len(), 1, "{p:?}");
+    assert!(
+        p.fused[0]
+            .2
+            .contains("(k = 0..nz-1, j = 0..ny-1, i = 0..nx-1)"),
+        "{:?}",
+        p.fused
+    );
+    let Edit::InsertBefore { lines, .. } = &p.chains[0].edits[0] else {
+        panic!()
+    };
+    let text = lines.join("\n");
+    // One nest: the bodies side by side inside the loop over i.
+    assert_eq!(text.matches("for (i = 0;").count(), 1, "{text}");
+    assert_eq!(text.matches("#pragma acc loop worker").count(), 1, "{text}");
+    let body = text
+        .find("s[k][j][i] = a[1][k][j][i] * t;")
+        .expect("first body");
+    let next = text.find("for (m = 0; m < NM; m++)").expect("second body");
+    assert!(body < next, "{text}");
+}
+
+#[test]
+fn npb_style_scalar_set_before_a_construct_and_an_inner_loop_over_it_are_illegal() {
+    // NPB sets `i = 1;` before a construct that reads i, and the next
+    // construct runs an inner loop over i: fused, later iterations of the
+    // first would read that loop's last value.
+    let text = "\
+void f(int nz, int ny, int nx, double l[5][8][8][8]) {
+  int i, j, k;
+  i = 1;
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop worker vector
+    for (j = 1; j <= ny; j++) {
+      l[2][k][i][j] = l[2][k][i][j] + 1.0;
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop worker vector
+    for (j = 1; j <= ny; j++) {
+      for (i = 3; i <= nx; i++) {
+        l[0][k][i][j] = l[0][k][i][j] + 2.0;
+      }
+    }
+  }
+}
+";
+    let l = construct_lines(text);
+    let p = judge("t.c", text, &l);
+    assert!(p.chains.is_empty(), "{p:?}");
+    assert_eq!(
+        p.refused[0].2,
+        "not fusable: the second assigns the scalar i and the first reads the value it had before the construct (fused, it would read the other's)"
+    );
+    // With the inner loop's own variable the pair is fusable.
+    let own = text
+        .replace(
+            "for (i = 3; i <= nx; i++)",
+            "for (int ii = 3; ii <= nx; ii++)",
+        )
+        .replace(
+            "l[0][k][i][j] = l[0][k][i][j]",
+            "l[0][k][ii][j] = l[0][k][ii][j]",
+        );
+    let p = judge("t.c", &own, &l);
+    assert!(p.refused.is_empty(), "{p:?}");
+    assert_eq!(p.chains.len(), 1);
+}
+
+#[test]
+fn npb_style_temporaries_assigned_first_in_both_are_private() {
+    let text = "\
+void f(int nz, int ny, double a[8][8], double b[8][8], double c[8][8]) {
+  int j, k;
+  double fac;
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      fac = 1.0/a[k][j];
+      b[k][j] = fac * b[k][j];
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      fac = 2.0/a[k][j];
+      c[k][j] = fac * b[k][j];
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      if (a[k][j] > 0) fac = a[k][j];
+      c[k][j] = c[k][j] + fac;
+    }
+  }
+}
+";
+    let l = construct_lines(text);
+    let p = judge("t.c", text, &l);
+    assert_eq!(p.chains.len(), 1, "{p:?}");
+    assert_eq!(p.chains[0].lines, l[..2].to_vec());
+    // The third assigns fac only under a condition, then reads it.
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    assert!(
+        p.refused[0]
+            .2
+            .starts_with("not fusable: the first assigns the scalar fac and the third")
+            || p.refused[0].2.contains("fac"),
+        "{:?}",
+        p.refused
+    );
+}
+
+#[test]
+fn npb_style_shifted_and_unknown_subscripts() {
+    // rhs[m][k][j+1][i] read where the first wrote rhs[m][k][j][i]: another
+    // iteration of j. An index the construct computes (j1 = j + 1) is not
+    // known: not proven.
+    let text = "\
+void f(int nz, int ny, double r[5][8][8][8], double q[5][8][8][8]) {
+  int j, k, m, j1;
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      for (m = 0; m < 5; m++) r[m][k][j][0] = 1.0;
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      for (m = 0; m < 5; m++) q[m][k][j][0] = r[m][k][j+1][0];
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      j1 = j + 1;
+      q[0][k][j1][1] = 2.0;
+    }
+  }
+#pragma acc parallel loop gang
+  for (k = 1; k <= nz; k++) {
+#pragma acc loop vector
+    for (j = 1; j <= ny; j++) {
+      q[0][k][j][1] = q[0][k][j][1] + 1.0;
+    }
+  }
+}
+";
+    let l = construct_lines(text);
+    let p = judge("t.c", text, &l);
+    // The second and third write different columns (0 and 1): fusable.
+    assert_eq!(p.chains.len(), 1, "{p:?}");
+    assert_eq!(p.chains[0].lines, l[1..3].to_vec());
+    assert_eq!(p.refused.len(), 2, "{:?}", p.refused);
+    assert_eq!(
+        p.refused[0].2,
+        "not fusable: the second reads r[m][k][j+1][0] where the first writes r[m][k][j][0]: an element of another iteration"
+    );
+    assert!(
+        p.refused[1].2.starts_with("not proven fusable: the first writes q[0][k][j1][1] and the second reads q[0][k][j][1]")
+            && p.refused[1].2.contains("j1 is assigned in the construct"),
+        "{:?}",
+        p.refused
+    );
 }
