@@ -102,7 +102,7 @@ struct Slot {
 // READY -> WRITING; the state's acquire/release orders the two.
 unsafe impl Sync for Slot {}
 
-const BLANK: Fault = Fault {
+pub(super) const BLANK: Fault = Fault {
     time: 0,
     thread: 0,
     code_addr: 0,
