@@ -225,6 +225,49 @@ pub(crate) fn clause_item(src: &SourceFile, var: &str) -> Option<String> {
     found.map(|(_, it)| it)
 }
 
+/// C: `var` is an array of fixed size (not a pointer), declared in `src`
+/// or in a header it includes with quotes, read from beside it (NPB's
+/// `extern double u[5][KMAX][JMAXP+1][IMAXP+1];` in header.h): `update
+/// self(u)` moves all of it.
+fn whole_c_array(src: &SourceFile, var: &str) -> bool {
+    if src.lang != Lang::C {
+        return false;
+    }
+    let fixed = |f: &SourceFile| {
+        f.arrays(None)
+            .get(var)
+            .is_some_and(|d| !d.pointer && d.extent.is_none() && d.dims.starts_with('['))
+    };
+    if fixed(src) {
+        return true;
+    }
+    let Some(dir) = src.found_at.parent() else {
+        return false;
+    };
+    src.lines.iter().any(|l| {
+        let Some(rest) = l.trim_start().strip_prefix('#') else {
+            return false;
+        };
+        let Some(name) = rest
+            .trim_start()
+            .strip_prefix("include")
+            .and_then(|r| r.trim().strip_prefix('"'))
+            .and_then(|r| r.split('"').next())
+        else {
+            return false;
+        };
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).is_ok_and(|text| {
+            fixed(&SourceFile::new(
+                &path.to_string_lossy(),
+                path.clone(),
+                Lang::C,
+                text,
+            ))
+        })
+    })
+}
+
 /// The `update` a coherence finding proposes, `clause` (`self` or
 /// `device`) of `var` with the bounds the data clauses give it, put on
 /// `side` of the host access at `site`: the proposal's directive, text
@@ -260,8 +303,10 @@ pub(crate) fn propose_update(
         });
         return;
     };
-    // A Fortran array knows its bounds: the whole of it is a valid item.
-    let item = clause_item(src, var).or_else(|| (lang == Lang::Fortran).then(|| var.to_string()));
+    // A Fortran array knows its bounds, and so does a C array of fixed
+    // size: the whole of it is a valid item.
+    let item = clause_item(src, var)
+        .or_else(|| (lang == Lang::Fortran || whole_c_array(src, var)).then(|| var.to_string()));
     let shown = item.clone().unwrap_or_else(|| var.to_string());
     let directive = format!("{} update {clause}({shown})", lang.sentinel());
     let (at, indent_line) = placed(src, line, side);
@@ -324,6 +369,26 @@ int main(void) {
         assert_eq!(clause_item(src, "u").as_deref(), Some("u[0:n]"));
         assert_eq!(clause_item(src, "x"), None);
         assert_eq!(base_name("u(1:n)"), "u");
+    }
+
+    /// A fixed-size C array declared in an included header (NPB's layout)
+    /// or in the file is moved whole; a pointer or an unknown name is not.
+    #[test]
+    fn fixed_size_c_arrays_are_moved_whole() {
+        let dir = std::env::temp_dir().join(format!("accprof-whole-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(
+            dir.join("header.h"),
+            "#define KMAX 36\nextern double u      [5][KMAX][KMAX+1];\nextern double *p;\n",
+        )
+        .expect("header");
+        let text = "#include \"header.h\"\ndouble w[8];\nvoid f(void) { double s = u[0][1][2] + p[3] + w[1]; }\n";
+        let src = SourceFile::new("error.c", dir.join("error.c"), Lang::C, text.to_string());
+        assert!(whole_c_array(&src, "u"));
+        assert!(whole_c_array(&src, "w"));
+        assert!(!whole_c_array(&src, "p"));
+        assert!(!whole_c_array(&src, "q"));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
