@@ -80,6 +80,10 @@ fn run_tui_without_a_terminal_refuses_before_the_program_runs() {
 /// A tmux server of this test's own (its own socket), killed when dropped.
 struct Tmux {
     socket: String,
+    /// The screen just before the last keys were sent: what is waited for
+    /// after them must be on another screen (the keys' effect, not what
+    /// was shown already).
+    before: std::cell::RefCell<Option<String>>,
 }
 
 impl Tmux {
@@ -87,6 +91,7 @@ impl Tmux {
     fn start(name: &str, command: &str) -> Tmux {
         let t = Tmux {
             socket: format!("accprof-test-{name}-{}", std::process::id()),
+            before: std::cell::RefCell::new(None),
         };
         let st = t
             .cmd()
@@ -104,7 +109,10 @@ impl Tmux {
         c
     }
 
+    /// Sends the keys in order (the pane reads them in order); what they
+    /// do is waited for with `wait_for` or `wait_until`, never a sleep.
     fn keys(&self, keys: &[&str]) {
+        *self.before.borrow_mut() = Some(self.screen());
         for k in keys {
             let st = self
                 .cmd()
@@ -112,8 +120,6 @@ impl Tmux {
                 .status()
                 .expect("tmux send-keys");
             assert!(st.success());
-            // One key at a time, each drawn before the next comes.
-            std::thread::sleep(Duration::from_millis(150));
         }
     }
 
@@ -132,6 +138,7 @@ impl Tmux {
             .status()
             .expect("tmux resize-window");
         assert!(st.success());
+        *self.before.borrow_mut() = None;
     }
 
     fn screen(&self) -> String {
@@ -143,19 +150,27 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The screen once `want` is on it (within 20 s).
+    /// The screen once `want` is on it (within 20 s), after the last keys
+    /// took effect.
     fn wait_for(&self, want: &str) -> String {
+        self.wait_until(&format!("{want:?}"), |s| s.contains(want))
+    }
+
+    /// The first screen, after the last keys took effect, that `ok`
+    /// accepts (within 20 s); `what` names it in the failure.
+    fn wait_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
-            if s.contains(want) {
+            let changed = self.before.borrow().as_ref().map_or(true, |b| *b != s);
+            if changed && ok(&s) {
                 return s;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "{want:?} never showed:\n{s}"
+                "{what} never showed:\n{s}"
             );
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -226,8 +241,7 @@ fn smoke_open_zoom_select_a_kernel_open_the_findings_jump_and_quit() {
     // Zoom in: the window is narrower.
     let before = window(&first);
     tmux.keys(&["+"]);
-    let zoomed = tmux.screen();
-    assert_ne!(window(&zoomed), before, "{zoomed}");
+    tmux.wait_until("a narrower window", |s| window(s) != before);
 
     // Down to the device lane (thread, nested, queue) and select there.
     tmux.keys(&["Down", "Down", "Enter"]);
@@ -248,8 +262,7 @@ fn smoke_open_zoom_select_a_kernel_open_the_findings_jump_and_quit() {
     };
     let here = at(&lit);
     tmux.keys(&["Tab", "]"]);
-    let next = tmux.screen();
-    assert_ne!(at(&next), here, "{next}");
+    let next = tmux.wait_until("the finding's next event", |s| at(s) != here);
     assert!(next.contains("kernel "), "{next}");
 
     // Too small a window says so; back to size, the timeline is back.
