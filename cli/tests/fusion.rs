@@ -51,6 +51,27 @@ fn flat(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `analyze --verify` of `trace` with the program built by `build` and run
+/// with `run`: its report, after checking it succeeded.
+fn verified(dir: &Path, build: &str, run: &str, trace: &Path) -> String {
+    let keep = dir.join("verify");
+    let out = analyze(&[
+        "--verify",
+        "--lib",
+        ps(&collector_lib()),
+        "--keep",
+        ps(&keep),
+        "--build",
+        build,
+        "--run",
+        run,
+        ps(trace),
+    ]);
+    let s = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", stderr(&out));
+    s
+}
+
 fn analyze(args: &[&str]) -> Output {
     Command::new(accprof())
         .arg("analyze")
@@ -90,21 +111,7 @@ fn one_line_triple_gets_a_fusion_patch_that_verify_confirms() {
     );
     assert!(s.contains("+                b[i] = 2.0 * i - s;"), "{s}");
 
-    let keep = dir.path().join("verify");
-    let out = analyze(&[
-        "--verify",
-        "--lib",
-        ps(&collector_lib()),
-        "--keep",
-        ps(&keep),
-        "--build",
-        &build,
-        "--run",
-        "{out} 256 200",
-        ps(&trace),
-    ]);
-    let s = stdout(&out);
-    assert_eq!(out.status.code(), Some(0), "{s}\n{}", stderr(&out));
+    let s = verified(dir.path(), &build, "{out} 256 200", &trace);
     assert!(s.contains("patched with #"), "{s}");
     assert!(s.contains("R1"), "{s}");
     assert!(s.contains("output: identical"), "{s}");
@@ -212,21 +219,7 @@ fn npb_style_grid_pairs_are_each_judged_and_the_provable_ones_fused() {
         "{p}"
     );
 
-    let keep = dir.path().join("verify");
-    let out = analyze(&[
-        "--verify",
-        "--lib",
-        ps(&collector_lib()),
-        "--keep",
-        ps(&keep),
-        "--build",
-        &build,
-        "--run",
-        "{out} 12 40",
-        ps(&trace),
-    ]);
-    let s = stdout(&out);
-    assert_eq!(out.status.code(), Some(0), "{s}\n{}", stderr(&out));
+    let s = verified(dir.path(), &build, "{out} 12 40", &trace);
     assert!(s.contains("output: identical"), "{s}");
     // 40 steps of six constructs, then of four; the data region adds the
     // same to both.
