@@ -408,6 +408,44 @@ fn short_name(file: &str) -> &str {
         .unwrap_or(file)
 }
 
+/// Registers a block of threads may hold on NVIDIA GPUs (64 K from Kepler
+/// to Hopper), and the most a thread may take (the compiler spills
+/// beyond): blocks of 256 threads or fewer always launch.
+const REGISTERS_PER_BLOCK: u64 = 65536;
+const REGISTERS_PER_THREAD: u64 = 255;
+
+/// Why a fused kernel of these parts (each: the most registers a thread
+/// its kernels took, and the threads of a block they ran with) may fail to
+/// launch, if it may: the fused kernel holds the live values of both
+/// bodies, up to their registers together (at most 255), and keeps the
+/// launch's block
+/// (the constructs' `num_workers` x `vector_length`); when that exceeds
+/// what a block may hold the runtime refuses the launch ("insufficient
+/// resources"), as NPB BT's fused `compute_rhs` did on an H200 with 16 x
+/// 32 threads. Unknown counts (no CUPTI) say nothing.
+fn may_not_launch(parts: &[(u32, u64)]) -> Option<String> {
+    if parts.iter().any(|p| p.0 == 0 || p.1 == 0) {
+        return None;
+    }
+    let regs: u64 = parts
+        .iter()
+        .map(|p| u64::from(p.0))
+        .sum::<u64>()
+        .min(REGISTERS_PER_THREAD);
+    let threads = parts.iter().map(|p| p.1).max().unwrap_or(0);
+    (regs * threads > REGISTERS_PER_BLOCK).then(|| {
+        format!(
+            "the fused kernel may need up to {regs} registers a thread (its parts took {}), and {threads} threads a block leave {} each, so its launch may be refused; fuse by hand with a smaller `num_workers` or `vector_length`, and check with --verify",
+            parts
+                .iter()
+                .map(|p| p.0.to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
+            REGISTERS_PER_BLOCK / threads
+        )
+    })
+}
+
 /// The compute constructs of `sites`, judged from the sources: chains that
 /// fuse, copy-backs, and the neighbours refused with the reason.
 fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
@@ -422,6 +460,23 @@ fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
                 .or_default()
                 .push((l, reaches, *c));
         }
+    }
+    // Per source line: the most registers a thread its kernels took, and
+    // the threads of a block they ran with (CUPTI), for the launch check.
+    let mut launch: BTreeMap<(&str, u32), (u32, u64)> = BTreeMap::new();
+    for (ls, _) in sites {
+        let s = run.site(ls.site);
+        let Some(l) = s.line else { continue };
+        let regs = ls
+            .kernels
+            .iter()
+            .map(|&k| run.kernel(k).registers)
+            .max()
+            .unwrap_or(0);
+        let threads = ls
+            .grid_block
+            .map_or(0, |(_, b)| b.iter().map(|&d| u64::from(d.max(1))).product());
+        launch.insert((s.file.as_str(), l), (regs, threads));
     }
     let mut out = Structure::default();
     for (file, lines) in by_file {
@@ -439,6 +494,18 @@ fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
             out.refused.push(format!("{name}:{a} and :{b}: {why}."));
         }
         for chain in plan.chains {
+            let parts: Vec<(u32, u64)> = chain
+                .lines
+                .iter()
+                .map(|l| launch.get(&(file, *l)).copied().unwrap_or((0, 0)))
+                .collect();
+            if let Some(why) = may_not_launch(&parts) {
+                let (a, b) = (chain.lines[0], chain.lines[chain.lines.len() - 1]);
+                out.refused.push(format!(
+                    "{name}:{a} to :{b}: legal to fuse, but not proposed: {why}."
+                ));
+                continue;
+            }
             let removed = chain.lines[1..]
                 .iter()
                 .filter_map(|l| lines.iter().find(|x| x.0 == *l).map(|x| x.1))
@@ -528,5 +595,25 @@ fn untimed(cx: &Context, out: &mut Checked) {
             f.proposal.no_patch = Some(st.no_patch());
         }
         out.findings.push(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_not_launch;
+
+    /// NPB BT's pair on an H200: two kernels of 72 and 64 registers in
+    /// blocks of 16 x 32 threads; fused they may need 136, more than the
+    /// 128 that 512 threads leave. SP's chain of eight (436 registers
+    /// together, capped at 255) in blocks of 8 x 32 threads always
+    /// launches (it ran fused on the H200), and without register counts
+    /// nothing is said.
+    #[test]
+    fn a_fusion_whose_kernel_may_not_launch_is_said() {
+        let why = may_not_launch(&[(72, 512), (64, 512)]).expect("too many registers");
+        assert!(why.contains("136 registers") && why.contains("leave 128"), "{why}");
+        let sp = [40, 54, 64, 38, 48, 40, 80, 72].map(|r| (r, 256));
+        assert_eq!(may_not_launch(&sp), None);
+        assert_eq!(may_not_launch(&[(0, 512), (64, 512)]), None);
     }
 }
