@@ -10,10 +10,14 @@
 # Where the patches come from: the build records each original on the build
 # machine, where the offload build falls back to the host (no GPU there).
 # Without driver timings R1 still judges the sources and gives its patch
-# for the constructs one host loop repeats; the patch depends on the
-# sources and on which constructs the loop repeats, not on timings, so it
-# is the patch a GPU recording gives. It is the R1 finding's own patch
-# (`accprof analyze --json`, proposal.patch), not the other findings'.
+# for the constructs one host loop repeats. One thing only a GPU recording
+# gives: the kernels' registers, with which R1 leaves out a fusion whose
+# kernel may not launch (NPB BT's compute_rhs in blocks of 16 x 32
+# threads). For NPB, record the original on the GPU (`accprof run --
+# B/NAME/orig/bin/NAME.W.x`) and build again with --gpu-trace NAME=TRACE:
+# the patch then comes from that recording. It is the R1 finding's own
+# patch (`accprof analyze --json`, proposal.patch), not the other
+# findings'.
 # Rounds interleave bare original, bare fixed and a recording of the
 # original; the claim is the median over the recordings of R1's saving,
 # the measured saving the difference of the bare medians.
@@ -24,7 +28,7 @@
 #
 # Usage: bench/fusion.sh --accprof BIN [--rounds N] [--out DIR] [--cc CMD]
 #                        [--npb DIR] [--class S|W|A|B|C]
-#                        [--only build|run --build DIR]
+#                        [--only build|run --build DIR] [--gpu-trace NAME=TRACE]
 #   BIN     the accprof binary (libaccprof.so beside it); N rounds
 #           (default 7); --out keeps traces, outputs and raw timings there;
 #           --cc the compiler command (default: gcc -g -O2 -fopenacc
@@ -35,6 +39,9 @@
 #           and stop (on a machine with GCC's nvptx offload compiler)
 #   --only run    run what an earlier --only build left in --build (on the
 #           GPU machine, which has no compiler)
+#   --gpu-trace NAME=TRACE  (sp or bt, repeatable) R1's patch for NAME from
+#           TRACE, a GPU recording of the original that an earlier build
+#           into the same --build made (that original is kept)
 # Prints per case: claimed, measured, claimed/measured, the timer used and
 # each side's spread; checks that each fixed program prints what the
 # original prints (NPB: but its times) and that SP and BT verify on both
@@ -45,6 +52,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 acc= rounds=7 out= cc="gcc -g -O2 -fopenacc -foffload=nvptx-none -foffload-options=-lm"
 npb= class=W only= build=
+declare -A gpu_trace=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --accprof) acc=$2; shift 2 ;;
@@ -55,6 +63,13 @@ while [ $# -gt 0 ]; do
     --class) class=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --gpu-trace)
+      case $2 in
+        sp=?*|bt=?*) [ -f "${2#*=}" ] || { echo "fusion.sh: --gpu-trace: '${2#*=}' not found" >&2; exit 2; }
+                     gpu_trace[${2%%=*}]=$(cd "$(dirname "${2#*=}")" && pwd)/$(basename "${2#*=}") ;;
+        *) echo "fusion.sh: --gpu-trace takes sp=TRACE or bt=TRACE, not '$2'" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "fusion.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -97,9 +112,14 @@ sys.stdout.write("".join(p))'
 # build_npb NAME DIR: original NAME (sp, bt) and NAME with R1's patch,
 # class $class, in $build/NAME; DIR is the port's directory (SP, BT).
 build_npb() {
-  local name=$1 dir=$2 d=$build/$1 v
-  rm -rf "$d"; mkdir -p "$d"
+  local name=$1 dir=$2 d=$build/$1 v keep=
+  # With a GPU recording of the original, the original it recorded stays
+  # (its lines are read from that very binary); only the fused is made.
+  [ -n "${gpu_trace[$name]:-}" ] && [ -x "$d/orig/bin/$name.$class.x" ] && keep=1
+  if [ -n "$keep" ]; then rm -rf "$d/fused"; else rm -rf "$d"; fi
+  mkdir -p "$d"
   for v in orig fused; do
+    [ -z "$keep" ] || [ $v = fused ] || continue
     cp -R "$npb/$dir" "$d/$v"
     mkdir -p "$d/$v/bin"
     cat > "$d/$v/config/make.def" <<MK
@@ -116,14 +136,19 @@ WTIME = wtime.c
 MK
   done
   echo "== building $dir class $class"
-  make -C "$d/orig/$dir" CLASS="$class" > "$d/orig.build.log" 2>&1 \
+  [ -n "$keep" ] || make -C "$d/orig/$dir" CLASS="$class" > "$d/orig.build.log" 2>&1 \
     || { echo "fusion.sh: building $dir failed (log $d/orig.build.log)" >&2; tail -20 "$d/orig.build.log" >&2; exit 1; }
-  # A recording here (host fallback) gives R1's patch.
-  (ulimit -s unlimited 2> /dev/null || true
-   cd "$d" && "$acc" run --force --no-summary --output "$d/host.trace" -- "$d/orig/bin/$name.$class.x" > "$d/host.txt" 2>&1) \
-    || { echo "fusion.sh: recording $dir on the host failed (output $d/host.txt)" >&2; exit 1; }
-  (cd "$d" && "$acc" analyze --json --source-dir "$d/orig/$dir" "$d/host.trace" 2> /dev/null | r1_patch > "$d/r1.diff")
-  [ -s "$d/r1.diff" ] || { echo "fusion.sh: R1 gave no patch for $dir (see: $acc analyze $d/host.trace)" >&2; exit 1; }
+  # R1's patch: from the GPU recording given, else from a recording here
+  # (host fallback).
+  local from=${gpu_trace[$name]:-}
+  if [ -z "$from" ]; then
+    from=$d/host.trace
+    (ulimit -s unlimited 2> /dev/null || true
+     cd "$d" && "$acc" run --force --no-summary --output "$from" -- "$d/orig/bin/$name.$class.x" > "$d/host.txt" 2>&1) \
+      || { echo "fusion.sh: recording $dir on the host failed (output $d/host.txt)" >&2; exit 1; }
+  fi
+  (cd "$d" && "$acc" analyze --json --symbols "$d/orig/bin" --source-dir "$d/orig/$dir" "$from" 2> /dev/null | r1_patch > "$d/r1.diff")
+  [ -s "$d/r1.diff" ] || { echo "fusion.sh: R1 gave no patch for $dir (see: $acc analyze $from)" >&2; exit 1; }
   # Paths in the diff are a/orig/DIR/FILE (relative to $d).
   (cd "$d/fused" && patch -s -p2 < "$d/r1.diff") || { echo "fusion.sh: R1's patch does not apply to $dir" >&2; exit 1; }
   make -C "$d/fused/$dir" CLASS="$class" > "$d/fused.build.log" 2>&1 \
