@@ -611,7 +611,10 @@ mod tests {
     #[test]
     fn a_fusion_whose_kernel_may_not_launch_is_said() {
         let why = may_not_launch(&[(72, 512), (64, 512)]).expect("too many registers");
-        assert!(why.contains("136 registers") && why.contains("leave 128"), "{why}");
+        assert!(
+            why.contains("136 registers") && why.contains("leave 128"),
+            "{why}"
+        );
         let sp = [40, 54, 64, 38, 48, 40, 80, 72].map(|r| (r, 256));
         assert_eq!(may_not_launch(&sp), None);
         assert_eq!(may_not_launch(&[(0, 512), (64, 512)]), None);
