@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use super::key;
 use crate::model::Site;
 use crate::patch::Edit;
-use crate::proposals::data_region::{ArrayChoice, RegionPlan};
+use crate::proposals::data_region::{order_clauses, ArrayChoice, RegionPlan};
 use crate::source::{rewrite_in_caller, Lang, SourceFile, SourceSet};
 
 /// One item of a construct's data clause, in the callee's and the caller's
@@ -387,25 +387,7 @@ pub fn plan(sources: &SourceSet, lifted: &[&Lifted], moved: usize) -> Option<Reg
             host_writes_in_loop: writes,
         });
     }
-    let rank = |c: &str| {
-        ["copy", "copyin", "copyout", "create"]
-            .iter()
-            .position(|x| *x == c)
-            .unwrap_or(9)
-    };
-    plan.arrays.sort_by_key(|a| rank(&a.clause));
-    let mut by_clause: BTreeMap<usize, (String, Vec<String>)> = BTreeMap::new();
-    for a in &plan.arrays {
-        by_clause
-            .entry(rank(&a.clause))
-            .or_insert_with(|| (a.clause.clone(), Vec::new()))
-            .1
-            .push(a.item.clone());
-    }
-    let clauses: Vec<String> = by_clause
-        .values()
-        .map(|(c, items)| format!("{c}({})", items.join(", ")))
-        .collect();
+    let clauses = order_clauses(&mut plan.arrays);
     // C: as the directives of the loop's function are indented, else as
     // the construct's; Fortran: as the loop.
     let indent = match lang {

@@ -293,26 +293,7 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
         });
     }
     // copy, copyin, create: the directive and the `present` lists follow it.
-    let rank = |c: &str| {
-        ["copy", "copyin", "copyout", "create"]
-            .iter()
-            .position(|x| *x == c)
-            .unwrap_or(9)
-    };
-    plan.arrays.sort_by_key(|a| rank(&a.clause));
-    // The data directive.
-    let mut by_clause: BTreeMap<usize, (String, Vec<String>)> = BTreeMap::new();
-    for a in &plan.arrays {
-        by_clause
-            .entry(rank(&a.clause))
-            .or_insert_with(|| (a.clause.clone(), Vec::new()))
-            .1
-            .push(a.item.clone());
-    }
-    let clauses: Vec<String> = by_clause
-        .values()
-        .map(|(c, items)| format!("{c}({})", items.join(", ")))
-        .collect();
+    let clauses = order_clauses(&mut plan.arrays);
     let directive_indent = match lang {
         Lang::C => inner
             .first()
@@ -509,5 +490,64 @@ pub(crate) fn place_region(
                 });
             }
         }
+    }
+}
+
+/// Orders `arrays` by clause (copy, copyin, copyout, create, then the
+/// others) and gives the data directive's clauses in that order, one per
+/// kind with its items: the one ranking both region proposals follow.
+pub(crate) fn order_clauses(arrays: &mut [ArrayChoice]) -> Vec<String> {
+    let rank = |c: &str| {
+        ["copy", "copyin", "copyout", "create"]
+            .iter()
+            .position(|x| *x == c)
+            .unwrap_or(9)
+    };
+    arrays.sort_by_key(|a| rank(&a.clause));
+    let mut by_clause: BTreeMap<usize, (String, Vec<String>)> = BTreeMap::new();
+    for a in arrays.iter() {
+        by_clause
+            .entry(rank(&a.clause))
+            .or_insert_with(|| (a.clause.clone(), Vec::new()))
+            .1
+            .push(a.item.clone());
+    }
+    by_clause
+        .values()
+        .map(|(c, items)| format!("{c}({})", items.join(", ")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{order_clauses, ArrayChoice};
+
+    fn array(clause: &str, item: &str) -> ArrayChoice {
+        ArrayChoice {
+            name: item.chars().take_while(|c| c.is_alphanumeric()).collect(),
+            clause: clause.into(),
+            item: item.into(),
+            reason: String::new(),
+            host_reads_in_loop: Vec::new(),
+            host_writes_in_loop: Vec::new(),
+        }
+    }
+
+    /// copy before copyin before copyout before create, one clause per
+    /// kind holding its items in the order they came.
+    #[test]
+    fn clauses_come_in_one_order_one_per_kind() {
+        let mut a = vec![
+            array("create", "t[0:n]"),
+            array("copyin", "b[0:n]"),
+            array("copy", "u[0:n]"),
+            array("copyin", "c[0:n]"),
+        ];
+        assert_eq!(
+            order_clauses(&mut a),
+            ["copy(u[0:n])", "copyin(b[0:n], c[0:n])", "create(t[0:n])"]
+        );
+        assert_eq!(a[0].name, "u");
+        assert_eq!(a[3].name, "t");
     }
 }
