@@ -588,10 +588,11 @@ fn smoke_host_accesses_marked_and_selected_in_the_pane() {
         .lines()
         .find(|l| l.starts_with(" thread "))
         .unwrap_or_else(|| panic!("no thread lane:\n{first}"));
-    // The errors and the downloads nobody read are marked (how many
-    // columns they take depends on the run's timing; h below visits each).
+    // The errors are marked (how many columns they take depends on the
+    // run's timing). A download nobody read is marked too unless it falls
+    // in a column with another host access, which the column may show
+    // instead (one mark a column); h below visits each.
     assert!(lane.contains('!'), "{lane:?}");
-    assert!(lane.contains('↓'), "{lane:?}");
 
     // With nothing selected, h goes to the first host access, then from
     // one to the next.
