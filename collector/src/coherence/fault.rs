@@ -665,10 +665,9 @@ fn say_not_ours(addr: u64, code: u64) {
     put(b" (instruction ");
     put(&hex(code));
     put(b") is not on a page the check watches: passed on to the program\n");
-    // SAFETY: write(2) on stderr with our own buffer; async-signal-safe.
-    unsafe {
-        libc::write(2, buf.as_ptr().cast(), n);
-    }
+    // Through the notes' one raw writer: async-signal-safe, and a closed
+    // pipe on stderr raises no SIGPIPE of ours in the program.
+    crate::note::write_raw(&buf[..n]);
 }
 
 fn hex(v: u64) -> [u8; 18] {
