@@ -206,7 +206,9 @@ run_us() {
   (cd "$build" && "$@") > "$o" 2>&1 || true
   t1=$(date +%s%N)
   if [ "$timer" = npb ]; then
-    awk '/Time in seconds/ {printf "%d\n", $NF * 1e6; f = 1} END {if (!f) print "NaN"}' "$o"
+    local t
+    t=$(own_time_us < "$o")
+    echo "${t:-NaN}"
   else
     echo $(( (t1 - t0) / 1000 ))
   fi

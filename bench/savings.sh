@@ -62,7 +62,7 @@ bare_us() {
   o=$("$@" 2> /dev/null) || true
   t1=$(date +%s%N)
   local own
-  own=$(printf '%s\n' "$o" | awk '$1 == "time:" && $3 == "s" {printf "%.0f", $2 * 1e6; exit}')
+  own=$(printf '%s\n' "$o" | own_time_us)
   if [ "$timer" = own ] && [ -n "$own" ]; then echo "$own own"; else echo "$(( (t1 - t0) / 1000 )) wall"; fi
 }
 

@@ -5,6 +5,14 @@
 # ignored.
 wall_us() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
 
+# The time a program's output on standard input says it took, in us: the
+# samples' `time: X s` or NPB's `Time in seconds = X`; nothing when it
+# says none.
+own_time_us() {
+  awk '$1 == "time:" && $3 == "s" {printf "%.0f\n", $2 * 1e6; exit}
+       /Time in seconds/ {printf "%.0f\n", $NF * 1e6; exit}'
+}
+
 # The median of the numbers on standard input, one a line.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.6f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
