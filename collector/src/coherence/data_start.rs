@@ -17,14 +17,12 @@ use std::ffi::{c_int, c_void, CStr};
 
 use crate::next_fns::NextFns;
 
-const NAMES: [&CStr; 2] = [c"GOACC_data_start", c"acc_deviceptr"];
+const NAMES: [&CStr; 1] = [c"GOACC_data_start"];
 const DATA_START: usize = 0;
-const DEVICEPTR: usize = 1;
 
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
 type DataStartFn = unsafe extern "C" fn(c_int, usize, *mut *mut c_void, *mut usize, *mut u16);
-type DeviceptrFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
 
 /// Map kinds (their low byte, without GCC's "force" bit) that give an
 /// array a device copy: alloc (`create`), to, from, tofrom, and their
@@ -58,10 +56,9 @@ pub unsafe extern "C" fn GOACC_data_start(
         return;
     }
     let _ = std::panic::catch_unwind(|| {
-        let d = REAL.get(DEVICEPTR);
-        if d == 0 {
+        let Some((_, _, deviceptr)) = super::lookup::routines() else {
             return;
-        }
+        };
         // SAFETY: the caller's arrays of `mapnum` entries (GCC's calling
         // convention for the construct), read after the runtime used them.
         let (h, s, k) = unsafe {
@@ -78,7 +75,7 @@ pub unsafe extern "C" fn GOACC_data_start(
             }
             // SAFETY: the runtime's acc_deviceptr, on this thread, which
             // holds none of its locks once the construct's entry returned.
-            let dev = unsafe { std::mem::transmute::<usize, DeviceptrFn>(d)(h[i]) } as u64;
+            let dev = unsafe { deviceptr(h[i]) } as u64;
             if dev != 0 {
                 arrays.push(super::lookup::Found {
                     host: h[i] as u64,

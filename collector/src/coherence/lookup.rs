@@ -128,7 +128,7 @@ type DevicePtr = unsafe extern "C" fn(*mut libc::c_void) -> *mut libc::c_void;
 
 /// The runtime's routines, found once (None: not an OpenACC runtime that
 /// has them).
-fn routines() -> Option<(HostPtr, IsPresent, DevicePtr)> {
+pub(super) fn routines() -> Option<(HostPtr, IsPresent, DevicePtr)> {
     static FOUND: std::sync::OnceLock<Option<(usize, usize, usize)>> = std::sync::OnceLock::new();
     let (h, p, d) = (*FOUND.get_or_init(|| {
         // SAFETY: dlsym with RTLD_DEFAULT and NUL-terminated names.

@@ -322,6 +322,7 @@ pub(crate) fn on_acc(a: &AccRaw) {
             (ComputeConstructEnd, ..) => {
                 c.device_written(a.region);
                 c.blocks.construct_end(a.region);
+                UNASKED.store(true, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -340,13 +341,20 @@ pub(crate) fn on_acc(a: &AccRaw) {
 /// (start and end of compute, data, enter/exit data and update
 /// constructs): the lookup takes that lock.
 fn look_up() {
-    let blocks = if lookup::available() {
+    // The checker's lock only when a kept block waits to be asked about.
+    let blocks = if UNASKED.swap(false, Ordering::Relaxed) && lookup::available() {
         with_checker(|c| c.blocks.take_unasked()).unwrap_or_default()
     } else {
         Vec::new()
     };
     mapped_by_runtime(lookup::ask(blocks));
 }
+
+/// Set when a device block may have become kept (allocated outside a
+/// compute construct, a global of the loaded code, or a compute
+/// construct's block still allocated at its end): `look_up` has blocks to
+/// ask about.
+static UNASKED: AtomicBool = AtomicBool::new(false);
 
 /// Arrays the runtime says it mapped (its mapping table, or the clauses
 /// of a `data` construct it just entered), with their device copies.
@@ -425,12 +433,16 @@ fn on_free(c: &mut Checker, at: u64) {
 pub(crate) fn device_alloc(at: u64, bytes: u64) {
     let compute = enclosing_compute();
     let _ = with_checker(|c| c.blocks.alloc(at, bytes, compute));
+    if compute.is_none() {
+        UNASKED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The runtime looked up a global of the code it loaded (a `declare`
 /// variable, a Fortran module array): its device copy, for the whole run.
 pub(crate) fn device_global(at: u64, bytes: u64) {
     let _ = with_checker(|c| c.blocks.global(at, bytes));
+    UNASKED.store(true, Ordering::Relaxed);
 }
 
 /// The driver is about to free the device block at `at`: the ranges whose
