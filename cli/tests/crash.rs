@@ -135,20 +135,7 @@ fn check_crash_trace(trace: &Path, file: &str, line: u32, computes_before: usize
     // The timeline says so in its header.
     let session = accprof_tui::Session::open(vec![(trace.to_path_buf(), run)], &[]);
     let state = accprof_tui::state::State::new(&session);
-    let mut term =
-        ratatui::Terminal::new(ratatui::backend::TestBackend::new(400, 30)).expect("terminal");
-    term.draw(|f| {
-        let area = f.area();
-        accprof_tui::view::render(
-            &session,
-            &state,
-            accprof_tui::style::Palette { color: false },
-            area,
-            f.buffer_mut(),
-        );
-    })
-    .expect("draw");
-    let screen = accprof_tui::view::buffer_text(term.backend().buffer());
+    let screen = render_text(&session, &state, 400, 30);
     let header = screen.lines().next().unwrap_or_default();
     assert!(
         header.starts_with(&format!("✕ {}", want.trim_start_matches("ending: ")))

@@ -494,20 +494,7 @@ fn mpi_calls_show_their_source_line() {
             pos,
         },
     );
-    let mut term =
-        ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 50)).expect("terminal");
-    term.draw(|f| {
-        let area = f.area();
-        accprof_tui::view::render(
-            &session,
-            &state,
-            accprof_tui::style::Palette { color: false },
-            area,
-            f.buffer_mut(),
-        );
-    })
-    .expect("draw");
-    let screen = accprof_tui::view::buffer_text(term.backend().buffer());
+    let screen = render_text(&session, &state, 200, 50);
     assert!(
         screen.contains(&format!("MPI_Sendrecv  at mpi_halo.c:{line} (main)")),
         "{screen}"

@@ -333,3 +333,27 @@ pub fn on_fixture(gpu: &str, name: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The timeline of `session` in `state` drawn without colour on a
+/// `width` x `height` terminal, as text.
+pub fn render_text(
+    session: &accprof_tui::Session,
+    state: &accprof_tui::state::State,
+    width: u16,
+    height: u16,
+) -> String {
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, height))
+        .expect("terminal");
+    term.draw(|f| {
+        let area = f.area();
+        accprof_tui::view::render(
+            session,
+            state,
+            accprof_tui::style::Palette { color: false },
+            area,
+            f.buffer_mut(),
+        );
+    })
+    .expect("draw");
+    accprof_tui::view::buffer_text(term.backend().buffer())
+}
