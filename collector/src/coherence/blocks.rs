@@ -126,6 +126,13 @@ impl Blocks {
         std::mem::take(&mut self.unasked)
     }
 
+    /// The arrays of the block at `at` are known without asking the
+    /// runtime: a `data` construct's entry made it, and its clauses name
+    /// them (see `data_start`).
+    pub fn named_by_clauses(&mut self, at: u64) {
+        self.unasked.retain(|u| u.0 != at);
+    }
+
     /// The compute construct `region` ended: the blocks it made that are
     /// still allocated outlive it.
     pub fn construct_end(&mut self, region: u64) {
@@ -216,6 +223,19 @@ mod tests {
         assert_eq!(b.copy(0x7000_0000, Some(Data)), MAPS);
         assert_eq!(b.free(0x7000_0000), (0x7000_0000, 0x7010_0000));
         assert_eq!(b.kept_at(0x7000_0000), None);
+    }
+
+    /// A `data` construct's block, whose clauses name its arrays, is kept
+    /// but not asked about; an `enter data` block beside it is.
+    #[test]
+    fn a_data_constructs_block_is_not_asked_about() {
+        let mut b = Blocks::default();
+        b.alloc(0x7000_0000, 1 << 20, None);
+        b.named_by_clauses(0x7000_0000);
+        b.alloc(0x7200_0000, 4096, None);
+        assert_eq!(b.take_unasked(), vec![(0x7200_0000, 4096)]);
+        assert_eq!(b.kept_at(0x7000_0000), Some((0x7000_0000, 1 << 20)));
+        assert_eq!(b.kept_ever, 2);
     }
 
     /// `acc_create` / `acc_malloc` outside any construct, then a copy of

@@ -25,6 +25,11 @@ pub(super) struct Checker {
     retired: Vec<fault::Retired>,
     /// The page segments protected now, as last applied.
     applied: Vec<(u64, u64, Prot)>,
+    /// The ranges last published for the handler (`Range::for_handler`),
+    /// when published without extra spans: the same again is not
+    /// published (each publication maps and unmaps pages, which every
+    /// thread of the process pays for).
+    published: Option<Vec<Range>>,
     /// fault::OPENED when `applied` was last made true.
     opened_seen: u64,
     /// fault::RING_FULL last seen.
@@ -85,10 +90,12 @@ impl Checker {
     /// Starts tracking a range. `proven`: the runtime named the host
     /// address itself (else it came from a driver copy, which libgomp may
     /// have staged through a buffer of its own: see `prove`).
-    pub fn map(&mut self, host: u64, bytes: u64, device: u64, name: u32, proven: bool) {
+    /// Returns whether the range is in the table (not on a stack, not
+    /// beyond its capacity).
+    pub fn map(&mut self, host: u64, bytes: u64, device: u64, name: u32, proven: bool) -> bool {
         if super::on_own_stack(host, bytes) || super::on_thread_block(host, bytes) {
             self.unwatched += 1;
-            return;
+            return false;
         }
         if !proven {
             // Copied from now: a buffer the runtime freed here before is
@@ -101,7 +108,7 @@ impl Checker {
             .iter()
             .any(|r| r.start == host && !r.gone && !r.unproven);
         if !self.table.map(host, bytes, device, name) {
-            return;
+            return false;
         }
         if let Some(r) = self.table.ranges_mut().iter_mut().find(|r| r.start == host) {
             // Once shown to be the array, a range stays proven.
@@ -113,6 +120,7 @@ impl Checker {
         }
         self.mapped += 1;
         self.dirty = true;
+        true
     }
 
     /// `r` is watched: counted for the exit note (and, when its device
@@ -371,7 +379,8 @@ impl Checker {
             }
             self.dirty = true;
         }
-        for f in faults {
+        for mut f in faults {
+            self.stale_since_of(&mut f);
             let start = f.range.start;
             if f.range.unread.is_some() {
                 if let Some(t) = self
@@ -500,7 +509,33 @@ impl Checker {
     }
 
     fn publish_with(&mut self, watched: Vec<Range>, extra: &[(u64, u64, Prot)]) {
-        fault::publish(&Snapshot::new(watched, page(), extra), &mut self.retired);
+        let view: Vec<Range> = watched.iter().map(Range::for_handler).collect();
+        if extra.is_empty() && self.published.as_ref() == Some(&view) {
+            return;
+        }
+        fault::publish(
+            &Snapshot::new(view.clone(), page(), extra),
+            &mut self.retired,
+        );
+        self.published = extra.is_empty().then_some(view);
+    }
+
+    /// The construct that made the faulting range stale, from the table
+    /// (the handler's snapshot does not carry it): no construct ended
+    /// between the fault and this boundary, so the table's is the one.
+    fn stale_since_of(&self, f: &mut Fault) {
+        if !f.range.is_stale() {
+            return;
+        }
+        if let Some(State::DeviceNewer { since }) = self
+            .table
+            .ranges()
+            .iter()
+            .find(|x| x.start == f.range.start && x.is_stale())
+            .map(|x| x.state)
+        {
+            f.range.state = State::DeviceNewer { since };
+        }
     }
 
     /// At exit: the faults still waiting (unconfirmed), the downloads
@@ -598,6 +633,34 @@ mod tests {
             staged_arrays(&buffer, &copies),
             [(0xa000, 40, 0xd000), (0xb000, 24, 0xd040)]
         );
+    }
+
+    /// Constructs that only make stale again what was stale publish
+    /// nothing new for the handler; a fault on the range still names the
+    /// construct that wrote the device copy last.
+    #[test]
+    fn a_range_made_stale_again_is_not_published_again() {
+        // An address nothing in this process maps: the protection fails,
+        // the decisions are the same.
+        const U: u64 = 0x10_0000_0000;
+        let mut c = Checker::default();
+        assert!(c.table.map(U, 4096, 0xd000, 0));
+        c.table.device_written(5);
+        let first: Vec<Range> = c.table.watched().iter().map(Range::for_handler).collect();
+        c.table.device_written(6);
+        let second: Vec<Range> = c.table.watched().iter().map(Range::for_handler).collect();
+        assert_eq!(first, second);
+        c.dirty = true;
+        c.apply();
+        assert_eq!(c.published.as_deref(), Some(&first[..]));
+        c.table.device_written(6);
+        c.dirty = true;
+        c.apply();
+        assert_eq!(c.published.as_deref(), Some(&first[..]));
+        let mut f = super::super::fault::BLANK;
+        f.range = second[0];
+        c.stale_since_of(&mut f);
+        assert_eq!(f.range.state, State::DeviceNewer { since: 6 });
     }
 
     /// A host write recorded for a range that was mapped again shorter

@@ -13,6 +13,7 @@
 // not called in them.
 #![cfg_attr(test, allow(dead_code))]
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 
 use crate::next_fns::NextFns;
@@ -23,6 +24,18 @@ const DATA_START: usize = 0;
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
 type DataStartFn = unsafe extern "C" fn(c_int, usize, *mut *mut c_void, *mut usize, *mut u16);
+
+thread_local! {
+    /// This thread is inside a `data` construct's entry (the wrapped call).
+    static ENTERING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is inside a `data` construct's entry: a
+/// device block allocated now holds the arrays its clauses name, which the
+/// wrapper learns when the call returns (the runtime need not be asked).
+pub(super) fn entering() -> bool {
+    ENTERING.try_with(Cell::get).unwrap_or(false)
+}
 
 /// Map kinds (their low byte, without GCC's "force" bit) that give an
 /// array a device copy: alloc (`create`), to, from, tofrom, and their
@@ -50,11 +63,19 @@ pub unsafe extern "C" fn GOACC_data_start(
         // it; nothing to forward to.
         return;
     }
+    let on = super::on();
+    if on {
+        let _ = ENTERING.try_with(|e| e.set(true));
+    }
     // SAFETY: the next GOACC_data_start, with the caller's arguments.
     unsafe { std::mem::transmute::<usize, DataStartFn>(f)(flags, mapnum, hostaddrs, sizes, kinds) };
-    if !super::on() || mapnum == 0 || hostaddrs.is_null() || sizes.is_null() || kinds.is_null() {
+    if on {
+        let _ = ENTERING.try_with(|e| e.set(false));
+    }
+    if !on || mapnum == 0 || hostaddrs.is_null() || sizes.is_null() || kinds.is_null() {
         return;
     }
+    let start = crate::clock::now_ns();
     let _ = std::panic::catch_unwind(|| {
         let Some((_, _, deviceptr)) = super::lookup::routines() else {
             return;
@@ -86,6 +107,7 @@ pub unsafe extern "C" fn GOACC_data_start(
         }
         super::mapped_by_runtime(arrays);
     });
+    super::own_work(start, crate::clock::now_ns());
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 //! the next event) and the lookup is not asked again: the check goes on
 //! with what the copies show, and the exit note says so.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -173,6 +173,13 @@ static GAVE_UP: AtomicBool = AtomicBool::new(false);
 /// Set while answers wait to be taken.
 static PENDING: AtomicBool = AtomicBool::new(false);
 
+/// Questions asked of the runtime's table, in all (for the exit note).
+static QUESTIONS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn questions() -> u64 {
+    QUESTIONS.load(Ordering::Relaxed)
+}
+
 /// Whether the lookup was abandoned (a callback waited [`WAIT`] in vain).
 pub(crate) fn gave_up() -> bool {
     GAVE_UP.load(Ordering::Relaxed)
@@ -270,19 +277,33 @@ fn run() {
             std::mem::take(&mut q.blocks)
         };
         let mut found = Vec::new();
+        let asked = std::cell::Cell::new(0u64);
+        let ask = || asked.set(asked.get() + 1);
         for (at, bytes) in blocks {
-            // SAFETY: the runtime's routines, called with any address (a
-            // device address the runtime does not know gives null; a host
-            // range not mapped gives 0), on a thread holding none of its
-            // locks.
+            // The runtime's routines are called with any address (a device
+            // address the runtime does not know gives null; a host range
+            // not mapped gives 0), on a thread holding none of its locks.
             found.extend(discover(
                 at,
                 bytes,
-                &mut |d| unsafe { hostptr(d as *mut libc::c_void) as u64 },
-                &mut |h, n| unsafe { present(h as *mut libc::c_void, n as libc::size_t) != 0 },
-                &mut |h| unsafe { deviceptr(h as *mut libc::c_void) as u64 },
+                &mut |d| {
+                    ask();
+                    // SAFETY: as above.
+                    unsafe { hostptr(d as *mut libc::c_void) as u64 }
+                },
+                &mut |h, n| {
+                    ask();
+                    // SAFETY: as above.
+                    unsafe { present(h as *mut libc::c_void, n as libc::size_t) != 0 }
+                },
+                &mut |h| {
+                    ask();
+                    // SAFETY: as above.
+                    unsafe { deviceptr(h as *mut libc::c_void) as u64 }
+                },
             ));
         }
+        QUESTIONS.fetch_add(asked.get(), Ordering::Relaxed);
         let Ok(mut g) = QUEUE.lock() else { return };
         if let Some(q) = g.as_mut() {
             q.found.extend(found);

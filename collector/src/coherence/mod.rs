@@ -309,7 +309,9 @@ pub(crate) fn on_acc(a: &AccRaw) {
             }
         }
         match (a.kind, host, bytes) {
-            (Create, Some(h), Some(b)) => c.map(h, b, device.unwrap_or(0), a.name, true),
+            (Create, Some(h), Some(b)) => {
+                c.map(h, b, device.unwrap_or(0), a.name, true);
+            }
             (EnqueueUploadStart, Some(h), Some(b)) => c.host_updated(h, b, true, None),
             (EnqueueDownloadStart, Some(h), Some(b)) => {
                 let by = innermost().and_then(|(k, r)| (k == ConstructKind::Update).then_some(r));
@@ -347,7 +349,15 @@ fn look_up() {
     } else {
         Vec::new()
     };
-    mapped_by_runtime(lookup::ask(blocks));
+    if blocks.is_empty() {
+        mapped_by_runtime(lookup::take());
+        return;
+    }
+    // The wait for the runtime's answers is the check's time.
+    let start = crate::clock::now_ns();
+    let found = lookup::ask(blocks);
+    own_work(start, crate::clock::now_ns());
+    mapped_by_runtime(found);
 }
 
 /// Set when a device block may have become kept (allocated outside a
@@ -372,8 +382,7 @@ fn mapped_by_runtime(found: Vec<lookup::Found>) {
                     .ranges()
                     .iter()
                     .any(|r| r.start == f.host && r.device == f.device && !r.gone);
-                c.map(f.host, f.bytes, f.device, 0, true);
-                if !known {
+                if c.map(f.host, f.bytes, f.device, 0, true) && !known {
                     c.looked_up += 1;
                 }
             }
@@ -432,8 +441,15 @@ fn on_free(c: &mut Checker, at: u64) {
 /// runs).
 pub(crate) fn device_alloc(at: u64, bytes: u64) {
     let compute = enclosing_compute();
-    let _ = with_checker(|c| c.blocks.alloc(at, bytes, compute));
-    if compute.is_none() {
+    // A data construct's block: its clauses name its arrays.
+    let named = compute.is_none() && data_start::entering();
+    let _ = with_checker(|c| {
+        c.blocks.alloc(at, bytes, compute);
+        if named {
+            c.blocks.named_by_clauses(at);
+        }
+    });
+    if compute.is_none() && !named {
         UNASKED.store(true, Ordering::Relaxed);
     }
 }
@@ -619,8 +635,9 @@ fn push_lookup(s: &mut String, c: &Checker) {
         s.push_str("; the runtime's mapping table stopped answering (its device lock was held too long), so arrays no copy named (`create`) were watched only until then");
     } else if c.looked_up > 0 {
         s.push_str(&format!(
-            "; {} arrays named by the runtime (its mapping table, or a data construct's clauses)",
-            c.looked_up
+            "; {} arrays named by the runtime (its mapping table, or a data construct's clauses; {} questions to its table)",
+            c.looked_up,
+            lookup::questions()
         ));
     }
 }

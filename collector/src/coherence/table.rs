@@ -76,6 +76,18 @@ impl Range {
         addr >= self.start && addr < self.end()
     }
 
+    /// The range as the signal handler is shown it: its state without the
+    /// construct that made it stale (`settle` takes that from the table),
+    /// so a construct that only makes stale again what was stale leaves
+    /// the published snapshot as it was.
+    pub fn for_handler(&self) -> Range {
+        let mut r = *self;
+        if let State::DeviceNewer { .. } = r.state {
+            r.state = State::DeviceNewer { since: 0 };
+        }
+        r
+    }
+
     pub fn is_stale(&self) -> bool {
         matches!(self.state, State::DeviceNewer { .. })
     }
