@@ -127,27 +127,13 @@ while read -r name dir sub bin; do
 done <<< "$progs"
 [ "$only" != build ] || { echo "built into $build"; exit 0; }
 
+# shellcheck source=bench/stats.sh
+. "$root/bench/stats.sh"
 # SP and BT keep their arrays on the stack.
 ulimit -s unlimited 2> /dev/null || ulimit -s "$(ulimit -H -s)"
 verified() { grep -qE 'Verification +=  *SUCCESSFUL' "$1" && echo SUCCESSFUL || echo FAILED; }
 # The lines of an NPB report that do not change from run to run.
 stable() { grep -viE 'seconds|mop/s|compile date|mops|timer|time step' "$1"; }
-count() { # json rule
-  python3 -c 'import json,sys
-try: d=json.load(open(sys.argv[1]))
-except Exception: print("?"); sys.exit()
-fs=d.get("findings", d) if isinstance(d, dict) else d
-print(sum(1 for f in fs if f.get("rule")==sys.argv[2]))' "$1" "$2"
-}
-titles() { # json rule: the findings' titles
-  python3 -c 'import json,sys
-try: d=json.load(open(sys.argv[1]))
-except Exception: sys.exit()
-fs=d.get("findings", d) if isinstance(d, dict) else d
-for f in fs:
-  if f.get("rule")==sys.argv[2]: print(f.get("title",""))' "$1" "$2"
-}
-
 printf 'program\tbare\tchecked\tbare_rc\tchecked_rc\tsame_output\tC1\tC2\tC3\twatched\tnote\n' > "$out/results.tsv"
 bad=0
 while read -r name dir sub bin; do
@@ -161,7 +147,7 @@ while read -r name dir sub bin; do
   c1='?' c2='?' c3='?'
   if "$acc" analyze --json --symbols "$build/$name/bin" --source-dir "$build/$name/${sub#*/}" \
        "$base.trace" > "$base.json" 2> "$base.analyze.err"; then
-    c1=$(count "$base.json" C1) c2=$(count "$base.json" C2) c3=$(count "$base.json" C3)
+    c1=$(findings_count "$base.json" C1) c2=$(findings_count "$base.json" C2) c3=$(findings_count "$base.json" C3)
     "$acc" analyze --symbols "$build/$name/bin" --source-dir "$build/$name/${sub#*/}" \
       "$base.trace" > "$base.analyze.txt" 2>&1
   fi
@@ -172,14 +158,14 @@ while read -r name dir sub bin; do
   flag=
   if [ "$name" = sp_noupdate ]; then
     # Wanted: C1 naming u (the GPU run's verification fails; the host's passes).
-    if ! titles "$base.json" C1 | grep -qE 'stale host read of u( |$)'; then flag=" MISSED"; fi
+    if ! findings_titles "$base.json" C1 | grep -qE 'stale host read of u( |$)'; then flag=" MISSED"; fi
   else
     [ "$brc" = "$crc" ] && [ "$same" = yes ] || flag=" CHANGED"
     [ "$c1" = 0 ] && [ "$c2" = 0 ] || flag="$flag FALSE-POSITIVE?"
   fi
   [ -z "$flag" ] || bad=1
   echo "$name.$class: verification $(verified "$base.bare.txt")/$(verified "$base.checked.txt") rc $brc/$crc output $same C1 $c1 C2 $c2 C3 $c3; $watched$flag"
-  [ "$name" != sp_noupdate ] || titles "$base.json" C1 | sed 's/^/  C1: /'
+  [ "$name" != sp_noupdate ] || findings_titles "$base.json" C1 | sed 's/^/  C1: /'
 done <<< "$progs"
 echo "(results: $out/results.tsv; the exit notes in full: $out/*.checked.err)"
 exit $bad

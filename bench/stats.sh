@@ -29,3 +29,23 @@ ratio_row() {
     "$(printf "%s\n" "$ratios" | median)" "$(printf "%s\n" "$ratios" | sort -g | head -1)" \
     "$(printf "%s\n" "$ratios" | sort -g | tail -1)"
 }
+
+# findings_count JSON RULE: how many findings of RULE (C1, C2, ...) the
+# output of `accprof analyze --json` holds; "?" when it is not readable.
+findings_count() {
+  python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print("?"); sys.exit()
+fs=d.get("findings", d) if isinstance(d, dict) else d
+print(sum(1 for f in fs if f.get("rule")==sys.argv[2]))' "$1" "$2"
+}
+
+# findings_titles JSON RULE: the titles of those findings, one a line.
+findings_titles() {
+  python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: sys.exit()
+fs=d.get("findings", d) if isinstance(d, dict) else d
+for f in fs:
+  if f.get("rule")==sys.argv[2]: print(f.get("title",""))' "$1" "$2"
+}

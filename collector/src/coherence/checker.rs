@@ -11,8 +11,13 @@ use accprof_trace::{Coherence, CoherenceKind, Record, RegionId, StringId};
 use super::blocks::Blocks;
 use super::device::{read_device, read_host};
 use super::fault::{self, Fault};
-use super::table::{page_span, segments, Download, Prot, Range, Snapshot, State, Table};
+use super::table::{
+    page_span, segments, without_pages, Download, Prot, Range, Snapshot, State, Table,
+};
 
+/// Touches of a page that other data shares with a watched array after
+/// which the page is left open.
+const HOT_TOUCHES: u64 = 2;
 /// Bytes compared around a host write (its page, within the range).
 const WRITE_WINDOW: u64 = 4096;
 /// Bytes compared to tell an array from a runtime's staging buffer.
@@ -57,6 +62,9 @@ pub(super) struct Checker {
     /// Host <-> device copies the driver reported (CUPTI's callbacks): with
     /// none, the ranges' host addresses could not be known.
     pub copies_seen: u64,
+    /// Pages left open because other data on them is touched again and
+    /// again (the bytes of the arrays on them are not watched).
+    pub pages_left_open: u64,
     /// Ranges left unwatched: on a thread's stack (protecting it would
     /// leave no room for the handler) or in memory `mprotect` refused.
     pub unwatched: u64,
@@ -473,7 +481,11 @@ impl Checker {
             return;
         }
         let watched = self.table.watched();
-        let next = segments(&watched, page());
+        // A page beside an array that the program touched more than once
+        // stays open: it would fault at every construct.
+        let hot = fault::hot_pages(HOT_TOUCHES);
+        self.pages_left_open = self.pages_left_open.max(hot.len() as u64);
+        let next = without_pages(segments(&watched, page()), &hot, page());
         if next == self.applied && opened == self.opened_seen {
             // The same pages, the same protection: only the states the
             // handler reads changed.

@@ -134,6 +134,41 @@ static SLOTS: [Slot; RING] = [const {
 }; RING];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
+/// Pages the check protected for a watched array that other data shares,
+/// which the program touched (an `OurPage` fault): each page and how many
+/// times. A page touched again and again (a scalar beside an array, read
+/// at every construct) is left open from then on (`hot_pages`), or every
+/// construct would pay a fault, a protection change and a new snapshot.
+const SHARED: usize = 64;
+static SHARED_PAGE: [AtomicU64; SHARED] = [const { AtomicU64::new(0) }; SHARED];
+static SHARED_HITS: [AtomicU64; SHARED] = [const { AtomicU64::new(0) }; SHARED];
+
+/// Counts a touch of the shared page `page` (from the handler: atomics
+/// only; a page beyond the table's room is not counted).
+fn shared_touched(page: u64) {
+    for (p, hits) in SHARED_PAGE.iter().zip(&SHARED_HITS) {
+        let seen = match p.compare_exchange(0, page, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => page,
+            Err(q) => q,
+        };
+        if seen == page {
+            hits.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// The shared pages touched at least `min` times.
+pub(crate) fn hot_pages(min: u64) -> Vec<u64> {
+    SHARED_PAGE
+        .iter()
+        .zip(&SHARED_HITS)
+        .filter(|(_, h)| h.load(Ordering::Relaxed) >= min)
+        .map(|(p, _)| p.load(Ordering::Acquire))
+        .filter(|&p| p != 0)
+        .collect()
+}
+
 /// Counters for the exit note.
 pub(crate) static FAULTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
@@ -521,7 +556,10 @@ fn claim(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -
             }
             return false;
         }
-        Verdict::OurPage => open_page(addr),
+        Verdict::OurPage => {
+            shared_touched(addr & !(PAGE.load(Ordering::Relaxed) - 1));
+            open_page(addr);
+        }
         Verdict::Watched(range) => {
             FAULTS.fetch_add(1, Ordering::Relaxed);
             let (code_addr, write) = context(ctx);
@@ -694,6 +732,22 @@ pub(crate) fn construct_left() {
 mod tests {
     use super::super::table::{Range, Snapshot, State};
     use super::Published;
+
+    /// A shared page touched twice is hot, one touched once is not yet;
+    /// the count is per page.
+    #[test]
+    fn a_shared_page_touched_again_is_hot() {
+        // Pages no other test touches.
+        let (a, b) = (0x7e57_0000_0000u64, 0x7e57_0000_1000u64);
+        super::shared_touched(a);
+        super::shared_touched(b);
+        assert!(!super::hot_pages(2).contains(&a));
+        super::shared_touched(a);
+        let hot = super::hot_pages(2);
+        assert!(hot.contains(&a));
+        assert!(!hot.contains(&b));
+        assert!(super::hot_pages(1).contains(&b));
+    }
 
     /// The handler's copy of a stack stops at the first protected page
     /// above the stack pointer, not at one below it.

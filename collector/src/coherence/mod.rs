@@ -651,6 +651,12 @@ fn push_unwatched(s: &mut String, c: &Checker) {
             "; {lost} ranges not watched (on a stack, or not protectable)"
         ));
     }
+    if c.pages_left_open > 0 {
+        s.push_str(&format!(
+            "; {} pages left open (other data on them, beside a watched array, was touched again and again; the array's bytes there are not watched)",
+            c.pages_left_open
+        ));
+    }
     if c.staged > 0 {
         s.push_str(&format!(
             "; {} copies ({}) from the runtime's staging buffer (small arrays of one data construct uploaded together): {} of their arrays watched (found from the runtime's copies into the buffer, or from their own first copy since)",

@@ -360,6 +360,34 @@ pub(crate) fn segments(ranges: &[Range], page: u64) -> Vec<(u64, u64, Prot)> {
     out
 }
 
+/// `segs` (sorted, disjoint page segments) without the pages starting at
+/// `open` (left open: other data on them is touched again and again).
+pub(crate) fn without_pages(
+    segs: Vec<(u64, u64, Prot)>,
+    open: &[u64],
+    page: u64,
+) -> Vec<(u64, u64, Prot)> {
+    if open.is_empty() {
+        return segs;
+    }
+    let mut open = open.to_vec();
+    open.sort_unstable();
+    let mut out = Vec::with_capacity(segs.len() + open.len());
+    for (lo, hi, prot) in segs {
+        let mut from = lo;
+        for &p in open.iter().filter(|&&p| p >= lo && p < hi) {
+            if p > from {
+                out.push((from, p, prot));
+            }
+            from = from.max(p + page);
+        }
+        if from < hi {
+            out.push((from, hi, prot));
+        }
+    }
+    out
+}
+
 /// What the state published for the signal handler says about a faulting
 /// address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,6 +571,22 @@ mod tests {
         ];
         assert_eq!(
             segments(&rs, PAGE),
+            vec![(0x1000, 0x4000, Prot::None), (0x8000, 0x9000, Prot::Read)]
+        );
+    }
+
+    /// A page left open splits the segment holding it; the segments
+    /// around it keep their protection.
+    #[test]
+    fn pages_left_open_are_cut_out_of_the_segments() {
+        let segs = vec![(0x1000, 0x5000, Prot::None), (0x8000, 0x9000, Prot::Read)];
+        assert_eq!(
+            without_pages(segs.clone(), &[0x3000, 0x8000, 0x1000], 0x1000),
+            vec![(0x2000, 0x3000, Prot::None), (0x4000, 0x5000, Prot::None)]
+        );
+        assert_eq!(without_pages(segs.clone(), &[], 0x1000), segs);
+        assert_eq!(
+            without_pages(segs.clone(), &[0x4000], 0x1000),
             vec![(0x1000, 0x4000, Prot::None), (0x8000, 0x9000, Prot::Read)]
         );
     }
