@@ -634,10 +634,13 @@ fn push_lookup(s: &mut String, c: &Checker) {
     if lookup::gave_up() {
         s.push_str("; the runtime's mapping table stopped answering (its device lock was held too long), so arrays no copy named (`create`) were watched only until then");
     } else if c.looked_up > 0 {
+        let asked = match lookup::questions() {
+            0 => String::new(),
+            n => format!("; {n} questions to its table"),
+        };
         s.push_str(&format!(
-            "; {} arrays named by the runtime (its mapping table, or a data construct's clauses; {} questions to its table)",
-            c.looked_up,
-            lookup::questions()
+            "; {} arrays named by the runtime (its mapping table, or a data construct's clauses{asked})",
+            c.looked_up
         ));
     }
 }
@@ -652,9 +655,10 @@ fn push_unwatched(s: &mut String, c: &Checker) {
         ));
     }
     if c.pages_left_open > 0 {
+        let n = c.pages_left_open;
         s.push_str(&format!(
-            "; {} pages left open (other data on them, beside a watched array, was touched again and again; the array's bytes there are not watched)",
-            c.pages_left_open
+            "; {n} {} left open (other data there, beside a watched array, was touched again and again; the array's bytes there are not watched)",
+            if n == 1 { "page" } else { "pages" }
         ));
     }
     if c.staged > 0 {
