@@ -10,7 +10,6 @@
 //! renders nothing (the before/after table is in accprof-reports).
 
 pub mod backup;
-pub mod cache;
 pub mod command;
 pub mod launch;
 pub mod measure;
