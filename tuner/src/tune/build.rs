@@ -240,3 +240,56 @@ pub fn prebuild<R: Runner + ?Sized>(
     })?;
     Ok(pre)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{built, program, runs_of, with_sweep, Fixture, SOURCE};
+    use crate::runner::{MockProgram, MockRunner};
+
+    #[test]
+    fn a_failed_build_fails_its_configuration_without_a_run_and_the_sweep_goes_on() {
+        let f = Fixture::new(&["vector_length=64,128"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            MockProgram {
+                build_code: 1,
+                build_stderr: "app.c:3:9: error: bad clause\n".to_string(),
+                ..MockProgram::default()
+            },
+            program(d, "x\n", 128, &[80_000; 4]),
+        ]);
+        let (failed, source_after) = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("a failed build does not end the sweep");
+            let source_after = std::fs::read_to_string(&f.source).expect("source");
+            s.measure(2).expect("measures");
+            (s.states[1].failed.clone(), source_after)
+        });
+        let failed = failed.expect("64 failed");
+        assert!(
+            failed.starts_with("build failed (exit code 1): `gcc -fopenacc ")
+                && failed.contains(": app.c:3:9: error: bad clause; full log: "),
+            "{failed}"
+        );
+        assert_eq!(
+            source_after, SOURCE,
+            "the patch is put back after the build"
+        );
+        assert_eq!(built(&runner), ["default", "64", "128"], "built once");
+        assert_eq!(runs_of(&runner, "vector_length_64"), 0);
+        assert_eq!(runs_of(&runner, "vector_length_128"), 4);
+    }
+
+    #[test]
+    fn defines_go_where_the_template_says_else_at_its_end() {
+        let d = [("VL".to_string(), "64".to_string())];
+        assert_eq!(
+            super::with_defines("cc {defines} -c {src}", &d),
+            "cc -DVL=64 -c {src}"
+        );
+        assert_eq!(super::with_defines("cc {src}", &d), "cc {src} -DVL=64");
+        assert_eq!(super::with_defines("cc {src}", &[]), "cc {src}");
+    }
+}

@@ -201,3 +201,126 @@ impl Programs {
         matches!(self.in_place, Some((Some(_), _)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{program, runs_of, with_sweep, Fixture};
+    use super::super::tune;
+    use super::*;
+    use crate::runner::MockRunner;
+
+    /// The default at 100 us, vector_length=64 at 60 us, four runs each.
+    fn programs(d: &Path, stdout: &str) -> Vec<crate::runner::MockProgram> {
+        vec![
+            program(d, stdout, 32, &[100_000; 4]),
+            program(d, "x\n", 64, &[60_000; 4]),
+        ]
+    }
+
+    #[test]
+    fn a_cached_configuration_is_neither_built_nor_run_again() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        let first = tune(&mut runner, &plan, &mut |_| {}).expect("tunes");
+        assert_eq!(first.cost.cached, 0);
+        // The measured runs are kept, not the warm-ups.
+        let kept = load(&f.work.join("cache.jsonl"));
+        assert_eq!(kept.len(), 6);
+        assert!(kept.iter().all(|e| e.sample.phase == "measure"));
+
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        let (cached, samples, cost) = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            let samples: Vec<bool> = s.states[1].samples.iter().map(|x| x.cached).collect();
+            (s.states[1].cached, samples, s.cost)
+        });
+        // Only the default's warm-up ran: its trace names the device, part
+        // of the key.
+        assert_eq!(runs_of(&runner, "default"), 1);
+        assert_eq!(runs_of(&runner, "vector_length_64"), 0);
+        assert_eq!(runner.builds.len(), 1);
+        assert_eq!(cached, 3);
+        assert_eq!(samples.len(), 3);
+        assert_eq!((cost.cached, cost.runs, cost.builds), (6, 1, 1));
+        assert_eq!(load(&f.work.join("cache.jsonl")).len(), 6, "nothing added");
+    }
+
+    #[test]
+    fn a_cached_result_whose_output_is_not_the_defaults_is_excluded_without_a_run() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        tune(&mut runner, &plan, &mut |_| {}).expect("tunes");
+        // The default prints something else now (another input, say).
+        let mut runner = MockRunner::new(programs(d, "y\n"));
+        let excluded = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            s.states[1].excluded.clone()
+        });
+        assert_eq!(
+            excluded.as_deref(),
+            Some("its output differed from the default's (cached result)")
+        );
+        assert_eq!(runs_of(&runner, "vector_length_64"), 0);
+    }
+
+    #[test]
+    fn another_build_command_or_device_is_another_key() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        tune(&mut runner, &plan, &mut |_| {}).expect("tunes");
+        let mut other = f.plan();
+        other.build = Some("clang -fopenacc {src} -o {out}");
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        let (key, hits, renamed) = with_sweep(&mut runner, &other, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            let key = s.key("vector_length=64");
+            let hits = s.results.hits(&key).len();
+            s.device.name = "Other GPU".to_string();
+            (key, hits, s.key("vector_length=64"))
+        });
+        assert_eq!(hits, 0);
+        assert_eq!(runs_of(&runner, "vector_length_64"), 4, "measured again");
+        assert_eq!(key.build, "clang -fopenacc {src} -o {out}");
+        assert_eq!(key.run, "{out} 64");
+        assert_eq!(key.device, "Test GPU");
+        assert_eq!(
+            key.source,
+            format!("{:016x}", text_hash(super::super::testing::SOURCE))
+        );
+        assert_ne!(renamed, key);
+    }
+
+    #[test]
+    fn one_build_serves_every_run_and_every_configuration_that_builds_the_same() {
+        // Gangs are set at run time: every configuration runs the default's
+        // program.
+        let f = Fixture::new(&["num_gangs=132,264"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut p = program(d, "x\n", 32, &[100_000; 4]);
+        let launches = |block| vec![super::super::testing::trace(d, 90_000, block)];
+        p.env_repeats = vec![
+            ("GOMP_OPENACC_DIM=132::".into(), launches(64)),
+            ("GOMP_OPENACC_DIM=264::".into(), launches(128)),
+        ];
+        let mut runner = MockRunner::new(vec![p]);
+        with_sweep(&mut runner, &plan, |s| {
+            s.explore().expect("sweeps");
+        });
+        assert_eq!(runner.builds.len(), 1);
+        assert_eq!(
+            runs_of(&runner, "default"),
+            12,
+            "three configurations' runs"
+        );
+    }
+}

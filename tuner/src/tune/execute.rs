@@ -278,3 +278,223 @@ fn output_difference(a: &[String], code_a: u8, b: &[String], code_b: u8) -> Opti
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::super::testing::{program, ran, runs_of, with_sweep, Fixture, SOURCE};
+    use super::*;
+    use crate::runner::{MockProgram, MockRunner};
+
+    #[test]
+    fn repeats_stop_at_the_minimum_once_the_interval_is_narrow_else_at_the_maximum() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(vec![program(d, "x\n", 32, &[100_000; 8])]);
+        let n = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.states[0].samples.len()
+        });
+        assert_eq!((runner.runs.len(), n), (4, 3), "a warm-up and three runs");
+
+        // A fresh work directory: the first sweep's samples are cached.
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let noisy = [100_000, 50_000, 150_000, 60_000, 140_000, 55_000, 145_000];
+        let mut runner = MockRunner::new(vec![program(d, "x\n", 32, &noisy)]);
+        let n = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.states[0].samples.len()
+        });
+        assert_eq!((runner.runs.len(), n), (7, 6), "a warm-up and six runs");
+    }
+
+    #[test]
+    fn a_launch_like_one_measured_before_is_not_measured_again() {
+        let f = Fixture::new(&["vector_length=32"]);
+        let d = f.path();
+        let plan = f.plan();
+        // The default launched 32 wide too.
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            program(d, "x\n", 32, &[90_000; 4]),
+        ]);
+        let same_as = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            s.states[1].same_as.clone()
+        });
+        assert_eq!(same_as.as_deref(), Some("default"));
+        assert_eq!(runs_of(&runner, "vector_length_32"), 1, "its warm-up only");
+    }
+
+    #[test]
+    fn the_recheck_alternates_default_and_winner_without_building_again() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let mut plan = f.plan();
+        plan.recheck = 3;
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 7]),
+            program(d, "x\n", 64, &[60_000; 7]),
+        ]);
+        let (r, before, rechecked) = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            let before = s.runner.runs.len();
+            let r = s.recheck(1).expect("re-checks");
+            let rechecked: Vec<String> = s
+                .all
+                .iter()
+                .filter(|x| x.phase == "recheck")
+                .map(|x| x.config.clone())
+                .collect();
+            (r, before, rechecked)
+        });
+        assert_eq!(before, 8);
+        assert_eq!(
+            ran(&runner)[before..],
+            [
+                "default",
+                "vector_length_64",
+                "default",
+                "vector_length_64",
+                "default",
+                "vector_length_64"
+            ]
+        );
+        assert_eq!(
+            rechecked,
+            [
+                "default",
+                "vector_length=64",
+                "default",
+                "vector_length=64",
+                "default",
+                "vector_length=64"
+            ]
+        );
+        assert_eq!(runner.builds.len(), 2, "the programs built for the sweep");
+        assert_eq!(r.candidate, "vector_length=64");
+        assert_eq!(r.rounds, 3);
+        assert_eq!(r.default.map(|x| x.median), Some(100_000.0));
+        assert_eq!(r.winner.map(|x| x.median), Some(60_000.0));
+        assert!(r.confirmed, "{r:?}");
+
+        // Slower in the re-check than in the sweep: not confirmed. A
+        // fresh work directory: the first sweep's samples are cached.
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let mut plan = f.plan();
+        plan.recheck = 3;
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 7]),
+            program(
+                d,
+                "x\n",
+                64,
+                &[60_000, 60_000, 60_000, 60_000, 107_000, 108_000, 107_000],
+            ),
+        ]);
+        let r = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            s.recheck(1).expect("re-checks")
+        });
+        assert!(!r.confirmed, "{r:?}");
+        assert!(r.speedup.is_some_and(|x| x < 1.0), "{r:?}");
+    }
+
+    /// A program killed by SIGSEGV; with `trace`, after it wrote its trace.
+    fn crashing(d: &std::path::Path, trace: bool) -> MockProgram {
+        let mut p = program(d, "x\n", 64, &[60_000; 4]);
+        p.code = 139;
+        p.stderr = "Segmentation fault\n".to_string();
+        if !trace {
+            p.trace = None;
+            p.repeats.clear();
+        }
+        p
+    }
+
+    #[test]
+    fn a_run_that_crashed_without_a_trace_fails_its_configuration_after_one_run() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            crashing(d, false),
+        ]);
+        let (failed, usable) = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("a crash does not end the sweep");
+            (s.states[1].failed.clone(), s.states[1].usable())
+        });
+        assert_eq!(
+            failed.as_deref(),
+            Some("the run left no trace (killed by SIGSEGV (exit code 139)): Segmentation fault")
+        );
+        assert!(!usable);
+        assert_eq!(runs_of(&runner, "vector_length_64"), 1);
+    }
+
+    #[test]
+    fn a_run_that_crashed_after_its_trace_is_excluded_by_its_exit_code() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            crashing(d, true),
+        ]);
+        let excluded = with_sweep(&mut runner, &plan, |s| {
+            s.measure(0).expect("measures");
+            s.measure(1).expect("measures");
+            (s.states[1].excluded.clone(), s.recommend())
+        });
+        assert_eq!(
+            excluded.0.as_deref(),
+            Some("killed by SIGSEGV (exit code 139), the default's exit code 0")
+        );
+        assert_eq!(excluded.1, Some(0), "the default stays");
+        assert_eq!(runs_of(&runner, "vector_length_64"), 1, "its warm-up only");
+    }
+
+    #[test]
+    fn a_sweep_whose_every_run_crashed_recommends_nothing() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let mut plan = f.plan();
+        plan.recheck = 2;
+        let mut default = crashing(d, true);
+        default.repeats = vec![super::super::testing::trace(d, 100_000, 32)];
+        let mut runner = MockRunner::new(vec![default, crashing(d, true)]);
+        let err = super::super::tune(&mut runner, &plan, &mut |_| {}).expect_err("all died");
+        assert!(
+            matches!(&err, Error::AllDied { runs: 8, how, .. } if how == "killed by SIGSEGV (exit code 139)"),
+            "{err}"
+        );
+        assert_eq!(runner.runs.len(), 8, "no re-check of a crashing program");
+        assert_eq!(std::fs::read_to_string(&f.source).expect("source"), SOURCE);
+    }
+
+    #[test]
+    fn a_stop_before_a_build_ends_the_sweep_without_building_or_running() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let stop = AtomicBool::new(true);
+        let mut plan = f.plan();
+        plan.stop = Some(&stop);
+        let mut runner = MockRunner::new(vec![program(d, "x\n", 32, &[100_000; 4])]);
+        let err = with_sweep(&mut runner, &plan, |s| s.measure(0).expect_err("stopped"));
+        assert!(
+            matches!(err, Error::Interrupted { samples: 0, .. }),
+            "{err}"
+        );
+        assert!(runner.builds.is_empty() && runner.runs.is_empty());
+    }
+}

@@ -52,6 +52,8 @@ mod build;
 pub mod cache;
 mod execute;
 mod search;
+#[cfg(test)]
+mod testing;
 
 /// When to stop repeating one configuration.
 #[derive(Debug, Clone, Copy)]

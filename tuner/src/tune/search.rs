@@ -236,3 +236,162 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{built, program, ran, runs_of, with_sweep, Fixture};
+    use super::*;
+    use crate::runner::{MockProgram, MockRunner};
+
+    #[test]
+    fn the_coarse_grid_is_every_other_value_and_the_last_of_a_short_dimension() {
+        let f = Fixture::new(&["vector_length=32..1024", "num_workers=1,2"]);
+        // num_workers first (dimensions in parameter order): 1 and 2, the
+        // last added to a dimension that would have one point; then 32,
+        // 128 and 512 of the six vector lengths.
+        assert_eq!(
+            coarse_grid(&f.space),
+            [[0, 0], [0, 2], [0, 4], [1, 0], [1, 2], [1, 4]]
+        );
+        let f = Fixture::new(&["vector_length=32,64,128,256"]);
+        assert_eq!(coarse_grid(&f.space), [[0], [2], [3]]);
+    }
+
+    #[test]
+    fn an_exhaustive_sweep_measures_the_default_first_then_the_space_in_its_order() {
+        let f = Fixture::new(&["vector_length=256,64,128"]);
+        let d = f.path();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            program(d, "x\n", 256, &[90_000; 4]),
+            program(d, "x\n", 64, &[70_000; 4]),
+            program(d, "x\n", 128, &[80_000; 4]),
+        ]);
+        let plan = f.plan();
+        let exhaustive = with_sweep(&mut runner, &plan, |s| s.explore().expect("sweeps"));
+        assert!(exhaustive);
+        assert_eq!(built(&runner), ["default", "256", "64", "128"]);
+        // Each one's warm-up and three measured runs before the next.
+        let mut expected = Vec::new();
+        for slug in [
+            "default",
+            "vector_length_256",
+            "vector_length_64",
+            "vector_length_128",
+        ] {
+            expected.extend([slug; 4]);
+        }
+        assert_eq!(ran(&runner), expected);
+    }
+
+    /// Programs for vector lengths 32..1024, fastest at 256, in the order
+    /// a search builds them: the default, the coarse grid (32, 128, 512),
+    /// then 128's neighbours 64 and 256.
+    fn curve(d: &std::path::Path) -> Vec<MockProgram> {
+        let time = |vl: u64| 50_000 + (vl as i64 - 256).unsigned_abs() * 100;
+        let mut v = vec![program(d, "x\n", 32, &[time(32); 4])];
+        for vl in [32u32, 128, 512, 64, 256] {
+            // 33 wide: not the default's launch, so that 32 is measured.
+            let block = if vl == 32 { 33 } else { vl };
+            v.push(program(d, "x\n", block, &[time(u64::from(vl)); 4]));
+        }
+        v
+    }
+
+    #[test]
+    fn a_search_measures_the_coarse_grid_then_steps_to_better_neighbours() {
+        let f = Fixture::new(&["vector_length=32..1024"]);
+        let mut runner = MockRunner::new(curve(f.path()));
+        let mut plan = f.plan();
+        plan.mode = SearchMode::Search;
+        let (exhaustive, best, unmeasured) = with_sweep(&mut runner, &plan, |s| {
+            let exhaustive = s.explore().expect("searches");
+            let best = s.best().map(|b| s.states[b].config.key());
+            let unmeasured: Vec<String> = s
+                .states
+                .iter()
+                .filter(|x| x.measured_order.is_none())
+                .map(|x| x.config.key())
+                .collect();
+            (exhaustive, best, unmeasured)
+        });
+        assert!(!exhaustive);
+        // 256 beat 128, and its neighbours 128 and 512 were known: the
+        // search stops there, never reaching 1024.
+        assert_eq!(built(&runner), ["default", "32", "128", "512", "64", "256"]);
+        assert_eq!(best.as_deref(), Some("vector_length=256"));
+        assert_eq!(unmeasured, ["vector_length=1024"]);
+    }
+
+    #[test]
+    fn auto_searches_only_past_the_exhaustive_limit() {
+        let mut values: Vec<String> = (1..=EXHAUSTIVE_UP_TO as u32)
+            .map(|k| (32 * k).to_string())
+            .collect();
+        let specs = format!("vector_length={}", values.join(","));
+        let f = Fixture::new(&[&specs]);
+        let d = f.path();
+        let programs: Vec<MockProgram> = (0..=EXHAUSTIVE_UP_TO as u32)
+            .map(|k| program(d, "x\n", 32 * k.max(1) + 1, &[100_000; 4]))
+            .collect();
+        let mut plan = f.plan();
+        plan.mode = SearchMode::Auto;
+        let mut runner = MockRunner::new(programs.clone());
+        assert!(with_sweep(&mut runner, &plan, |s| s
+            .explore()
+            .expect("sweeps")));
+        assert_eq!(runner.builds.len(), EXHAUSTIVE_UP_TO + 1);
+
+        values.push((32 * (EXHAUSTIVE_UP_TO as u32 + 1)).to_string());
+        let specs = format!("vector_length={}", values.join(","));
+        let f = Fixture::new(&[&specs]);
+        let mut plan = f.plan();
+        plan.mode = SearchMode::Auto;
+        let mut runner = MockRunner::new(programs);
+        assert!(!with_sweep(&mut runner, &plan, |s| s
+            .explore()
+            .expect("searches")));
+    }
+
+    #[test]
+    fn a_run_budget_ends_the_sweep_before_the_next_configuration() {
+        let f = Fixture::new(&["vector_length=64,128,256"]);
+        let d = f.path();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            program(d, "x\n", 64, &[70_000; 4]),
+            program(d, "x\n", 128, &[80_000; 4]),
+            program(d, "x\n", 256, &[90_000; 4]),
+        ]);
+        let mut plan = f.plan();
+        plan.max_runs = Some(5);
+        let ended = with_sweep(&mut runner, &plan, |s| {
+            s.explore().expect("sweeps");
+            s.budget_ended.clone()
+        });
+        assert_eq!(ended.as_deref(), Some("--max-runs 5 reached"));
+        // The default's four runs; 64 began under the budget and keeps
+        // one measured run beside its warm-up; 128 and 256 never start.
+        assert_eq!(runs_of(&runner, "default"), 4);
+        assert_eq!(runs_of(&runner, "vector_length_64"), 2);
+        assert_eq!(built(&runner), ["default", "64"]);
+    }
+
+    #[test]
+    fn configurations_past_the_devices_limits_are_never_built() {
+        // 48 is no multiple of the warp size; 2048 threads overflow a block.
+        let f = Fixture::new(&["vector_length=48,64,2048"]);
+        let d = f.path();
+        let mut runner = MockRunner::new(vec![
+            program(d, "x\n", 32, &[100_000; 4]),
+            program(d, "x\n", 64, &[70_000; 4]),
+        ]);
+        let plan = f.plan();
+        let pruned = with_sweep(&mut runner, &plan, |s| {
+            s.explore().expect("sweeps");
+            s.states.iter().filter(|x| x.pruned.is_some()).count()
+        });
+        assert_eq!(pruned, 2);
+        assert_eq!(built(&runner), ["default", "64"]);
+    }
+}
