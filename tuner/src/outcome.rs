@@ -1,6 +1,6 @@
 //! What a sweep found: each configuration's outcome, the re-check, the
-//! recommendation and what the tuning cost (read by the reports, the cache
-//! and the command line).
+//! recommendation and what the tuning cost (read by the tuner's report and
+//! the command line); and the progress it tells as it goes.
 
 use std::path::PathBuf;
 
@@ -98,7 +98,7 @@ impl JitRuns {
     }
 }
 
-/// The result of [`tune`].
+/// The result of [`tune`](crate::tune::tune).
 #[derive(Debug, Clone, Serialize)]
 pub struct Tuned {
     pub source: PathBuf,
