@@ -540,12 +540,12 @@ fn ledger_rows(m: &MergedSummary, sink: &mut dyn RowSink) -> io::Result<()> {
     for (i, r) in m.merged.runs.iter().enumerate() {
         let rank = u64::from(r.rank.unwrap_or(i as u32));
         let wall = r.ledger.wall_ns;
-        for row in crate::ledger::rows(&r.ledger) {
+        for row in r.ledger.rows() {
             sink.row(&[
                 Cell::Int(rank),
                 Cell::Int(u64::from(row.thread)),
-                Cell::Str(row.key),
-                Cell::Int(u64::from(row.depth)),
+                Cell::Str(row.key()),
+                Cell::Int(u64::from(row.depth())),
                 Cell::Us(row.ns),
                 Cell::Float(if wall == 0 {
                     0.0
