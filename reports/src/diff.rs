@@ -1,5 +1,6 @@
-//! `accprof diff` as text, JSON and CSV, and the ratio wording that the
-//! before/after of `analyze --verify` shares with it.
+//! `accprof diff` as text, JSON and CSV, and the parts of its text that
+//! the before/after of `analyze --verify` shares with it: the totals
+//! ([`render_totals`]) and the per-line rows ([`render_lines`]).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -11,7 +12,7 @@ use accprof_analyzer::units;
 use crate::table::{col, Cell, Column, CsvSink, Dtype, RowSink};
 
 /// "3.0x less", "1.5x more", "-" (both zero), "all of it gone".
-pub fn ratio_text(before: u64, after: u64) -> String {
+fn ratio_text(before: u64, after: u64) -> String {
     match accprof_analyzer::compare::ratio(before, after) {
         None => "-".to_string(),
         Some(r) if r.is_infinite() => "all of it gone".to_string(),
