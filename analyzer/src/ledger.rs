@@ -16,6 +16,13 @@
 //! thread whose host span contains its start; CUPTI hands the calls over
 //! in batches, after the constructs they ran in, so a thread's recent
 //! constructs are kept until its calls have caught up with them.
+//!
+//! Which rows a thread's ledger shows, and their keys and labels, are
+//! decided once ([`Ledger::rows_of`], in `rows.rs`) for every view.
+
+mod rows;
+
+pub use rows::{Account, LedgerRow};
 
 use std::collections::VecDeque;
 

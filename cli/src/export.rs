@@ -47,34 +47,31 @@ pub enum PlotArg {
     Ranks,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
-pub enum WhatArg {
-    Summary,
-    Constructs,
-    Kernels,
-    Transfers,
-    Allocations,
-    Findings,
-    Ranks,
-    /// Where the wall time went, per host thread (and rank).
-    Ledger,
-    /// The host accesses `run --check coherence` caught (C1, C2, C3).
-    Coherence,
-}
+/// A table `--what` names: its values are reports' tables ([`What::ALL`]),
+/// by their names, so a table added there is one here.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct WhatArg(pub What);
 
-impl WhatArg {
-    fn what(self) -> What {
-        match self {
-            WhatArg::Summary => What::Summary,
-            WhatArg::Constructs => What::Constructs,
-            WhatArg::Kernels => What::Kernels,
-            WhatArg::Transfers => What::Transfers,
-            WhatArg::Allocations => What::Allocations,
-            WhatArg::Findings => What::Findings,
-            WhatArg::Ranks => What::Ranks,
-            WhatArg::Ledger => What::Ledger,
-            WhatArg::Coherence => What::Coherence,
-        }
+impl ValueEnum for WhatArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [WhatArg; What::ALL.len()] = {
+            let mut all = [WhatArg(What::ALL[0]); What::ALL.len()];
+            let mut i = 1;
+            while i < all.len() {
+                all[i] = WhatArg(What::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let value = clap::builder::PossibleValue::new(self.0.name());
+        Some(match self.0.about() {
+            Some(about) => value.help(about),
+            None => value,
+        })
     }
 }
 
@@ -297,7 +294,7 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<u8> {
         None => Plot::Lines,
     };
     let tables: Vec<What> = match (args.format, args.what) {
-        (_, Some(w)) => vec![w.what()],
+        (_, Some(w)) => vec![w.0],
         (Format::Perfetto | Format::Chrome, None) => vec![What::Kernels],
         (Format::Svg | Format::Png, None) => match plot_kind {
             Plot::Lines | Plot::Ranks => vec![What::Summary],

@@ -77,6 +77,50 @@ fn csv_tables_of_laplace_bad_c_match_their_goldens() {
     }
 }
 
+/// Every table of the reports crate is one `--what` takes, by its name,
+/// and written with its documented columns; `accprof --help` names each
+/// among export's tables.
+#[test]
+fn every_table_of_the_reports_is_one_export_writes() {
+    for what in What::ALL {
+        let o = on_fixtures(
+            "export",
+            &[
+                &trace("laplace_bad_c"),
+                "--format",
+                "csv",
+                "--what",
+                what.name(),
+            ],
+        );
+        let text = ok(&o);
+        let header: Vec<&str> = what.columns().iter().map(|c| c.name).collect();
+        assert_eq!(
+            text.lines().next(),
+            Some(header.join(",").as_str()),
+            "{}",
+            what.name()
+        );
+    }
+    let help = support::stdout(
+        &Command::new(support::accprof())
+            .arg("--help")
+            .output()
+            .expect("run accprof"),
+    );
+    let export = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("export "))
+        .unwrap_or_else(|| panic!("no export in {help}"));
+    for what in What::ALL {
+        assert!(
+            export.contains(what.name()),
+            "{} not named in {export}",
+            what.name()
+        );
+    }
+}
+
 /// The entity tables hold one row per entity of the model, and their ids
 /// join: every construct a kernel or transfer names is a construct row.
 /// The constructs table's `async_queue` holds what the runtime gave, as

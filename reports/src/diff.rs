@@ -1,17 +1,18 @@
-//! `accprof diff` as text, JSON and CSV, and the ratio wording that the
-//! before/after of `analyze --verify` shares with it.
+//! `accprof diff` as text, JSON and CSV, and the parts of its text that
+//! the before/after of `analyze --verify` shares with it: the totals
+//! ([`render_totals`]) and the per-line rows ([`render_lines`]).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 
-use accprof_analyzer::compare::{Amount, Comparison, Entry, Matched, Row, StartUp, Totals};
+use accprof_analyzer::compare::{Amount, Comparison, Entry, Matched, Row, Totals};
 use accprof_analyzer::units;
 
 use crate::table::{col, Cell, Column, CsvSink, Dtype, RowSink};
 
 /// "3.0x less", "1.5x more", "-" (both zero), "all of it gone".
-pub fn ratio_text(before: u64, after: u64) -> String {
+fn ratio_text(before: u64, after: u64) -> String {
     match accprof_analyzer::compare::ratio(before, after) {
         None => "-".to_string(),
         Some(r) if r.is_infinite() => "all of it gone".to_string(),
@@ -21,41 +22,61 @@ pub fn ratio_text(before: u64, after: u64) -> String {
 }
 
 /// One totals row: label, before, after, ratio.
-pub fn totals_row(s: &mut String, label: &str, before: &str, after: &str, note: &str) {
+fn totals_row(s: &mut String, label: &str, before: &str, after: &str, note: &str) {
     let _ = writeln!(s, "  {label:<28} {before:>12} {after:>12}   {note}");
 }
 
-/// The run totals side by side: wall, kernel and transfer time.
-pub fn render_totals(s: &mut String, a: &Totals, b: &Totals) {
+/// The run totals side by side, for `accprof diff` and `analyze
+/// --verify` alike: transfer, kernel and wall time with their ratio, the
+/// wall time less the CUDA start-up (when either run has one: what
+/// compares a run that compiled its device code with one that did not),
+/// and the constructs reached. `not_measured` says why the runs have no
+/// device times (verify's runs without CUPTI): their rows then say n/a
+/// and why.
+pub fn render_totals(s: &mut String, a: &Totals, b: &Totals, not_measured: Option<&str>) {
     totals_row(s, "", "before", "after", "ratio");
-    totals_row(
-        s,
-        "host<->device transfer time",
-        &units::duration_ns(a.transfer_ns),
-        &units::duration_ns(b.transfer_ns),
-        &ratio_text(a.transfer_ns, b.transfer_ns),
-    );
-    totals_row(
-        s,
-        "  transfers",
-        &a.transfers.to_string(),
-        &b.transfers.to_string(),
-        "",
-    );
-    totals_row(
-        s,
-        "  bytes moved",
-        &units::bytes(a.transfer_bytes),
-        &units::bytes(b.transfer_bytes),
-        "",
-    );
-    totals_row(
-        s,
-        "kernel time",
-        &units::duration_ns(a.kernel_ns),
-        &units::duration_ns(b.kernel_ns),
-        &ratio_text(a.kernel_ns, b.kernel_ns),
-    );
+    match not_measured {
+        None => {
+            totals_row(
+                s,
+                "host<->device transfer time",
+                &units::duration_ns(a.transfer_ns),
+                &units::duration_ns(b.transfer_ns),
+                &ratio_text(a.transfer_ns, b.transfer_ns),
+            );
+            totals_row(
+                s,
+                "  transfers",
+                &a.transfers.to_string(),
+                &b.transfers.to_string(),
+                "",
+            );
+            totals_row(
+                s,
+                "  bytes moved",
+                &units::bytes(a.transfer_bytes),
+                &units::bytes(b.transfer_bytes),
+                "",
+            );
+            totals_row(
+                s,
+                "kernel time",
+                &units::duration_ns(a.kernel_ns),
+                &units::duration_ns(b.kernel_ns),
+                &ratio_text(a.kernel_ns, b.kernel_ns),
+            );
+        }
+        Some(why) => {
+            totals_row(
+                s,
+                "host<->device transfer time",
+                "n/a",
+                "n/a",
+                &format!("not measured: {why}"),
+            );
+            totals_row(s, "kernel time", "n/a", "n/a", "not measured (same reason)");
+        }
+    }
     totals_row(
         s,
         "wall time (process)",
@@ -63,37 +84,23 @@ pub fn render_totals(s: &mut String, a: &Totals, b: &Totals) {
         &units::duration_ns(b.wall_ns),
         &ratio_text(a.wall_ns, b.wall_ns),
     );
-    wall_without_startup_row(s, a.wall_ns, &a.startup, b.wall_ns, &b.startup);
+    if a.startup.ns > 0 || b.startup.ns > 0 {
+        let (x, y) = (
+            a.wall_ns.saturating_sub(a.startup.ns),
+            b.wall_ns.saturating_sub(b.startup.ns),
+        );
+        totals_row(
+            s,
+            "  without CUDA start-up",
+            &units::duration_ns(x),
+            &units::duration_ns(y),
+            &ratio_text(x, y),
+        );
+    }
     let _ = writeln!(
         s,
         "  {:<28} {:>12} {:>12}",
         "OpenACC constructs reached", a.constructs, b.constructs
-    );
-}
-
-/// The wall times less the CUDA start-up, when either run has one (its
-/// trace has the driver's timings): what compares two runs of which one
-/// compiled its device code and the other did not.
-pub fn wall_without_startup_row(
-    s: &mut String,
-    before_wall: u64,
-    before: &StartUp,
-    after_wall: u64,
-    after: &StartUp,
-) {
-    if before.ns == 0 && after.ns == 0 {
-        return;
-    }
-    let (x, y) = (
-        before_wall.saturating_sub(before.ns),
-        after_wall.saturating_sub(after.ns),
-    );
-    totals_row(
-        s,
-        "  without CUDA start-up",
-        &units::duration_ns(x),
-        &units::duration_ns(y),
-        &ratio_text(x, y),
     );
 }
 
@@ -285,7 +292,7 @@ pub fn render_text(c: &Comparison, before: &str, after: &str) -> Vec<u8> {
             "  note: {lineless} (\"?\"): the binaries that ran were not found, or are other builds; --symbols DIR names a directory with copies of them"
         );
     }
-    render_totals(&mut s, &c.before, &c.after);
+    render_totals(&mut s, &c.before, &c.after, None);
     render_lines(&mut s, c);
     s.into_bytes()
 }

@@ -24,7 +24,8 @@ use crate::table::{col, json_str, Cell, Column, CsvSink, Dtype, JsonRows, RowSin
 /// meaning or goes away (new columns do not raise it).
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The tables, as `--what` names them.
+/// The tables, as `--what` names them (the CLI takes its values from
+/// [`What::ALL`], [`What::name`] and [`What::about`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum What {
     Summary,
@@ -62,6 +63,18 @@ impl What {
             What::Ranks => "ranks",
             What::Ledger => "ledger",
             What::Coherence => "coherence",
+        }
+    }
+
+    /// What the table holds, where its name does not say (`--what`'s
+    /// help).
+    pub fn about(self) -> Option<&'static str> {
+        match self {
+            What::Ledger => Some("Where the wall time went, per host thread (and rank)"),
+            What::Coherence => {
+                Some("The host accesses `run --check coherence` caught (C1, C2, C3)")
+            }
+            _ => None,
         }
     }
 
@@ -540,12 +553,12 @@ fn ledger_rows(m: &MergedSummary, sink: &mut dyn RowSink) -> io::Result<()> {
     for (i, r) in m.merged.runs.iter().enumerate() {
         let rank = u64::from(r.rank.unwrap_or(i as u32));
         let wall = r.ledger.wall_ns;
-        for row in crate::ledger::rows(&r.ledger) {
+        for row in r.ledger.rows() {
             sink.row(&[
                 Cell::Int(rank),
                 Cell::Int(u64::from(row.thread)),
-                Cell::Str(row.key),
-                Cell::Int(u64::from(row.depth)),
+                Cell::Str(row.key()),
+                Cell::Int(u64::from(row.depth())),
                 Cell::Us(row.ns),
                 Cell::Float(if wall == 0 {
                     0.0

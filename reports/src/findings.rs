@@ -355,7 +355,7 @@ impl JsonCheck {
     }
 }
 
-/// The ledger's rows ([`crate::ledger::rows`]).
+/// The ledger's rows ([`accprof_analyzer::ledger::Ledger::rows`]).
 #[derive(Serialize)]
 struct JsonLedger {
     wall_ns: u64,
@@ -471,12 +471,14 @@ pub fn render_json(
         ledger: JsonLedger {
             wall_ns: facts.ledger.wall_ns,
             timed: facts.ledger.timed,
-            rows: crate::ledger::rows(&facts.ledger)
+            rows: facts
+                .ledger
+                .rows()
                 .into_iter()
                 .map(|r| JsonLedgerRow {
                     thread: r.thread,
-                    part: r.key,
-                    depth: r.depth,
+                    part: r.key(),
+                    depth: r.depth(),
                     ns: r.ns,
                     calls: r.calls,
                 })

@@ -2,7 +2,7 @@
 //! column by column from its aggregated cells ([`crate::lanes::Lane::cells`]):
 //! the cost follows the screen, not the number of events.
 
-use accprof_analyzer::ledger::{Ledger, Part};
+use accprof_analyzer::ledger::{Account, Ledger, LedgerRow};
 use accprof_analyzer::units;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -219,45 +219,41 @@ fn header(session: &Session, state: &State, palette: Palette, area: Rect, buf: &
 }
 
 /// "wall 3.25 s: program 3%, constructs 93% (allocation 61%, wait 16%,
-/// ...), MPI 4%": the ledger's top rows and, inside constructs, its parts
-/// by share, each a share of the wall time.
+/// ...), MPI 4%": the ledger's rows ([`Ledger::rows_of`]) in short: the
+/// program's and the constructs' and, inside constructs, their three
+/// largest parts, then MPI calls and CUDA driver calls outside
+/// constructs, each a share of the wall time.
 pub fn ledger_text(l: &Ledger) -> String {
     use std::fmt::Write as _;
     let mut out = format!("wall {}", units::duration_ns(l.wall_ns));
     let Some(t) = l.main_thread() else {
         return out;
     };
+    let rows = l.rows_of(t);
     let share = |ns: u64| percent(ns as f64 / l.wall_ns.max(1) as f64);
-    let _ = write!(
-        out,
-        ": program {}, constructs {}",
-        share(t.program_ns(l.wall_ns)),
-        share(t.inside_ns)
-    );
-    // The parts the ledger splits the time inside constructs into (only
-    // the collector's without driver timings).
-    let mut inside: Vec<(&str, u64)> = vec![("collector", t.collector_ns)];
-    if l.timed {
-        inside.extend(Part::ALL.iter().map(|&p| (p.key(), t.inside.ns(p))));
-        inside.push(("runtime", t.runtime_rest_ns()));
-    }
-    inside.retain(|&(_, ns)| ns > 0);
-    // The largest first; the small ones stand in an ellipsis.
-    inside.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
+    let short = |r: &LedgerRow| format!("{} {}", r.account.short(), share(r.ns));
+    let top: Vec<String> = rows
+        .iter()
+        .filter(|r| matches!(r.account, Account::Program | Account::Constructs))
+        .map(short)
+        .collect();
+    let _ = write!(out, ": {}", top.join(", "));
+    let mut inside: Vec<&LedgerRow> = rows
+        .iter()
+        .filter(|r| r.account.in_constructs() && r.ns > 0)
+        .collect();
+    // The largest first (of equal ones, the collector's); the small ones
+    // stand in an ellipsis.
+    inside.sort_by_key(|r| (std::cmp::Reverse(r.ns), r.account != Account::Collector));
     if !inside.is_empty() {
-        let shown: Vec<String> = inside
-            .iter()
-            .take(3)
-            .map(|&(k, ns)| format!("{k} {}", share(ns)))
-            .collect();
+        let shown: Vec<String> = inside.iter().take(3).map(|r| short(r)).collect();
         let more = if inside.len() > 3 { ", ..." } else { "" };
         let _ = write!(out, " ({}{more})", shown.join(", "));
     }
-    if t.mpi_calls > 0 {
-        let _ = write!(out, ", MPI {}", share(t.mpi_ns));
-    }
-    if t.outside.total_ns() > 0 {
-        let _ = write!(out, ", CUDA outside {}", share(t.outside.total_ns()));
+    for r in &rows {
+        if matches!(r.account, Account::Mpi | Account::CudaOutside) {
+            let _ = write!(out, ", {}", short(r));
+        }
     }
     out
 }

@@ -5,13 +5,10 @@
 
 use std::fmt::Write as _;
 
-use accprof_analyzer::compare::{jit_mismatch, StartUp};
-use accprof_reports::diff::{
-    ratio_text as ratio, render_lines, totals_row, wall_without_startup_row,
-};
+use accprof_analyzer::compare::{jit_mismatch, StartUp, Totals};
+use accprof_reports::diff::{render_lines, render_totals};
 
-use crate::{Difference, NotMeasured, Verified};
-use accprof_analyzer::units;
+use crate::{Difference, Measured, NotMeasured, Verified};
 
 fn not_measured(n: &NotMeasured) -> String {
     let mut why = format!(
@@ -22,6 +19,22 @@ fn not_measured(n: &NotMeasured) -> String {
         why.push_str("; the program ran on the host fallback, where nothing is transferred");
     }
     why
+}
+
+/// A run's totals as `accprof diff` shows them: its device times (0
+/// when not measured), wall time and constructs reached.
+fn totals(m: &Measured, startup: StartUp) -> Totals {
+    let d = m.device.as_ref().ok();
+    Totals {
+        wall_ns: m.wall_ns,
+        kernel_ns: d.map_or(0, |d| d.kernel_ns),
+        transfer_ns: d.map_or(0, |d| d.transfer_ns),
+        transfers: d.map_or(0, |d| d.transfers),
+        transfer_bytes: d.map_or(0, |d| d.transfer_bytes),
+        constructs: m.constructs,
+        cupti: d.is_some(),
+        startup,
+    }
 }
 
 /// The report of one verify, as text.
@@ -67,69 +80,18 @@ pub fn render(v: &Verified) -> Vec<u8> {
             }
         }
     }
-    let row = totals_row;
-    row(&mut s, "", "before", "after", "ratio");
-    match (&a.device, &b.device) {
-        (Ok(x), Ok(y)) => {
-            row(
-                &mut s,
-                "host<->device transfer time",
-                &units::duration_ns(x.transfer_ns),
-                &units::duration_ns(y.transfer_ns),
-                &ratio(x.transfer_ns, y.transfer_ns),
-            );
-            row(
-                &mut s,
-                "  transfers (count, bytes)",
-                &format!("{} {}", x.transfers, units::bytes(x.transfer_bytes)),
-                &format!("{} {}", y.transfers, units::bytes(y.transfer_bytes)),
-                "",
-            );
-            row(
-                &mut s,
-                "kernel time",
-                &units::duration_ns(x.kernel_ns),
-                &units::duration_ns(y.kernel_ns),
-                &ratio(x.kernel_ns, y.kernel_ns),
-            );
-        }
-        (Err(n), _) | (_, Err(n)) => {
-            row(
-                &mut s,
-                "host<->device transfer time",
-                "n/a",
-                "n/a",
-                &format!("not measured: {}", not_measured(n)),
-            );
-            row(
-                &mut s,
-                "kernel time",
-                "n/a",
-                "n/a",
-                "not measured (same reason)",
-            );
-        }
-    }
-    row(
-        &mut s,
-        "wall time (process)",
-        &units::duration_ns(a.wall_ns),
-        &units::duration_ns(b.wall_ns),
-        &ratio(a.wall_ns, b.wall_ns),
-    );
+    // The start-up of each run, when both traces were read.
     let startup = a
         .summary
         .as_ref()
         .zip(b.summary.as_ref())
         .map(|(x, y)| (StartUp::of(x), StartUp::of(y)));
-    if let Some((x, y)) = &startup {
-        wall_without_startup_row(&mut s, a.wall_ns, x, b.wall_ns, y);
-    }
-    let _ = writeln!(
-        s,
-        "  {:<28} {:>12} {:>12}",
-        "OpenACC constructs reached", a.constructs, b.constructs
-    );
+    let (x, y) = startup.unwrap_or_default();
+    let why = match (&a.device, &b.device) {
+        (Ok(_), Ok(_)) => None,
+        (Err(n), _) | (_, Err(n)) => Some(not_measured(n)),
+    };
+    render_totals(&mut s, &totals(a, x), &totals(b, y), why.as_deref());
     if let Some(j) = startup.and_then(|(x, y)| jit_mismatch(&x, &y)) {
         let _ = writeln!(s, "  warning: {j}");
     }
@@ -145,7 +107,7 @@ pub fn render(v: &Verified) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DeviceTimes, Measured};
+    use crate::DeviceTimes;
     use std::path::PathBuf;
 
     fn measured(code: u8, wall_ns: u64, device: Result<DeviceTimes, NotMeasured>) -> Measured {
@@ -206,9 +168,14 @@ mod tests {
             row("host<->device transfer time").ends_with("   4.0x less"),
             "{s}"
         );
-        let transfers = row("transfers (count, bytes)");
-        assert!(
-            transfers.contains("40 ") && transfers.contains(" 4 "),
+        // The rows of `accprof diff`, in its layout.
+        let words = |label: &str| -> Vec<String> {
+            row(label).split_whitespace().map(str::to_string).collect()
+        };
+        assert_eq!(words("transfers"), ["transfers", "40", "4"], "{s}");
+        assert_eq!(
+            words("bytes moved"),
+            ["bytes", "moved", "40.0", "MiB", "4.00", "MiB"],
             "{s}"
         );
         assert!(row("kernel time").ends_with("   1.0x less"), "{s}");
