@@ -61,11 +61,22 @@ type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_in
 type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 
 /// The real function `i`, as looked up when the library loaded: one load,
-/// never a lookup (these calls may come from a signal handler).
+/// never a lookup (these calls may come from a signal handler). Called
+/// before that (from another library's constructor, when no handler of
+/// ours exists), it has everything looked up first.
 macro_rules! real {
-    ($i:expr) => {
+    ($i:expr) => {{
+        resolve_if_early();
         REAL.resolved.get($i)
-    };
+    }};
+}
+
+/// Looks every function up if the library's constructor has not yet.
+#[inline]
+fn resolve_if_early() {
+    if !crate::signals::resolved() {
+        crate::resolve_before_handlers();
+    }
 }
 
 /// # Safety
@@ -279,6 +290,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
+    resolve_if_early();
     // SAFETY: the caller's arguments, as sigaction(2) takes them.
     if let Some(r) = unsafe { crate::signals::intercept(sig, act, old) } {
         return r;

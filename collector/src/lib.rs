@@ -191,7 +191,8 @@ fn start_cupti() {
 /// may call, before any handler of ours is installed and whether or not the
 /// collector records (the interposers forward through them either way):
 /// a handler reads them with one load and never calls `dlsym` (see
-/// `signals`).
+/// `signals`). An interposer called before the library's constructor (by
+/// another library's) calls this first.
 pub(crate) fn resolve_before_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -200,6 +201,7 @@ pub(crate) fn resolve_before_handlers() {
         interpose::resolve_all();
         #[cfg(not(test))]
         coherence::calls::resolve_all();
+        signals::mark_resolved();
     });
 }
 

@@ -45,8 +45,13 @@ pub(crate) fn resolve_all() {
 }
 
 /// The next definition of function `i`, as looked up when the library
-/// loaded: one load, no lookup.
+/// loaded: one load, no lookup. Called before that (from another
+/// library's constructor, when no handler of ours exists), it has
+/// everything looked up first.
 fn real(i: usize) -> usize {
+    if !crate::signals::resolved() {
+        crate::resolve_before_handlers();
+    }
     REAL.resolved.get(i)
 }
 
