@@ -344,9 +344,11 @@ pub(crate) fn write_stderr(bytes: &[u8], wait: bool) {
     } else {
         sys::write_nowait(2, bytes)
     };
-    if !wait && (n == -(libc::EOPNOTSUPP as isize) || n == -(libc::EINVAL as isize)) {
-        // No RWF_NOWAIT for this file: ask first (a file or a terminal
-        // takes the line; a full pipe does not).
+    let refused = [libc::EAGAIN, libc::EOPNOTSUPP, libc::EINVAL].map(|e| -(e as isize));
+    if !wait && refused.contains(&n) {
+        // No RWF_NOWAIT for this file, or a file system that would rather
+        // not wait on its own locks: ask whether it takes a write now (a
+        // file always does, and a terminal; a full pipe does not).
         n = if sys::writable(2) {
             sys::write(2, bytes)
         } else {
