@@ -69,6 +69,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 static RESOLVED: AtomicBool = AtomicBool::new(false);
 
 /// Whether [`RESOLVED`] was set.
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn resolved() -> bool {
     RESOLVED.load(Ordering::Acquire)
 }
