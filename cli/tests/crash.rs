@@ -182,6 +182,11 @@ fn a_handler_installed_after_the_collector_is_chained_as_the_program_set_it() {
              handler: SIGUSR1 blocked\nhandler: SIGSEGV blocked\nhandler: reset to default\n",
         ),
         (
+            "nodefer",
+            "read back own handler: yes, flags kept: yes, mask kept: yes\nx[1] = 2\n\
+             handler: SIGUSR1 blocked\nhandler: SIGSEGV not blocked\nhandler: reset to default\n",
+        ),
+        (
             "signal",
             "read back own handler: yes\nx[1] = 2\nhandler: re-raising\n",
         ),
@@ -372,4 +377,124 @@ fn tealeaf_dying_in_the_driver_keeps_its_trace_with_cupti() {
 #[test]
 fn tealeaf_dying_in_the_driver_keeps_its_trace_without_cupti() {
     check_tealeaf("tealeaf_no_cupti", false);
+}
+
+/// `accprof run EXTRA -- program args` into `dir`, given at most 60 s: a
+/// program that hangs in the collector's signal handler (a note written
+/// to a full pipe) fails the test instead of holding it, and it and
+/// everything it started are killed (they run in a process group of their
+/// own).
+fn accprof_run_within_a_minute(
+    dir: &Path,
+    extra: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(accprof())
+        .arg("run")
+        .arg("--lib")
+        .arg(collector_lib())
+        .arg("--output")
+        .arg(dir.join("t-%p.trace"))
+        .args(extra)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("accprof runs");
+    let group = child.id() as libc::pid_t;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => out.expect("accprof output"),
+        Err(_) => {
+            // SAFETY: a signal to the process group this test started.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+            panic!(
+                "{} {args:?} under accprof did not end in 60 s",
+                program.display()
+            );
+        }
+    }
+}
+
+/// A program that dies of SIGSEGV, SIGBUS or SIGPIPE while its stderr is a
+/// full pipe that nobody reads, with the coherence check on (whose handler
+/// has a note to write about a SIGSEGV that is not its own): it dies of
+/// that signal as it does bare, with the same output, and keeps its trace,
+/// which ends with the signal. A note that cannot be written without
+/// waiting is dropped: the handler never waits on stderr.
+#[test]
+fn a_signal_while_stderr_is_a_full_pipe_ends_the_program_as_it_would_and_keeps_the_trace() {
+    let exe = program("stderr_crash");
+    for (mode, sig) in [
+        ("segv", libc::SIGSEGV),
+        ("bus", libc::SIGBUS),
+        ("pipe", libc::SIGPIPE),
+    ] {
+        let bare = Command::new(&exe)
+            .args([mode, "full"])
+            .output()
+            .expect("program runs");
+        assert_eq!(bare.status.signal(), Some(sig), "bare {mode}");
+        let dir = tempdir();
+        let out = accprof_run_within_a_minute(
+            dir.path(),
+            &["--check", "coherence"],
+            &exe,
+            &[mode, "full"],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(128 + sig),
+            "{mode}: {}",
+            stderr(&out)
+        );
+        assert_eq!(stdout(&out), stdout(&bare), "{mode}");
+        let trace = only_trace(dir.path());
+        let run = load(&trace);
+        assert_eq!(
+            run.process.ending.map(|e| e.how),
+            Some(Ending::Signal(sig)),
+            "{mode}"
+        );
+        assert_eq!(computes(&run), 1, "{mode}");
+        let c = crashes(&trace);
+        assert_eq!(c.len(), 1, "{mode}: {c:?}");
+        assert_eq!(c[0].signal, sig, "{mode}");
+    }
+}
+
+/// The collector's own lines on stderr, the fault handler's included, are
+/// written with the raw system call: they never enter a `write` defined in
+/// the process (the library's exported wrapper, or, as here, the
+/// program's own, which comes first and reports any line of ours).
+#[test]
+fn the_handlers_note_on_stderr_does_not_go_through_write() {
+    let exe = program("stderr_crash");
+    let dir = tempdir();
+    let out = accprof_run_within_a_minute(
+        dir.path(),
+        &["--check", "coherence"],
+        &exe,
+        &["segv", "open"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGSEGV),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("is not on a page the check watches: passed on to the program"),
+        "the handler's note: {}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "x[1] = 2\n", "{}", stderr(&out));
 }

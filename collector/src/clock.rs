@@ -13,18 +13,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Current CLOCK_MONOTONIC time in ns.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC
-    // always exists on Linux. It is async-signal-safe.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000) + ts.tv_nsec as u64
-}
+/// Current CLOCK_MONOTONIC time in ns (in `signals`: handlers read it).
+pub use crate::signals::now_ns;
 
 /// True when [`stamp`] reads the time-stamp counter.
 static TSC: AtomicBool = AtomicBool::new(false);

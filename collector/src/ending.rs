@@ -2,39 +2,20 @@
 //! interposer, a signal handler) tells the writer thread, which turns it
 //! into the trace's `End` record.
 //!
-//! Signal handlers set it, so it lives in two atomics and is set without a
-//! lock or an allocation.
+//! Signal handlers set it, so it lives in two atomics, kept with the
+//! setter (`set`) in `signals`; this is the reading side.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use accprof_trace::{EndRecord, Ending};
 
-/// The pending ending, encoded by [`encode`]; 0 when none.
-static PENDING: AtomicU64 = AtomicU64::new(0);
-/// When it happened (CLOCK_MONOTONIC ns), stored before `PENDING`.
-static AT_NS: AtomicU64 = AtomicU64::new(0);
+use crate::signals::ending::{
+    encode, AT_NS, EXEC, EXIT, EXIT_UNKNOWN, PENDING, QUICK_EXIT, RUNTIME_ERROR, SIGNAL,
+};
+
 /// The status `exit` was called with, encoded like `PENDING`; read only by
 /// the final flush, which runs later from the library's destructor.
 static EXIT_STATUS: AtomicU64 = AtomicU64::new(0);
-
-const EXIT_UNKNOWN: u64 = 1;
-const EXIT: u64 = 2;
-const QUICK_EXIT: u64 = 3;
-const SIGNAL: u64 = 4;
-const EXEC: u64 = 5;
-const RUNTIME_ERROR: u64 = 6;
-
-fn encode(how: Ending) -> u64 {
-    let (kind, code) = match how {
-        Ending::Exit(None) => (EXIT_UNKNOWN, 0),
-        Ending::Exit(Some(c)) => (EXIT, c),
-        Ending::QuickExit(c) => (QUICK_EXIT, c),
-        Ending::Signal(s) => (SIGNAL, s),
-        Ending::Exec => (EXEC, 0),
-        Ending::RuntimeError(c) => (RUNTIME_ERROR, c),
-    };
-    kind << 32 | u64::from(code as u32)
-}
 
 fn decode(v: u64) -> Option<Ending> {
     let code = v as u32 as i32;
@@ -47,13 +28,6 @@ fn decode(v: u64) -> Option<Ending> {
         RUNTIME_ERROR => Ending::RuntimeError(code),
         _ => return None,
     })
-}
-
-/// Says how the process is ending; the next flush writes it.
-/// Async-signal-safe.
-pub(crate) fn set(how: Ending) {
-    AT_NS.store(crate::clock::now_ns(), Ordering::Relaxed);
-    PENDING.store(encode(how), Ordering::Release);
 }
 
 /// The ending set since the last call, if any.

@@ -11,8 +11,11 @@
 //! system.
 //!
 //! Each forwards to the next definition (`dlsym(RTLD_NEXT)`, resolved when
-//! the library loads so `_exit` and `execve`, which signal handlers may
-//! call, need no lookup then), with its arguments untouched. The variadic
+//! the library loads), with its arguments untouched. `_exit`, `_Exit`, the
+//! exec family, `sigaction` and `signal` may be called from a program's
+//! signal handler: past their first line they call only into `signals`,
+//! and they read the function they forward to with one load, never a
+//! lookup (see `signals`). The variadic
 //! `execl`, `execlp` and `execle` cannot be written in Rust: on x86-64 a
 //! naked trampoline saves the argument registers, runs the hook, restores
 //! them and jumps to the real function, so the caller's stack (where the
@@ -22,6 +25,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::next_fns::NextFns;
+use crate::signals::{exit_through, no_function as not_found};
 
 /// The real functions, by index into [`NAMES`].
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
@@ -48,45 +52,31 @@ const EXECLE: usize = 10;
 
 /// Looks every real function up once; called when the library loads.
 pub(crate) fn resolve_all() {
-    for i in 0..NAMES.len() {
-        real(i);
-    }
+    REAL.resolve_all();
 }
 
-/// The real function `i`, looked up now if it was not yet.
-fn real(i: usize) -> usize {
-    REAL.get(i)
-}
-
-type ExitFn = unsafe extern "C" fn(c_int) -> !;
 type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 
-/// Ends the process through the real function `i`, or the system call
-/// when it cannot be found.
-fn end_with(i: usize, status: c_int) -> ! {
-    let f = real(i);
-    if f != 0 {
-        // SAFETY: `f` is the next definition of an exit function, which
-        // has this signature.
-        unsafe {
-            let f: ExitFn = std::mem::transmute::<usize, ExitFn>(f);
-            f(status)
-        }
-    }
-    loop {
-        // SAFETY: exit_group ends the process; it has no memory arguments.
-        unsafe { libc::syscall(libc::SYS_exit_group, status) };
-    }
+/// The real function `i`, as looked up when the library loaded: one load,
+/// never a lookup (these calls may come from a signal handler). Called
+/// before that (from another library's constructor, when no handler of
+/// ours exists), it has everything looked up first.
+macro_rules! real {
+    ($i:expr) => {{
+        resolve_if_early();
+        REAL.resolved.get($i)
+    }};
 }
 
-/// An exec function was not found: fail the way a missing one would.
-fn not_found() -> c_int {
-    // SAFETY: errno is this thread's.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
-    -1
+/// Looks every function up if the library's constructor has not yet.
+#[inline]
+fn resolve_if_early() {
+    if !crate::signals::resolved() {
+        crate::resolve_before_handlers();
+    }
 }
 
 /// # Safety
@@ -97,7 +87,7 @@ pub unsafe extern "C" fn exit(status: c_int) -> ! {
         one_exit_at_a_time();
         crate::exit_called(status)
     });
-    end_with(EXIT, status)
+    exit_through(real!(EXIT), status)
 }
 
 /// The thread that called `exit` first (its kernel thread id), 0 before.
@@ -139,20 +129,20 @@ fn one_exit_at_a_time() {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn _exit(status: c_int) -> ! {
-    let _ = std::panic::catch_unwind(|| crate::quick_exit(status));
-    end_with(UNDERSCORE_EXIT, status)
+    let _ = std::panic::catch_unwind(|| crate::signals::flush::quick_exit(status));
+    exit_through(real!(UNDERSCORE_EXIT), status)
 }
 
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
-    let _ = std::panic::catch_unwind(|| crate::quick_exit(status));
-    end_with(UNDERSCORE_UPPER_EXIT, status)
+    let _ = std::panic::catch_unwind(|| crate::signals::flush::quick_exit(status));
+    exit_through(real!(UNDERSCORE_UPPER_EXIT), status)
 }
 
 fn before_exec() {
-    let _ = std::panic::catch_unwind(crate::before_exec);
+    let _ = std::panic::catch_unwind(crate::signals::flush::before_exec);
 }
 
 /// # Safety
@@ -164,7 +154,7 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     before_exec();
-    match real(EXECVE) {
+    match real!(EXECVE) {
         0 => not_found(),
         // SAFETY: the next execve, called with the caller's arguments.
         f => unsafe { std::mem::transmute::<usize, ExecveFn>(f)(path, argv, envp) },
@@ -180,7 +170,7 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     before_exec();
-    match real(EXECVPE) {
+    match real!(EXECVPE) {
         0 => not_found(),
         // SAFETY: the next execvpe, called with the caller's arguments.
         f => unsafe { std::mem::transmute::<usize, ExecveFn>(f)(file, argv, envp) },
@@ -192,7 +182,7 @@ pub unsafe extern "C" fn execvpe(
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     before_exec();
-    match real(EXECV) {
+    match real!(EXECV) {
         0 => not_found(),
         // SAFETY: the next execv, called with the caller's arguments.
         f => unsafe { std::mem::transmute::<usize, ExecvFn>(f)(path, argv) },
@@ -204,7 +194,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     before_exec();
-    match real(EXECVP) {
+    match real!(EXECVP) {
         0 => not_found(),
         // SAFETY: the next execvp, called with the caller's arguments.
         f => unsafe { std::mem::transmute::<usize, ExecvFn>(f)(file, argv) },
@@ -220,7 +210,7 @@ pub unsafe extern "C" fn fexecve(
     envp: *const *const c_char,
 ) -> c_int {
     before_exec();
-    match real(FEXECVE) {
+    match real!(FEXECVE) {
         0 => not_found(),
         // SAFETY: the next fexecve, called with the caller's arguments.
         f => unsafe { std::mem::transmute::<usize, FexecveFn>(f)(fd, argv, envp) },
@@ -233,7 +223,7 @@ pub unsafe extern "C" fn fexecve(
 #[cfg(target_arch = "x86_64")]
 extern "C" fn variadic_hook(i: usize) -> usize {
     before_exec();
-    real(i)
+    real!(i)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -300,6 +290,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
+    resolve_if_early();
     // SAFETY: the caller's arguments, as sigaction(2) takes them.
     if let Some(r) = unsafe { crate::signals::intercept(sig, act, old) } {
         return r;
@@ -315,7 +306,7 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     if let Some(old) = crate::signals::intercept_signal(sig, handler) {
         return old;
     }
-    match real(SIGNAL) {
+    match real!(SIGNAL) {
         0 => {
             not_found();
             libc::SIG_ERR

@@ -43,30 +43,16 @@ mod tls;
 mod writer;
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use accprof_trace::{Ending, SourceState};
+use accprof_trace::SourceState;
+
+use crate::signals::life::{in_own_process, set_own_pid};
 
 /// How long exit waits for the last records to reach the file without the
 /// writer making progress (a large backlog is waited for while it is being
 /// written, within a cap; see `writer::stop`).
 const EXIT_WAIT: Duration = Duration::from_secs(5);
-
-/// How long a dying process (a signal, `_exit`) or an exec waits for them
-/// without progress: shorter, as a signal handler or a child's `_exit`
-/// should not hang.
-const QUICK_WAIT: Duration = Duration::from_secs(2);
-
-/// The pid the collector's state belongs to (set at start and in a forked
-/// child). A vfork child shares our memory under another pid: its `_exit`
-/// or exec must not touch the parent's writer.
-static OWN_PID: AtomicU32 = AtomicU32::new(0);
-
-fn in_own_process() -> bool {
-    // SAFETY: getpid has no preconditions; async-signal-safe.
-    OWN_PID.load(Ordering::Acquire) == unsafe { libc::getpid() } as u32
-}
 
 /// The NVHPC / ACC_PROFLIB registration route, called by the runtime.
 ///
@@ -134,6 +120,7 @@ static DESTRUCTOR: extern "C" fn() = destructor;
 fn init() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        resolve_before_handlers();
         let cfg = config::config();
         if cfg.disabled {
             return;
@@ -157,9 +144,7 @@ fn init() {
             return;
         }
         callsite::init();
-        #[cfg(not(test))]
-        interpose::resolve_all();
-        OWN_PID.store(std::process::id(), Ordering::Release);
+        set_own_pid(std::process::id());
         signals::install();
         // After the collector's own handlers: faults that are not the
         // check's go on to them.
@@ -199,6 +184,24 @@ fn start_cupti() {
                 SourceState::Inactive("turned off (ACCPROF_CUPTI=0)".into()),
             );
         }
+    });
+}
+
+/// Looks up, once, every function of another object that a signal handler
+/// may call, before any handler of ours is installed and whether or not the
+/// collector records (the interposers forward through them either way):
+/// a handler reads them with one load and never calls `dlsym` (see
+/// `signals`). An interposer called before the library's constructor (by
+/// another library's) calls this first.
+pub(crate) fn resolve_before_handlers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        signals::SIGACTION.set(0, next_fns::next(c"sigaction"));
+        #[cfg(not(test))]
+        interpose::resolve_all();
+        #[cfg(not(test))]
+        coherence::calls::resolve_all();
+        signals::mark_resolved();
     });
 }
 
@@ -242,7 +245,7 @@ extern "C" fn fork_child() {
         ending::reset_after_fork();
         crash::reset_after_fork();
         output::mark_forked_child();
-        OWN_PID.store(std::process::id(), Ordering::Release);
+        set_own_pid(std::process::id());
         sink::want_writer();
     });
 }
@@ -256,68 +259,11 @@ fn start_writer_in_child() {
     }
 }
 
-/// Flushes from a signal handler that hands the signal to the program's
-/// own: async-signal-safe, bounded.
-pub(crate) fn flush_from_signal() {
-    if state::enabled() && in_own_process() && !writer::is_writer_thread() {
-        writer::flush_and_wait(QUICK_WAIT, true, true);
-    }
-}
-
-/// Says on stderr, without allocating, that the last records may be lost.
-fn say_cut(what: &[u8]) {
-    note::write_raw(b"accprof: the trace writer did not finish in time after ");
-    note::write_raw(what);
-    note::write_raw(b"; the trace may miss its last records\n");
-}
-
-/// The process dies of `sig` once its handler returns: the final flush,
-/// with `End(Signal)`. Async-signal-safe, bounded.
-pub(crate) fn end_by_signal(sig: i32) {
-    if !in_own_process() || !state::begin_stop() {
-        return;
-    }
-    ending::set(Ending::Signal(sig));
-    if !writer::is_writer_thread() && !writer::stop(QUICK_WAIT, true) {
-        say_cut(b"a signal");
-    }
-}
-
 /// `exit(status)` was called: the final flush (from the destructor) says so.
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) fn exit_called(status: i32) {
     if in_own_process() {
         ending::set_exit_status(status);
-    }
-}
-
-/// `_exit`/`_Exit`: no atexit handler will run, so the final flush is now,
-/// with `End(QuickExit)`. Async-signal-safe (it is called from handlers),
-/// bounded.
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) fn quick_exit(status: i32) {
-    if !in_own_process() || !state::begin_stop() {
-        return;
-    }
-    ending::set(Ending::QuickExit(status));
-    if !writer::is_writer_thread() && !writer::stop(QUICK_WAIT, true) {
-        say_cut(b"_exit");
-    }
-}
-
-/// An exec is about to replace this image: everything recorded goes to
-/// disk, ended by `End(Exec)`. Recording goes on, in case the exec fails
-/// (a later `End` then supersedes this one).
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) fn before_exec() {
-    // Without a writer (a forked child that recorded nothing) there is
-    // nothing to end, and an ending left pending would outlive a failed exec.
-    if !state::enabled() || !in_own_process() || writer::is_writer_thread() || !writer::running() {
-        return;
-    }
-    ending::set(Ending::Exec);
-    if !writer::flush_and_wait(QUICK_WAIT, false, true) {
-        say_cut(b"exec");
     }
 }
 

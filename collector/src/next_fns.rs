@@ -1,35 +1,59 @@
 //! Functions of the next object after this library (`dlsym(RTLD_NEXT)`),
-//! looked up once: the one table the interposers, the coherence check's
-//! call wrappers and its fault handler forward through.
+//! looked up once: the tables the interposers, the coherence check's
+//! call wrappers and the signal handler forward through.
+//!
+//! `dlsym` takes the dynamic linker's lock and may allocate, so a signal
+//! handler must never reach it: the functions a handler may call are
+//! looked up when the library loads (`resolve_before_handlers` in lib.rs),
+//! into a [`Resolved`] table that the handler side reads with one load
+//! (`NextFns::resolved`); only calls that no handler makes look a missing
+//! function up again ([`NextFns::get`]).
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Named functions of the next object, each looked up at its first use
-/// (0: not found; asked again next time).
+use crate::signals::Resolved;
+
+/// The next definition of `name` after this library; 0 when none.
+pub(crate) fn next(name: &CStr) -> usize {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the next
+    // definition, never this library's.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+/// Named functions of the next object.
 pub(crate) struct NextFns<const N: usize> {
     names: [&'static CStr; N],
-    found: [AtomicUsize; N],
+    /// What was found (0: not found, or not looked up yet). Read by the
+    /// handler side without a lookup.
+    pub(crate) resolved: Resolved<N>,
 }
 
 impl<const N: usize> NextFns<N> {
     pub(crate) const fn new(names: [&'static CStr; N]) -> Self {
         NextFns {
             names,
-            found: [const { AtomicUsize::new(0) }; N],
+            resolved: Resolved::new(),
         }
     }
 
-    /// The address of function `i`, 0 when no later object defines it.
+    /// Looks every function up now (before a handler may need one).
+    #[cfg_attr(test, allow(dead_code))]
+    pub(crate) fn resolve_all(&self) {
+        for i in 0..N {
+            self.get(i);
+        }
+    }
+
+    /// The address of function `i`, 0 when no later object defines it;
+    /// looked up now if it was not found before. Never from a handler:
+    /// it reads [`NextFns::resolved`] instead.
     pub(crate) fn get(&self, i: usize) -> usize {
-        let f = self.found[i].load(Ordering::Acquire);
+        let f = self.resolved.get(i);
         if f != 0 {
             return f;
         }
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the
-        // next definition, never this library's.
-        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, self.names[i].as_ptr()) } as usize;
-        self.found[i].store(f, Ordering::Release);
+        let f = self.names.get(i).map_or(0, |n| next(n));
+        self.resolved.set(i, f);
         f
     }
 }

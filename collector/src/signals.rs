@@ -1,44 +1,1346 @@
-//! The collector's signal handler, the one mechanism for every signal it
-//! handles: flush on fatal and terminating signals, note what a crash hit
-//! (see `crash`), give SIGSEGV/SIGBUS to the coherence check first (a
-//! registered hook), then hand the signal on to the program's disposition.
+//! Everything the collector runs inside a signal handler, in one place.
 //!
-//! The handler stays installed whatever the program or its runtime
-//! libraries do later: `sigaction` and `signal` are interposed (see
-//! `interpose`), and for a signal we hold, the disposition the program asks
-//! for is recorded here as the one to chain to, and is what it reads back.
-//! libgfortran, for one, installs its backtrace handler for SIGSEGV, SIGBUS,
-//! SIGILL, SIGFPE and SIGQUIT after the collector's, and re-raises with
-//! `signal(sig, SIG_DFL)` from inside it: the re-raised signal comes back
-//! here, finds the default recorded, and the trace ends before the process
-//! dies. Calls made through the raw system call are not seen.
+//! Reached from a handler: the collector's one handler ([`handler`]) and
+//! all it calls (the coherence check's claim on a fault and its fault
+//! ring, the crash note, the ending, the last flush and the wait for it,
+//! the note on stderr), and, past their first line, the interposers a
+//! program's own handler may call (`_exit`, `_Exit` and the exec family,
+//! async-signal-safe in POSIX; `sigaction` and `signal`, which runtimes
+//! call from theirs). The rest of the collector learns what a handler did
+//! from the state kept here (atomics, slots, a ring), after it returned.
+//! Everything in this file is async-signal-safe, by the rules below. No
+//! other file of the collector is entered from a handler, and no other
+//! file says its code is async-signal-safe.
 //!
-//! Two groups of signals:
-//! - the usual ways to stop or crash a program ([`USUAL`]), held unless the
-//!   program ignores them (then they stay ignored, for real: an ignored
-//!   signal is inherited across exec, a handled one is not);
-//! - every other signal whose default action ends the process
-//!   ([`IF_DEFAULT`]), held only while its disposition is the default: a
-//!   program that handles one (a timer, a profiler's SIGPROF) uses it for
-//!   itself, so its handler is installed for real, without us in between.
+//! The rules, and why each holds:
 //!
-//! SIGSEGV and SIGBUS are held whatever their disposition (the coherence
-//! check needs them; a fault with the signal ignored kills the process as
-//! if it were not).
+//! 1. **No allocation.** A handler may interrupt `malloc` inside its arena
+//!    lock, and the check may have protected heap pages (a small array
+//!    shares its page with the allocator's other blocks). Buffers are
+//!    fixed: small ones on the stack (which may be a small sigaltstack),
+//!    the fault ring in a static; the check's snapshot is read from pages
+//!    of its own (`mmap`).
+//! 2. **No lock.** The interrupted thread may hold it: no `Mutex`, no
+//!    `Once`/`OnceLock` initialisation, no stdio, no `thread_local!` with
+//!    a lazy initialiser or a destructor. Shared state is atomics; per
+//!    thread state is `const` thread-locals of `Cell`s, read with
+//!    `try_with` (a thread being torn down reads the default).
+//! 3. **No `dlsym`**, nor anything else of the dynamic linker (its lock,
+//!    its allocations). A function of another object that a handler calls
+//!    is looked up before any handler can run (`next_fns`, at load) and
+//!    read here with one atomic load ([`Resolved`]): 0 means missing, and
+//!    the caller falls back to the system call or fails as the function
+//!    would.
+//! 4. **System calls are raw** ([`sys`], through `libc::syscall`), never
+//!    `libc::write`, `libc::read` or another libc wrapper a process may
+//!    define. The library itself exports `read` and `write` (the coherence
+//!    check's wrappers, coherence/calls.rs), and a program may define them
+//!    too; the dynamic linker binds every call of those names, this
+//!    library's own included, to the first definition in the process, so
+//!    a `libc::write` here would run the check's lookup or the program's
+//!    code inside the handler. glibc's `syscall` is the one entry nobody
+//!    wraps. Kept as library calls: `clock_gettime` (the vDSO: no system
+//!    call, no lock) and the system's `sigaction` (resolved at load; it
+//!    adds the restorer that a raw `rt_sigaction` would need).
+//! 5. **Nothing waits for ever.** A line on stderr is written only when
+//!    it can be without waiting (a full pipe nobody reads drops it:
+//!    [`write_note`]); a wait for the writer thread gives up once the
+//!    writer stops making progress ([`flush::stop`]).
+//! 6. **No panic**: it would allocate and unwind into C. No `unwrap`,
+//!    indexes in bounds by construction or through `get`, arithmetic that
+//!    cannot overflow.
+//! 7. **errno as found**: the handler saves it first and restores it last.
 //!
-//! Left alone: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD, SIGCONT,
-//! SIGURG, SIGWINCH and the stop signals (their default does not end the
-//! process), and glibc's own real-time signals below `SIGRTMIN()` (thread
-//! cancellation and set*id broadcasts; `SIGRTMIN()` already excludes them).
-//!
-//! What the handler reaches keeps to the rules for signal handlers: no
-//! allocation, no lock, no `dlsym` (the system's `sigaction` is looked up
-//! at install), raw system calls and atomics only. Each function it calls
-//! says so in its doc.
+//! What this file imports keeps the same rules: `libc`, `core`'s atomics
+//! and cells, `accprof_trace::Ending` (a plain enum), and from the
+//! coherence check's table its plain range types and its pure lookups
+//! (`judge`, `save_window`, `page_span`, `Range::prot`, `Prot::bits`):
+//! computations on slices of plain values, with no allocation, no lock
+//! and no system call. They stay beside the table that builds the
+//! snapshot they read; they are the only code outside this file that a
+//! handler runs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::next_fns::NextFns;
+/// Set once every function a handler may call is looked up (when the
+/// library loads, before any handler of ours is installed). Until then an
+/// interposer called early (by another library's constructor) looks them
+/// up first; after it, nothing ever does.
+static RESOLVED: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`RESOLVED`] was set.
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn resolved() -> bool {
+    RESOLVED.load(Ordering::Acquire)
+}
+
+pub(crate) fn mark_resolved() {
+    RESOLVED.store(true, Ordering::Release);
+}
+
+/// A table of functions of other objects, filled before any handler runs
+/// and read here with one load (rule 3): `next_fns` looks them up.
+pub(crate) struct Resolved<const N: usize> {
+    found: [AtomicUsize; N],
+}
+
+impl<const N: usize> Resolved<N> {
+    pub(crate) const fn new() -> Self {
+        Resolved {
+            found: [const { AtomicUsize::new(0) }; N],
+        }
+    }
+
+    /// The address of function `i`; 0 when it was not found or not
+    /// looked up yet. One load: callable from a handler.
+    pub(crate) fn get(&self, i: usize) -> usize {
+        self.found.get(i).map_or(0, |f| f.load(Ordering::Acquire))
+    }
+
+    /// Records function `i` (by whoever looks it up, outside handlers).
+    pub(crate) fn set(&self, i: usize, f: usize) {
+        if let Some(slot) = self.found.get(i) {
+            slot.store(f, Ordering::Release);
+        }
+    }
+}
+
+/// The raw system calls of this module (rule 4). Each returns what the
+/// kernel returned, -errno on failure.
+pub(crate) mod sys {
+    use libc::c_long;
+
+    fn ret(r: c_long) -> isize {
+        if r < 0 {
+            -(errno() as isize)
+        } else {
+            r as isize
+        }
+    }
+
+    /// This thread's errno.
+    pub(crate) fn errno() -> i32 {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() }
+    }
+
+    pub(crate) fn set_errno(e: i32) {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    /// write(2) of `bytes` to `fd`.
+    pub(crate) fn write(fd: i32, bytes: &[u8]) -> isize {
+        // SAFETY: the kernel reads `bytes.len()` bytes of a valid slice.
+        ret(unsafe { libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) })
+    }
+
+    /// write(2) that fails with EAGAIN where it would wait (a full pipe),
+    /// through pwritev2's RWF_NOWAIT at the current offset. Kernels or
+    /// files without it answer EOPNOTSUPP (or EINVAL).
+    pub(crate) fn write_nowait(fd: i32, bytes: &[u8]) -> isize {
+        let iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        // SAFETY: one iovec over a valid slice; offset -1 (split in two
+        // halves, the high one 0) is the file's current offset.
+        ret(unsafe {
+            libc::syscall(
+                libc::SYS_pwritev2,
+                fd,
+                &iov as *const libc::iovec,
+                1,
+                -1 as c_long,
+                0 as c_long,
+                libc::RWF_NOWAIT,
+            )
+        })
+    }
+
+    /// Whether `fd` takes a write now (ppoll with a zero timeout).
+    pub(crate) fn writable(fd: i32) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: one pollfd and a timespec we own; no signal mask given.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_ppoll,
+                &mut pfd as *mut libc::pollfd,
+                1,
+                &zero as *const libc::timespec,
+                std::ptr::null::<u64>(),
+                0,
+            )
+        };
+        r == 1 && pfd.revents & libc::POLLOUT != 0 && pfd.revents & libc::POLLERR == 0
+    }
+
+    /// The kernel's bit for `sig` in a signal set (its first 64 signals,
+    /// all Linux has: the sets given to the kernel below are 8 bytes).
+    pub(crate) fn bit(sig: i32) -> u64 {
+        match sig {
+            1..=64 => 1 << (sig - 1),
+            _ => 0,
+        }
+    }
+
+    /// rt_sigprocmask(how, set): this thread's previous mask, or None.
+    pub(crate) fn sigmask(how: i32, set: u64) -> Option<u64> {
+        let mut old: u64 = 0;
+        // SAFETY: 8-byte sets we own, the size the kernel's sets have.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                how,
+                &set as *const u64,
+                &mut old as *mut u64,
+                8,
+            )
+        };
+        (r == 0).then_some(old)
+    }
+
+    /// The signals pending for this thread or the process.
+    pub(crate) fn pending() -> u64 {
+        let mut set: u64 = 0;
+        // SAFETY: an 8-byte set we own.
+        unsafe { libc::syscall(libc::SYS_rt_sigpending, &mut set as *mut u64, 8) };
+        set
+    }
+
+    /// Takes a pending `sig` (blocked) without waiting.
+    pub(crate) fn take_pending(sig: i32) {
+        let set = bit(sig);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: an 8-byte set and a timespec we own; no siginfo wanted.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &set as *const u64,
+                std::ptr::null_mut::<libc::siginfo_t>(),
+                &zero as *const libc::timespec,
+                8,
+            )
+        };
+    }
+
+    pub(crate) fn gettid() -> i32 {
+        // SAFETY: gettid has no arguments.
+        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    }
+
+    pub(crate) fn getpid() -> i32 {
+        // SAFETY: getpid has no arguments.
+        unsafe { libc::syscall(libc::SYS_getpid) as i32 }
+    }
+
+    /// Sends `sig` to this thread.
+    pub(crate) fn raise(sig: i32) {
+        // SAFETY: a signal to this very thread.
+        unsafe { libc::syscall(libc::SYS_tgkill, getpid(), gettid(), sig) };
+    }
+
+    /// mprotect(2) of `lo..lo+len`.
+    pub(crate) fn mprotect(lo: u64, len: u64, prot: i32) {
+        // SAFETY: the callers' promise that loosening these pages changes
+        // nothing else (see `fault::protect`).
+        unsafe { libc::syscall(libc::SYS_mprotect, lo, len, prot) };
+    }
+
+    /// Sleeps `ns` nanoseconds (less if a signal comes).
+    pub(crate) fn sleep_ns(ns: u64) {
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: a valid relative timespec; no remainder wanted.
+        unsafe {
+            libc::syscall(
+                libc::SYS_clock_nanosleep,
+                libc::CLOCK_MONOTONIC,
+                0,
+                &ts as *const libc::timespec,
+                std::ptr::null_mut::<libc::timespec>(),
+            )
+        };
+    }
+}
+
+/// Ends the process through `f`, an exit function of another object
+/// (`_exit`, `_Exit`, `exit`), or the raw system call when it was not
+/// found (0).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn exit_through(f: usize, status: i32) -> ! {
+    type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
+    if f != 0 {
+        // SAFETY: `f` is the next definition of an exit function, which has
+        // this signature.
+        unsafe { std::mem::transmute::<usize, ExitFn>(f)(status) }
+    }
+    loop {
+        // SAFETY: exit_group ends the process; it has no memory arguments.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+/// A function of another object was not found: fail the way a missing
+/// one would (ENOSYS).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn no_function() -> libc::c_int {
+    sys::set_errno(libc::ENOSYS);
+    -1
+}
+
+/// Current CLOCK_MONOTONIC time in ns: the vDSO's clock_gettime, no
+/// system call and no lock (rule 4).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC
+    // always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Writes a line of the collector's on stderr from a handler, with one raw
+/// write(2) (rule 4: never through a `write` defined in the process, this
+/// library's wrapper included), and only if it can be written without
+/// waiting (rule 5): to a pipe that is full because nobody reads it, a
+/// handler's line would wait for ever; it is dropped instead. A pipe takes
+/// a line of up to PIPE_BUF bytes whole or not at all.
+pub(crate) fn write_note(bytes: &[u8]) {
+    write_stderr(bytes, false);
+}
+
+/// Writes `bytes` on stderr with one raw write(2); `wait`: as a plain
+/// write does (outside handlers), else only if it can be done without
+/// waiting ([`write_note`]).
+///
+/// SIGPIPE is blocked around the write: when stderr is a pipe whose reader
+/// is gone (`prog 2>&1 | head -1`), a line of ours must not kill a program
+/// that would have exited normally. A SIGPIPE our write raised is taken
+/// back before the mask is restored; one already pending is left alone.
+pub(crate) fn write_stderr(bytes: &[u8], wait: bool) {
+    let pipe = sys::bit(libc::SIGPIPE);
+    let old = sys::sigmask(libc::SIG_BLOCK, pipe);
+    let was_pending = sys::pending() & pipe != 0;
+    let mut n = if wait {
+        sys::write(2, bytes)
+    } else {
+        sys::write_nowait(2, bytes)
+    };
+    let refused = [libc::EAGAIN, libc::EOPNOTSUPP, libc::EINVAL].map(|e| -(e as isize));
+    if !wait && refused.contains(&n) {
+        // No RWF_NOWAIT for this file, or a file system that would rather
+        // not wait on its own locks: ask whether it takes a write now (a
+        // file always does, and a terminal; a full pipe does not).
+        n = if sys::writable(2) {
+            sys::write(2, bytes)
+        } else {
+            -(libc::EAGAIN as isize)
+        };
+    }
+    if let Some(old) = old {
+        if n == -(libc::EPIPE as isize) && !was_pending {
+            sys::take_pending(libc::SIGPIPE);
+        }
+        sys::sigmask(libc::SIG_SETMASK, old);
+    }
+}
+
+/// The collector's life: uninitialized -> enabled -> stopping -> disabled,
+/// in one atomic (see `state`, which makes the moves a handler does not).
+pub(crate) mod life {
+    use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+    pub(crate) const UNINITIALIZED: u8 = 0;
+    pub(crate) const ENABLED: u8 = 1;
+    pub(crate) const STOPPING: u8 = 2;
+    pub(crate) const DISABLED: u8 = 3;
+
+    pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINITIALIZED);
+
+    #[inline]
+    pub fn enabled() -> bool {
+        STATE.load(Ordering::Relaxed) == ENABLED
+    }
+
+    /// Moves enabled -> stopping (the final flush is under way): producers
+    /// stop recording, the writer finishes what is buffered. True for the
+    /// caller that made the move.
+    #[cold]
+    pub fn begin_stop() -> bool {
+        STATE
+            .compare_exchange(ENABLED, STOPPING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The pid the collector's state belongs to (set at start and in a
+    /// forked child). A vfork child shares our memory under another pid:
+    /// its `_exit` or exec must not touch the parent's writer.
+    static OWN_PID: AtomicU32 = AtomicU32::new(0);
+
+    pub(crate) fn set_own_pid(pid: u32) {
+        OWN_PID.store(pid, Ordering::Release);
+    }
+
+    pub(crate) fn in_own_process() -> bool {
+        OWN_PID.load(Ordering::Acquire) == super::sys::getpid() as u32
+    }
+}
+
+/// How the process is ending, as the code that saw it leaves it for the
+/// writer thread (see `ending`, which reads it).
+pub(crate) mod ending {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use accprof_trace::Ending;
+
+    /// The pending ending, encoded by [`encode`]; 0 when none.
+    pub(crate) static PENDING: AtomicU64 = AtomicU64::new(0);
+    /// When it happened (CLOCK_MONOTONIC ns), stored before `PENDING`.
+    pub(crate) static AT_NS: AtomicU64 = AtomicU64::new(0);
+
+    pub(crate) const EXIT_UNKNOWN: u64 = 1;
+    pub(crate) const EXIT: u64 = 2;
+    pub(crate) const QUICK_EXIT: u64 = 3;
+    pub(crate) const SIGNAL: u64 = 4;
+    pub(crate) const EXEC: u64 = 5;
+    pub(crate) const RUNTIME_ERROR: u64 = 6;
+
+    pub(crate) fn encode(how: Ending) -> u64 {
+        let (kind, code) = match how {
+            Ending::Exit(None) => (EXIT_UNKNOWN, 0),
+            Ending::Exit(Some(c)) => (EXIT, c),
+            Ending::QuickExit(c) => (QUICK_EXIT, c),
+            Ending::Signal(s) => (SIGNAL, s),
+            Ending::Exec => (EXEC, 0),
+            Ending::RuntimeError(c) => (RUNTIME_ERROR, c),
+        };
+        kind << 32 | u64::from(code as u32)
+    }
+
+    /// Says how the process is ending; the next flush writes it.
+    pub(crate) fn set(how: Ending) {
+        AT_NS.store(super::now_ns(), Ordering::Relaxed);
+        PENDING.store(encode(how), Ordering::Release);
+    }
+}
+
+/// What a fatal signal hit, as the handler leaves it for the writer thread
+/// (see `crash`, which turns it into the trace's `Crash` record). A fault
+/// noted stays: a program's handler that ends with `abort()` after a
+/// SIGSEGV still died of the SIGSEGV. Any other signal is replaced by the
+/// next one.
+pub(crate) mod crash {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+    thread_local! {
+        /// The driver call this thread is inside: its callback id + 1 in
+        /// the high half, its correlation id in the low half; 0 when none.
+        pub(crate) static DRIVER_CALL: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Held while a [`note`] writes the fields below (a second thread's
+    /// signal at that instant is not noted).
+    pub(crate) static NOTING: AtomicBool = AtomicBool::new(false);
+    /// Set by [`note`] for a fault the kernel raised (the thread may have
+    /// died inside the CUDA driver, holding its locks): from then on the
+    /// writer does not call into CUPTI.
+    pub(crate) static FAULT: AtomicBool = AtomicBool::new(false);
+    /// Set once the fields are complete; the writer reads them after.
+    pub(crate) static READY: AtomicBool = AtomicBool::new(false);
+    pub(crate) static TIME_NS: AtomicU64 = AtomicU64::new(0);
+    pub(crate) static THREAD: AtomicU32 = AtomicU32::new(0);
+    pub(crate) static SIGNAL: AtomicI32 = AtomicI32::new(0);
+    pub(crate) static CODE: AtomicI32 = AtomicI32::new(0);
+    /// The faulting address + 1 (0: none).
+    pub(crate) static ADDRESS: AtomicU64 = AtomicU64::new(0);
+    pub(crate) static DRIVER: AtomicU64 = AtomicU64::new(0);
+
+    /// Notes a fatal signal delivered to this thread, unless a fault was
+    /// noted already.
+    pub(crate) fn note(sig: libc::c_int, info: *const libc::siginfo_t) {
+        if FAULT.load(Ordering::Acquire) || NOTING.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (code, address) = if info.is_null() {
+            (0, 0)
+        } else {
+            // SAFETY: the kernel's siginfo; si_addr is meaningful for the
+            // fault signals when the kernel raised them (si_code > 0).
+            unsafe {
+                let code = (*info).si_code;
+                let fault = code > 0
+                    && matches!(
+                        sig,
+                        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE
+                    );
+                let addr = if fault {
+                    ((*info).si_addr() as u64).wrapping_add(1)
+                } else {
+                    0
+                };
+                (code, addr)
+            }
+        };
+        TIME_NS.store(super::now_ns(), Ordering::Relaxed);
+        THREAD.store(super::sys::gettid() as u32, Ordering::Relaxed);
+        SIGNAL.store(sig, Ordering::Relaxed);
+        CODE.store(code, Ordering::Relaxed);
+        ADDRESS.store(address, Ordering::Relaxed);
+        DRIVER.store(
+            DRIVER_CALL.try_with(Cell::get).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        if address != 0 {
+            FAULT.store(true, Ordering::Release);
+        }
+        READY.store(true, Ordering::Release);
+        NOTING.store(false, Ordering::Release);
+    }
+}
+
+/// The handshake with the writer thread (see `writer`, whose thread
+/// serves it): flush requests and the final stop, asked for and waited on
+/// from any thread or handler, and the endings that flush from handlers
+/// and from the interposed `_exit` and exec.
+pub(crate) mod flush {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use accprof_trace::Ending;
+
+    use super::life::{begin_stop, enabled, in_own_process};
+    use super::{now_ns, sys, write_note};
+
+    /// How long a dying process (a signal, `_exit`) or an exec waits for
+    /// the last records without the writer making progress: short, as a
+    /// signal handler or a child's `_exit` should not hang.
+    pub(crate) const QUICK_WAIT: Duration = Duration::from_secs(2);
+
+    /// A wait on the writer lasts at most this many times its stall limit.
+    pub(crate) const MAX_WAIT_STALLS: u32 = 24;
+
+    pub(crate) static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
+    pub(crate) static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
+    pub(crate) static FROM_SIGNAL: AtomicBool = AtomicBool::new(false);
+    pub(crate) static DEVICE_FLUSH: AtomicBool = AtomicBool::new(false);
+    pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
+    pub(crate) static RUNNING: AtomicBool = AtomicBool::new(false);
+    pub(crate) static FINISHED: AtomicBool = AtomicBool::new(false);
+    /// Records written so far (advanced in steps while a batch is
+    /// written): what waits on the writer take as progress.
+    pub(crate) static WRITTEN: AtomicU64 = AtomicU64::new(0);
+    /// The eventfd the writer waits on (-1: none).
+    pub(crate) static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+
+    thread_local! {
+        static IS_WRITER: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Marks the calling thread as the writer.
+    pub(crate) fn mark_writer_thread() {
+        let _ = IS_WRITER.try_with(|w| w.set(true));
+    }
+
+    /// True on the writer thread (a signal landing there must not wait on
+    /// itself).
+    pub fn is_writer_thread() -> bool {
+        IS_WRITER.try_with(Cell::get).unwrap_or(false)
+    }
+
+    /// True while the writer thread runs.
+    pub fn running() -> bool {
+        RUNNING.load(Ordering::Acquire)
+    }
+
+    /// Wakes the writer: 8 bytes to its eventfd, a raw write (rule 4).
+    pub(crate) fn wake_writer() {
+        let fd = WAKE_FD.load(Ordering::Acquire);
+        if fd >= 0 {
+            sys::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Asks for a flush of everything buffered and waits for it while the
+    /// writer makes progress, giving up after `timeout` without any. With
+    /// `from_signal` the writer skips a buffer whose lock is held (by the
+    /// interrupted thread). The device side is flushed first when
+    /// `from_signal` or `device`.
+    pub fn flush_and_wait(timeout: Duration, from_signal: bool, device: bool) -> bool {
+        if !RUNNING.load(Ordering::Acquire) {
+            return false;
+        }
+        if from_signal {
+            FROM_SIGNAL.store(true, Ordering::Release);
+        }
+        if device {
+            DEVICE_FLUSH.store(true, Ordering::Release);
+        }
+        let want = FLUSH_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
+        wake_writer();
+        wait_until(timeout, || FLUSH_DONE.load(Ordering::Acquire) >= want)
+    }
+
+    /// Final flush: the writer drains, writes the `End` record, closes the
+    /// file and ends. `from_signal` as for [`flush_and_wait`].
+    pub fn stop(timeout: Duration, from_signal: bool) -> bool {
+        if !RUNNING.load(Ordering::Acquire) {
+            return true;
+        }
+        if from_signal {
+            FROM_SIGNAL.store(true, Ordering::Release);
+        }
+        STOP.store(true, Ordering::Release);
+        wake_writer();
+        wait_until(timeout, || FINISHED.load(Ordering::Acquire))
+    }
+
+    /// Waits until `done`, for as long as the writer keeps writing: `stall`
+    /// is how long it may go without writing a record before the wait gives
+    /// up, and [`MAX_WAIT_STALLS`] times `stall` caps the whole wait. A
+    /// large backlog at exit (a program that records faster than the disk
+    /// takes it) is written out whole, while a writer stuck on a dead file
+    /// system cannot hold the process for more than `stall`.
+    fn wait_until(stall: Duration, done: impl Fn() -> bool) -> bool {
+        wait_while_progressing(
+            stall,
+            stall.saturating_mul(MAX_WAIT_STALLS),
+            done,
+            || WRITTEN.load(Ordering::Relaxed),
+            // Short steps: exit waits on this, and most flushes take well
+            // under a millisecond.
+            || sys::sleep_ns(50_000),
+        )
+    }
+
+    /// The wait of [`wait_until`], with its progress counter and pause
+    /// passed in.
+    pub(crate) fn wait_while_progressing(
+        stall: Duration,
+        cap: Duration,
+        done: impl Fn() -> bool,
+        progress: impl Fn() -> u64,
+        pause: impl Fn(),
+    ) -> bool {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let (stall, cap) = (ns(stall), ns(cap));
+        let start = now_ns();
+        let mut last_progress = start;
+        let mut seen = progress();
+        while !done() {
+            let now = now_ns();
+            let p = progress();
+            if p != seen {
+                seen = p;
+                last_progress = now;
+            }
+            if now.saturating_sub(last_progress) >= stall || now.saturating_sub(start) >= cap {
+                return false;
+            }
+            pause();
+        }
+        true
+    }
+
+    /// Flushes from a signal handler that hands the signal to the program's
+    /// own: bounded.
+    pub(crate) fn flush_from_signal() {
+        if enabled() && in_own_process() && !is_writer_thread() {
+            flush_and_wait(QUICK_WAIT, true, true);
+        }
+    }
+
+    /// Says on stderr, in one line that needs no allocation, that the last
+    /// records may be lost.
+    fn say_cut(what: &[u8]) {
+        let mut line = super::Line::new();
+        line.put(b"accprof: the trace writer did not finish in time after ");
+        line.put(what);
+        line.put(b"; the trace may miss its last records\n");
+        write_note(line.bytes());
+    }
+
+    /// The process dies of `sig` once its handler returns: the final flush,
+    /// with `End(Signal)`. Bounded.
+    pub(crate) fn end_by_signal(sig: i32) {
+        if !in_own_process() || !begin_stop() {
+            return;
+        }
+        super::ending::set(Ending::Signal(sig));
+        if !is_writer_thread() && !stop(QUICK_WAIT, true) {
+            say_cut(b"a signal");
+        }
+    }
+
+    /// `_exit`/`_Exit`: no atexit handler will run, so the final flush is
+    /// now, with `End(QuickExit)`. Bounded.
+    #[cfg_attr(test, allow(dead_code))]
+    pub(crate) fn quick_exit(status: i32) {
+        if !in_own_process() || !begin_stop() {
+            return;
+        }
+        super::ending::set(Ending::QuickExit(status));
+        if !is_writer_thread() && !stop(QUICK_WAIT, true) {
+            say_cut(b"_exit");
+        }
+    }
+
+    /// An exec is about to replace this image: everything recorded goes to
+    /// disk, ended by `End(Exec)`. Recording goes on, in case the exec
+    /// fails (a later `End` then supersedes this one).
+    #[cfg_attr(test, allow(dead_code))]
+    pub(crate) fn before_exec() {
+        // Without a writer (a forked child that recorded nothing) there is
+        // nothing to end, and an ending left pending would outlive a failed
+        // exec.
+        if !enabled() || !in_own_process() || is_writer_thread() || !running() {
+            return;
+        }
+        super::ending::set(Ending::Exec);
+        if !flush_and_wait(QUICK_WAIT, false, true) {
+            say_cut(b"exec");
+        }
+    }
+}
+
+/// A line built without allocating: bytes past its capacity are cut.
+struct Line {
+    buf: [u8; 200],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            buf: [0; 200],
+            len: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if let Some(slot) = self.buf.get_mut(self.len) {
+                *slot = b;
+                self.len += 1;
+            }
+        }
+    }
+
+    fn put_hex(&mut self, v: u64) {
+        let mut out = [b'0'; 18];
+        out[1] = b'x';
+        for (i, o) in out[2..].iter_mut().enumerate() {
+            let d = ((v >> ((15 - i) * 4)) & 0xf) as u8;
+            *o = if d < 10 { b'0' + d } else { b'a' + d - 10 };
+        }
+        self.put(&out);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len.min(self.buf.len())]
+    }
+}
+
+/// The handler side of the coherence check: the claim on a SIGSEGV the
+/// check caused, the published snapshot it reads, and the ring of faults
+/// it writes (see `coherence::fault`, which publishes the snapshot, and
+/// `coherence::checker`, which drains the ring at the next construct
+/// boundary). With each fault it keeps what the walk out of the faulting
+/// code needs (the registers and a window of the thread's stack, beside
+/// the record); the walk itself runs when the ring is drained.
+pub(crate) mod fault {
+    use std::cell::{Cell, UnsafeCell};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+    use crate::coherence::table::{judge, page_span, save_window, Prot, Range, State, Verdict};
+
+    use super::{now_ns, sys, write_note, Line};
+
+    /// si_code of a SIGSEGV for an access the page's protection refused.
+    const SEGV_ACCERR: libc::c_int = 2;
+
+    /// Bytes saved around a faulting address for the confirmation.
+    pub(crate) const SAVED: usize = 64;
+    /// Faults kept until the next construct boundary; more are counted.
+    const RING: usize = 256;
+    /// Stack words saved above the faulting instruction's stack pointer (8
+    /// KiB): enough for the frames of libgfortran's formatted I/O or libc's
+    /// stdio between the access and the program's call.
+    pub(crate) const STACK_WORDS: usize = 1024;
+    /// Return addresses kept above a faulting instruction.
+    pub(crate) const FRAMES: usize = accprof_trace::MAX_ACCESS_FRAMES;
+
+    /// The registers a walk starts from.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(crate) struct Regs {
+        /// The faulting instruction.
+        pub pc: u64,
+        pub sp: u64,
+        /// The frame pointer register (rbp), whatever the code keeps there.
+        pub fp: u64,
+    }
+
+    /// What the handler saves for the walk: the registers, then `words`
+    /// stack words from `regs.sp` up (never past the thread's stack end).
+    pub(crate) struct StackCopy {
+        pub regs: Regs,
+        pub words: usize,
+        pub stack: [u64; STACK_WORDS],
+    }
+
+    impl StackCopy {
+        pub(crate) const EMPTY: StackCopy = StackCopy {
+            regs: Regs {
+                pc: 0,
+                sp: 0,
+                fp: 0,
+            },
+            words: 0,
+            stack: [0; STACK_WORDS],
+        };
+    }
+
+    /// One fault, as the handler left it.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Fault {
+        pub time: u64,
+        pub thread: u32,
+        pub code_addr: u64,
+        pub host_addr: u64,
+        pub range: Range,
+        /// A write (else a read).
+        pub write: bool,
+        /// The saved host bytes: `saved_len` bytes from `saved_at`.
+        pub saved_at: u64,
+        pub saved_len: usize,
+        pub saved: [u8; SAVED],
+        /// The return addresses above `code_addr`, innermost first: filled
+        /// when the ring is drained, from the stack the handler saved, when
+        /// the access was made outside the main executable (in a library).
+        pub frames: [u64; FRAMES],
+        pub nframes: usize,
+    }
+
+    const EMPTY: u8 = 0;
+    const WRITING: u8 = 1;
+    const READY: u8 = 2;
+
+    struct Slot {
+        state: AtomicU8,
+        fault: UnsafeCell<Fault>,
+        /// The registers and stack for the walk (not in `Fault`: the
+        /// handler must not build 8 KiB on its stack, which may be a small
+        /// sigaltstack).
+        stack: UnsafeCell<StackCopy>,
+    }
+
+    // SAFETY: a slot's fault is written only by the handler that moved its
+    // state EMPTY -> WRITING, and read only by the drainer that moved it
+    // READY -> WRITING; the state's acquire/release orders the two.
+    unsafe impl Sync for Slot {}
+
+    pub(crate) const BLANK: Fault = Fault {
+        time: 0,
+        thread: 0,
+        code_addr: 0,
+        host_addr: 0,
+        range: Range {
+            start: 0,
+            bytes: 0,
+            device: 0,
+            name: 0,
+            state: State::HostCurrent,
+            unread: None,
+            unproven: false,
+            gone: false,
+        },
+        write: false,
+        saved_at: 0,
+        saved_len: 0,
+        saved: [0; SAVED],
+        frames: [0; FRAMES],
+        nframes: 0,
+    };
+
+    static SLOTS: [Slot; RING] = [const {
+        Slot {
+            state: AtomicU8::new(EMPTY),
+            fault: UnsafeCell::new(BLANK),
+            stack: UnsafeCell::new(StackCopy::EMPTY),
+        }
+    }; RING];
+    static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+    /// Pages the check protected for a watched array that other data
+    /// shares, which the program touched (an `OurPage` fault): each page
+    /// and how many times. A page touched again and again (a scalar beside
+    /// an array, read at every construct) is left open from then on
+    /// (coherence's `hot_pages`), or every construct would pay a fault, a
+    /// protection change and a new snapshot.
+    pub(crate) const SHARED: usize = 64;
+    pub(crate) static SHARED_PAGE: [AtomicU64; SHARED] = [const { AtomicU64::new(0) }; SHARED];
+    pub(crate) static SHARED_HITS: [AtomicU64; SHARED] = [const { AtomicU64::new(0) }; SHARED];
+
+    /// Counts a touch of the shared page `page` (atomics only; a page
+    /// beyond the table's room is not counted).
+    pub(crate) fn shared_touched(page: u64) {
+        for (p, hits) in SHARED_PAGE.iter().zip(&SHARED_HITS) {
+            let seen = match p.compare_exchange(0, page, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => page,
+                Err(q) => q,
+            };
+            if seen == page {
+                hits.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// Counters for the exit note.
+    pub(crate) static FAULTS: AtomicU64 = AtomicU64::new(0);
+    pub(crate) static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+    /// Faults the ring had no room for: what they would have said is lost
+    /// (the drainer then takes every awaited download for read).
+    pub(crate) static RING_FULL: AtomicU64 = AtomicU64::new(0);
+    /// Protection changes the handler made: the callbacks' idea of what is
+    /// protected is out of date when this moved.
+    pub(crate) static OPENED: AtomicU64 = AtomicU64::new(0);
+    /// Host writes into a stale range (not reads: not a C1; not checked).
+    pub(crate) static WRITES: AtomicU64 = AtomicU64::new(0);
+    /// Accesses from inside an OpenACC construct (the runtime's own).
+    pub(crate) static RUNTIME_ACCESSES: AtomicU64 = AtomicU64::new(0);
+
+    /// The published snapshot (null: nothing protected).
+    static SNAPSHOT: AtomicPtr<Published> = AtomicPtr::new(std::ptr::null_mut());
+    /// Handlers (and wrapped calls) reading a snapshot right now.
+    static READERS: AtomicUsize = AtomicUsize::new(0);
+    /// The system page size.
+    pub(crate) static PAGE: AtomicU64 = AtomicU64::new(4096);
+    /// Set once the check runs: the collector's handler offers it every
+    /// SIGSEGV and SIGBUS first.
+    static ARMED: AtomicBool = AtomicBool::new(false);
+
+    thread_local! {
+        /// OpenACC constructs open on this thread: an access from inside
+        /// one is the runtime's (its copies), never the program's.
+        pub(crate) static IN_CONSTRUCT: Cell<u32> = const { Cell::new(0) };
+        /// The end (highest address) of this thread's stack, once known
+        /// (0: not yet): the handler's copy of the stack stops there.
+        /// Learned outside the handler (`pthread_getattr_np` may allocate).
+        pub(crate) static STACK_END: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Lets the collector's handler offer SIGSEGV and SIGBUS to [`claim`].
+    pub(crate) fn arm() {
+        ARMED.store(true, Ordering::Release);
+    }
+
+    /// A snapshot as the handler reads it, copied into pages of its own
+    /// (`mmap`): the handler must never touch the heap, whose pages the
+    /// check may have protected (a small array shares its page with the
+    /// allocator's other blocks, the collector's included). The header is
+    /// followed by the watched ranges, then the page spans.
+    #[repr(C)]
+    pub(crate) struct Published {
+        pub(crate) mapped: usize,
+        pub(crate) watched: usize,
+        pub(crate) spans: usize,
+    }
+
+    impl Published {
+        /// Where the ranges and the spans start, and the whole length.
+        pub(crate) fn layout(watched: usize, spans: usize) -> (usize, usize, usize) {
+            let ranges_at =
+                std::mem::size_of::<Published>().next_multiple_of(std::mem::align_of::<Range>());
+            let spans_at = (ranges_at + watched * std::mem::size_of::<Range>())
+                .next_multiple_of(std::mem::align_of::<(u64, u64)>());
+            (
+                ranges_at,
+                spans_at,
+                spans_at + spans * std::mem::size_of::<(u64, u64)>(),
+            )
+        }
+
+        pub fn watched(&self) -> &[Range] {
+            let (at, _, _) = Self::layout(self.watched, self.spans);
+            // SAFETY: the mapping this header starts holds `watched` ranges
+            // at this offset (`coherence::fault::create`), and lives as long
+            // as `self`.
+            unsafe {
+                std::slice::from_raw_parts(
+                    (self as *const Published).cast::<u8>().add(at).cast(),
+                    self.watched,
+                )
+            }
+        }
+
+        pub fn spans(&self) -> &[(u64, u64)] {
+            let (_, at, _) = Self::layout(self.watched, self.spans);
+            // SAFETY: as in `watched`, for the spans.
+            unsafe {
+                std::slice::from_raw_parts(
+                    (self as *const Published).cast::<u8>().add(at).cast(),
+                    self.spans,
+                )
+            }
+        }
+
+        pub fn judge(&self, addr: u64) -> Verdict {
+            judge(self.watched(), self.spans(), addr)
+        }
+
+        /// Where the first page the check protected at or above `at` starts
+        /// (`u64::MAX`: none): the handler's copy of the stack stops there
+        /// (a mapped array on this thread's stack, mapped by another
+        /// thread).
+        pub fn protected_from(&self, at: u64) -> u64 {
+            let spans = self.spans();
+            let i = spans.partition_point(|s| s.1 <= at);
+            spans.get(i).map_or(u64::MAX, |s| s.0.max(at))
+        }
+    }
+
+    /// Publishes `new` for the handler; returns the snapshot it replaces.
+    pub(crate) fn replace(new: *mut Published) -> *mut Published {
+        SNAPSHOT.swap(new, Ordering::SeqCst)
+    }
+
+    /// Whether no handler reads a snapshot now: one that enters after a
+    /// [`replace`] sees the new one (its increment and load are ordered
+    /// after the swap), so the replaced ones may go.
+    pub(crate) fn no_readers() -> bool {
+        READERS.load(Ordering::SeqCst) == 0
+    }
+
+    /// Runs `f` on the published snapshot, if any (the handler's and the
+    /// wrapped calls' one reader protocol).
+    pub(crate) fn with_snapshot<T>(f: impl FnOnce(&Published) -> T) -> Option<T> {
+        READERS.fetch_add(1, Ordering::SeqCst);
+        let snap = SNAPSHOT.load(Ordering::SeqCst);
+        // SAFETY: a published snapshot is unmapped only while READERS is 0.
+        let r = unsafe { snap.as_ref() }.map(f);
+        READERS.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// Opens the whole pages `lo..hi` (a wrapped call is about to hand them
+    /// to the system).
+    pub(crate) fn open_span(lo: u64, hi: u64) {
+        protect(lo, hi.saturating_sub(lo), Prot::Rw);
+    }
+
+    /// Takes the faults recorded since the last call, oldest slot first,
+    /// each with the stack copy the handler took with it (valid for the
+    /// call: the slot is released after it).
+    pub(crate) fn drain(mut each: impl FnMut(Fault, &StackCopy)) {
+        for slot in &SLOTS {
+            if slot
+                .state
+                .compare_exchange(READY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: we own the slot until it is EMPTY again (see Slot).
+                let f = unsafe { *slot.fault.get() };
+                // SAFETY: as above, for the slot's stack copy.
+                let copy = unsafe { &*slot.stack.get() };
+                each(f, copy);
+                slot.state.store(EMPTY, Ordering::Release);
+            }
+        }
+    }
+
+    /// Copies the interrupted code's registers and the stack words above
+    /// its stack pointer into `out`, which the caller owns: up to the
+    /// thread's stack end when this thread made it known, else to the end
+    /// of the stack pointer's page (always mapped), and never to `limit` or
+    /// past it (the first page the check protected above the stack
+    /// pointer). Leaves `out.words` 0 when there is no context. Reads the
+    /// ucontext and the thread's own stack, writes only `out`.
+    pub(crate) fn capture(ctx: *mut libc::c_void, out: &mut StackCopy, limit: u64) {
+        out.words = 0;
+        let Some(regs) = registers(ctx) else { return };
+        out.regs = regs;
+        if regs.sp == 0 || regs.sp % 8 != 0 {
+            return;
+        }
+        let page = PAGE.load(Ordering::Relaxed);
+        let end = match STACK_END.try_with(Cell::get).unwrap_or(0) {
+            e if e > regs.sp => e,
+            _ => (regs.sp | (page - 1)).saturating_add(1),
+        }
+        .min(limit.max(regs.sp));
+        let words = ((end - regs.sp) / 8).min(STACK_WORDS as u64) as usize;
+        // SAFETY: sp..end is the interrupted thread's stack, mapped and
+        // readable (above its stack pointer, below its end); `out.stack`
+        // holds STACK_WORDS words.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                regs.sp as usize as *const u64,
+                out.stack.as_mut_ptr(),
+                words,
+            );
+        }
+        out.words = words;
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn registers(ctx: *mut libc::c_void) -> Option<Regs> {
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+        let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+        let g = &uc.uc_mcontext.gregs;
+        Some(Regs {
+            pc: g[libc::REG_RIP as usize] as u64,
+            sp: g[libc::REG_RSP as usize] as u64,
+            fp: g[libc::REG_RBP as usize] as u64,
+        })
+    }
+
+    /// The walk follows x86-64's call frame rules only.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn registers(_ctx: *mut libc::c_void) -> Option<Regs> {
+        None
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn context(ctx: *mut libc::c_void) -> (u64, bool) {
+        if ctx.is_null() {
+            return (0, false);
+        }
+        // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+        let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+        let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+        // Page-fault error code: bit 1 set for a write.
+        let write = uc.uc_mcontext.gregs[libc::REG_ERR as usize] & 2 != 0;
+        (rip, write)
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    fn context(ctx: *mut libc::c_void) -> (u64, bool) {
+        if ctx.is_null() {
+            return (0, false);
+        }
+        // SAFETY: the kernel passes a ucontext_t to an SA_SIGINFO handler.
+        let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
+        // The write bit (ESR WnR) lives in an extra context record; without
+        // it every access counts as a read.
+        (uc.uc_mcontext.pc, false)
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn context(_ctx: *mut libc::c_void) -> (u64, bool) {
+        (0, false)
+    }
+
+    fn open_page(addr: u64) {
+        let page = PAGE.load(Ordering::Relaxed);
+        protect(addr & !(page - 1), page, Prot::Rw);
+    }
+
+    /// Gives `lo..lo+len` (whole pages) protection `prot`: only ever less
+    /// strict than what the check set there (they were readable and
+    /// writable before it protected them), so nothing else changes.
+    fn protect(lo: u64, len: u64, prot: Prot) {
+        OPENED.fetch_add(1, Ordering::Relaxed);
+        sys::mprotect(lo, len, prot.bits());
+    }
+
+    /// Takes a SIGSEGV or SIGBUS that the check caused (an access to a page
+    /// it protected) and returns true; false for every other, which the
+    /// collector's handler passes on.
+    pub(super) fn claim(
+        sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        ctx: *mut libc::c_void,
+    ) -> bool {
+        if !ARMED.load(Ordering::Acquire) {
+            return false;
+        }
+        let started = now_ns();
+        // Only the kernel's "no access to a mapped page" can be the check's
+        // (not a raise, not an unmapped address).
+        let addr = if info.is_null() || sig != libc::SIGSEGV {
+            0
+        } else {
+            // SAFETY: the kernel's siginfo; si_addr is meaningful for its
+            // own SIGSEGV, which si_code tells apart.
+            unsafe {
+                if (*info).si_code == SEGV_ACCERR {
+                    (*info).si_addr() as u64
+                } else {
+                    0
+                }
+            }
+        };
+        let sp = registers(ctx).map_or(0, |r| r.sp);
+        let (verdict, stack_limit) = with_snapshot(|s| (s.judge(addr), s.protected_from(sp)))
+            .unwrap_or((Verdict::NotOurs, 0));
+        match verdict {
+            Verdict::NotOurs => {
+                if addr != 0 {
+                    say_not_ours(addr, context(ctx).0);
+                }
+                return false;
+            }
+            Verdict::OurPage => {
+                shared_touched(addr & !(PAGE.load(Ordering::Relaxed) - 1));
+                open_page(addr);
+            }
+            Verdict::Watched(range) => {
+                FAULTS.fetch_add(1, Ordering::Relaxed);
+                let (code_addr, write) = context(ctx);
+                let inside = IN_CONSTRUCT.try_with(Cell::get).unwrap_or(0) > 0;
+                if inside {
+                    RUNTIME_ACCESSES.fetch_add(1, Ordering::Relaxed);
+                    open_page(addr);
+                } else {
+                    access_from(started, code_addr, addr, write, range, (ctx, stack_limit));
+                }
+            }
+        }
+        HANDLER_NS.fetch_add(now_ns().saturating_sub(started), Ordering::Relaxed);
+        true
+    }
+
+    /// A host access to a watched range, from a wrapped call that hands the
+    /// range to the system (`code_addr` inside the call instruction):
+    /// recorded for the next construct boundary, and the range's pages
+    /// opened as far as the access needs.
+    pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+        access_from(
+            time,
+            code_addr,
+            addr,
+            write,
+            range,
+            (std::ptr::null_mut(), 0),
+        );
+    }
+
+    /// [`access`], from the handler too: `ctx` its ucontext (null from a
+    /// wrapped call), whose registers and stack below the limit are kept
+    /// for the walk.
+    fn access_from(
+        time: u64,
+        code_addr: u64,
+        addr: u64,
+        write: bool,
+        range: Range,
+        ctx: (*mut libc::c_void, u64),
+    ) {
+        let page = PAGE.load(Ordering::Relaxed);
+        if write || range.is_stale() {
+            // A stale copy is watched page by page (each read is one); a
+            // write needs its page writable.
+            open_page(addr);
+        } else {
+            // A read of a download: it is read, whatever else is; what
+            // stays watched is a write to a copy the device shares.
+            let (lo, hi) = page_span(range.start, range.bytes, page);
+            let after = Range {
+                unread: None,
+                ..range
+            };
+            protect(lo, hi - lo, after.prot());
+        }
+        if write && range.is_stale() {
+            WRITES.fetch_add(1, Ordering::Relaxed);
+        }
+        if !(write && range.is_stale()) || range.unread.is_some() {
+            // After the page is open: a read's bytes are saved.
+            record(time, code_addr, addr, write, range, ctx);
+        }
+    }
+
+    fn record(
+        time: u64,
+        code_addr: u64,
+        addr: u64,
+        write: bool,
+        range: Range,
+        (ctx, stack_limit): (*mut libc::c_void, u64),
+    ) {
+        let page = PAGE.load(Ordering::Relaxed);
+        let start = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        for k in 0..RING {
+            let slot = &SLOTS[start.wrapping_add(k) % RING];
+            if slot
+                .state
+                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let (at, len) = save_window(&range, addr, page, SAVED as u64);
+            let mut f = Fault {
+                time,
+                thread: sys::gettid() as u32,
+                code_addr,
+                host_addr: addr,
+                range,
+                write,
+                saved_at: at,
+                saved_len: len as usize,
+                saved: [0; SAVED],
+                frames: [0; FRAMES],
+                nframes: 0,
+            };
+            if !write {
+                // SAFETY: at..at+len lies in the page `access_from` opened
+                // (at least readable) before recording; save_window keeps it
+                // there, and at most SAVED bytes long.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        at as usize as *const u8,
+                        f.saved.as_mut_ptr(),
+                        len as usize,
+                    );
+                }
+            }
+            // SAFETY: we own the slot (EMPTY -> WRITING above).
+            unsafe { slot.fault.get().write(f) };
+            // SAFETY: as above, for its stack copy; written in place.
+            capture(ctx, unsafe { &mut *slot.stack.get() }, stack_limit);
+            slot.state.store(READY, Ordering::Release);
+            return;
+        }
+        RING_FULL.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One line on stderr for a fault the check passes on while it runs:
+    /// the program's own (or one the check cannot explain).
+    fn say_not_ours(addr: u64, code: u64) {
+        let mut line = Line::new();
+        line.put(b"accprof: coherence check: SIGSEGV at ");
+        line.put_hex(addr);
+        line.put(b" (instruction ");
+        line.put_hex(code);
+        line.put(b") is not on a page the check watches: passed on to the program\n");
+        write_note(line.bytes());
+    }
+}
 
 /// Signals numbered below this (Linux numbers them 1..=64).
 const NSIG: usize = 65;
@@ -105,31 +1407,18 @@ static SLOTS: [Slot; NSIG] = [const {
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// A fault hook: true when it took the signal as its own (the coherence
-/// check's protected pages), false to pass it on. 0: none.
-static FAULT_HOOK: AtomicUsize = AtomicUsize::new(0);
-
-pub(crate) type FaultHook = fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) -> bool;
-
-/// Registers the hook SIGSEGV and SIGBUS go to first (the coherence check,
-/// which sits above this module and is not named here).
-pub(crate) fn set_fault_hook(hook: FaultHook) {
-    FAULT_HOOK.store(hook as usize, Ordering::Release);
-}
-
 fn slot(sig: libc::c_int) -> Option<&'static Slot> {
     usize::try_from(sig).ok().and_then(|i| SLOTS.get(i))
 }
 
-/// The system's `sigaction`, past our interposer: looked up at install,
-/// never in the handler.
-static REAL: NextFns<1> = NextFns::new([c"sigaction"]);
+/// The system's `sigaction`, past the interposer: looked up when the
+/// library loads (`next_fns`), never here.
+pub(crate) static SIGACTION: Resolved<1> = Resolved::new();
 
 type SigactionFn =
     unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
 
-/// Calls the system's `sigaction`. Async-signal-safe once [`install`] has
-/// looked it up (an atomic load and the call).
+/// Calls the system's `sigaction` (an atomic load and the call).
 ///
 /// # Safety
 /// As sigaction(2).
@@ -138,10 +1427,9 @@ pub(crate) unsafe fn real_sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> libc::c_int {
-    match REAL.get(0) {
+    match SIGACTION.get(0) {
         0 => {
-            // SAFETY: errno is this thread's.
-            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            sys::set_errno(libc::ENOSYS);
             -1
         }
         // SAFETY: the next definition of sigaction, with the caller's arguments.
@@ -159,7 +1447,7 @@ fn store(s: &Slot, sa: &libc::sigaction) {
     s.handler.store(sa.sa_sigaction, Ordering::Release);
 }
 
-/// The disposition behind ours. Async-signal-safe.
+/// The disposition behind ours.
 fn load(s: &Slot) -> libc::sigaction {
     // SAFETY: an all-zero sigaction is a valid value.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -171,14 +1459,14 @@ fn load(s: &Slot) -> libc::sigaction {
     sa
 }
 
-/// Installs our handler once per process. A forked child inherits both the
-/// handlers and this table, so nothing needs re-arming there; an exec'd
-/// image loads the collector afresh and installs again.
+/// Installs our handler once per process, the system's `sigaction`
+/// already resolved. A forked child inherits both the handlers and this
+/// table, so nothing needs re-arming there; an exec'd image loads the
+/// collector afresh and installs again.
 pub fn install() {
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return;
     }
-    REAL.get(0);
     for sig in USUAL {
         take_over(sig, GROUP_USUAL);
     }
@@ -240,6 +1528,12 @@ fn hold(sig: libc::c_int, s: &Slot) -> libc::c_int {
 /// a handler of the program's for a signal of the second group) is
 /// installed for real, and ours comes back when the program returns to
 /// one we hold for. `None`: not ours, the caller forwards the call.
+///
+/// libgfortran, for one, installs its backtrace handler for SIGSEGV,
+/// SIGBUS, SIGILL, SIGFPE and SIGQUIT after the collector's, and re-raises
+/// with `signal(sig, SIG_DFL)` from inside it: the re-raised signal comes
+/// back here, finds the default recorded, and the trace ends before the
+/// process dies. Calls made through the raw system call are not seen.
 ///
 /// # Safety
 /// `act` and `old` as for sigaction(2).
@@ -307,7 +1601,8 @@ pub(crate) fn intercept_signal(
         unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
     act.sa_sigaction = handler;
     act.sa_flags = libc::SA_RESTART;
-    // SAFETY: the mask is ours to fill.
+    // SAFETY: the mask is ours to fill (sigemptyset and sigaddset only
+    // write its bits).
     unsafe {
         libc::sigemptyset(&mut act.sa_mask);
         libc::sigaddset(&mut act.sa_mask, sig);
@@ -320,7 +1615,7 @@ pub(crate) fn intercept_signal(
 }
 
 /// Whether the kernel raised `sig` for a fault of the interrupted thread
-/// (the instruction faults again if the handler returns). Async-signal-safe.
+/// (the instruction faults again if the handler returns).
 fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
     let code = if info.is_null() {
         0
@@ -335,57 +1630,55 @@ fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
         )
 }
 
+/// The collector's handler, for every signal it holds: SIGSEGV and SIGBUS
+/// go to the coherence check first; a signal the process dies of flushes
+/// the trace with its ending; one the program handles flushes what was
+/// recorded (for a crash or a stop) and goes on to its handler.
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(s) = slot(sig) else { return };
-    // SAFETY: errno is this thread's; the interrupted code must find it
-    // as it left it.
-    let errno = unsafe { *libc::__errno_location() };
-    if sig == libc::SIGSEGV || sig == libc::SIGBUS {
-        let hook = FAULT_HOOK.load(Ordering::Acquire);
-        if hook != 0 {
-            // SAFETY: only a `FaultHook` is ever stored there.
-            let hook: FaultHook = unsafe { std::mem::transmute::<usize, FaultHook>(hook) };
-            if hook(sig, info, ctx) {
-                // SAFETY: as above.
-                unsafe { *libc::__errno_location() = errno };
-                return;
-            }
-        }
+    // The interrupted code must find errno as it left it (rule 7).
+    let errno = sys::errno();
+    if (sig == libc::SIGSEGV || sig == libc::SIGBUS) && fault::claim(sig, info, ctx) {
+        sys::set_errno(errno);
+        return;
     }
     let behind = load(s);
     let h = behind.sa_sigaction;
     if h == libc::SIG_DFL || (h == libc::SIG_IGN && is_fault(sig, info)) {
         // The process dies of this signal: note it and write the trace's end.
-        crate::crash::note(sig, info);
-        crate::end_by_signal(sig);
-        // SAFETY: restoring the default and re-raising: the signal is
-        // blocked while we run, so it is delivered with the default action
-        // as soon as we return (for faults, the instruction faults again).
+        crash::note(sig, info);
+        flush::end_by_signal(sig);
+        // Restoring the default and re-raising: the signal is blocked
+        // while we run, so it is delivered with the default action as soon
+        // as we return (for faults, the instruction faults again).
+        // SAFETY: a zeroed sigaction asking for the default.
         unsafe {
             let mut dfl: libc::sigaction = std::mem::zeroed();
             dfl.sa_sigaction = libc::SIG_DFL;
             real_sigaction(sig, &dfl, std::ptr::null_mut());
-            libc::raise(sig);
         }
+        sys::raise(sig);
     } else if h != libc::SIG_IGN {
         if s.group.load(Ordering::Relaxed) == GROUP_USUAL {
             // A crash or a stop the program handles: what was recorded goes
             // to disk first, in case its handler never returns.
-            crate::crash::note(sig, info);
-            crate::flush_from_signal();
+            crash::note(sig, info);
+            flush::flush_from_signal();
         }
-        chain(sig, s, &behind, info, ctx);
+        pass_on(sig, s, &behind, info, ctx);
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    sys::set_errno(errno);
 }
 
-/// Calls the program's handler the way the kernel would have: with its
-/// mask added to the blocked signals (the kernel restores the mask when
-/// our handler returns), `sig` unblocked for SA_NODEFER, the disposition
-/// reset first for SA_RESETHAND, and the arguments its flags ask for.
-/// Async-signal-safe (sigprocmask and atomics).
-fn chain(
+/// Calls the program's handler the way the kernel would have: with the
+/// program's `sa_mask` blocked, and `sig` blocked too unless it asked for
+/// SA_NODEFER (then `sig` is unblocked: ours runs with it blocked), the
+/// disposition reset first for SA_RESETHAND, and the arguments its flags
+/// ask for. The mask is set with the raw rt_sigprocmask and put back as it
+/// was once the handler returns (the kernel would restore it on return
+/// from ours as well; a handler that never returns keeps what the kernel
+/// would have given it).
+fn pass_on(
     sig: libc::c_int,
     s: &Slot,
     behind: &libc::sigaction,
@@ -397,19 +1690,18 @@ fn chain(
         s.handler.store(libc::SIG_DFL, Ordering::Release);
         s.flags.store(0, Ordering::Relaxed);
     }
-    // SAFETY: sigprocmask with sets we own; sigaddset on a set we own.
-    unsafe {
-        libc::sigprocmask(libc::SIG_BLOCK, &behind.sa_mask, std::ptr::null_mut());
-        let mut this: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut this);
-        libc::sigaddset(&mut this, sig);
-        let how = if flags & libc::SA_NODEFER != 0 {
-            libc::SIG_UNBLOCK
-        } else {
-            libc::SIG_BLOCK
-        };
-        libc::sigprocmask(how, &this, std::ptr::null_mut());
-    }
+    // SAFETY: sigset_t is plain bytes; its first word holds signals 1..=64,
+    // the kernel's whole set.
+    let words: [u64; MASK_WORDS] = unsafe { std::mem::transmute_copy(&behind.sa_mask) };
+    let program_mask = words.first().copied().unwrap_or(0);
+    let this = sys::bit(sig);
+    let old = if flags & libc::SA_NODEFER != 0 {
+        let old = sys::sigmask(libc::SIG_BLOCK, program_mask & !this);
+        sys::sigmask(libc::SIG_UNBLOCK, this);
+        old
+    } else {
+        sys::sigmask(libc::SIG_BLOCK, program_mask | this)
+    };
     let h = behind.sa_sigaction;
     // SAFETY: the handler the program installed, with the arguments its
     // flags say it takes.
@@ -421,6 +1713,120 @@ fn chain(
         } else {
             let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
             f(sig);
+        }
+    }
+    if let Some(old) = old {
+        sys::sigmask(libc::SIG_SETMASK, old);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+
+    use super::flush::wait_while_progressing;
+
+    fn pause() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_writer_that_keeps_writing_is_waited_for_past_the_stall_limit() {
+        let start = Instant::now();
+        let written = Cell::new(0u64);
+        let done = || start.elapsed() >= Duration::from_millis(120);
+        let ok = wait_while_progressing(
+            Duration::from_millis(30),
+            Duration::from_secs(10),
+            done,
+            || {
+                written.set(written.get() + 1);
+                written.get()
+            },
+            pause,
+        );
+        assert!(ok, "a progressing writer must be waited for");
+        assert!(start.elapsed() >= Duration::from_millis(120));
+    }
+
+    #[test]
+    fn a_stalled_writer_is_given_up_after_the_stall_limit() {
+        let start = Instant::now();
+        let ok = wait_while_progressing(
+            Duration::from_millis(40),
+            Duration::from_secs(10),
+            || false,
+            || 7,
+            pause,
+        );
+        let waited = start.elapsed();
+        assert!(!ok);
+        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+
+    #[test]
+    fn the_cap_ends_even_a_progressing_wait() {
+        let start = Instant::now();
+        let n = Cell::new(0u64);
+        let ok = wait_while_progressing(
+            Duration::from_millis(50),
+            Duration::from_millis(100),
+            || false,
+            || {
+                n.set(n.get() + 1);
+                n.get()
+            },
+            pause,
+        );
+        let waited = start.elapsed();
+        assert!(!ok);
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+
+    /// A line to a full pipe nobody reads is dropped at once, not waited
+    /// for; one to a pipe with room is written whole.
+    #[test]
+    fn a_note_to_a_full_pipe_is_dropped_without_waiting() {
+        let mut p = [0i32; 2];
+        // SAFETY: pipe2 fills two descriptors we own; dup/dup2 swap fd 2
+        // for this test's pipe and back (the test harness captures the
+        // output of tests through its own buffers, not fd 2).
+        unsafe {
+            assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK), 0);
+            let chunk = [b'x'; 4096];
+            while super::sys::write(p[1], &chunk) > 0 {}
+            while super::sys::write(p[1], &chunk[..1]) > 0 {}
+            libc::fcntl(p[1], libc::F_SETFL, 0);
+            let saved = libc::dup(2);
+            libc::dup2(p[1], 2);
+            let start = Instant::now();
+            super::write_note(b"accprof: to a full pipe\n");
+            let took = start.elapsed();
+            // Room for the next line.
+            let mut buf = [0u8; 65536];
+            let drained = libc::read(p[0], buf.as_mut_ptr().cast(), buf.len());
+            super::write_note(b"accprof: with room\n");
+            libc::dup2(saved, 2);
+            libc::close(saved);
+            assert!(took < Duration::from_secs(1), "{took:?}");
+            assert!(drained > 0);
+            let mut rest = vec![0u8; 1 << 20];
+            let mut got = Vec::new();
+            loop {
+                let n = libc::read(p[0], rest.as_mut_ptr().cast(), rest.len());
+                if n <= 0 {
+                    break;
+                }
+                got.extend_from_slice(&rest[..n as usize]);
+            }
+            libc::close(p[0]);
+            libc::close(p[1]);
+            let text = String::from_utf8_lossy(&got);
+            assert!(!text.contains("to a full pipe"), "{text}");
+            assert!(text.contains("accprof: with room\n"), "{text}");
         }
     }
 }

@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use accprof_trace::{Record, StringId};
@@ -25,6 +25,11 @@ use accprof_trace::{Record, StringId};
 use crate::buffer::{Chain, Chunk, ThreadBuffer, CHUNK};
 use crate::event::Event;
 use crate::fasthash::AddrMap;
+/// Wakes whoever drains the buffers (the writer, through the descriptor it
+/// gave [`set_wake_fd`]), with a raw write: handlers wake it too, so it is
+/// in `signals`.
+pub(crate) use crate::signals::flush::wake_writer;
+use crate::signals::flush::WAKE_FD;
 use crate::tls::{PerThread, THREAD};
 
 /// Events a chunk holds when its thread wakes the writer.
@@ -58,7 +63,6 @@ static INTERNED: Mutex<Option<HashMap<Box<[u8]>, StringId>>> = Mutex::new(None);
 static NEXT_STRING: AtomicU32 = AtomicU32::new(1);
 static POOL: Mutex<Vec<Arc<Chunk>>> = Mutex::new(Vec::new());
 
-static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static WRITER_WANTED: AtomicBool = AtomicBool::new(false);
 static WRITER_STARTER: OnceLock<fn()> = OnceLock::new();
 
@@ -177,17 +181,6 @@ pub(crate) fn push_in(t: &PerThread, rec: Record) {
 /// Queues a definition (string, module, call site, device).
 pub(crate) fn define(rec: Record) {
     lock(&DEFINITIONS).push(rec);
-}
-
-/// Wakes whoever drains the buffers (the writer, through the descriptor it
-/// gave [`set_wake_fd`]); async-signal-safe.
-pub(crate) fn wake_writer() {
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    if fd >= 0 {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a local to the writer's eventfd.
-        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
-    }
 }
 
 /// The eventfd [`wake_writer`] signals (-1: none); returns the previous one.

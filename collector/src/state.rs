@@ -2,21 +2,16 @@
 //! kept in one atomic and advanced only by compare-exchange in cold code.
 //! Every hot path asks `enabled()` first; once disabled, nothing is recorded
 //! and the program goes on as if the collector were not there.
+//!
+//! The atomic, and the two steps a signal handler takes (asking whether
+//! the collector is enabled, beginning the stop), are in `signals`.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-const UNINITIALIZED: u8 = 0;
-const ENABLED: u8 = 1;
-const STOPPING: u8 = 2;
-const DISABLED: u8 = 3;
+pub use crate::signals::life::{begin_stop, enabled};
+use crate::signals::life::{DISABLED, ENABLED, STATE, STOPPING, UNINITIALIZED};
 
-static STATE: AtomicU8 = AtomicU8::new(UNINITIALIZED);
 static SAID_DISABLED: AtomicBool = AtomicBool::new(false);
-
-#[inline]
-pub fn enabled() -> bool {
-    STATE.load(Ordering::Relaxed) == ENABLED
-}
 
 /// Moves uninitialized -> enabled; false if someone else already started
 /// (or the collector was disabled first).
@@ -24,16 +19,6 @@ pub fn enabled() -> bool {
 pub fn enable() -> bool {
     STATE
         .compare_exchange(UNINITIALIZED, ENABLED, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-}
-
-/// Moves enabled -> stopping (the final flush is under way): producers stop
-/// recording, the writer finishes what is buffered. True for the caller that
-/// made the move.
-#[cold]
-pub fn begin_stop() -> bool {
-    STATE
-        .compare_exchange(ENABLED, STOPPING, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
 }
 

@@ -13,28 +13,27 @@
 //! with an `End` record, so a complete trace says how its process ended.
 //!
 //! Waking uses an eventfd, so a signal handler can request a flush and wait
-//! for it without taking a lock or allocating.
+//! for it without taking a lock or allocating. The requests and the waits
+//! (`flush_and_wait`, `stop`) are in `signals`, with everything else a
+//! handler runs; this is the thread that serves them.
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use accprof_trace::{DropSource, Record, Writer};
 
 use crate::event::Event;
+pub use crate::signals::flush::{flush_and_wait, stop};
+use crate::signals::flush::{
+    mark_writer_thread, DEVICE_FLUSH, FINISHED, FLUSH_DONE, FLUSH_REQUESTED, FROM_SIGNAL, RUNNING,
+    STOP, WRITTEN,
+};
 use crate::{ending, note, sink};
 
 const TICK_MS: i32 = 100;
-
-static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
-static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
-static FROM_SIGNAL: AtomicBool = AtomicBool::new(false);
-static DEVICE_FLUSH: AtomicBool = AtomicBool::new(false);
-static STOP: AtomicBool = AtomicBool::new(false);
-static RUNNING: AtomicBool = AtomicBool::new(false);
-static FINISHED: AtomicBool = AtomicBool::new(false);
 
 /// Path of the trace being written, once opened (read by the summary).
 pub static TRACE_PATH: Mutex<Option<String>> = Mutex::new(None);
@@ -56,15 +55,6 @@ static DEVICE_SIDE: OnceLock<DeviceSide> = OnceLock::new();
 /// Registers the device side; the first registration stays.
 pub(crate) fn set_device_side(side: DeviceSide) {
     let _ = DEVICE_SIDE.set(side);
-}
-
-fn wake() {
-    sink::wake_writer();
-}
-
-/// True while the writer thread runs.
-pub fn running() -> bool {
-    RUNNING.load(Ordering::Acquire)
 }
 
 /// Starts the writer thread. Returns an error text if it cannot run.
@@ -96,98 +86,9 @@ pub fn start() -> Result<(), String> {
         })
 }
 
-/// Asks for a flush of everything buffered and waits for it while the
-/// writer makes progress, giving up after `timeout` without any. Async-signal-safe when `from_signal` (no locks, no allocation):
-/// then a buffer whose lock is held (by the interrupted thread) is skipped.
-/// The device side is flushed first when `from_signal` or `device`.
-pub fn flush_and_wait(timeout: Duration, from_signal: bool, device: bool) -> bool {
-    if !RUNNING.load(Ordering::Acquire) {
-        return false;
-    }
-    if from_signal {
-        FROM_SIGNAL.store(true, Ordering::Release);
-    }
-    if device {
-        DEVICE_FLUSH.store(true, Ordering::Release);
-    }
-    let want = FLUSH_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1;
-    wake();
-    wait_until(timeout, || FLUSH_DONE.load(Ordering::Acquire) >= want)
-}
-
-/// Final flush: the writer drains, writes the `End` record, closes the file
-/// and ends. Async-signal-safe; `from_signal` as for [`flush_and_wait`].
-pub fn stop(timeout: Duration, from_signal: bool) -> bool {
-    if !RUNNING.load(Ordering::Acquire) {
-        return true;
-    }
-    if from_signal {
-        FROM_SIGNAL.store(true, Ordering::Release);
-    }
-    STOP.store(true, Ordering::Release);
-    wake();
-    wait_until(timeout, || FINISHED.load(Ordering::Acquire))
-}
-
-/// Waits until `done`, for as long as the writer keeps writing: `stall` is
-/// how long it may go without writing a record before the wait gives up,
-/// and [`MAX_WAIT_STALLS`] times `stall` caps the whole wait. A large
-/// backlog at exit (a program that records faster than the disk takes it)
-/// is written out whole, while a writer stuck on a dead file system cannot
-/// hold the process for more than `stall`. Async-signal-safe.
-fn wait_until(stall: Duration, done: impl Fn() -> bool) -> bool {
-    wait_while_progressing(
-        stall,
-        stall * MAX_WAIT_STALLS,
-        done,
-        || WRITTEN.load(Ordering::Relaxed),
-        || {
-            // Short steps: exit waits on this, and most flushes take well
-            // under a millisecond.
-            let ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 50_000,
-            };
-            // SAFETY: nanosleep with a valid timespec; async-signal-safe.
-            unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
-        },
-    )
-}
-
-/// A wait on the writer lasts at most this many times its stall limit.
-const MAX_WAIT_STALLS: u32 = 24;
-
-/// Records written so far (advanced every [`PROGRESS_STEP`] records while a
-/// batch is written): what waits on the writer take as progress.
-static WRITTEN: AtomicU64 = AtomicU64::new(0);
+/// Records written between two advances of the progress counter that
+/// waits on the writer watch.
 const PROGRESS_STEP: u64 = 1 << 14;
-
-/// The wait of [`wait_until`], with its clock reading, progress counter and
-/// pause passed in.
-fn wait_while_progressing(
-    stall: Duration,
-    cap: Duration,
-    done: impl Fn() -> bool,
-    progress: impl Fn() -> u64,
-    pause: impl Fn(),
-) -> bool {
-    let start = Instant::now();
-    let mut last_progress = start;
-    let mut seen = progress();
-    while !done() {
-        let now = Instant::now();
-        let p = progress();
-        if p != seen {
-            seen = p;
-            last_progress = now;
-        }
-        if now.duration_since(last_progress) >= stall || now.duration_since(start) >= cap {
-            return false;
-        }
-        pause();
-    }
-    true
-}
 
 fn wait_for_wake() {
     let fd = sink::wake_fd();
@@ -201,11 +102,13 @@ fn wait_for_wake() {
         revents: 0,
     };
     // SAFETY: one valid pollfd; then a non-blocking read of 8 bytes into a
-    // local resets the eventfd counter.
+    // local resets the eventfd counter: the raw system call, so the
+    // library's own read never enters the `read` it exports (see
+    // `signals`).
     unsafe {
         libc::poll(&mut pfd, 1, TICK_MS);
         let mut v: u64 = 0;
-        libc::read(fd, (&mut v as *mut u64).cast(), 8);
+        libc::syscall(libc::SYS_read, fd, &mut v as *mut u64, 8);
     }
 }
 
@@ -215,15 +118,6 @@ enum Sink {
     Open(Writer<BufWriter<File>>),
     /// Opening or writing failed; said once, records are dropped.
     Failed,
-}
-
-thread_local! {
-    static IS_WRITER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// True on the writer thread (a signal landing there must not wait on itself).
-pub fn is_writer_thread() -> bool {
-    IS_WRITER.try_with(|w| w.get()).unwrap_or(false)
 }
 
 /// True for what makes a process worth a trace: OpenACC events and device
@@ -241,7 +135,7 @@ fn is_activity(r: &Record) -> bool {
 }
 
 fn run() {
-    let _ = IS_WRITER.try_with(|w| w.set(true));
+    mark_writer_thread();
     crate::tls::mark_own_thread(crate::clock::thread_id());
     let mut sink = Sink::Pending;
     let mut batch = sink::Batch::default();
@@ -447,70 +341,5 @@ pub fn reset_after_fork() {
     FLUSH_DONE.store(0, Ordering::Release);
     if let Ok(mut p) = TRACE_PATH.try_lock() {
         *p = None;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::Cell;
-
-    fn pause() {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-
-    #[test]
-    fn a_writer_that_keeps_writing_is_waited_for_past_the_stall_limit() {
-        let start = Instant::now();
-        let written = Cell::new(0u64);
-        let done = || start.elapsed() >= Duration::from_millis(120);
-        let ok = wait_while_progressing(
-            Duration::from_millis(30),
-            Duration::from_secs(10),
-            done,
-            || {
-                written.set(written.get() + 1);
-                written.get()
-            },
-            pause,
-        );
-        assert!(ok, "a progressing writer must be waited for");
-        assert!(start.elapsed() >= Duration::from_millis(120));
-    }
-
-    #[test]
-    fn a_stalled_writer_is_given_up_after_the_stall_limit() {
-        let start = Instant::now();
-        let ok = wait_while_progressing(
-            Duration::from_millis(40),
-            Duration::from_secs(10),
-            || false,
-            || 7,
-            pause,
-        );
-        let waited = start.elapsed();
-        assert!(!ok);
-        assert!(waited >= Duration::from_millis(40), "{waited:?}");
-        assert!(waited < Duration::from_secs(5), "{waited:?}");
-    }
-
-    #[test]
-    fn the_cap_ends_even_a_progressing_wait() {
-        let start = Instant::now();
-        let n = Cell::new(0u64);
-        let ok = wait_while_progressing(
-            Duration::from_millis(50),
-            Duration::from_millis(100),
-            || false,
-            || {
-                n.set(n.get() + 1);
-                n.get()
-            },
-            pause,
-        );
-        let waited = start.elapsed();
-        assert!(!ok);
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
-        assert!(waited < Duration::from_secs(5), "{waited:?}");
     }
 }

@@ -8,6 +8,8 @@
  *                            blocked and whether the disposition was reset,
  *                            then returns: the write faults again and the
  *                            process dies of SIGSEGV.
+ *   late_handler nodefer     the same with SA_NODEFER: SIGSEGV is not
+ *                            blocked while the handler runs.
  *   late_handler signal      signal(); the handler re-raises the way
  *                            libgfortran's does: signal(sig, SIG_DFL), raise.
  *
@@ -50,6 +52,7 @@ static void plain(int sig)
 int main(int argc, char **argv)
 {
     int use_signal = argc > 1 && strcmp(argv[1], "signal") == 0;
+    int nodefer = argc > 1 && strcmp(argv[1], "nodefer") == 0;
     double x[64];
     for (int i = 0; i < 64; i++)
         x[i] = i;
@@ -66,7 +69,7 @@ int main(int argc, char **argv)
         struct sigaction sa, old, back;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = with_info;
-        sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+        sa.sa_flags = SA_SIGINFO | SA_RESETHAND | (nodefer ? SA_NODEFER : 0);
         sigemptyset(&sa.sa_mask);
         sigaddset(&sa.sa_mask, SIGUSR1);
         sigaction(SIGSEGV, &sa, &old);

@@ -10,6 +10,13 @@
 //!
 //! `fread` and `fwrite` are wrapped because the C library moves large
 //! blocks with its own internal `read` and `write`, which no wrapper sees.
+//!
+//! Exported, these are the process's `read` and `write` for every object
+//! loaded after the program, this library included: its own reads and
+//! writes (the trace writer's wake-ups, its lines on stderr, the signal
+//! handler's) are raw system calls, so they never come here (see
+//! `signals`). The next definitions are looked up when the library loads,
+//! as a program's signal handler may call `read` or `write`.
 
 use std::ffi::{c_int, c_void, CStr};
 
@@ -32,8 +39,20 @@ const FWRITE: usize = 5;
 
 static REAL: NextFns<{ NAMES.len() }> = NextFns::new(NAMES);
 
+/// Looks the next definitions up; called when the library loads.
+pub(crate) fn resolve_all() {
+    REAL.resolve_all();
+}
+
+/// The next definition of function `i`, as looked up when the library
+/// loaded: one load, no lookup. Called before that (from another
+/// library's constructor, when no handler of ours exists), it has
+/// everything looked up first.
 fn real(i: usize) -> usize {
-    REAL.get(i)
+    if !crate::signals::resolved() {
+        crate::resolve_before_handlers();
+    }
+    REAL.resolved.get(i)
 }
 
 /// Tells the check about `buf..buf+len` before the call; `write`: the

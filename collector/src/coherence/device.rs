@@ -103,7 +103,9 @@ pub(super) fn read_host(at: u64, out: &mut [u8]) -> bool {
 }
 
 /// Copies `out.len()` bytes at `at` through a pipe: write(2) reports a
-/// bad address as EFAULT instead of faulting.
+/// bad address as EFAULT instead of faulting. Raw system calls: the
+/// library's own reads and writes must not enter the `read` and `write` it
+/// exports (the check's wrappers, see `calls`).
 fn through_pipe(at: u64, out: &mut [u8]) -> bool {
     static PIPE: std::sync::OnceLock<Option<(i32, i32)>> = std::sync::OnceLock::new();
     let Some((r, w)) = *PIPE.get_or_init(|| {
@@ -121,14 +123,16 @@ fn through_pipe(at: u64, out: &mut [u8]) -> bool {
         // EFAULT; read(2) fills our own buffer. The check's lock is held:
         // no other thread uses the pipe.
         let ok = unsafe {
-            let wrote = libc::write(w, (at as usize + done) as *const c_void, n);
-            wrote == n as isize && libc::read(r, out[done..].as_mut_ptr().cast(), n) == n as isize
+            let wrote = libc::syscall(libc::SYS_write, w, (at as usize + done) as *const c_void, n);
+            wrote == n as libc::c_long
+                && libc::syscall(libc::SYS_read, r, out[done..].as_mut_ptr(), n)
+                    == n as libc::c_long
         };
         if !ok {
             // Leave the pipe empty for the next read.
             let mut sink = [0u8; 4096];
             // SAFETY: reads into our own buffer from our non-blocking pipe.
-            while unsafe { libc::read(r, sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+            while unsafe { libc::syscall(libc::SYS_read, r, sink.as_mut_ptr(), sink.len()) } > 0 {}
             return false;
         }
         done += n;

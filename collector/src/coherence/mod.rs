@@ -19,14 +19,14 @@
 // Interposes read/write like crate::interpose: not in the unit tests' binary.
 mod blocks;
 #[cfg(not(test))]
-mod calls;
+pub(crate) mod calls;
 mod checker;
 mod data_start;
 mod device;
 pub(crate) mod fault;
 mod lookup;
 mod staging;
-mod table;
+pub(crate) mod table;
 mod walk;
 
 use std::cell::Cell;

@@ -213,7 +213,7 @@ pub(crate) fn flush() {
 
 /// In a forked child: CUPTI came along in memory but cannot be used there
 /// (its threads and the driver's state stayed with the parent). Makes
-/// [`flush`] and every callback a no-op. Async-signal-safe.
+/// [`flush`] and every callback a no-op (two atomic stores).
 pub(crate) fn forget_after_fork() {
     STATE.store(FORGOTTEN, Ordering::Release);
     START_DONE.store(true, Ordering::Release);
