@@ -454,16 +454,18 @@ impl Reader<'_> {
                 | "preproc_elif"
         );
         let mut c = n.walk();
-        let kids: Vec<(Option<&str>, Node)> = n
-            .children(&mut c)
-            .enumerate()
-            .map(|(i, k)| (n.field_name_for_child(i as u32), k))
-            .collect();
-        for (field, k) in kids {
+        if !c.goto_first_child() {
+            return;
+        }
+        loop {
+            let field = c.field_name();
             let is_stmt = (holds
                 && !matches!(field, Some("condition" | "name" | "value" | "label")))
                 || matches!(field, Some("body" | "consequence" | "alternative"));
-            self.branches(k, is_stmt);
+            self.branches(c.node(), is_stmt);
+            if !c.goto_next_sibling() {
+                break;
+            }
         }
     }
 
@@ -523,10 +525,17 @@ impl Reader<'_> {
     }
 
     fn children(&mut self, n: Node) {
+        // A cursor, not a list of the children: every node of the file
+        // comes through here.
         let mut c = n.walk();
-        let kids: Vec<Node> = n.children(&mut c).collect();
-        for k in kids {
-            self.walk(k);
+        if !c.goto_first_child() {
+            return;
+        }
+        loop {
+            self.walk(c.node());
+            if !c.goto_next_sibling() {
+                break;
+            }
         }
     }
 
