@@ -225,6 +225,59 @@ end program p
     assert_eq!(found, [], "a variable of the program, not the module's");
 }
 
+/// Fortran through the parser: a vector loop with a step, counting down
+/// too, its bounds of parameters; a labelled loop.
+#[test]
+fn l2_a_fortran_vector_loop_with_a_step() {
+    let src = "\
+program p
+  integer, parameter :: cols = 32
+  real :: x(4096)
+  integer :: r, j
+!$acc parallel loop gang vector_length(128) present(x)
+  do r = 1, 256
+!$acc loop vector
+    do j = 1, cols, 2
+      x(16*(r-1)+j) = 2
+    end do
+  end do
+end program p
+";
+    let found = l2_trips("p.f90", 5, &SourceSet::with_text("p.f90", src));
+    assert_eq!(found, [Some(16)]);
+    let down = src
+        .replace("do j = 1, cols, 2", "cols_loop: do j = cols, 1, -4")
+        .replace("    end do\n  end do", "    end do cols_loop\n  end do");
+    let found = l2_trips("p.f90", 5, &SourceSet::with_text("p.f90", &down));
+    assert_eq!(found, [Some(8)]);
+}
+
+/// C++ through its grammar: a `constexpr` bound, a loop counting down
+/// over a std::vector's data, in a member function.
+#[test]
+fn l2_a_cpp_vector_loop_counting_down() {
+    let src = "\
+#include <vector>
+struct Grid {
+  static constexpr int W = 24;
+  std::vector<double> v = std::vector<double>(4096);
+  void step() {
+    double *x = v.data();
+#pragma acc parallel loop gang vector_length(128) copy(x[0:4096])
+    for (int r = 0; r < 128; r++) {
+#pragma acc loop vector
+      for (int j = W - 1; j >= 0; --j) x[W * r + j] *= 2;
+    }
+  }
+};
+";
+    let found = l2_trips("g.cpp", 7, &SourceSet::with_text("g.cpp", src));
+    assert_eq!(found, [Some(24)]);
+    let local = src.replace("static constexpr int W = 24;", "int W = 24;");
+    let found = l2_trips("g.cpp", 7, &SourceSet::with_text("g.cpp", &local));
+    assert_eq!(found, [], "a member that is not a constant");
+}
+
 /// Names whose value the text does not say for certain give no finding.
 #[test]
 fn l2_leaves_names_without_a_certain_value_alone() {

@@ -449,7 +449,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let main = set.get("queue_files.c").expect("main");
         let lp = main
-            .loops
+            .loops()
             .iter()
             .find(|l| main.line(l.header_line).contains("steps"))
             .expect("the time loop")

@@ -303,6 +303,57 @@ mod tests {
         );
     }
 
+    /// Fortran: the host loop, the block `if` and the compute construct
+    /// left out of the host's writes, as the parser reads them.
+    #[test]
+    fn a_fortran_guard_becomes_the_if_clause() {
+        let text = "subroutine f(n, e, b)\n  integer :: n, e, s, i\n  real :: b(n)\n  do s = 1, n\n    if (mod(s, e) == 0) then\n      do i = 1, n\n        b(i) = s\n      end do\n    end if\n    !$acc update device(b(1:n))\n    !$acc parallel loop present(b)\n    do i = 1, n\n      b(i) = b(i) + 1\n    end do\n  end do\nend subroutine f\n";
+        let f = SourceFile::new("u.f90", "u.f90".into(), Lang::Fortran, text.to_string());
+        let p = plan(&f, 10).expect("an update");
+        assert_eq!(
+            p.directive.as_deref(),
+            Some("!$acc update device(b(1:n)) if(mod(s, e) == 0)")
+        );
+        assert_eq!(p.edits.len(), 1);
+        assert!(
+            p.text.contains("the `if` at line 5, writes at line 7"),
+            "{}",
+            p.text
+        );
+        // A `do while` host loop is one too; an `else` branch writing the
+        // array leaves no single condition.
+        let other = text
+            .replace("do s = 1, n", "do while (s < n)")
+            .replace("    end if\n", "    else\n      b(1) = 0\n    end if\n");
+        let p = plan(
+            &SourceFile::new("u.f90", "u.f90".into(), Lang::Fortran, other),
+            12,
+        )
+        .expect("an update");
+        assert_eq!(
+            p.no_patch.as_deref(),
+            Some("no single condition guards the host's writes")
+        );
+    }
+
+    /// C++: a `while` host loop in a member function, the guarded writes
+    /// in a one-line `for` over the vector's size.
+    #[test]
+    fn a_cpp_guard_becomes_the_if_clause() {
+        let text = "#include <vector>\nstruct Heat {\n  std::vector<double> v;\n  void run(int n, int e) {\n    double *b = v.data();\n    int s = 0;\n    while (s < n) {\n      if (s % e == 0) {\n        for (std::size_t i = 0; i < v.size(); i++) b[i] = s;\n      }\n#pragma acc update device(b[0:n])\n#pragma acc parallel loop present(b[0:n])\n      for (int i = 0; i < n; i++) b[i] += 1;\n      s++;\n    }\n  }\n};\n";
+        let f = SourceFile::new("u.cpp", "u.cpp".into(), Lang::C, text.to_string());
+        let p = plan(&f, 11).expect("an update");
+        assert_eq!(
+            p.directive.as_deref(),
+            Some("#pragma acc update device(b[0:n]) if(s % e == 0)")
+        );
+        assert!(
+            p.text.contains("the `if` at line 8, writes at line 9"),
+            "{}",
+            p.text
+        );
+    }
+
     const READS: &str = "void f(int n, double *u) {\n  double seen = 0;\n  for (int step = 0; step < n; step++) {\n#pragma acc parallel loop present(u[0:n])\n    for (int i = 0; i < n; i++) u[i] += 1;\n#pragma acc update self(u[0:n])\n    if (step % 10 == 0) {\n      for (int i = 0; i < n; i++)\n        seen += u[i];\n    }\n  }\n}\n";
 
     #[test]

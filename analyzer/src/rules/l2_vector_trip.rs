@@ -42,12 +42,11 @@ pub fn check(cx: &Context) -> Checked {
                 .into_iter()
                 .filter(|x| x.has_loop() && x.clause("vector").is_some()),
         );
+        // The loop each `vector` directive governs, as the parser read it.
+        let syn = src.syntax();
         let found = vector_dirs.iter().find_map(|v| {
-            let lp = src
-                .loops
-                .iter()
-                .filter(|l| l.header_line > v.end_line)
-                .min_by_key(|l| l.header_line)?;
+            let i = syn.loop_of_directive(v.line)?;
+            let lp = src.loops().iter().find(|l| l.syntax == i)?;
             let trips = src.trip_count(lp)?;
             Some((v.line, lp.header_line, trips))
         });

@@ -326,108 +326,19 @@ pub struct Guard {
 
 impl SourceFile {
     /// The innermost `if` (without an `else` branch) whose guarded code
-    /// holds line `n`, looking only at `if`s that start in lines `a..=b`.
+    /// holds line `n`, looking only at `if`s that start in lines `a..=b`
+    /// (as the parser reads them).
     pub fn guard_of(&self, n: u32, a: u32, b: u32) -> Option<Guard> {
-        let t = &self.tokens;
-        let lo = t.partition_point(|x| x.line < a);
-        let hi = t.partition_point(|x| x.line <= b);
-        let mut best: Option<Guard> = None;
-        for k in lo..hi {
-            if t[k].key != "if" || t.get(k + 1).map(|x| x.text.as_str()) != Some("(") {
-                continue;
-            }
-            let Some(close) = matching(t, k + 1) else {
-                continue;
-            };
-            let body_end = match self.lang {
-                Lang::C => {
-                    let Some(end) = super::lex::c_statement_end(t, close + 1) else {
-                        continue;
-                    };
-                    // `if` ... `else`: the else branch is not guarded alike.
-                    if super::lex::c_statement_end(t, k) != Some(end) {
-                        continue;
-                    }
-                    t.get(end.checked_sub(1)?).map(|x| x.line)
-                }
-                Lang::Fortran => self.fortran_if_end(k, close),
-            };
-            let Some(end_line) = body_end else {
-                continue;
-            };
-            let first = t.get(close + 1).map(|x| x.line).unwrap_or(t[k].line);
-            if first <= n && n <= end_line {
-                // Later (inner) ifs replace outer ones.
-                let condition = if t[close].line == t[k].line {
-                    self.paren_text_after_if(t[k].line)
-                } else {
-                    None
-                };
-                best = Some(Guard {
-                    line: t[k].line,
-                    end_line,
-                    condition: condition.unwrap_or_else(|| self.tokens_text(k + 2, close)),
-                });
-            }
-        }
-        best
-    }
-
-    /// The condition of the `if (...)` on line `n`, exactly as written.
-    fn paren_text_after_if(&self, n: u32) -> Option<String> {
-        let l = self.line(n);
-        let lower = l.to_ascii_lowercase();
-        let at = lower.find("if")?;
-        let rest = &l[at + 2..];
-        let open = rest.find('(')?;
-        if !rest[..open].trim().is_empty() {
-            return None;
-        }
-        let mut depth = 0;
-        for (i, c) in rest[open..].char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(rest[open + 1..open + i].trim().to_string());
-                    }
-                }
-                _ => {}
-            }
-        }
-        None
-    }
-
-    /// The last line a Fortran `if (...)` guards: its own line for a
-    /// one-line `if`, else the line before its `else`/`end if`. None for
-    /// an `if` with an `else` branch.
-    fn fortran_if_end(&self, k: usize, close: usize) -> Option<u32> {
-        let t = &self.tokens;
-        if t.get(close + 1).map(|x| x.key.as_str()) != Some("then") {
-            return Some(t[k].line);
-        }
-        let mut depth = 0;
-        for j in close + 2..t.len() {
-            let w = t[j].key.as_str();
-            let next = t.get(j + 1).map(|x| x.key.as_str());
-            if w == "if" && t.get(j - 1).map(|x| x.key.as_str()) != Some("end") {
-                // A nested block `if (...) then`.
-                if let Some(c) = matching(t, j + 1) {
-                    if t.get(c + 1).map(|x| x.key.as_str()) == Some("then") {
-                        depth += 1;
-                    }
-                }
-            } else if (w == "end" && next == Some("if")) || w == "endif" {
-                if depth == 0 {
-                    return Some(t[j].line - 1);
-                }
-                depth -= 1;
-            } else if (w == "else" || w == "elseif") && depth == 0 {
-                return None;
-            }
-        }
-        None
+        // In the order they start: a later one that holds `n` is inside.
+        self.syntax()
+            .ifs
+            .iter()
+            .rfind(|g| (a..=b).contains(&g.line) && !g.has_else && g.first <= n && n <= g.last)
+            .map(|g| Guard {
+                line: g.line,
+                end_line: g.last,
+                condition: g.condition.clone(),
+            })
     }
 }
 
@@ -462,5 +373,35 @@ mod guard_tests {
             Some("s > 2".to_string())
         );
         assert_eq!(f.guard_of(7, 2, 8), None);
+        // An `if` with an `else`, and a condition over two lines.
+        let text = "program p\n  do s = 1, n\n    if (s > 2) then\n      a = 1\n    else\n      a = 2\n    end if\n    if (mod(s, 4) == 0 .and. &\n        s > 1) then\n      b = s\n    end if\n  end do\nend program p\n";
+        let f = SourceFile::new("g.f90", "g.f90".into(), Lang::Fortran, text.to_string());
+        assert_eq!(f.guard_of(4, 2, 12), None, "an if with an else");
+        let g = f.guard_of(10, 2, 12).expect("guarded");
+        assert_eq!(
+            (g.line, g.end_line, g.condition.as_str()),
+            (8, 10, "mod(s, 4) == 0 .and. s > 1")
+        );
+    }
+
+    /// C++ through its grammar: a guard inside a range-for over a
+    /// std::vector, the innermost of two, and one that is not the loop's.
+    #[test]
+    fn cpp_guards() {
+        let text = "#include <vector>\nvoid f(std::vector<double> &v, int n) {\n  if (n > 0) {\n    for (int s = 0; s < n; s++) {\n      if (s % 4 == 0)\n        for (auto &x : v) {\n          if (x > 1.0) x = 0;\n        }\n    }\n  }\n}\n";
+        let f = SourceFile::new("g.cpp", "g.cpp".into(), Lang::C, text.to_string());
+        let g = f.guard_of(7, 4, 9).expect("guarded");
+        assert_eq!(
+            (g.line, g.end_line, g.condition.as_str()),
+            (7, 7, "x > 1.0")
+        );
+        let g = f.guard_of(6, 4, 9).expect("guarded");
+        assert_eq!(
+            (g.line, g.end_line, g.condition.as_str()),
+            (5, 8, "s % 4 == 0")
+        );
+        // The `if` at line 3 starts before the loop's lines.
+        assert_eq!(f.guard_of(4, 4, 9), None);
+        assert_eq!(f.guard_of(4, 2, 9).map(|g| g.line), Some(3));
     }
 }

@@ -13,6 +13,7 @@ use std::path::Path;
 use super::lex::c_statement_end;
 use super::lex::{matching, strip_f_comment, tokenize_c, tokenize_fortran, Tok, Token};
 use super::lex::{C_KEYWORDS, C_TYPES};
+use super::syntax::IntExpr;
 use super::{Lang, SourceFile};
 
 /// How deep names may refer to names, and headers include headers.
@@ -255,9 +256,31 @@ impl SourceFile {
         self.resolve(name, At { line: n, tok }, 0)
     }
 
-    /// The value of the integer expression `toks` read at `at`.
-    pub(super) fn int_value(&self, toks: &[Token], at: At) -> Option<i64> {
-        self.eval(toks, at, 0)
+    /// The value of the integer expression `e` (a loop bound the parser
+    /// read) as the code at line `n` reads it.
+    pub fn int_expr(&self, e: &IntExpr, n: u32) -> Option<i64> {
+        let tok = self.tokens.partition_point(|t| t.line < n);
+        self.expr_value(e, At { line: n, tok })
+    }
+
+    fn expr_value(&self, e: &IntExpr, at: At) -> Option<i64> {
+        match e {
+            IntExpr::Lit(s) => int_literal(s, self.lang),
+            IntExpr::Name(n) => self.resolve(n, at, 0),
+            IntExpr::Neg(a) => self.expr_value(a, at)?.checked_neg(),
+            IntExpr::Bin(op, a, b) => {
+                let (a, b) = (self.expr_value(a, at)?, self.expr_value(b, at)?);
+                match op {
+                    '+' => a.checked_add(b),
+                    '-' => a.checked_sub(b),
+                    '*' => a.checked_mul(b),
+                    '/' => a.checked_div(b),
+                    '%' => a.checked_rem(b),
+                    '^' => a.checked_pow(u32::try_from(b).ok()?),
+                    _ => None,
+                }
+            }
+        }
     }
 
     fn eval(&self, toks: &[Token], at: At, depth: usize) -> Option<i64> {

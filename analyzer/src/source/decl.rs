@@ -50,7 +50,7 @@ impl SourceFile {
         let hi = self.tokens.partition_point(|t| t.line <= b);
         let mut out = Vec::new();
         for lp in self
-            .loops
+            .loops()
             .iter()
             .filter(|l| a <= l.header_line && l.header_line <= b)
         {

@@ -1,7 +1,6 @@
 //! OpenACC directives: sentinels, clauses and their arguments, queues,
 //! and the block a directive applies to.
 
-use super::lex::c_statement_end;
 use super::lex::{
     is_f_directive, split_c_comment, split_f_comment, split_f_directive, strip_f_comment,
 };
@@ -315,26 +314,20 @@ impl SourceFile {
     pub fn block_of(&self, d: &Directive) -> Option<(u32, u32, Option<u32>)> {
         match self.lang {
             Lang::C => {
-                let t = self.tokens.iter().position(|t| t.line > d.end_line)?;
-                let end = c_statement_end(&self.tokens, t)?;
-                Some((self.tokens[t].line, self.tokens[end - 1].line, None))
+                // The statement the parser found first after the directive
+                // (an outer one before those it holds).
+                let s = self.syntax().statement_after(d.end_line)?;
+                Some((s.from.0, s.last, None))
             }
             Lang::Fortran => {
                 let name = d.construct_name();
                 if d.has_loop() {
-                    let lp = self
-                        .loops
-                        .iter()
-                        .filter(|l| l.header_line > d.end_line)
-                        .min_by_key(|l| l.header_line)?;
-                    // Only blank lines or comments may come between.
-                    let gap_ok = (d.end_line + 1..lp.header_line)
-                        .all(|n| strip_f_comment(self.line(n), false).trim().is_empty());
-                    if !gap_ok {
-                        return None;
-                    }
-                    let closing = self.end_directive_after(lp.end_line, &name);
-                    return Some((lp.header_line, lp.end_line, closing));
+                    // The loop right after the directive (blank lines and
+                    // comments between).
+                    let syn = self.syntax();
+                    let lp = &syn.loops[syn.loop_of_directive(d.line)?];
+                    let closing = self.end_directive_after(lp.end, &name);
+                    return Some((lp.start, lp.end, closing));
                 }
                 let words = d.construct.first()?.clone();
                 let mut depth = 0;
@@ -549,6 +542,39 @@ mod tests {
         assert_eq!((d.line, d.end_line), (4, 5));
         assert_eq!(d.data_vars(), ["x"]);
         assert_eq!(s.block_of(&d), Some((6, 8, Some(9))));
+        // A `loop` directive governs the counted loop right after it, a
+        // labelled one too; a `do while` is none.
+        let text = "program p\n  !$acc parallel\n  !$acc loop\n  ! rows\n  outer: do i = 1, 10\n    x(i) = i\n  end do outer\n  !$acc loop\n  do while (x(1) < 5)\n    x(1) = x(1) + 1\n  end do\n  !$acc end parallel\nend program p\n";
+        let s = SourceFile::new("p.f90", "p.f90".into(), Lang::Fortran, text.into());
+        let d = s.directive_at(3).expect("loop directive");
+        assert_eq!(s.block_of(&d), Some((5, 7, None)));
+        let d = s.directive_at(8).expect("loop directive");
+        assert_eq!(s.block_of(&d), None);
+        let d = s.directive_at(2).expect("parallel");
+        assert_eq!(s.block_of(&d), Some((3, 11, Some(12))));
+    }
+
+    /// C++: the statement after a directive, as the C++ grammar parses
+    /// it (a range-for, a lambda's braces, a one-line body).
+    #[test]
+    fn cpp_blocks() {
+        let text = "#include <vector>\nvoid f(std::vector<double> &v) {\n  double *p = v.data();\n  int n = v.size();\n#pragma acc parallel loop copy(p[0:n])\n  for (int i = 0; i < n; i++)\n    p[i] = [](double x) { return x + 1; }(p[i]);\n#pragma acc update self(p[0:n])\n  for (auto &x : v) { if (x > 2) {\n      x = 2; } }\n}\n";
+        let s = SourceFile::new("b.cpp", "b.cpp".into(), Lang::C, text.into());
+        let d = s.directive_at(5).expect("directive");
+        assert_eq!(s.block_of(&d), Some((6, 7, None)));
+        let d = s.directive_at(8).expect("directive");
+        assert_eq!(s.block_of(&d), Some((9, 10, None)));
+        // Where a directive goes after a statement, and the tokens of the
+        // one after a directive.
+        assert_eq!(s.statement_end_line(6), 7);
+        assert_eq!(s.statement_end_line(9), 10);
+        assert_eq!(s.statement_end_line(3), 3);
+        let (a, b) = s.statement_after(8).expect("statement");
+        assert_eq!(
+            (s.tokens[a].text.as_str(), s.tokens[b - 1].text.as_str()),
+            ("for", "}")
+        );
+        assert_eq!(s.tokens[b].text, "}", "the function's brace comes next");
     }
 
     #[test]

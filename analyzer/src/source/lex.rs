@@ -17,16 +17,20 @@ pub struct Token {
     /// Lower case for Fortran identifiers, as written for C.
     pub key: String,
     pub line: u32,
+    /// Where it starts in its line, in characters (0-based): with the
+    /// line, a position the parse tree's nodes are matched to.
+    pub col: u32,
 }
 
 impl Token {
     /// A token whose key is its text.
-    fn new(kind: Tok, text: String, line: u32) -> Token {
+    fn new(kind: Tok, text: String, line: u32, col: usize) -> Token {
         Token {
             kind,
             key: text.clone(),
             text,
             line,
+            col: col as u32,
         }
     }
 }
@@ -311,8 +315,9 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 continue;
             }
             if c == '"' || c == '\'' {
+                let st = i;
                 i = past_string(&b, i, true);
-                out.push(Token::new(Tok::Number, "\"\"".into(), line));
+                out.push(Token::new(Tok::Number, "\"\"".into(), line, st));
                 continue;
             }
             if c.is_whitespace() {
@@ -330,7 +335,7 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 {
                     i = past_word(&b, i + 2);
                 }
-                out.push(Token::new(Tok::Ident, b[st..i].iter().collect(), line));
+                out.push(Token::new(Tok::Ident, b[st..i].iter().collect(), line, st));
                 continue;
             }
             if c.is_ascii_digit() || (c == '.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
@@ -343,7 +348,7 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 {
                     i += 1;
                 }
-                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line));
+                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line, st));
                 continue;
             }
             const OPS: &[&str] = &[
@@ -351,8 +356,8 @@ pub(super) fn tokenize_c(lines: &[String]) -> Vec<Token> {
                 "==", "!=", "<=", ">=", "&&", "||", "<<", ">>",
             ];
             let text = operator(&b, i, OPS);
+            out.push(Token::new(Tok::Punct, text.clone(), line, i));
             i += text.chars().count();
-            out.push(Token::new(Tok::Punct, text, line));
         }
     }
     out
@@ -368,8 +373,9 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
         while i < b.len() {
             let c = b[i];
             if c == '"' || c == '\'' {
+                let st = i;
                 i = past_string(&b, i, false);
-                out.push(Token::new(Tok::Number, "''".into(), line));
+                out.push(Token::new(Tok::Number, "''".into(), line, st));
                 continue;
             }
             if c.is_whitespace() || c == '&' {
@@ -385,6 +391,7 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
                     key: text.to_ascii_lowercase(),
                     text,
                     line,
+                    col: st as u32,
                 });
                 continue;
             }
@@ -403,7 +410,7 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
                 {
                     i += 1;
                 }
-                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line));
+                out.push(Token::new(Tok::Number, b[st..i].iter().collect(), line, st));
                 continue;
             }
             // .gt. style operators
@@ -416,14 +423,14 @@ pub(super) fn tokenize_fortran(lines: &[String]) -> Vec<Token> {
                 if j < b.len() && b[j] == '.' && j > i + 1 {
                     let text = b[st..=j].iter().collect::<String>().to_ascii_lowercase();
                     i = j + 1;
-                    out.push(Token::new(Tok::Punct, text, line));
+                    out.push(Token::new(Tok::Punct, text, line, st));
                     continue;
                 }
             }
             const OPS: &[&str] = &["==", "/=", "<=", ">=", "=>", "::", "**", "//"];
             let text = operator(&b, i, OPS);
+            out.push(Token::new(Tok::Punct, text.clone(), line, i));
             i += text.chars().count();
-            out.push(Token::new(Tok::Punct, text, line));
         }
     }
     out

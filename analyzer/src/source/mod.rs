@@ -1,18 +1,25 @@
 //! Reading the program's source at the lines a run attributes to its
 //! constructs: C/C++ and Fortran free form.
 //!
-//! This is a deliberately small reader, not a compiler front end: it masks
-//! comments and literals, tokenizes, and finds statements, loops, OpenACC
-//! directives with their clauses, array declarations and the names a region
-//! reads and writes. Every answer is about the text as written (macros are
-//! not expanded, but a loop bound named by an object-like macro, a constant
-//! or a Fortran parameter is read: see `consts`); callers treat a missing
-//! answer as "unknown" and say so.
+//! [`syntax`] parses each file with tree-sitter's C, C++ and Fortran
+//! grammars (on the first question). From its tree come the loops
+//! ([`SourceFile::loops`]: kinds, nests, index variables, bounds and trip
+//! counts), the `if` statements that guard host code
+//! ([`SourceFile::guard_of`]), the statement a directive applies to and
+//! where a statement ends ([`SourceFile::block_of`],
+//! [`SourceFile::statement_end_line`]), and per-statement read/write sets
+//! with affine subscripts for the structural advice (fusion, copy-backs).
 //!
-//! [`syntax`] reads the same file with tree-sitter's C, C++ and Fortran
-//! grammars (loops, nests, per-statement read/write sets with affine
-//! subscripts) for the structural advice (fusion, copy-backs); the rest of
-//! the readers here still answer the other rules.
+//! A small hand-written layer stays, for what the grammars do not know or
+//! what is not yet moved: OpenACC directives and their clauses (to the
+//! grammars a directive is a preprocessor line or a comment); the values
+//! of named constants (object-like macros read through quoted headers,
+//! `const` integers, Fortran parameters: the preprocessor's view, which
+//! the parse tree does not have; `consts`); and a token stream that the
+//! name uses, declarations, calls and statement lists of the data and
+//! queue proposals still walk (`uses`, `decl`, `calls`, `stmts`), matched
+//! to the tree's nodes by line and column. Every answer is about the text
+//! as written; callers treat a missing answer as "unknown" and say so.
 
 mod calls;
 mod consts;
@@ -36,7 +43,7 @@ pub use set::SourceSet;
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
-use loops::{c_functions, c_loops, fortran_loops, fortran_units};
+use loops::{c_functions, fortran_units};
 
 /// Lookup key of a name in `lang`: Fortran names are case-insensitive.
 pub(crate) fn lang_key(lang: Lang, name: &str) -> String {
@@ -83,7 +90,8 @@ pub struct SourceFile {
     pub text: String,
     pub lines: Vec<String>,
     pub tokens: Vec<Token>,
-    pub loops: Vec<Loop>,
+    /// The loops, from the parse tree (see [`SourceFile::loops`]).
+    loops: std::sync::OnceLock<Vec<Loop>>,
     /// Fortran: lines that end a program unit's executable part
     /// (`contains`, `end program/subroutine/function`); C: function ends.
     units: Vec<(u32, u32)>,
@@ -107,19 +115,17 @@ impl SourceFile {
             text,
             lines,
             tokens,
-            loops: Vec::new(),
+            loops: std::sync::OnceLock::new(),
             units: Vec::new(),
             pp: Vec::new(),
             syntax: std::sync::OnceLock::new(),
         };
         match lang {
             Lang::C => {
-                f.loops = c_loops(&f.tokens);
                 f.units = c_functions(&f.tokens);
                 f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
             }
             Lang::Fortran => {
-                f.loops = fortran_loops(&f.lines);
                 f.units = fortran_units(&f.lines);
             }
         }

@@ -125,11 +125,15 @@ impl SourceSet {
     fn drop_stale(&mut self, run: &Run) {
         use crate::model::ConstructClass;
         let mut stale: Vec<(String, String)> = Vec::new();
-        for (_, c) in run
+        // Each site once: a run reaches its constructs thousands of times
+        // (NPB SP class W: 29,303), its sites a few dozen.
+        let sites: BTreeSet<_> = run
             .constructs()
             .filter(|(_, c)| c.class == ConstructClass::Compute && c.parent.is_none())
-        {
-            let site = run.site(c.site);
+            .map(|(_, c)| c.site)
+            .collect();
+        for s in sites {
+            let site = run.site(s);
             let (Some(line), Some(src)) = (site.line, self.files.get(&site.file)) else {
                 continue;
             };

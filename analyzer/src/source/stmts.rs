@@ -108,26 +108,27 @@ impl SourceFile {
 }
 
 impl SourceFile {
-    /// The last line of the statement whose first token is on line `n`
-    /// (or, in Fortran, that line): where a directive goes after it.
+    /// The last line of the (outermost) statement that starts on line `n`
+    /// as the parser read it (or, in Fortran, that line): where a
+    /// directive goes after it.
     pub fn statement_end_line(&self, n: u32) -> u32 {
         if self.lang == Lang::Fortran {
             return n;
         }
-        let (lo, hi) = self.tokens_of_lines(n, n);
-        if lo >= hi {
-            return n;
-        }
-        c_statement_end(&self.tokens, lo)
-            .and_then(|end| self.tokens.get(end.checked_sub(1)?))
-            .map_or(n, |t| t.line.max(n))
+        self.syntax()
+            .statements
+            .iter()
+            .find(|s| s.from.0 == n)
+            .map_or(n, |s| s.last.max(n))
     }
 
-    /// The statement a directive ending at line `n` applies to, in C:
-    /// (its first token, one past its last).
+    /// The statement a directive ending at line `n` applies to, in C, as
+    /// the parser read it: (its first token, one past its last).
     pub fn statement_after(&self, n: u32) -> Option<(usize, usize)> {
-        let t = self.tokens.iter().position(|x| x.line > n)?;
-        Some((t, c_statement_end(&self.tokens, t)?))
+        let s = self.syntax().statement_after(n)?;
+        let at = |p: super::syntax::Pos| self.tokens.partition_point(|t| (t.line, t.col) < p);
+        let (a, b) = (at(s.from), at(s.to));
+        (a < b).then_some((a, b))
     }
 
     /// The function a statement (tokens `a..b`) does nothing but call:

@@ -202,14 +202,35 @@ fn trip_counts() {
     let counts: Vec<Option<u64>> = (2..=6)
         .map(|l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
         .collect();
-    assert_eq!(counts, [Some(16), Some(8), None, None, Some(12)]);
-    let text = "program p\n  integer :: j\n  do j = 1, 16\n  end do\n  do j = 1, n\n  end do\nend program p\n";
+    // Any constant step counts: 0, 2, ..., 14.
+    assert_eq!(counts, [Some(16), Some(8), None, Some(8), Some(12)]);
+    let text = "program p\n  integer :: j\n  do j = 1, 16\n  end do\n  do j = 1, n\n  end do\n  do j = 16, 1, -3\n  end do\n  do while (j < 16)\n  end do\nend program p\n";
     let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
-    let counts: Vec<Option<u64>> = [3, 5]
+    let counts: Vec<Option<u64>> = [3, 5, 7, 9]
         .iter()
         .map(|&l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
         .collect();
-    assert_eq!(counts, [Some(16), None]);
+    assert_eq!(counts, [Some(16), None, Some(6), None]);
+    assert_eq!(s.loop_at(9).map(|l| l.kind.as_str()), Some("do while"));
+}
+
+/// C++ through the C++ grammar: counting down, a `constexpr` bound, a
+/// range-for and a `while` are loops, the last two without a count.
+#[test]
+fn trip_counts_in_cpp() {
+    let text = "#include <vector>\nconstexpr int W = 48;\nvoid f(std::vector<double> &v, int n) {\n  for (int j = W - 1; j >= 0; --j) v[j] = 0;\n  for (auto &x : v) x = 1;\n  for (int j = 0; j < W / 2; j += 4) v[j] = 2;\n  while (n > 0) n--;\n}\n";
+    let s = SourceFile::new("t.cpp", "t.cpp".into(), Lang::C, text.into());
+    let counts: Vec<Option<u64>> = (4..=7)
+        .map(|l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
+        .collect();
+    assert_eq!(counts, [Some(48), None, Some(6), None]);
+    let kinds: Vec<&str> = s.loops().iter().map(|l| l.kind.as_str()).collect();
+    assert_eq!(kinds, ["for", "for", "for", "while"]);
+    assert_eq!(
+        s.loop_index(s.loop_at(4).expect("loop")).as_deref(),
+        Some("j")
+    );
+    assert_eq!(s.loop_index(s.loop_at(7).expect("loop")), None);
 }
 
 #[test]
@@ -227,6 +248,10 @@ fn trip_counts_of_named_bounds() {
         .map(|&l| s.loop_at(l).and_then(|lp| s.trip_count(lp)))
         .collect();
     assert_eq!(counts, [Some(16), Some(14), None]);
+    // Steps and bounds of named constants, `**` among the arithmetic.
+    let text = "program p\n  integer, parameter :: m = 2, s = 3\n  integer :: j\n  do j = 1, m**4, s\n  end do\nend program p\n";
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
+    assert_eq!(s.loop_at(4).and_then(|lp| s.trip_count(lp)), Some(6));
 }
 
 /// What the user names wins over the path the trace recorded: a file

@@ -133,9 +133,86 @@ pub struct Stmt {
     pub guarded: bool,
 }
 
-/// One loop (C `for`, Fortran `do`).
+/// What kind of loop: counted (C `for`, Fortran `do`), or run while a
+/// condition holds (C `while` and `do ... while`, Fortran `do while`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopKind {
+    For,
+    While,
+    DoWhile,
+}
+
+/// An integer expression as written (a loop bound): literals, names and
+/// arithmetic. Names get their values from the file's constants
+/// ([`SourceFile::int_expr`]), when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IntExpr {
+    /// A literal as written (`16`, `0x10`, `16_8`).
+    Lit(String),
+    /// A name (Fortran: lower case).
+    Name(String),
+    Neg(Box<IntExpr>),
+    /// `+ - * / %`, and `^` for Fortran's `**`.
+    Bin(char, Box<IntExpr>, Box<IntExpr>),
+}
+
+impl IntExpr {
+    fn bin(op: char, l: IntExpr, r: IntExpr) -> IntExpr {
+        IntExpr::Bin(op, Box::new(l), Box::new(r))
+    }
+}
+
+/// A counted loop's index values as written: the first, the last
+/// (inclusive: C's `i < n` is `n - 1`; None where the bound is not an
+/// integer expression) and the step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bounds {
+    pub first: IntExpr,
+    pub last: Option<IntExpr>,
+    pub step: IntExpr,
+}
+
+/// A place in the text: line (1-based) and column in characters
+/// (0-based), as the tokens of [`super::Token`] count them.
+pub type Pos = (u32, u32);
+
+/// Where a statement starts and ends (one past its last character), and
+/// its last line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statement {
+    pub from: Pos,
+    pub to: Pos,
+    pub last: u32,
+}
+
+/// An `if` statement: its condition, and the lines its first branch
+/// guards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct If {
+    pub line: u32,
+    /// The condition as written, without its parentheses (whitespace
+    /// runs as one space).
+    pub condition: String,
+    /// First and last line of the code the condition guards (a Fortran
+    /// block `if`: from its own line to the line before its `end if`).
+    pub first: u32,
+    pub last: u32,
+    /// It has an `else` (or `else if`) branch.
+    pub has_else: bool,
+}
+
+/// One loop (C `for`, `while`, `do`; Fortran `do`, `do while`).
 #[derive(Debug, Clone)]
 pub struct SLoop {
+    pub kind: LoopKind,
+    /// Where the loop statement starts and ends (one past its last
+    /// character), and where its body starts (C).
+    pub from: Pos,
+    pub to: Pos,
+    pub body_at: Option<Pos>,
+    /// The index's first and last values and step, where the header
+    /// says them with integer expressions.
+    pub bounds: Option<Bounds>,
     /// The loop variable, when the header names one.
     pub var: Option<String>,
     /// Lower bound, bound test and step as written (spaces removed, the
@@ -181,14 +258,27 @@ pub struct Function {
 pub struct Syntax {
     pub functions: Vec<Function>,
     pub loops: Vec<SLoop>,
+    /// Every `if` statement, in the order they start.
+    pub ifs: Vec<If>,
+    /// Statements (C), in the order they start; a statement holding
+    /// others comes before them.
+    pub statements: Vec<Statement>,
     /// The grammar found errors (ERROR or MISSING nodes) on these lines.
     pub error_lines: Vec<u32>,
 }
 
 impl Syntax {
-    /// The loop a directive starting at `line` governs.
+    /// The first statement (C) that starts after line `n`: the one a
+    /// directive ending there applies to.
+    pub fn statement_after(&self, n: u32) -> Option<&Statement> {
+        self.statements.iter().find(|s| s.from.0 > n)
+    }
+
+    /// The counted loop a directive starting at `line` governs.
     pub fn loop_of_directive(&self, line: u32) -> Option<usize> {
-        self.loops.iter().position(|l| l.directive == Some(line))
+        self.loops
+            .iter()
+            .position(|l| l.directive == Some(line) && l.kind == LoopKind::For)
     }
 
     /// The loops of the perfect nest starting at `l`, outermost first.
@@ -245,8 +335,19 @@ pub fn parse(
         guard: 0,
     };
     r.walk(tree.root_node());
+    r.branches(tree.root_node(), false);
     r.link(directive_at, text);
     r.out
+}
+
+/// C loop statements (Fortran's are all `do_loop`).
+fn c_loop(kind: &str) -> Option<LoopKind> {
+    match kind {
+        "for_statement" | "for_range_loop" => Some(LoopKind::For),
+        "while_statement" => Some(LoopKind::While),
+        "do_statement" => Some(LoopKind::DoWhile),
+        _ => None,
+    }
 }
 
 fn line(n: Node) -> u32 {
@@ -293,18 +394,148 @@ impl Reader<'_> {
                 self.children(n);
                 self.function = saved;
             }
-            "for_statement" | "do_loop" => {
+            _ if self.is_loop(n) => {
                 self.do_loop(n);
             }
             _ => self.children(n),
         }
     }
 
-    fn children(&mut self, n: Node) {
+    fn is_loop(&self, n: Node) -> bool {
+        match self.lang {
+            Lang::C => c_loop(n.kind()).is_some(),
+            Lang::Fortran => n.kind() == "do_loop",
+        }
+    }
+
+    /// Line and column (in characters) of byte `b` of the text.
+    fn pos_of(&self, b: usize, row: usize, col: usize) -> Pos {
+        let start = b - col;
+        let chars = String::from_utf8_lossy(&self.src[start..b]).chars().count();
+        (row as u32 + 1, chars as u32)
+    }
+
+    fn start_pos(&self, n: Node) -> Pos {
+        let p = n.start_position();
+        self.pos_of(n.start_byte(), p.row, p.column)
+    }
+
+    fn end_pos(&self, n: Node) -> Pos {
+        let p = n.end_position();
+        self.pos_of(n.end_byte(), p.row, p.column)
+    }
+
+    /// The `if` statements and (C) the statements under `n`, in the
+    /// order they start. `stmt`: `n` stands where a statement does.
+    fn branches(&mut self, n: Node, stmt: bool) {
+        if n.kind() == "if_statement" {
+            self.if_statement(n);
+        }
+        if stmt && self.lang == Lang::C && n.is_named() && !is_aside(n.kind()) {
+            self.out.statements.push(Statement {
+                from: self.start_pos(n),
+                to: self.end_pos(n),
+                last: end_line(n),
+            });
+        }
+        // A statement's statements: a block's items, a loop's or a
+        // branch's body.
+        let holds = matches!(
+            n.kind(),
+            "compound_statement"
+                | "translation_unit"
+                | "declaration_list"
+                | "else_clause"
+                | "case_statement"
+                | "labeled_statement"
+                | "preproc_if"
+                | "preproc_ifdef"
+                | "preproc_else"
+                | "preproc_elif"
+        );
         let mut c = n.walk();
-        let kids: Vec<Node> = n.children(&mut c).collect();
-        for k in kids {
-            self.walk(k);
+        if !c.goto_first_child() {
+            return;
+        }
+        loop {
+            let field = c.field_name();
+            let is_stmt = (holds
+                && !matches!(field, Some("condition" | "name" | "value" | "label")))
+                || matches!(field, Some("body" | "consequence" | "alternative"));
+            self.branches(c.node(), is_stmt);
+            if !c.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+
+    fn if_statement(&mut self, n: Node) {
+        let at = line(n);
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        let (cond, first, last, has_else) = match self.lang {
+            Lang::C => {
+                let Some(cond) = n.child_by_field_name("condition") else {
+                    return;
+                };
+                let Some(body) = n.child_by_field_name("consequence") else {
+                    return;
+                };
+                let has_else = n.child_by_field_name("alternative").is_some();
+                (cond, line(body), end_line(body), has_else)
+            }
+            Lang::Fortran => {
+                let Some(cond) = kids
+                    .iter()
+                    .find(|k| k.kind() == "parenthesized_expression")
+                    .copied()
+                else {
+                    return;
+                };
+                let has_else = kids
+                    .iter()
+                    .any(|k| matches!(k.kind(), "else_clause" | "elseif_clause"));
+                let last = match kids.iter().find(|k| k.kind() == "end_if_statement") {
+                    // A block `if`: up to the line before its `end if`.
+                    Some(e) => line(*e).saturating_sub(1).max(at),
+                    // `if (c) statement`: its own line.
+                    None => end_line(n),
+                };
+                (cond, at, last, has_else)
+            }
+        };
+        let text = self.text(cond);
+        let t = text.trim();
+        let t = t
+            .strip_prefix('(')
+            .and_then(|x| x.strip_suffix(')'))
+            .unwrap_or(t);
+        let condition = t
+            .split_whitespace()
+            .filter(|w| !(self.lang == Lang::Fortran && *w == "&"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.out.ifs.push(If {
+            line: at,
+            condition,
+            first,
+            last,
+            has_else,
+        });
+    }
+
+    fn children(&mut self, n: Node) {
+        // A cursor, not a list of the children: every node of the file
+        // comes through here.
+        let mut c = n.walk();
+        if !c.goto_first_child() {
+            return;
+        }
+        loop {
+            self.walk(c.node());
+            if !c.goto_next_sibling() {
+                break;
+            }
         }
     }
 
@@ -343,7 +574,23 @@ impl Reader<'_> {
             Lang::C => self.c_range(n, var.as_deref()),
             Lang::Fortran => (self.f_range(n), false),
         };
+        let (kind, bounds) = match self.lang {
+            Lang::C => (
+                c_loop(n.kind()).unwrap_or(LoopKind::For),
+                self.c_bounds(n, var.as_deref()),
+            ),
+            Lang::Fortran => self.f_bounds(n),
+        };
+        let body_at = match self.lang {
+            Lang::C => n.child_by_field_name("body").map(|b| self.start_pos(b)),
+            Lang::Fortran => None,
+        };
         self.out.loops.push(SLoop {
+            kind,
+            from: self.start_pos(n),
+            to: self.end_pos(n),
+            body_at,
+            bounds,
             var,
             space,
             range,
@@ -379,7 +626,8 @@ impl Reader<'_> {
             .iter()
             .filter(|b| !matches!(b.kind(), "comment" | "preproc_call"))
             .count();
-        let only_loop = code == 1 && inner.len() == 1;
+        let only_loop =
+            code == 1 && inner.len() == 1 && self.out.loops[inner[0]].kind == LoopKind::For;
         let texts: Vec<String> = body_nodes.iter().map(|b| self.text(*b)).collect();
         let l = &mut self.out.loops[idx];
         l.stmts = stmts;
@@ -399,8 +647,11 @@ impl Reader<'_> {
     /// Walks statement `n` of a loop body: its accesses into `stmts`, the
     /// loops directly in it into `inner`.
     fn statements(&mut self, n: Node, stmts: &mut Vec<Stmt>, inner: &mut Vec<usize>) {
+        if self.is_loop(n) {
+            inner.push(self.do_loop(n));
+            return;
+        }
         match n.kind() {
-            "for_statement" | "do_loop" => inner.push(self.do_loop(n)),
             "comment" | "preproc_call" | "end_do_loop_statement" | "do_statement" => {}
             "preproc_ifdef" | "preproc_if" | "preproc_else" | "preproc_elif"
             | "preproc_elifdef" => {
@@ -726,47 +977,58 @@ impl Reader<'_> {
         (var, space, header, body.into_iter().collect())
     }
 
-    /// C: the loop's range, when its header is `v = lo; v < hi` (or `<=`,
-    /// `>`, `>=`) stepping by a constant; and whether it declares `v`.
+    /// C: the parts of a header `v = lo; v < hi; v++` (or `<=`, `>`,
+    /// `>=`, a constant step): the first value, the bound, the test as
+    /// `v OP bound`, and the step.
+    fn c_parts<'t>(&self, n: Node<'t>, v: &str) -> Option<(Node<'t>, Node<'t>, String, i64)> {
+        if n.kind() != "for_statement" {
+            return None;
+        }
+        let init = n.child_by_field_name("initializer")?;
+        let lower = match init.kind() {
+            "declaration" => init
+                .named_child(1)
+                .and_then(|d| d.child_by_field_name("value"))?,
+            "assignment_expression" => init.child_by_field_name("right")?,
+            _ => return None,
+        };
+        let cond = n.child_by_field_name("condition")?;
+        if cond.kind() != "binary_expression" {
+            return None;
+        }
+        let (l, r) = (
+            cond.child_by_field_name("left")?,
+            cond.child_by_field_name("right")?,
+        );
+        let op = self.text(cond.child_by_field_name("operator")?);
+        // `v < hi` or `hi > v`.
+        let (bound, op) = if self.text(l) == v {
+            (r, op)
+        } else if self.text(r) == v {
+            let flipped = match op.as_str() {
+                "<" => ">",
+                "<=" => ">=",
+                ">" => "<",
+                ">=" => "<=",
+                _ => return None,
+            };
+            (l, flipped.to_string())
+        } else {
+            return None;
+        };
+        let step = self.c_step(n.child_by_field_name("update")?, v)?;
+        Some((lower, bound, op, step))
+    }
+
+    /// C: the loop's range as affine expressions, when its header is
+    /// `v = lo; v < hi` (see [`Self::c_parts`]); and whether it declares `v`.
     fn c_range(&self, n: Node, var: Option<&str>) -> (Option<(Affine, Affine, i64)>, bool) {
         let init = n.child_by_field_name("initializer");
         let declares = init.is_some_and(|i| i.kind() == "declaration");
         let range = (|| {
-            let v = var?;
-            let lower = match init?.kind() {
-                "declaration" => init?
-                    .named_child(1)
-                    .and_then(|d| d.child_by_field_name("value"))?,
-                "assignment_expression" => init?.child_by_field_name("right")?,
-                _ => return None,
-            };
+            let (lower, bound, op, step) = self.c_parts(n, var?)?;
             let lower = self.affine(lower)?;
-            let cond = n.child_by_field_name("condition")?;
-            if cond.kind() != "binary_expression" {
-                return None;
-            }
-            let (l, r) = (
-                cond.child_by_field_name("left")?,
-                cond.child_by_field_name("right")?,
-            );
-            let op = self.text(cond.child_by_field_name("operator")?);
-            // `v < hi` or `hi > v`.
-            let (bound, op) = if self.text(l) == v {
-                (r, op)
-            } else if self.text(r) == v {
-                let flipped = match op.as_str() {
-                    "<" => ">",
-                    "<=" => ">=",
-                    ">" => "<",
-                    ">=" => "<=",
-                    _ => return None,
-                };
-                (l, flipped.to_string())
-            } else {
-                return None;
-            };
             let bound = self.affine(bound)?;
-            let step = self.c_step(n.child_by_field_name("update")?, v)?;
             let last = match (op.as_str(), step > 0) {
                 ("<", true) => bound.add(&Affine::konst(1), -1),
                 ("<=", true) | (">=", false) => bound,
@@ -776,6 +1038,99 @@ impl Reader<'_> {
             Some((lower, last, step))
         })();
         (range, declares)
+    }
+
+    /// C: the loop's bounds as integer expressions (see [`Self::c_parts`]).
+    fn c_bounds(&self, n: Node, var: Option<&str>) -> Option<Bounds> {
+        let (lower, bound, op, step) = self.c_parts(n, var?)?;
+        let bound = self.int_expr(bound);
+        let one = || IntExpr::Lit("1".into());
+        let last = match (op.as_str(), step > 0) {
+            ("<", true) => bound.map(|b| IntExpr::bin('-', b, one())),
+            ("<=", true) | (">=", false) => bound,
+            (">", false) => bound.map(|b| IntExpr::bin('+', b, one())),
+            _ => return None,
+        };
+        let size = IntExpr::Lit(step.unsigned_abs().to_string());
+        Some(Bounds {
+            first: self.int_expr(lower)?,
+            last,
+            step: if step < 0 {
+                IntExpr::Neg(Box::new(size))
+            } else {
+                size
+            },
+        })
+    }
+
+    /// Fortran: the kind of `do` loop `n` is, and its bounds
+    /// (`do v = first, last[, step]`).
+    fn f_bounds(&self, n: Node) -> (LoopKind, Option<Bounds>) {
+        let mut c = n.walk();
+        let Some(ds) = n
+            .named_children(&mut c)
+            .find(|x| x.kind() == "do_statement")
+        else {
+            return (LoopKind::For, None);
+        };
+        let mut c2 = ds.walk();
+        let kids: Vec<Node> = ds.named_children(&mut c2).collect();
+        if kids.iter().any(|k| k.kind() == "while_statement") {
+            return (LoopKind::While, None);
+        }
+        let bounds = (|| {
+            let ctl = kids
+                .iter()
+                .find(|x| x.kind() == "loop_control_expression")?;
+            let mut c3 = ctl.walk();
+            let parts: Vec<Node> = ctl.named_children(&mut c3).collect();
+            Some(Bounds {
+                first: self.int_expr(*parts.get(1)?)?,
+                last: self.int_expr(*parts.get(2)?),
+                step: match parts.get(3) {
+                    Some(s) => self.int_expr(*s)?,
+                    None => IntExpr::Lit("1".into()),
+                },
+            })
+        })();
+        (LoopKind::For, bounds)
+    }
+
+    /// `n` as an integer expression of literals and names.
+    fn int_expr(&self, n: Node) -> Option<IntExpr> {
+        match n.kind() {
+            "number_literal" => Some(IntExpr::Lit(self.text(n))),
+            "identifier" => Some(IntExpr::Name(self.key(&self.text(n)))),
+            "parenthesized_expression" if n.named_child_count() == 1 => {
+                self.int_expr(n.named_child(0)?)
+            }
+            "unary_expression" => {
+                let a = self.int_expr(n.named_child(0)?)?;
+                match self.text(n.child(0)?).as_str() {
+                    "-" => Some(IntExpr::Neg(Box::new(a))),
+                    "+" => Some(a),
+                    _ => None,
+                }
+            }
+            "binary_expression" | "math_expression" => {
+                let l = self.int_expr(n.child_by_field_name("left")?)?;
+                let r = self.int_expr(n.child_by_field_name("right")?)?;
+                let op = match (
+                    self.text(n.child_by_field_name("operator")?).as_str(),
+                    self.lang,
+                ) {
+                    ("+", _) => '+',
+                    ("-", _) => '-',
+                    ("*", _) => '*',
+                    ("/", _) => '/',
+                    ("%", Lang::C) => '%',
+                    ("**", Lang::Fortran) => '^',
+                    _ => return None,
+                };
+                Some(IntExpr::bin(op, l, r))
+            }
+            _ => None,
+        }
     }
 
     /// The constant step of a C loop's update expression over `v`.
@@ -917,7 +1272,11 @@ impl Reader<'_> {
         // Neighbours: a loop whose directive (or first line) follows the
         // end of another with nothing else between.
         let count = self.out.loops.len();
+        let counted = |l: &SLoop| l.kind == LoopKind::For;
         for a in 0..count {
+            if !counted(&self.out.loops[a]) {
+                continue;
+            }
             let after = self.out.loops[a]
                 .end_directive
                 .unwrap_or(self.out.loops[a].end);
@@ -927,7 +1286,8 @@ impl Reader<'_> {
                 }
                 let lb = &self.out.loops[b];
                 let first = lb.directive.unwrap_or(lb.start);
-                if first > after
+                if counted(lb)
+                    && first > after
                     && lb.function == self.out.loops[a].function
                     && (after + 1..first).all(|n| blank(n) || lines[n as usize - 1].trim() == "")
                 {
@@ -936,6 +1296,11 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Comments and preprocessor lines: not statements.
+fn is_aside(kind: &str) -> bool {
+    kind == "comment" || kind.starts_with("preproc_")
 }
 
 /// A preprocessor conditional line (`#ifdef`, `#else`, `#endif`, ...): a
