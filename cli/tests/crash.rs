@@ -391,16 +391,7 @@ fn accprof_run_within_a_minute(
     args: &[&str],
 ) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let child = Command::new(accprof())
-        .arg("run")
-        .arg("--lib")
-        .arg(collector_lib())
-        .arg("--output")
-        .arg(dir.join("t-%p.trace"))
-        .args(extra)
-        .arg("--")
-        .arg(program)
-        .args(args)
+    let child = accprof_run_command(dir, extra, program, args)
         .process_group(0)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

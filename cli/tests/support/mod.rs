@@ -125,8 +125,8 @@ fn compile(name: &str) -> PathBuf {
     exe
 }
 
-/// Runs `accprof run` with traces going to `dir`.
-pub fn accprof_run(dir: &Path, extra: &[&str], program: &Path, args: &[&str]) -> Output {
+/// The command `accprof run EXTRA -- program args`, traces going to `dir`.
+pub fn accprof_run_command(dir: &Path, extra: &[&str], program: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(accprof());
     cmd.arg("run")
         .arg("--lib")
@@ -137,7 +137,14 @@ pub fn accprof_run(dir: &Path, extra: &[&str], program: &Path, args: &[&str]) ->
         .arg("--")
         .arg(program)
         .args(args);
-    cmd.output().expect("accprof runs")
+    cmd
+}
+
+/// Runs `accprof run` with traces going to `dir`.
+pub fn accprof_run(dir: &Path, extra: &[&str], program: &Path, args: &[&str]) -> Output {
+    accprof_run_command(dir, extra, program, args)
+        .output()
+        .expect("accprof runs")
 }
 
 /// Every trace file in `dir`.
