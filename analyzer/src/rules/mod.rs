@@ -464,7 +464,7 @@ impl<'a> Context<'a> {
             .command_line
             .iter()
             .skip(1)
-            .map(|a| shell_word(a))
+            .map(|a| crate::shell::word(a))
             .collect();
         let run = if args.is_empty() {
             "{out}".to_string()
@@ -660,19 +660,6 @@ impl<'a> Context<'a> {
         } else {
             ns as f64 / wall as f64
         }
-    }
-}
-
-/// A word as a shell reads it inside single quotes (no quotes needed for
-/// plain words).
-fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("\"{}\"", s.replace(['"', '\''], ""))
     }
 }
 
