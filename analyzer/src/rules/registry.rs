@@ -10,10 +10,9 @@ use crate::source::SourceSet;
 use super::{
     a1_repeated_alloc, a2_unused_alloc, c1_stale_read, c2_lost_write, c3_unread_download,
     d1_duplicate_upload, d2_duplicate_download, d3_copy_not_needed, d4_round_trip,
-    d5_upload_up_to_date, d6_repeated_in_loop, l1_vector_multiple, l2_vector_trip,
-    l3_single_gang, l4_launch_differs, l5_launch_bound, p1_partial_change, r1_runtime_bound,
-    r2_startup, s1_pageable, s2_sync_waits, s3_idle_gaps, s4_queue_order, u1_unused_upload,
-    Context,
+    d5_upload_up_to_date, d6_repeated_in_loop, l1_vector_multiple, l2_vector_trip, l3_single_gang,
+    l4_launch_differs, l5_launch_bound, p1_partial_change, r1_runtime_bound, r2_startup,
+    s1_pageable, s2_sync_waits, s3_idle_gaps, s4_queue_order, u1_unused_upload, Context,
 };
 
 /// Thresholds of the rules.
