@@ -66,7 +66,7 @@ impl Context<'_> {
     }
 }
 
-/// Groups items by key, keeping first-seen order of keys.
+/// Groups items by key, in key order, each group keeping its items' order.
 pub(crate) fn group_by<K: Ord + Clone, T>(
     items: impl IntoIterator<Item = (K, T)>,
 ) -> Vec<(K, Vec<T>)> {
@@ -77,8 +77,8 @@ pub(crate) fn group_by<K: Ord + Clone, T>(
     map.into_iter().collect()
 }
 
-/// Names of the buffers behind these transfers, in first-seen order:
-/// "A, Anew", or "2 buffers of 8.03 MiB" when unnamed.
+/// Names of the buffers behind these transfers, in alphabetical order
+/// (case aside): "A, Anew", or "2 buffers of 8.03 MiB" when unnamed.
 pub(crate) fn vars_label(cx: &Context, xs: &[&Xfer]) -> String {
     let mut names: Vec<String> = Vec::new();
     let mut unnamed: Vec<(u64, u64)> = Vec::new();
