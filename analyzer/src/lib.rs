@@ -17,6 +17,7 @@ pub mod patch;
 pub mod proposals;
 pub mod rules;
 pub mod runtime_facts;
+pub(crate) mod shell;
 pub mod source;
 pub mod summary;
 pub mod symbolize;
