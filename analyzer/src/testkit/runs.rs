@@ -64,6 +64,7 @@ impl RunBuilder {
             compute_capability: (9, 0),
             global_memory_bytes: 1 << 34,
         }];
+        run.summary = SummarySink::new().finish(run.process.clone());
         RunBuilder {
             run,
             t: 1_000,
