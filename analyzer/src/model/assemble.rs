@@ -142,32 +142,4 @@ impl Run {
             }
         }
     }
-
-    /// Sets the kernels, transfers and allocations of a run made by hand
-    /// (each table in the run's order).
-    #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn set_entities(
-        &mut self,
-        kernels: &[Kernel],
-        transfers: &[Transfer],
-        allocs: &[DeviceAlloc],
-    ) {
-        let mut t = std::mem::take(&mut self.tables);
-        t.kernels = kernels.iter().map(|k| t.kernel_row(k)).collect();
-        t.transfers = transfers.iter().map(|x| t.transfer_row(x)).collect();
-        t.allocs = allocs.iter().map(|a| t.alloc_row(a)).collect();
-        t.seal();
-        self.tables = t;
-    }
-
-    /// The kernels the runtime's launch events tell of, for a run made by
-    /// hand without CUPTI (the join hands them over itself).
-    #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn launched_kernels(&mut self) -> Vec<Kernel> {
-        let unnamed = self.intern_name("?");
-        self.launches
-            .iter()
-            .map(|l| l.kernel(&self.construct(l.construct), unnamed))
-            .collect()
-    }
 }
