@@ -5,6 +5,7 @@
 //! It reads traces; it never runs programs and never writes files.
 
 pub mod analysis;
+pub mod builder;
 pub mod check;
 pub mod compare;
 pub mod findings;

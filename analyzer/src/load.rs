@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::model::{self, Run};
+use crate::builder;
+use crate::model::Run;
 use crate::symbolize::Symbolizer;
 
 /// A trace that could not be read at all. Its message is one line naming
@@ -167,7 +168,7 @@ pub fn summarize_run_with(
 pub fn load_run_with(path: &Path, opts: &LoadOptions) -> Result<Run, LoadError> {
     let reader = reader(path, opts)?;
     let mut symbolizer = symbolizer(opts);
-    let mut run = model::build_from_reader(reader, &mut symbolizer);
+    let mut run = builder::build_from_reader(reader, &mut symbolizer);
     run.add_notes(std::mem::take(&mut symbolizer.notes));
     Ok(run)
 }

@@ -265,3 +265,78 @@ fn idle_gaps_inside_constructs_are_the_runtimes_not_the_programs() {
         f.proposal.text
     );
 }
+
+/// A run made by hand with the test kit, as the rules' tests make theirs:
+/// its ledger counts each top-level construct's host time inside the
+/// constructs, at the construct's line site (the implicit data parts
+/// inside a compute construct are not counted again), the collector's
+/// hashing inside one as the collector's, and leaves the rest of the wall
+/// time to the program; without the driver's timings the time inside is
+/// not split, and the table's top-level rows sum to the wall time.
+#[test]
+fn a_hand_made_run_has_its_ledger() {
+    use accprof_analyzer::ledger::Account;
+    use accprof_analyzer::testkit::runs::RunBuilder;
+    use accprof_analyzer::ConstructClass;
+    use accprof_trace::{BufferHash, CopyKind, Direction, HashMode};
+    let mut b = RunBuilder::new(HashMode::Full);
+    let (s10, s20, s30) = (
+        b.site("app.c", 10),
+        b.site("app.c", 20),
+        b.site("app.c", 30),
+    );
+    let a = b.buf(1 << 20, 1);
+    // The program's own code before the first construct and between them.
+    b.t += 50_000;
+    let first = b.gcc_compute(s10, &[a], 40_000, 64, &[a]);
+    b.t += 30_000;
+    let second = b.gcc_compute(s20, &[a], 10_000, 64, &[]);
+    b.t += 20_000;
+    let update = b.open(ConstructClass::Update, s30, None);
+    b.copy(update, CopyKind::DeviceToHost, a, 25_000);
+    b.close(update);
+    // The collector hashed the buffer for 2 us inside the first construct.
+    let (time_ns, region) = (b.construct_mut(first).start_ns + 1_500, b.region(first));
+    b.run.hashes.push(BufferHash {
+        time_ns,
+        region,
+        correlation: u32::MAX,
+        direction: Direction::Upload,
+        host_ptr: a.ptr,
+        bytes: a.bytes,
+        mode: HashMode::Full,
+        hash: 1,
+        hash_ns: Some(2_000),
+    });
+    let run = b.build();
+    let host = |c| run.construct(c).host_ns().expect("closed");
+    let l = run.ledger();
+    assert!(!l.timed);
+    assert_eq!(l.wall_ns, run.wall_ns());
+    let [t] = &l.threads[..] else {
+        panic!("one thread: {:?}", l.threads)
+    };
+    assert_eq!((t.thread, t.constructs), (1, 3));
+    let inside = host(first) + host(second) + host(update);
+    assert_eq!(t.inside_ns, inside);
+    assert_eq!(t.inside.total_ns(), 0);
+    assert_eq!(t.program_ns(l.wall_ns), run.wall_ns() - inside);
+    assert_eq!(t.collector_ns, 2_000);
+    for (c, hashing) in [(first, 2_000), (second, 0), (update, 0)] {
+        let s = l.site(run.line_site(c)).expect("a site with a construct");
+        assert_eq!(
+            (s.constructs, s.host_ns, s.collector_ns),
+            (1, host(c), hashing)
+        );
+    }
+    let rows = l.rows_of(t);
+    let accounts: Vec<Account> = rows.iter().map(|r| r.account).collect();
+    assert_eq!(
+        accounts,
+        [Account::Program, Account::Constructs, Account::Collector]
+    );
+    assert_eq!((rows[1].calls, rows[2].ns), (Some(3), 2_000));
+    let top = rows.iter().filter(|r| r.depth() == 0).map(|r| r.ns);
+    assert_eq!(top.sum::<u64>(), l.wall_ns);
+    assert_eq!(top_sum(l, 1), l.wall_ns);
+}

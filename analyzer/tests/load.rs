@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use accprof_analyzer::symbolize::Symbolizer;
-use accprof_analyzer::{model, LoadOptions};
+use accprof_analyzer::{builder, LoadOptions};
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures");
@@ -37,7 +37,7 @@ fn sequential(trace: &Path) -> String {
         .with_resync(true);
     let mut symbolizer = Symbolizer::with_search_dirs(vec![bin_dir(trace)]);
     symbolizer.recorded_paths = false;
-    let mut run = model::build_from_reader(reader, &mut symbolizer);
+    let mut run = builder::build_from_reader(reader, &mut symbolizer);
     run.add_notes(std::mem::take(&mut symbolizer.notes));
     format!("{run:?}")
 }

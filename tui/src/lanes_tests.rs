@@ -21,9 +21,28 @@ fn lane(spans: &[(u64, u64)]) -> Lane {
     lanes.remove(0)
 }
 
+/// The lane of a device queue whose kernels ran at `spans` (start, end),
+/// in that order: events of one lane that overlap (a trace never has a
+/// thread's top-level constructs overlap: the join nests them).
+fn queue_lane(spans: &[(u64, u64)]) -> Lane {
+    let mut b = RunBuilder::new(HashMode::Off);
+    let site = b.site("a.c", 10);
+    let c = b.open(ConstructClass::Compute, site, None);
+    for &(s, e) in spans {
+        let k = b.kernel(c, 1, 1).expect("CUPTI records the kernels");
+        let k = b.kernel_mut(k);
+        (k.start_ns, k.end_ns) = (s, e);
+    }
+    b.close(c);
+    let run = Arc::new(b.build());
+    let mut lanes = RunLanes::device_lanes(&run, 0);
+    assert!(matches!(lanes[0].kind, LaneKind::Stream { .. }));
+    lanes.remove(0)
+}
+
 #[test]
 fn a_column_counts_the_events_starting_in_it_and_sees_longer_ones_through() {
-    let l = lane(&[(0, 35), (12, 13), (14, 15), (50, 51)]);
+    let l = queue_lane(&[(0, 35), (12, 13), (14, 15), (50, 51)]);
     let mut cells = [Cell::default(); 6];
     l.cells(0.0, 10.0, &mut cells);
     let counts: Vec<u32> = cells.iter().map(|c| c.count).collect();
@@ -51,7 +70,7 @@ fn lanes_keep_handles_and_read_times_from_the_model() {
     );
     // An event of 5 s with a short one inside: the reach is kept.
     let long = 5_000_000_000;
-    let l = lane(&[(0, long), (10, 20)]);
+    let l = queue_lane(&[(0, long), (10, 20)]);
     assert!(!l.reach.is_empty());
     assert_eq!((l.end(0), l.end(1), l.last_end()), (long, 20, long));
     let mut cells = [Cell::default(); 2];
@@ -107,7 +126,7 @@ fn busy_time_counts_overlapping_events_once_in_any_window() {
     // index is walked across several blocks.
     let mut spans = vec![(50, 60), (0, 30), (10, 20), (25, 40)];
     spans.extend((0..300u64).map(|i| (100 + i * 10, 100 + i * 10 + 3)));
-    let l = lane(&spans);
+    let l = queue_lane(&spans);
     // Covered: 0..40, 50..60 and 3 ns of every 10 from 100.
     let truth = |a: u64, b: u64| {
         (a..b)

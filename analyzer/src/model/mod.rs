@@ -7,10 +7,11 @@
 //! to what it caused and from a construct to its line (index.rs), the
 //! names of the buffers the transfers moved (variables.rs), each event's
 //! track and the runs' one clock (tracks.rs), the read
-//! API every view asks (run.rs), and the builder that the join fills
-//! (builder.rs). Only the builder knows the join.
+//! API every view asks (run.rs), and a run put together from its finished
+//! parts (assemble.rs). The model knows no join: the builder (builder/)
+//! reads a trace through the join and hands the model its parts.
 
-mod builder;
+mod assemble;
 mod entities;
 mod facts;
 mod index;
@@ -20,12 +21,13 @@ mod tables;
 mod tracks;
 mod variables;
 
-pub use builder::{build, build_from_reader};
+pub(crate) use assemble::Parts;
 pub use entities::*;
 pub use facts::{Placement, Totals, ACC_DEVICE_HOST};
 pub(crate) use index::LineSites;
 pub use process::Process;
 pub use run::{Entities, Rows, Run};
+pub(crate) use tables::Tables;
 pub use tables::{AllocRow, ConstructRow, KernelRow, TransferRow};
 pub use tracks::{CopyDirection, Item, Track};
 pub use variables::NameOrigin;

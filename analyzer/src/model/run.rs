@@ -317,47 +317,6 @@ impl Run {
         t.construct_shapes.get(t.constructs[id.index()].shape)
     }
 
-    /// Derives, once the tables are complete, what the views read instead
-    /// of working it out each: each construct's reporting site and each
-    /// structured region's exit's kind (for a run made by hand, in the
-    /// join's order), the kernels, transfers, allocations, memsets and
-    /// launches of each construct, the totals, and where the constructs
-    /// ran.
-    #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn derive(&mut self) {
-        self.derive_indices();
-        self.derive_names();
-        self.collector_spans = collector_spans(&self.hashes, Vec::new());
-        self.process.totals = Totals::of(self);
-        self.process.placement = Placement::of(self);
-    }
-
-    /// Sets the constructs of a run made by hand (in start order), with
-    /// each one's reporting site and each structured region's exit's kind
-    /// worked out as the join does.
-    #[cfg(any(test, feature = "testkit"))]
-    pub(crate) fn set_constructs(&mut self, constructs: &[Construct]) {
-        let mut cs = constructs.to_vec();
-        let mut line_sites = LineSites::default();
-        for i in 0..cs.len() {
-            cs[i].depth = match cs[i].parent {
-                Some(p) if p.index() < i => cs[p.index()].depth.saturating_add(1),
-                _ => 0,
-            };
-            let top_line = cs[i].parent.map(|_| {
-                let mut top = i;
-                while let Some(p) = cs[top].parent {
-                    top = p.index();
-                }
-                cs[top].line_site
-            });
-            let (line, kind) = line_sites.assign(&cs[i], top_line);
-            cs[i].line_site = line;
-            cs[i].kind = kind;
-        }
-        self.tables.constructs = cs.iter().map(|c| self.tables.construct_row(c)).collect();
-    }
-
     /// The construct -> entity indices.
     /// The kernels' and launches' indices are made beside the others, on
     /// a second thread: on a large run they are about half the work.
@@ -691,25 +650,3 @@ impl<I, R, T> DoubleEndedIterator for Rows<'_, I, R, T> {
 }
 
 impl<I, R, T> ExactSizeIterator for Rows<'_, I, R, T> {}
-
-// Runs made by hand (tests) sum their totals and read their placement
-// from their finished tables; the join does it as it goes.
-impl Totals {
-    #[cfg(any(test, feature = "testkit"))]
-    pub(super) fn of(run: &Run) -> Totals {
-        let mut t = Totals::default();
-        run.kernels().for_each(|(_, k)| t.add_kernel(&k));
-        run.transfers().for_each(|(_, x)| t.add_transfer(&x));
-        run.constructs().for_each(|(_, c)| t.add_construct(&c));
-        t
-    }
-}
-
-impl Placement {
-    #[cfg(any(test, feature = "testkit"))]
-    pub(super) fn of(run: &Run) -> Placement {
-        let mut p = Placement::new(&run.process.header);
-        run.constructs().for_each(|(_, c)| p.add(&c));
-        p
-    }
-}

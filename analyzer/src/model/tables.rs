@@ -154,7 +154,7 @@ pub(crate) struct AllocShape {
 #[derive(Debug, Clone, Copy)]
 pub struct AllocRow {
     pub(super) alloc_ns: u64,
-    pub(super) free_ns: u64,
+    pub(crate) free_ns: u64,
     pub(crate) construct: Option<ConstructId>,
     pub(super) shape: u32,
 }
@@ -175,7 +175,7 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
-    pub(super) fn construct_row(&mut self, c: &Construct) -> ConstructRow {
+    pub(crate) fn construct_row(&mut self, c: &Construct) -> ConstructRow {
         let shape = self.construct_shapes.intern(ConstructShape {
             site: c.site,
             line_site: c.line_site,
@@ -217,7 +217,7 @@ impl Tables {
         }
     }
 
-    pub(super) fn kernel_row(&mut self, k: &Kernel) -> KernelRow {
+    pub(crate) fn kernel_row(&mut self, k: &Kernel) -> KernelRow {
         let shape = self.kernel_shapes.intern(KernelShape {
             name: k.name,
             grid: k.grid,
@@ -257,7 +257,7 @@ impl Tables {
         }
     }
 
-    pub(super) fn transfer_row(&mut self, t: &Transfer) -> TransferRow {
+    pub(crate) fn transfer_row(&mut self, t: &Transfer) -> TransferRow {
         let shape = self.transfer_shapes.intern(TransferShape {
             kind: t.kind,
             src: t.src,
@@ -301,7 +301,7 @@ impl Tables {
         }
     }
 
-    pub(super) fn alloc_row(&mut self, a: &DeviceAlloc) -> AllocRow {
+    pub(crate) fn alloc_row(&mut self, a: &DeviceAlloc) -> AllocRow {
         let shape = self.alloc_shapes.intern(AllocShape {
             bytes: a.bytes,
             device_ptr: a.device_ptr,

@@ -12,7 +12,6 @@ fn in_flight_transfers_give_their_sizes_as_every_view_does() {
     let big = b.buf(8_421_408, 2);
     b.copy(c, CopyKind::HostToDevice, small, 1_000);
     b.copy(c, CopyKind::DeviceToHost, big, 2_000);
-    b.run.process.open_at_end.push(c);
     let run = b.build();
     let f = run.in_flight().expect("a construct in flight");
     assert_eq!(

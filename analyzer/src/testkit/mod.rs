@@ -3,8 +3,8 @@
 //! with a bless switch ([`golden`]) and readers of an analysis
 //! ([`findings`]), for the tests of this crate and of the crates that test
 //! with it (feature `testkit`, as a dev-dependency). Test
-//! code only: it panics on failure and builds runs the model's builder
-//! would not check.
+//! code only: it panics on failure. Every run it makes, by hand or from
+//! records, is read through the join, as `accprof` reads a trace.
 
 pub mod findings;
 pub mod fixtures;

@@ -1,17 +1,21 @@
 //! Hand-built runs for the rules' tests: sites, constructs, transfers,
-//! kernels and allocations put into a [`Run`] directly, on a clock that
-//! every helper advances, and one rule run on them.
+//! kernels and allocations made on a clock that every helper advances,
+//! written as the collector's records and read through the join as a
+//! trace is (so the summary and the ledger are made the one way), and
+//! one rule run on them.
 
-use accprof_trace::{Clock, CopyKind, Device, HashMode, Header, MemoryKind, SourceState, Sources};
+use accprof_trace::{
+    AccDetail, AccEvent, AccEventKind, ApiCall, ApiPhase, BufferHash, Clock, CopyKind, DataInfo,
+    Device, Direction, DriverApi, DriverCall, HashMode, Header, KernelRecord, LaunchInfo,
+    MemcpyRecord, MemoryKind, Record, RegionId, SourceLocation, SourceState, Sources, StringId,
+};
 
-use crate::join::{At, Sink};
 use crate::model::{
     AllocId, ApiRoutine, Construct, ConstructClass, ConstructId, DeviceAlloc, Kernel, KernelId,
     KernelSource, LaunchRequest, Run, Site, SiteId, Transfer, TransferId, TransferSource,
 };
 use crate::rules::{Checked, Context, Options};
 use crate::source::SourceSet;
-use crate::summary::SummarySink;
 
 /// Builds a [`Run`] entity by entity.
 pub struct RunBuilder {
@@ -73,6 +77,12 @@ impl RunBuilder {
             transfers: Vec::new(),
             allocs: Vec::new(),
         }
+    }
+
+    /// The region id the records of construct `id` carry (what a hash
+    /// made inside it names).
+    pub fn region(&self, id: ConstructId) -> RegionId {
+        RegionId(id.index() as u64 + 1)
     }
 
     pub fn no_cupti(mut self) -> Self {
@@ -290,79 +300,330 @@ impl RunBuilder {
         &mut self.allocs[id.index()]
     }
 
+    /// The run as `accprof` would read it from a trace: the constructs,
+    /// launches, kernels, transfers, allocations and hashes written as the
+    /// collector's records, in time order, and built through the join.
+    /// The join numbers the constructs in start order and the sites as
+    /// the constructs first use them, as it does a trace's. What a trace
+    /// holds only through the program's binary is not in the records: the
+    /// callers of a site are set after the join, and an API routine call
+    /// (whose site is its call site in the binary) stands at an unknown
+    /// site. A transfer's runtime name comes with acc_prof's copy events,
+    /// so only without CUPTI ([`RunBuilder::no_cupti`]).
     pub fn build(mut self) -> Run {
-        self.run.process.span_ns = (0, self.t + 1_000);
-        self.run.set_constructs(&self.constructs);
-        if !self.run.cupti_active() {
-            let launched = self.run.launched_kernels();
-            self.kernels.extend(launched);
-            self.kernels.sort_by_key(|k| k.start_ns);
+        let records = self.records();
+        let callers = std::mem::take(&mut self.run.process.callers);
+        let header = self.run.process.header.clone();
+        let mut run = crate::testkit::trace::build(header, records);
+        // A site no construct used comes with no record: a test that named
+        // one (to read its source) finds it after the others.
+        for s in &self.run.process.sites {
+            if !run.process.sites.contains(s) {
+                run.process.sites.push(s.clone());
+            }
         }
-        self.run
-            .set_entities(&self.kernels, &self.transfers, &self.allocs);
-        self.run.derive();
-        let mut s = SummarySink::new();
-        replay(&self.run, &mut s);
-        self.run.summary = s.finish(self.run.process.clone());
-        self.run.name_summary();
-        self.run
+        for (site, frames) in callers {
+            let s = self.run.site(site);
+            if let Some(i) = run.process.sites.iter().position(|x| x == s) {
+                run.set_callers(SiteId::at(i), frames);
+            }
+        }
+        run
+    }
+
+    /// The records a collector would have written for this run.
+    fn records(&self) -> Vec<Record> {
+        let mut w = Writer::default();
+        let run = &self.run;
+        for d in &run.process.devices {
+            w.head.push(Record::Device(d.clone()));
+        }
+        let region = |c: Option<ConstructId>| c.map_or(RegionId(0), |c| self.region(c));
+        let thread = |c: Option<ConstructId>| c.map_or(1, |c| self.constructs[c.index()].thread);
+        for (i, c) in self.constructs.iter().enumerate() {
+            let id = ConstructId::at(i);
+            let r = region(Some(id));
+            if let ConstructClass::ApiCall(routine) = c.class {
+                let routine = w.string(&run.process.routines[routine.0 as usize]);
+                let call = |time_ns, phase| {
+                    Record::Api(ApiCall {
+                        time_ns,
+                        thread: c.thread,
+                        region: r,
+                        phase,
+                        routine,
+                        call_site: None,
+                        host_ptr: None,
+                        bytes: None,
+                        async_queue: c.async_queue(),
+                    })
+                };
+                w.at(c.start_ns, START, i, call(c.start_ns, ApiPhase::Start));
+                if let Some(end) = c.end_ns() {
+                    w.at(end, END, usize::MAX - i, call(end, ApiPhase::End));
+                }
+                continue;
+            }
+            let (start, end) = match c.class {
+                ConstructClass::Compute => (
+                    AccEventKind::ComputeConstructStart,
+                    AccEventKind::ComputeConstructEnd,
+                ),
+                ConstructClass::EnterData => {
+                    (AccEventKind::EnterDataStart, AccEventKind::EnterDataEnd)
+                }
+                ConstructClass::ExitData => {
+                    (AccEventKind::ExitDataStart, AccEventKind::ExitDataEnd)
+                }
+                ConstructClass::Update => (AccEventKind::UpdateStart, AccEventKind::UpdateEnd),
+                ConstructClass::Wait => (AccEventKind::WaitStart, AccEventKind::WaitEnd),
+                ConstructClass::ApiCall(_) => unreachable!("handled above"),
+            };
+            let site = run.site(c.site);
+            let location = SourceLocation {
+                file: Some(w.string(&site.file)),
+                function: Some(w.string(&site.function)),
+                line: site.line,
+                ..SourceLocation::default()
+            };
+            let ev = |time_ns, kind| {
+                Record::Acc(AccEvent {
+                    time_ns,
+                    kind,
+                    thread: c.thread,
+                    region: r,
+                    device_type: c.device_type(),
+                    device_number: c.device(),
+                    async_queue: c.async_queue(),
+                    construct: c.kind,
+                    implicit: c.implicit,
+                    location,
+                    call_site: None,
+                    detail: AccDetail::None,
+                })
+            };
+            w.at(c.start_ns, START, i, ev(c.start_ns, start));
+            if let Some(t) = c.end_ns() {
+                w.at(t, END, usize::MAX - i, ev(t, end));
+            }
+        }
+        let acc = |time_ns, kind, c: Option<ConstructId>, detail| {
+            Record::Acc(AccEvent {
+                time_ns,
+                kind,
+                thread: thread(c),
+                region: region(c),
+                device_type: Some(5),
+                device_number: Some(0),
+                async_queue: None,
+                construct: None,
+                implicit: false,
+                location: SourceLocation::default(),
+                call_site: None,
+                detail,
+            })
+        };
+        for l in &run.launches {
+            let info = LaunchInfo {
+                kernel_name: l.kernel_name.map(|n| w.string(run.name(n))),
+                num_gangs: l.gangs(),
+                num_workers: l.workers(),
+                vector_length: l.vector_length(),
+            };
+            let c = Some(l.construct);
+            let e = acc(
+                l.start_ns,
+                AccEventKind::EnqueueLaunchStart,
+                c,
+                AccDetail::Launch(info),
+            );
+            w.at(l.start_ns, INSIDE, 0, e);
+            if let Some(end) = l.end_ns() {
+                let e = acc(end, AccEventKind::EnqueueLaunchEnd, c, AccDetail::None);
+                w.at(end, INSIDE, 0, e);
+            }
+        }
+        // A device record's driver call is made inside its construct.
+        let called_at = |c: Option<ConstructId>, t: u64| match c {
+            Some(c) => self.constructs[c.index()].start_ns,
+            None => t,
+        };
+        for (i, k) in self.kernels.iter().enumerate() {
+            if !run.cupti_active() {
+                break;
+            }
+            let correlation = 1_000_000 + i as u32;
+            let call = Record::DriverCall(DriverCall {
+                time_ns: called_at(k.construct, k.start_ns),
+                thread: thread(k.construct),
+                region: region(k.construct),
+                correlation,
+                api: DriverApi::Launch,
+                host_ptr: None,
+                bytes: None,
+            });
+            if k.construct.is_some() {
+                w.at(called_at(k.construct, k.start_ns), INSIDE, 0, call);
+            }
+            let name = w.string(run.name(k.name));
+            let rec = Record::Kernel(KernelRecord {
+                start_ns: k.start_ns,
+                end_ns: k.end_ns,
+                name,
+                grid: k.grid,
+                block: k.block,
+                registers: k.registers,
+                static_shared_bytes: k.shared_bytes,
+                dynamic_shared_bytes: 0,
+                local_bytes_per_thread: k.local_bytes_per_thread,
+                device: k.device,
+                context: 1,
+                stream: k.stream,
+                correlation,
+            });
+            w.at(k.start_ns, DEVICE, 0, rec);
+        }
+        for t in &self.transfers {
+            if !run.cupti_active() {
+                // Without CUPTI, acc_prof's enqueue events are the copies,
+                // with the runtime's name for them.
+                let data = DataInfo {
+                    var_name: t.variable.map(|n| w.string(run.name(n))),
+                    bytes: Some(t.bytes),
+                    host_ptr: t.host_ptr(),
+                    device_ptr: None,
+                };
+                let (start, end) = match t.kind {
+                    CopyKind::HostToDevice => (
+                        AccEventKind::EnqueueUploadStart,
+                        AccEventKind::EnqueueUploadEnd,
+                    ),
+                    _ => (
+                        AccEventKind::EnqueueDownloadStart,
+                        AccEventKind::EnqueueDownloadEnd,
+                    ),
+                };
+                let e = acc(t.start_ns, start, t.construct, AccDetail::Data(data));
+                w.at(t.start_ns, INSIDE, 0, e);
+                let e = acc(t.end_ns, end, t.construct, AccDetail::None);
+                w.at(t.end_ns, INSIDE, 0, e);
+                continue;
+            }
+            let correlation = t.correlation().expect("a transfer of the kit");
+            let time = called_at(t.construct, t.start_ns);
+            if let (Some(hash), Some(ptr)) = (t.hash(), t.host_ptr()) {
+                let h = Record::Hash(BufferHash {
+                    time_ns: time,
+                    region: region(t.construct),
+                    correlation,
+                    direction: match t.kind {
+                        CopyKind::HostToDevice => Direction::Upload,
+                        _ => Direction::Download,
+                    },
+                    host_ptr: ptr,
+                    bytes: t.bytes,
+                    mode: run.process.header.sources.hashing,
+                    hash,
+                    hash_ns: None,
+                });
+                w.at(time, INSIDE, 0, h);
+            }
+            let call = Record::DriverCall(DriverCall {
+                time_ns: time,
+                thread: thread(t.construct),
+                region: region(t.construct),
+                correlation,
+                api: DriverApi::CopyOther,
+                host_ptr: t.host_ptr(),
+                bytes: Some(t.bytes),
+            });
+            w.at(time, INSIDE, 0, call);
+            let rec = Record::Memcpy(MemcpyRecord {
+                start_ns: t.start_ns,
+                end_ns: t.end_ns,
+                bytes: t.bytes,
+                kind: t.kind,
+                src: t.src,
+                dst: t.dst,
+                device: t.device().unwrap_or(0),
+                context: 1,
+                stream: t.stream().unwrap_or(0),
+                correlation,
+            });
+            w.at(t.start_ns, DEVICE, 0, rec);
+        }
+        for a in &self.allocs {
+            let data = DataInfo {
+                var_name: a.variable.map(|n| w.string(run.name(n))),
+                bytes: Some(a.bytes),
+                host_ptr: None,
+                device_ptr: a.device_ptr(),
+            };
+            let e = acc(
+                a.alloc_ns,
+                AccEventKind::Alloc,
+                a.construct,
+                AccDetail::Data(data),
+            );
+            w.at(a.alloc_ns, INSIDE, 0, e);
+            if let Some(t) = a.free_ns() {
+                let e = acc(t, AccEventKind::Free, a.construct, AccDetail::Data(data));
+                w.at(t, INSIDE, 0, e);
+            }
+        }
+        for h in &run.hashes {
+            w.at(h.time_ns, INSIDE, 0, Record::Hash(*h));
+        }
+        w.finish()
     }
 }
 
-// A run made by hand has no join to make its summary in the same pass as
-// its entities: its entities are handed to the summary's sink afterwards,
-// as the join would have handed them over.
+/// At one time: the ends first (the innermost first), then the starts,
+/// then what happens inside the constructs, then the device's records.
+const END: u8 = 0;
+const START: u8 = 1;
+const INSIDE: u8 = 2;
+const DEVICE: u8 = 3;
 
-/// Where construct `id` of a finished run stands, as the join said it
-/// when it handed the construct's entities over.
-fn at_of(run: &Run, id: ConstructId) -> At {
-    let c = run.construct(id);
-    let top = run.top_level(id);
-    let t = run.construct(top);
-    At {
-        construct: id,
-        thread: c.thread,
-        line_site: run.line_site(id),
-        top,
-        top_class: t.class,
-        host_ns: c.host_ns(),
-        top_host_ns: t.host_ns(),
-    }
+/// Records with the times they are written at, and the strings they name.
+#[derive(Default)]
+struct Writer {
+    head: Vec<Record>,
+    strings: Vec<String>,
+    timed: Vec<(u64, u8, usize, usize, Record)>,
 }
 
-/// Hands `run`'s entities to `s` as the join would have: the outermost
-/// constructs open at the end first (only they can be in flight), then
-/// the kernels, the transfers, and the constructs innermost first.
-fn replay(run: &Run, s: &mut SummarySink) {
-    let at = |id: ConstructId| at_of(run, id);
-    for &o in &run.process.open_at_end {
-        let top = run.top_level(o);
-        s.started(top, &run.construct(top));
+impl Writer {
+    fn string(&mut self, text: &str) -> StringId {
+        let i = match self.strings.iter().position(|s| s == text) {
+            Some(i) => i,
+            None => {
+                self.strings.push(text.to_string());
+                self.strings.len() - 1
+            }
+        };
+        StringId(i as u32 + 1)
     }
-    let kernels = (0..run.kernels().len()).map(KernelId::at);
-    let transfers = (0..run.transfers().len()).map(TransferId::at);
-    let constructs = (0..run.constructs().len()).rev().map(ConstructId::at);
-    for id in kernels {
-        let k = run.kernel(id);
-        let (order, at) = ((k.start_ns, id.index() as u64), k.construct.map(at));
-        s.kernel(&k, order, at.as_ref());
+
+    fn at(&mut self, t: u64, rank: u8, key: usize, r: Record) {
+        let seq = self.timed.len();
+        self.timed.push((t, rank, key, seq, r));
     }
-    for id in transfers {
-        let t = run.transfer(id);
-        let (order, at) = ((t.start_ns, id.index() as u64), t.construct.map(at));
-        s.transfer(&t, order, at.as_ref());
-    }
-    let open: std::collections::HashSet<ConstructId> =
-        run.process.open_at_end.iter().copied().collect();
-    for id in constructs {
-        let launches: Vec<LaunchRequest> = run.launches_of(id).collect();
-        s.construct(
-            id,
-            &run.construct(id),
-            &launches,
-            &at(id),
-            open.contains(&id),
-        );
+
+    fn finish(mut self) -> Vec<Record> {
+        self.timed.sort_by_key(|x| (x.0, x.1, x.2, x.3));
+        let strings = self
+            .strings
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| Record::String {
+                id: StringId(i as u32 + 1),
+                text,
+            });
+        let mut out: Vec<Record> = strings.collect();
+        out.extend(self.head);
+        out.extend(self.timed.into_iter().map(|x| x.4));
+        out
     }
 }
 

@@ -12,7 +12,8 @@ use accprof_trace::{
     SourceState, Sources, StringId, Trace, Writer, FORMAT_MAJOR, FORMAT_MINOR,
 };
 
-use crate::model::{self, Run};
+use crate::builder;
+use crate::model::Run;
 use crate::symbolize::Symbolizer;
 
 /// The interned strings of [`names`].
@@ -155,7 +156,7 @@ pub fn build(header: Header, records: Vec<Record>) -> Run {
         losses: Vec::new(),
         skipped_unknown: 0,
     };
-    model::build(trace, &mut Symbolizer::new())
+    builder::build(trace, &mut Symbolizer::new())
 }
 
 /// Writes a trace file of `records` under `header`, as the collector would.
