@@ -52,13 +52,17 @@
 //! 7. **errno as found**: the handler saves it first and restores it last.
 //!
 //! What this file imports keeps the same rules: `libc`, `core`'s atomics
-//! and cells, `accprof_trace::Ending` (a plain enum), and from the
-//! coherence check's table its plain range types and its pure lookups
-//! (`judge`, `save_window`, `page_span`, `Range::prot`, `Prot::bits`):
-//! computations on slices of plain values, with no allocation, no lock
-//! and no system call. They stay beside the table that builds the
-//! snapshot they read; they are the only code outside this file that a
-//! handler runs.
+//! and cells, and `accprof_trace::Ending` and `MAX_ACCESS_FRAMES` (a plain
+//! enum, a constant). The coherence check's range types and the lookups
+//! the handler makes on them ([`ranges`]: `judge`, `save_window`,
+//! `page_span`, `Range::prot`, `Prot::bits`) live here too, and
+//! `coherence::table` re-exports them: computations on slices of plain
+//! `Copy` values (rules 1 and 2: no allocation, no lock; rule 6: `get`
+//! and `partition_point` for indexes, saturating arithmetic), with no
+//! system call. The table, its page segments and the snapshot the
+//! handler reads are built there, outside any handler; the snapshot is
+//! published into pages of its own (`coherence::fault`) before a handler
+//! can read it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
@@ -761,6 +765,214 @@ impl Line {
     }
 }
 
+/// The coherence check's host ranges as the handler reads them, and the
+/// pure lookups it makes on them: plain `Copy` values and computations on
+/// slices of them, with no allocation, no lock and no system call. The
+/// check's table (`coherence::table`) builds the ranges and the snapshot
+/// they are published in, outside any handler, and re-exports these.
+pub(crate) mod ranges {
+    /// Which copy of a range the host may trust.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum State {
+        /// Both copies agree (just mapped, uploaded or downloaded).
+        HostCurrent,
+        /// A compute construct (this region) may have written the device copy
+        /// since the host copy was last brought up to date.
+        DeviceNewer { since: u64 },
+        /// The host wrote its copy since both agreed; no upload yet.
+        HostNewer,
+    }
+
+    /// How a range's pages are protected while it is in a state.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(crate) enum Prot {
+        /// No access: every touch faults (a stale copy, or a download whose
+        /// reader is awaited).
+        None,
+        /// Read-only: a host write faults (both copies agree).
+        Read,
+        /// Open.
+        Rw,
+    }
+
+    impl Prot {
+        pub fn bits(self) -> i32 {
+            match self {
+                Prot::None => libc::PROT_NONE,
+                Prot::Read => libc::PROT_READ,
+                Prot::Rw => libc::PROT_READ | libc::PROT_WRITE,
+            }
+        }
+    }
+
+    /// A download (`update self`) the host has not read yet.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct Download {
+        /// The update construct that downloaded.
+        pub region: u64,
+        pub time: u64,
+        pub thread: u32,
+    }
+
+    /// One host range mapped to the device.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct Range {
+        pub start: u64,
+        pub bytes: u64,
+        /// The device copy's address; 0 when the runtime did not say.
+        pub device: u64,
+        /// The variable's interned name; 0 when none was given.
+        pub name: u32,
+        pub state: State,
+        /// The last download into the range, while the host has not read it.
+        pub unread: Option<Download>,
+        /// Mapped from a copy the runtime may have staged through a buffer of
+        /// its own: not watched until shown to be the array itself.
+        pub unproven: bool,
+        /// No longer mapped (its device copy was freed): kept only while its
+        /// last download is unread, which a read after the data region (the
+        /// usual place for a result) still makes read.
+        pub gone: bool,
+    }
+
+    impl Range {
+        pub fn end(&self) -> u64 {
+            self.start.saturating_add(self.bytes)
+        }
+
+        pub fn contains(&self, addr: u64) -> bool {
+            addr >= self.start && addr < self.end()
+        }
+
+        pub fn is_stale(&self) -> bool {
+            matches!(self.state, State::DeviceNewer { .. })
+        }
+
+        /// The protection this range asks of its pages: reads of a stale copy
+        /// and of an unread download fault; writes to a copy the device shares
+        /// fault; a range the host already changed is left open.
+        pub fn prot(&self) -> Prot {
+            if self.unproven {
+                return Prot::Rw;
+            }
+            match self.state {
+                State::DeviceNewer { .. } => Prot::None,
+                _ if self.unread.is_some() => Prot::None,
+                State::HostCurrent if self.device != 0 => Prot::Read,
+                _ => Prot::Rw,
+            }
+        }
+    }
+
+    /// The first page of `start` and the end of the last page of
+    /// `start..start+bytes` (`page` a power of two).
+    pub(crate) fn page_span(start: u64, bytes: u64, page: u64) -> (u64, u64) {
+        let lo = start & !(page - 1);
+        let end = start.saturating_add(bytes);
+        let hi = end.saturating_add(page - 1) & !(page - 1);
+        (lo, hi)
+    }
+
+    /// What the state published for the signal handler says about a faulting
+    /// address.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Verdict {
+        /// Inside this watched range.
+        Watched(Range),
+        /// On a page the check protected, outside every watched range (other
+        /// data sharing the page): let it through, say nothing.
+        OurPage,
+        /// Not the check's doing: the program's own fault.
+        NotOurs,
+    }
+
+    /// What a fault at `addr` is, given the watched ranges and the protected
+    /// page spans (sorted). Allocation-free: called from the signal handler.
+    pub(crate) fn judge(watched: &[Range], spans: &[(u64, u64)], addr: u64) -> Verdict {
+        if let Some(r) = watched.iter().find(|r| r.contains(addr)) {
+            return Verdict::Watched(*r);
+        }
+        let i = spans.partition_point(|s| s.1 <= addr);
+        match spans.get(i) {
+            Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
+            _ => Verdict::NotOurs,
+        }
+    }
+
+    /// The bytes around `addr` worth saving for the confirmation: at most
+    /// `max` bytes, starting up to `max / 2` before the address, inside the
+    /// range and inside the address's page (the next page may still be
+    /// protected, and the handler must not fault). Returns (start, len).
+    pub(crate) fn save_window(r: &Range, addr: u64, page: u64, max: u64) -> (u64, u64) {
+        let page_lo = addr & !(page - 1);
+        let page_hi = page_lo.saturating_add(page);
+        let lo = addr.saturating_sub(max / 2).max(r.start).max(page_lo);
+        let hi = lo.saturating_add(max).min(r.end()).min(page_hi);
+        (lo, hi.saturating_sub(lo))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        const PAGE: u64 = 4096;
+
+        fn at(start: u64, bytes: u64, state: State) -> Range {
+            Range {
+                start,
+                bytes,
+                device: 0xd000_0000 + start,
+                name: 0,
+                state,
+                unread: None,
+                unproven: false,
+                gone: false,
+            }
+        }
+
+        fn stale_at(start: u64, bytes: u64) -> Range {
+            at(start, bytes, State::DeviceNewer { since: 1 })
+        }
+
+        #[test]
+        fn page_spans_cover_partial_pages() {
+            assert_eq!(page_span(0x1000, 0x1000, PAGE), (0x1000, 0x2000));
+            assert_eq!(page_span(0x1008, 0x10, PAGE), (0x1000, 0x2000));
+            assert_eq!(page_span(0x1ff8, 0x10, PAGE), (0x1000, 0x3000));
+        }
+
+        #[test]
+        fn each_state_asks_its_protection() {
+            let mut r = at(0x1000, 0x100, State::HostCurrent);
+            assert_eq!(r.prot(), Prot::Read);
+            r.state = State::HostNewer;
+            assert_eq!(r.prot(), Prot::Rw);
+            r.unread = Some(Download {
+                region: 3,
+                time: 1,
+                thread: 1,
+            });
+            assert_eq!(r.prot(), Prot::None, "a download awaiting its reader");
+            r.unread = None;
+            r.state = State::DeviceNewer { since: 2 };
+            assert_eq!(r.prot(), Prot::None);
+            // A copy that may be the runtime's staging buffer is never watched.
+            r.unproven = true;
+            assert_eq!(r.prot(), Prot::Rw);
+        }
+
+        #[test]
+        fn the_saved_window_stays_in_the_range_and_the_page() {
+            let r = stale_at(0x1000, 0x3000);
+            assert_eq!(save_window(&r, 0x1800, PAGE, 64), (0x17e0, 64));
+            assert_eq!(save_window(&r, 0x1000, PAGE, 64), (0x1000, 64));
+            assert_eq!(save_window(&r, 0x1ff8, PAGE, 64), (0x1fd8, 0x28));
+            let small = stale_at(0x1010, 8);
+            assert_eq!(save_window(&small, 0x1010, PAGE, 64), (0x1010, 8));
+        }
+    }
+}
+
 /// The handler side of the coherence check: the claim on a SIGSEGV the
 /// check caused, the published snapshot it reads, and the ring of faults
 /// it writes (see `coherence::fault`, which publishes the snapshot, and
@@ -772,7 +984,7 @@ pub(crate) mod fault {
     use std::cell::{Cell, UnsafeCell};
     use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-    use crate::coherence::table::{judge, page_span, save_window, Prot, Range, State, Verdict};
+    use super::ranges::{judge, page_span, save_window, Prot, Range, State, Verdict};
 
     use super::{now_ns, sys, write_note, Line};
 
