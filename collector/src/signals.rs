@@ -1,16 +1,33 @@
 //! Everything the collector runs inside a signal handler, in one place.
 //!
 //! Reached from a handler: the collector's one handler ([`handler`]) and
-//! all it calls (the coherence check's claim on a fault and its fault
-//! ring, the crash note, the ending, the last flush and the wait for it,
-//! the note on stderr), and, past their first line, the interposers a
-//! program's own handler may call (`_exit`, `_Exit` and the exec family,
-//! async-signal-safe in POSIX; `sigaction` and `signal`, which runtimes
-//! call from theirs). The rest of the collector learns what a handler did
-//! from the state kept here (atomics, slots, a ring), after it returned.
-//! Everything in this file is async-signal-safe, by the rules below. No
-//! other file of the collector is entered from a handler, and no other
-//! file says its code is async-signal-safe.
+//! all it calls (the coherence check's claim on a fault, its range lookups
+//! ([`ranges`]) and its fault ring, the crash note, the ending, the last
+//! flush and the wait for it, the note on stderr), and, past their first
+//! line, the interposers a program's own handler may call (`_exit`,
+//! `_Exit` and the exec family, async-signal-safe in POSIX; `sigaction`
+//! and `signal`, which runtimes call from theirs; `read` and `write`, the
+//! coherence check's wrappers, async-signal-safe in POSIX too). The rest
+//! of the collector learns what a handler did from the state kept here
+//! (atomics, slots, a ring), after it returned. Everything in this file is
+//! async-signal-safe, by the rules below. No other file of the collector
+//! is entered from a handler past such a first line, and no other file
+//! says its code is async-signal-safe.
+//!
+//! The check's wrappers (`coherence::calls`) are entered from the
+//! program's own handlers. While the check runs, the collector holds
+//! every signal the program handles ([`keep_program_handlers`]: the
+//! handler goes behind ours, with its flags, mask and arguments, as for
+//! the signals held anyway), so a program's handler always runs from
+//! [`handler`], which marks the thread as inside it ([`in_handler`]: where
+//! its frame is, so that a handler left by `siglongjmp` does not stay
+//! marked). A wrapper entered there calls [`fault::host_call`] without a
+//! code address: the pages are opened and the access recorded in the
+//! fault ring, as the handler records a fault, and the walk to the
+//! program's call (`callsite`, which allocates and locks) is not made; the
+//! access is reported at an unknown place. Outside a handler the wrapper
+//! passes that walk in, and `host_call` runs it only when a watched range
+//! is touched.
 //!
 //! The rules, and why each holds:
 //!
@@ -64,6 +81,7 @@
 //! published into pages of its own (`coherence::fault`) before a handler
 //! can read it.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Set once every function a handler may call is looked up (when the
@@ -1436,11 +1454,42 @@ pub(crate) mod fault {
         true
     }
 
+    /// A wrapped call (`coherence::calls`, MPI's) hands `addr..addr+len`
+    /// to the system, which would find a protected page an error, not a
+    /// fault: each watched range it touches is recorded as the handler
+    /// would have recorded a fault there (`write`: the call writes the host
+    /// bytes), at the address `code_addr` gives (asked once, only when a
+    /// watched range is touched; `None`, as from a signal handler, records
+    /// 0: the walk to the program's call allocates and locks), and the
+    /// pages are opened before the call.
+    pub(crate) fn host_call(addr: u64, len: u64, write: bool, code_addr: Option<&dyn Fn() -> u64>) {
+        if len == 0 || addr == 0 {
+            return;
+        }
+        let end = addr.saturating_add(len);
+        let now = now_ns();
+        with_snapshot(|s| {
+            let mut code = None;
+            for r in s
+                .watched()
+                .iter()
+                .filter(|r| r.start < end && r.end() > addr)
+            {
+                let at = *code.get_or_insert_with(|| code_addr.map_or(0, |f| f()));
+                access(now, at, addr.max(r.start), write, *r);
+            }
+            let (lo, hi) = page_span(addr, len, PAGE.load(Ordering::Relaxed));
+            if s.spans().iter().any(|sp| sp.0 < hi && sp.1 > lo) {
+                open_span(lo, hi);
+            }
+        });
+    }
+
     /// A host access to a watched range, from a wrapped call that hands the
     /// range to the system (`code_addr` inside the call instruction):
     /// recorded for the next construct boundary, and the range's pages
     /// opened as far as the access needs.
-    pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+    fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
         access_from(
             time,
             code_addr,
@@ -1695,7 +1744,10 @@ fn wants(sig: libc::c_int, group: u8, handler: libc::sighandler_t) -> bool {
     match group {
         _ if sig == libc::SIGSEGV || sig == libc::SIGBUS => true,
         GROUP_USUAL => handler != libc::SIG_IGN,
-        GROUP_IF_DEFAULT => handler == libc::SIG_DFL,
+        GROUP_IF_DEFAULT => {
+            handler == libc::SIG_DFL
+                || (handler != libc::SIG_IGN && KEEP_PROGRAM_HANDLERS.load(Ordering::Acquire))
+        }
         _ => false,
     }
 }
@@ -1720,11 +1772,24 @@ fn take_over(sig: libc::c_int, group: u8) {
 /// Installs our handler for `sig`, the disposition behind it already
 /// stored.
 fn hold(sig: libc::c_int, s: &Slot) -> libc::c_int {
+    // A program's handler of the second group, held for the coherence
+    // check, keeps its own restart and stack behaviour: a program that
+    // expects EINTR from an alarm still gets it.
+    let behind = s.handler.load(Ordering::Acquire);
+    let flags = if s.group.load(Ordering::Acquire) == GROUP_IF_DEFAULT
+        && behind != libc::SIG_DFL
+        && behind != libc::SIG_IGN
+    {
+        let program = s.flags.load(Ordering::Relaxed) as u32 as libc::c_int;
+        libc::SA_SIGINFO | (program & (libc::SA_ONSTACK | libc::SA_RESTART))
+    } else {
+        libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART
+    };
     // SAFETY: a zeroed, then filled, struct we own.
     let r = unsafe {
         let mut new: libc::sigaction = std::mem::zeroed();
         new.sa_sigaction = handler as *const () as usize;
-        new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        new.sa_flags = flags;
         libc::sigemptyset(&mut new.sa_mask);
         real_sigaction(sig, &new, std::ptr::null_mut())
     };
@@ -1796,6 +1861,10 @@ pub(crate) unsafe fn intercept(
             // SAFETY: the program's own disposition, installed for real.
             return Some(unsafe { real_sigaction(sig, act, std::ptr::null_mut()) });
         }
+        if group == GROUP_IF_DEFAULT && KEEP_PROGRAM_HANDLERS.load(Ordering::Acquire) {
+            // Ours again, with the flags the new disposition asks.
+            return Some(hold(sig, s));
+        }
     }
     Some(0)
 }
@@ -1826,6 +1895,82 @@ pub(crate) fn intercept_signal(
     }
 }
 
+thread_local! {
+    /// Where the innermost [`handler`] running on this thread has its
+    /// frame (0: none): code running below it, within
+    /// [`HANDLER_REACH`], runs inside that handler. Kept as an address
+    /// rather than a depth because a program's handler may leave by
+    /// `siglongjmp` and never return to ours: its frame is then above
+    /// every frame that runs later.
+    static HANDLER_FRAME: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How far below [`handler`]'s frame its callees' frames may lie (the
+/// program's handler and what it calls): beyond this, or above the
+/// frame, the code is not inside it (a frame on another stack, or one of
+/// a program that left its handler by `siglongjmp` long ago).
+const HANDLER_REACH: u64 = 1 << 20;
+
+/// An address in the caller's frame (a local's).
+#[inline(always)]
+fn frame_address() -> u64 {
+    let mark = 0u8;
+    std::hint::black_box(&mark) as *const u8 as u64
+}
+
+/// Whether this thread runs inside a handler of the collector's: its own
+/// work, or a program's handler it passes a signal on to. While the
+/// coherence check runs, every handler of the program runs so
+/// ([`keep_program_handlers`]); a wrapped call made there
+/// (`coherence::calls`) records its access without the walk that would
+/// allocate. Two loads.
+pub(crate) fn in_handler() -> bool {
+    let here = frame_address();
+    match HANDLER_FRAME.try_with(Cell::get) {
+        Ok(top) if top != 0 => here < top && top - here < HANDLER_REACH,
+        _ => false,
+    }
+}
+
+/// Set while the coherence check runs: the signals of the second group
+/// stay held when the program installs a handler of its own, so that
+/// [`handler`] runs it and [`in_handler`] knows.
+static KEEP_PROGRAM_HANDLERS: AtomicBool = AtomicBool::new(false);
+
+/// Holds, from now on, every signal of the second group that the program
+/// handles (the coherence check starts): installed for real until now,
+/// its handler goes behind ours, with its mask, flags and arguments
+/// ([`pass_on`]). Called once, outside any handler.
+pub(crate) fn keep_program_handlers() {
+    KEEP_PROGRAM_HANDLERS.store(true, Ordering::Release);
+    if !INSTALLED.load(Ordering::Acquire) {
+        return;
+    }
+    for (sig, s) in SLOTS.iter().enumerate() {
+        let Ok(sig) = libc::c_int::try_from(sig) else {
+            continue;
+        };
+        let group = s.group.load(Ordering::Acquire);
+        if group != GROUP_IF_DEFAULT || s.held.load(Ordering::Acquire) {
+            continue;
+        }
+        // The disposition the program has now (another library may have
+        // installed one past the interposer).
+        // SAFETY: a zeroed sigaction we own, filled by the system.
+        let old = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if real_sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            old
+        };
+        if wants(sig, group, old.sa_sigaction) {
+            store(s, &old);
+            hold(sig, s);
+        }
+    }
+}
+
 /// Whether the kernel raised `sig` for a fault of the interrupted thread
 /// (the instruction faults again if the handler returns).
 fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
@@ -1847,6 +1992,15 @@ fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
 /// the trace with its ending; one the program handles flushes what was
 /// recorded (for a crash or a stop) and goes on to its handler.
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let outer = HANDLER_FRAME
+        .try_with(|f| f.replace(frame_address()))
+        .unwrap_or(0);
+    handle(sig, info, ctx);
+    let _ = HANDLER_FRAME.try_with(|f| f.set(outer));
+}
+
+/// [`handler`]'s work.
+fn handle(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(s) = slot(sig) else { return };
     // The interrupted code must find errno as it left it (rule 7).
     let errno = sys::errno();
@@ -1941,6 +2095,26 @@ mod tests {
 
     fn pause() {
         std::thread::sleep(Duration::from_millis(1));
+    }
+
+    /// Code below the handler's frame runs inside it; outside a handler,
+    /// above its frame (left by `siglongjmp`) or far below it, it does not.
+    #[test]
+    fn inside_a_handler_is_below_its_frame_and_within_reach() {
+        #[inline(never)]
+        fn callee() -> bool {
+            super::in_handler()
+        }
+        assert!(!callee(), "no handler yet");
+        let frame = super::frame_address();
+        super::HANDLER_FRAME.with(|f| f.set(frame));
+        assert!(callee(), "called from the handler's frame");
+        super::HANDLER_FRAME.with(|f| f.set(frame + super::HANDLER_REACH + 4096));
+        assert!(!callee(), "far below a frame that was left long ago");
+        super::HANDLER_FRAME.with(|f| f.set(frame - 4096));
+        assert!(!callee(), "above the handler's frame: it was left");
+        super::HANDLER_FRAME.with(|f| f.set(0));
+        assert!(!callee());
     }
 
     #[test]
