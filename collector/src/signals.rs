@@ -883,7 +883,8 @@ pub(crate) mod ranges {
     }
 
     /// The first page of `start` and the end of the last page of
-    /// `start..start+bytes` (`page` a power of two).
+    /// `start..start+bytes` (`page` a power of two, never 0: `PAGE` is set
+    /// only to one, so `page - 1` cannot wrap; the rest saturates).
     pub(crate) fn page_span(start: u64, bytes: u64, page: u64) -> (u64, u64) {
         let lo = start & !(page - 1);
         let end = start.saturating_add(bytes);
@@ -905,7 +906,8 @@ pub(crate) mod ranges {
     }
 
     /// What a fault at `addr` is, given the watched ranges and the protected
-    /// page spans (sorted). Allocation-free: called from the signal handler.
+    /// page spans (sorted). A scan and a binary search over the snapshot's
+    /// slices, the index read through `get`: no allocation, no panic.
     pub(crate) fn judge(watched: &[Range], spans: &[(u64, u64)], addr: u64) -> Verdict {
         if let Some(r) = watched.iter().find(|r| r.contains(addr)) {
             return Verdict::Watched(*r);
@@ -921,6 +923,7 @@ pub(crate) mod ranges {
     /// `max` bytes, starting up to `max / 2` before the address, inside the
     /// range and inside the address's page (the next page may still be
     /// protected, and the handler must not fault). Returns (start, len).
+    /// Saturating arithmetic only (`page` as in [`page_span`]).
     pub(crate) fn save_window(r: &Range, addr: u64, page: u64, max: u64) -> (u64, u64) {
         let page_lo = addr & !(page - 1);
         let page_hi = page_lo.saturating_add(page);
