@@ -1903,15 +1903,21 @@ thread_local! {
     /// frame (0: none): code running below it, within
     /// [`HANDLER_REACH`], runs inside that handler. Kept as an address
     /// rather than a depth because a program's handler may leave by
-    /// `siglongjmp` and never return to ours: its frame is then above
-    /// every frame that runs later.
+    /// `siglongjmp` and never return to ours, which then cannot clear it:
+    /// code that runs later runs above that frame, or on another stack, or,
+    /// called deeper from further up, with the signal no longer blocked
+    /// ([`HANDLER_SIGNAL`]).
     static HANDLER_FRAME: Cell<u64> = const { Cell::new(0) };
+    /// The signal that innermost handler runs for, blocked while it runs
+    /// (0: not known to be, SA_NODEFER). `siglongjmp` out of the handler
+    /// restores the mask it was left with, which did not block it.
+    static HANDLER_SIGNAL: Cell<i32> = const { Cell::new(0) };
 }
 
 /// How far below [`handler`]'s frame its callees' frames may lie (the
 /// program's handler and what it calls): beyond this, or above the
 /// frame, the code is not inside it (a frame on another stack, or one of
-/// a program that left its handler by `siglongjmp` long ago).
+/// a program that left its handler by `siglongjmp`).
 const HANDLER_REACH: u64 = 1 << 20;
 
 /// An address in the caller's frame (a local's).
@@ -1926,12 +1932,20 @@ fn frame_address() -> u64 {
 /// coherence check runs, every handler of the program runs so
 /// ([`keep_program_handlers`]); a wrapped call made there
 /// (`coherence::calls`) records its access without the walk that would
-/// allocate. Two loads.
+/// allocate. Two loads, and where a handler's frame is above, one raw
+/// rt_sigprocmask.
 pub(crate) fn in_handler() -> bool {
     let here = frame_address();
-    match HANDLER_FRAME.try_with(Cell::get) {
+    let below = match HANDLER_FRAME.try_with(Cell::get) {
         Ok(top) if top != 0 => here < top && top - here < HANDLER_REACH,
         _ => false,
+    };
+    if !below {
+        return false;
+    }
+    match HANDLER_SIGNAL.try_with(Cell::get).unwrap_or(0) {
+        0 => true,
+        sig => sys::sigmask(libc::SIG_BLOCK, 0).is_none_or(|m| m & sys::bit(sig) != 0),
     }
 }
 
@@ -1998,8 +2012,10 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let outer = HANDLER_FRAME
         .try_with(|f| f.replace(frame_address()))
         .unwrap_or(0);
+    let outer_sig = HANDLER_SIGNAL.try_with(|f| f.replace(sig)).unwrap_or(0);
     handle(sig, info, ctx);
     let _ = HANDLER_FRAME.try_with(|f| f.set(outer));
+    let _ = HANDLER_SIGNAL.try_with(|f| f.set(outer_sig));
 }
 
 /// [`handler`]'s work.
@@ -2065,6 +2081,9 @@ fn pass_on(
     let program_mask = words.first().copied().unwrap_or(0);
     let this = sys::bit(sig);
     let old = if flags & libc::SA_NODEFER != 0 {
+        // `sig` is not blocked in the program's handler: `in_handler`
+        // cannot ask the mask.
+        let _ = HANDLER_SIGNAL.try_with(|f| f.set(0));
         let old = sys::sigmask(libc::SIG_BLOCK, program_mask & !this);
         sys::sigmask(libc::SIG_UNBLOCK, this);
         old
@@ -2116,6 +2135,17 @@ mod tests {
         assert!(!callee(), "far below a frame that was left long ago");
         super::HANDLER_FRAME.with(|f| f.set(frame - 4096));
         assert!(!callee(), "above the handler's frame: it was left");
+        // The signal the handler runs for is blocked there; left by
+        // siglongjmp, the mask no longer blocks it.
+        let usr2 = super::sys::bit(libc::SIGUSR2);
+        super::HANDLER_FRAME.with(|f| f.set(frame));
+        super::HANDLER_SIGNAL.with(|f| f.set(libc::SIGUSR2));
+        let was = super::sys::sigmask(libc::SIG_UNBLOCK, usr2).expect("mask");
+        assert!(!callee(), "the signal is not blocked: the handler was left");
+        super::sys::sigmask(libc::SIG_BLOCK, usr2);
+        assert!(callee(), "blocked, as while its handler runs");
+        super::sys::sigmask(libc::SIG_SETMASK, was);
+        super::HANDLER_SIGNAL.with(|f| f.set(0));
         super::HANDLER_FRAME.with(|f| f.set(0));
         assert!(!callee());
     }
