@@ -507,6 +507,35 @@ fn a_stale_array_written_out_with_fwrite_is_a_stale_read_and_the_write_succeeds(
     );
 }
 
+/// `write` is async-signal-safe, so a program may call it from its own
+/// handler on a watched array: the check's wrapper still sees the stale
+/// read, opens the pages (the write succeeds with the host's bytes) and
+/// allocates nothing there (no walk to the program's call: the handler may
+/// have interrupted malloc). The handler, run from the collector's so that
+/// the wrapper knows, behaves as the program installed it.
+#[test]
+fn a_stale_array_written_from_the_programs_signal_handler_is_seen_without_allocating() {
+    let dir = tempdir();
+    let out = drive(dir.path(), "sigwrite", true);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("handler wrote 8 (1000), 0 allocations\n"),
+        "{text}"
+    );
+    // Run from the collector's handler, the program's keeps its flags: no
+    // SA_RESTART, so the alarm interrupts a blocking read.
+    assert!(text.contains("blocked read interrupted\n"), "{text}");
+    let (_, read) = addresses(&text);
+    let found = coherence(&records(dir.path()));
+    assert!(
+        found
+            .iter()
+            .any(|c| c.kind == CoherenceKind::StaleRead && c.confirmed && c.host_addr == read),
+        "{found:?}"
+    );
+}
+
 /// The 1-based line of the driver's source holding `needle`.
 fn driver_line(needle: &str) -> usize {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/coherence_driver.c");

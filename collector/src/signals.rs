@@ -1,16 +1,33 @@
 //! Everything the collector runs inside a signal handler, in one place.
 //!
 //! Reached from a handler: the collector's one handler ([`handler`]) and
-//! all it calls (the coherence check's claim on a fault and its fault
-//! ring, the crash note, the ending, the last flush and the wait for it,
-//! the note on stderr), and, past their first line, the interposers a
-//! program's own handler may call (`_exit`, `_Exit` and the exec family,
-//! async-signal-safe in POSIX; `sigaction` and `signal`, which runtimes
-//! call from theirs). The rest of the collector learns what a handler did
-//! from the state kept here (atomics, slots, a ring), after it returned.
-//! Everything in this file is async-signal-safe, by the rules below. No
-//! other file of the collector is entered from a handler, and no other
-//! file says its code is async-signal-safe.
+//! all it calls (the coherence check's claim on a fault, its range lookups
+//! ([`ranges`]) and its fault ring, the crash note, the ending, the last
+//! flush and the wait for it, the note on stderr), and, past their first
+//! line, the interposers a program's own handler may call (`_exit`,
+//! `_Exit` and the exec family, async-signal-safe in POSIX; `sigaction`
+//! and `signal`, which runtimes call from theirs; `read` and `write`, the
+//! coherence check's wrappers, async-signal-safe in POSIX too). The rest
+//! of the collector learns what a handler did from the state kept here
+//! (atomics, slots, a ring), after it returned. Everything in this file is
+//! async-signal-safe, by the rules below. No other file of the collector
+//! is entered from a handler past such a first line, and no other file
+//! says its code is async-signal-safe.
+//!
+//! The check's wrappers (`coherence::calls`) are entered from the
+//! program's own handlers. While the check runs, the collector holds
+//! every signal the program handles ([`keep_program_handlers`]: the
+//! handler goes behind ours, with its flags, mask and arguments, as for
+//! the signals held anyway), so a program's handler always runs from
+//! [`handler`], which marks the thread as inside it ([`in_handler`]: where
+//! its frame is, so that a handler left by `siglongjmp` does not stay
+//! marked). A wrapper entered there calls [`fault::host_call`] without a
+//! code address: the pages are opened and the access recorded in the
+//! fault ring, as the handler records a fault, and the walk to the
+//! program's call (`callsite`, which allocates and locks) is not made; the
+//! access is reported at an unknown place. Outside a handler the wrapper
+//! passes that walk in, and `host_call` runs it only when a watched range
+//! is touched.
 //!
 //! The rules, and why each holds:
 //!
@@ -52,14 +69,19 @@
 //! 7. **errno as found**: the handler saves it first and restores it last.
 //!
 //! What this file imports keeps the same rules: `libc`, `core`'s atomics
-//! and cells, `accprof_trace::Ending` (a plain enum), and from the
-//! coherence check's table its plain range types and its pure lookups
-//! (`judge`, `save_window`, `page_span`, `Range::prot`, `Prot::bits`):
-//! computations on slices of plain values, with no allocation, no lock
-//! and no system call. They stay beside the table that builds the
-//! snapshot they read; they are the only code outside this file that a
-//! handler runs.
+//! and cells, and `accprof_trace::Ending` and `MAX_ACCESS_FRAMES` (a plain
+//! enum, a constant). The coherence check's range types and the lookups
+//! the handler makes on them ([`ranges`]: `judge`, `save_window`,
+//! `page_span`, `Range::prot`, `Prot::bits`) live here too, and
+//! `coherence::table` re-exports them: computations on slices of plain
+//! `Copy` values (rules 1 and 2: no allocation, no lock; rule 6: `get`
+//! and `partition_point` for indexes, saturating arithmetic), with no
+//! system call. The table, its page segments and the snapshot the
+//! handler reads are built there, outside any handler; the snapshot is
+//! published into pages of its own (`coherence::fault`) before a handler
+//! can read it.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Set once every function a handler may call is looked up (when the
@@ -761,6 +783,217 @@ impl Line {
     }
 }
 
+/// The coherence check's host ranges as the handler reads them, and the
+/// pure lookups it makes on them: plain `Copy` values and computations on
+/// slices of them, with no allocation, no lock and no system call. The
+/// check's table (`coherence::table`) builds the ranges and the snapshot
+/// they are published in, outside any handler, and re-exports these.
+pub(crate) mod ranges {
+    /// Which copy of a range the host may trust.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum State {
+        /// Both copies agree (just mapped, uploaded or downloaded).
+        HostCurrent,
+        /// A compute construct (this region) may have written the device copy
+        /// since the host copy was last brought up to date.
+        DeviceNewer { since: u64 },
+        /// The host wrote its copy since both agreed; no upload yet.
+        HostNewer,
+    }
+
+    /// How a range's pages are protected while it is in a state.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub(crate) enum Prot {
+        /// No access: every touch faults (a stale copy, or a download whose
+        /// reader is awaited).
+        None,
+        /// Read-only: a host write faults (both copies agree).
+        Read,
+        /// Open.
+        Rw,
+    }
+
+    impl Prot {
+        pub fn bits(self) -> i32 {
+            match self {
+                Prot::None => libc::PROT_NONE,
+                Prot::Read => libc::PROT_READ,
+                Prot::Rw => libc::PROT_READ | libc::PROT_WRITE,
+            }
+        }
+    }
+
+    /// A download (`update self`) the host has not read yet.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct Download {
+        /// The update construct that downloaded.
+        pub region: u64,
+        pub time: u64,
+        pub thread: u32,
+    }
+
+    /// One host range mapped to the device.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct Range {
+        pub start: u64,
+        pub bytes: u64,
+        /// The device copy's address; 0 when the runtime did not say.
+        pub device: u64,
+        /// The variable's interned name; 0 when none was given.
+        pub name: u32,
+        pub state: State,
+        /// The last download into the range, while the host has not read it.
+        pub unread: Option<Download>,
+        /// Mapped from a copy the runtime may have staged through a buffer of
+        /// its own: not watched until shown to be the array itself.
+        pub unproven: bool,
+        /// No longer mapped (its device copy was freed): kept only while its
+        /// last download is unread, which a read after the data region (the
+        /// usual place for a result) still makes read.
+        pub gone: bool,
+    }
+
+    impl Range {
+        pub fn end(&self) -> u64 {
+            self.start.saturating_add(self.bytes)
+        }
+
+        pub fn contains(&self, addr: u64) -> bool {
+            addr >= self.start && addr < self.end()
+        }
+
+        pub fn is_stale(&self) -> bool {
+            matches!(self.state, State::DeviceNewer { .. })
+        }
+
+        /// The protection this range asks of its pages: reads of a stale copy
+        /// and of an unread download fault; writes to a copy the device shares
+        /// fault; a range the host already changed is left open.
+        pub fn prot(&self) -> Prot {
+            if self.unproven {
+                return Prot::Rw;
+            }
+            match self.state {
+                State::DeviceNewer { .. } => Prot::None,
+                _ if self.unread.is_some() => Prot::None,
+                State::HostCurrent if self.device != 0 => Prot::Read,
+                _ => Prot::Rw,
+            }
+        }
+    }
+
+    /// The first page of `start` and the end of the last page of
+    /// `start..start+bytes` (`page` a power of two, never 0: `PAGE` is set
+    /// only to one, so `page - 1` cannot wrap; the rest saturates).
+    pub(crate) fn page_span(start: u64, bytes: u64, page: u64) -> (u64, u64) {
+        let lo = start & !(page - 1);
+        let end = start.saturating_add(bytes);
+        let hi = end.saturating_add(page - 1) & !(page - 1);
+        (lo, hi)
+    }
+
+    /// What the state published for the signal handler says about a faulting
+    /// address.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Verdict {
+        /// Inside this watched range.
+        Watched(Range),
+        /// On a page the check protected, outside every watched range (other
+        /// data sharing the page): let it through, say nothing.
+        OurPage,
+        /// Not the check's doing: the program's own fault.
+        NotOurs,
+    }
+
+    /// What a fault at `addr` is, given the watched ranges and the protected
+    /// page spans (sorted). A scan and a binary search over the snapshot's
+    /// slices, the index read through `get`: no allocation, no panic.
+    pub(crate) fn judge(watched: &[Range], spans: &[(u64, u64)], addr: u64) -> Verdict {
+        if let Some(r) = watched.iter().find(|r| r.contains(addr)) {
+            return Verdict::Watched(*r);
+        }
+        let i = spans.partition_point(|s| s.1 <= addr);
+        match spans.get(i) {
+            Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
+            _ => Verdict::NotOurs,
+        }
+    }
+
+    /// The bytes around `addr` worth saving for the confirmation: at most
+    /// `max` bytes, starting up to `max / 2` before the address, inside the
+    /// range and inside the address's page (the next page may still be
+    /// protected, and the handler must not fault). Returns (start, len).
+    /// Saturating arithmetic only (`page` as in [`page_span`]).
+    pub(crate) fn save_window(r: &Range, addr: u64, page: u64, max: u64) -> (u64, u64) {
+        let page_lo = addr & !(page - 1);
+        let page_hi = page_lo.saturating_add(page);
+        let lo = addr.saturating_sub(max / 2).max(r.start).max(page_lo);
+        let hi = lo.saturating_add(max).min(r.end()).min(page_hi);
+        (lo, hi.saturating_sub(lo))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        const PAGE: u64 = 4096;
+
+        fn at(start: u64, bytes: u64, state: State) -> Range {
+            Range {
+                start,
+                bytes,
+                device: 0xd000_0000 + start,
+                name: 0,
+                state,
+                unread: None,
+                unproven: false,
+                gone: false,
+            }
+        }
+
+        fn stale_at(start: u64, bytes: u64) -> Range {
+            at(start, bytes, State::DeviceNewer { since: 1 })
+        }
+
+        #[test]
+        fn page_spans_cover_partial_pages() {
+            assert_eq!(page_span(0x1000, 0x1000, PAGE), (0x1000, 0x2000));
+            assert_eq!(page_span(0x1008, 0x10, PAGE), (0x1000, 0x2000));
+            assert_eq!(page_span(0x1ff8, 0x10, PAGE), (0x1000, 0x3000));
+        }
+
+        #[test]
+        fn each_state_asks_its_protection() {
+            let mut r = at(0x1000, 0x100, State::HostCurrent);
+            assert_eq!(r.prot(), Prot::Read);
+            r.state = State::HostNewer;
+            assert_eq!(r.prot(), Prot::Rw);
+            r.unread = Some(Download {
+                region: 3,
+                time: 1,
+                thread: 1,
+            });
+            assert_eq!(r.prot(), Prot::None, "a download awaiting its reader");
+            r.unread = None;
+            r.state = State::DeviceNewer { since: 2 };
+            assert_eq!(r.prot(), Prot::None);
+            // A copy that may be the runtime's staging buffer is never watched.
+            r.unproven = true;
+            assert_eq!(r.prot(), Prot::Rw);
+        }
+
+        #[test]
+        fn the_saved_window_stays_in_the_range_and_the_page() {
+            let r = stale_at(0x1000, 0x3000);
+            assert_eq!(save_window(&r, 0x1800, PAGE, 64), (0x17e0, 64));
+            assert_eq!(save_window(&r, 0x1000, PAGE, 64), (0x1000, 64));
+            assert_eq!(save_window(&r, 0x1ff8, PAGE, 64), (0x1fd8, 0x28));
+            let small = stale_at(0x1010, 8);
+            assert_eq!(save_window(&small, 0x1010, PAGE, 64), (0x1010, 8));
+        }
+    }
+}
+
 /// The handler side of the coherence check: the claim on a SIGSEGV the
 /// check caused, the published snapshot it reads, and the ring of faults
 /// it writes (see `coherence::fault`, which publishes the snapshot, and
@@ -772,7 +1005,7 @@ pub(crate) mod fault {
     use std::cell::{Cell, UnsafeCell};
     use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-    use crate::coherence::table::{judge, page_span, save_window, Prot, Range, State, Verdict};
+    use super::ranges::{judge, page_span, save_window, Prot, Range, State, Verdict};
 
     use super::{now_ns, sys, write_note, Line};
 
@@ -1224,11 +1457,42 @@ pub(crate) mod fault {
         true
     }
 
+    /// A wrapped call (`coherence::calls`, MPI's) hands `addr..addr+len`
+    /// to the system, which would find a protected page an error, not a
+    /// fault: each watched range it touches is recorded as the handler
+    /// would have recorded a fault there (`write`: the call writes the host
+    /// bytes), at the address `code_addr` gives (asked once, only when a
+    /// watched range is touched; `None`, as from a signal handler, records
+    /// 0: the walk to the program's call allocates and locks), and the
+    /// pages are opened before the call.
+    pub(crate) fn host_call(addr: u64, len: u64, write: bool, code_addr: Option<&dyn Fn() -> u64>) {
+        if len == 0 || addr == 0 {
+            return;
+        }
+        let end = addr.saturating_add(len);
+        let now = now_ns();
+        with_snapshot(|s| {
+            let mut code = None;
+            for r in s
+                .watched()
+                .iter()
+                .filter(|r| r.start < end && r.end() > addr)
+            {
+                let at = *code.get_or_insert_with(|| code_addr.map_or(0, |f| f()));
+                access(now, at, addr.max(r.start), write, *r);
+            }
+            let (lo, hi) = page_span(addr, len, PAGE.load(Ordering::Relaxed));
+            if s.spans().iter().any(|sp| sp.0 < hi && sp.1 > lo) {
+                open_span(lo, hi);
+            }
+        });
+    }
+
     /// A host access to a watched range, from a wrapped call that hands the
     /// range to the system (`code_addr` inside the call instruction):
     /// recorded for the next construct boundary, and the range's pages
     /// opened as far as the access needs.
-    pub(crate) fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
+    fn access(time: u64, code_addr: u64, addr: u64, write: bool, range: Range) {
         access_from(
             time,
             code_addr,
@@ -1483,7 +1747,10 @@ fn wants(sig: libc::c_int, group: u8, handler: libc::sighandler_t) -> bool {
     match group {
         _ if sig == libc::SIGSEGV || sig == libc::SIGBUS => true,
         GROUP_USUAL => handler != libc::SIG_IGN,
-        GROUP_IF_DEFAULT => handler == libc::SIG_DFL,
+        GROUP_IF_DEFAULT => {
+            handler == libc::SIG_DFL
+                || (handler != libc::SIG_IGN && KEEP_PROGRAM_HANDLERS.load(Ordering::Acquire))
+        }
         _ => false,
     }
 }
@@ -1508,11 +1775,24 @@ fn take_over(sig: libc::c_int, group: u8) {
 /// Installs our handler for `sig`, the disposition behind it already
 /// stored.
 fn hold(sig: libc::c_int, s: &Slot) -> libc::c_int {
+    // A program's handler of the second group, held for the coherence
+    // check, keeps its own restart and stack behaviour: a program that
+    // expects EINTR from an alarm still gets it.
+    let behind = s.handler.load(Ordering::Acquire);
+    let flags = if s.group.load(Ordering::Acquire) == GROUP_IF_DEFAULT
+        && behind != libc::SIG_DFL
+        && behind != libc::SIG_IGN
+    {
+        let program = s.flags.load(Ordering::Relaxed) as u32 as libc::c_int;
+        libc::SA_SIGINFO | (program & (libc::SA_ONSTACK | libc::SA_RESTART))
+    } else {
+        libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART
+    };
     // SAFETY: a zeroed, then filled, struct we own.
     let r = unsafe {
         let mut new: libc::sigaction = std::mem::zeroed();
         new.sa_sigaction = handler as *const () as usize;
-        new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+        new.sa_flags = flags;
         libc::sigemptyset(&mut new.sa_mask);
         real_sigaction(sig, &new, std::ptr::null_mut())
     };
@@ -1584,6 +1864,10 @@ pub(crate) unsafe fn intercept(
             // SAFETY: the program's own disposition, installed for real.
             return Some(unsafe { real_sigaction(sig, act, std::ptr::null_mut()) });
         }
+        if group == GROUP_IF_DEFAULT && KEEP_PROGRAM_HANDLERS.load(Ordering::Acquire) {
+            // Ours again, with the flags the new disposition asks.
+            return Some(hold(sig, s));
+        }
     }
     Some(0)
 }
@@ -1614,6 +1898,96 @@ pub(crate) fn intercept_signal(
     }
 }
 
+thread_local! {
+    /// Where the innermost [`handler`] running on this thread has its
+    /// frame (0: none): code running below it, within
+    /// [`HANDLER_REACH`], runs inside that handler. Kept as an address
+    /// rather than a depth because a program's handler may leave by
+    /// `siglongjmp` and never return to ours, which then cannot clear it:
+    /// code that runs later runs above that frame, or on another stack, or,
+    /// called deeper from further up, with the signal no longer blocked
+    /// ([`HANDLER_SIGNAL`]).
+    static HANDLER_FRAME: Cell<u64> = const { Cell::new(0) };
+    /// The signal that innermost handler runs for, blocked while it runs
+    /// (0: not known to be, SA_NODEFER). `siglongjmp` out of the handler
+    /// restores the mask it was left with, which did not block it.
+    static HANDLER_SIGNAL: Cell<i32> = const { Cell::new(0) };
+}
+
+/// How far below [`handler`]'s frame its callees' frames may lie (the
+/// program's handler and what it calls): beyond this, or above the
+/// frame, the code is not inside it (a frame on another stack, or one of
+/// a program that left its handler by `siglongjmp`).
+const HANDLER_REACH: u64 = 1 << 20;
+
+/// An address in the caller's frame (a local's).
+#[inline(always)]
+fn frame_address() -> u64 {
+    let mark = 0u8;
+    std::hint::black_box(&mark) as *const u8 as u64
+}
+
+/// Whether this thread runs inside a handler of the collector's: its own
+/// work, or a program's handler it passes a signal on to. While the
+/// coherence check runs, every handler of the program runs so
+/// ([`keep_program_handlers`]); a wrapped call made there
+/// (`coherence::calls`) records its access without the walk that would
+/// allocate. Two loads, and where a handler's frame is above, one raw
+/// rt_sigprocmask.
+pub(crate) fn in_handler() -> bool {
+    let here = frame_address();
+    let below = match HANDLER_FRAME.try_with(Cell::get) {
+        Ok(top) if top != 0 => here < top && top - here < HANDLER_REACH,
+        _ => false,
+    };
+    if !below {
+        return false;
+    }
+    match HANDLER_SIGNAL.try_with(Cell::get).unwrap_or(0) {
+        0 => true,
+        sig => sys::sigmask(libc::SIG_BLOCK, 0).is_none_or(|m| m & sys::bit(sig) != 0),
+    }
+}
+
+/// Set while the coherence check runs: the signals of the second group
+/// stay held when the program installs a handler of its own, so that
+/// [`handler`] runs it and [`in_handler`] knows.
+static KEEP_PROGRAM_HANDLERS: AtomicBool = AtomicBool::new(false);
+
+/// Holds, from now on, every signal of the second group that the program
+/// handles (the coherence check starts): installed for real until now,
+/// its handler goes behind ours, with its mask, flags and arguments
+/// ([`pass_on`]). Called once, outside any handler.
+pub(crate) fn keep_program_handlers() {
+    KEEP_PROGRAM_HANDLERS.store(true, Ordering::Release);
+    if !INSTALLED.load(Ordering::Acquire) {
+        return;
+    }
+    for (sig, s) in SLOTS.iter().enumerate() {
+        let Ok(sig) = libc::c_int::try_from(sig) else {
+            continue;
+        };
+        let group = s.group.load(Ordering::Acquire);
+        if group != GROUP_IF_DEFAULT || s.held.load(Ordering::Acquire) {
+            continue;
+        }
+        // The disposition the program has now (another library may have
+        // installed one past the interposer).
+        // SAFETY: a zeroed sigaction we own, filled by the system.
+        let old = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if real_sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            old
+        };
+        if wants(sig, group, old.sa_sigaction) {
+            store(s, &old);
+            hold(sig, s);
+        }
+    }
+}
+
 /// Whether the kernel raised `sig` for a fault of the interrupted thread
 /// (the instruction faults again if the handler returns).
 fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
@@ -1635,6 +2009,17 @@ fn is_fault(sig: libc::c_int, info: *const libc::siginfo_t) -> bool {
 /// the trace with its ending; one the program handles flushes what was
 /// recorded (for a crash or a stop) and goes on to its handler.
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let outer = HANDLER_FRAME
+        .try_with(|f| f.replace(frame_address()))
+        .unwrap_or(0);
+    let outer_sig = HANDLER_SIGNAL.try_with(|f| f.replace(sig)).unwrap_or(0);
+    handle(sig, info, ctx);
+    let _ = HANDLER_FRAME.try_with(|f| f.set(outer));
+    let _ = HANDLER_SIGNAL.try_with(|f| f.set(outer_sig));
+}
+
+/// [`handler`]'s work.
+fn handle(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(s) = slot(sig) else { return };
     // The interrupted code must find errno as it left it (rule 7).
     let errno = sys::errno();
@@ -1696,6 +2081,9 @@ fn pass_on(
     let program_mask = words.first().copied().unwrap_or(0);
     let this = sys::bit(sig);
     let old = if flags & libc::SA_NODEFER != 0 {
+        // `sig` is not blocked in the program's handler: `in_handler`
+        // cannot ask the mask.
+        let _ = HANDLER_SIGNAL.try_with(|f| f.set(0));
         let old = sys::sigmask(libc::SIG_BLOCK, program_mask & !this);
         sys::sigmask(libc::SIG_UNBLOCK, this);
         old
@@ -1729,6 +2117,37 @@ mod tests {
 
     fn pause() {
         std::thread::sleep(Duration::from_millis(1));
+    }
+
+    /// Code below the handler's frame runs inside it; outside a handler,
+    /// above its frame (left by `siglongjmp`) or far below it, it does not.
+    #[test]
+    fn inside_a_handler_is_below_its_frame_and_within_reach() {
+        #[inline(never)]
+        fn callee() -> bool {
+            super::in_handler()
+        }
+        assert!(!callee(), "no handler yet");
+        let frame = super::frame_address();
+        super::HANDLER_FRAME.with(|f| f.set(frame));
+        assert!(callee(), "called from the handler's frame");
+        super::HANDLER_FRAME.with(|f| f.set(frame + super::HANDLER_REACH + 4096));
+        assert!(!callee(), "far below a frame that was left long ago");
+        super::HANDLER_FRAME.with(|f| f.set(frame - 4096));
+        assert!(!callee(), "above the handler's frame: it was left");
+        // The signal the handler runs for is blocked there; left by
+        // siglongjmp, the mask no longer blocks it.
+        let usr2 = super::sys::bit(libc::SIGUSR2);
+        super::HANDLER_FRAME.with(|f| f.set(frame));
+        super::HANDLER_SIGNAL.with(|f| f.set(libc::SIGUSR2));
+        let was = super::sys::sigmask(libc::SIG_UNBLOCK, usr2).expect("mask");
+        assert!(!callee(), "the signal is not blocked: the handler was left");
+        super::sys::sigmask(libc::SIG_BLOCK, usr2);
+        assert!(callee(), "blocked, as while its handler runs");
+        super::sys::sigmask(libc::SIG_SETMASK, was);
+        super::HANDLER_SIGNAL.with(|f| f.set(0));
+        super::HANDLER_FRAME.with(|f| f.set(0));
+        assert!(!callee());
     }
 
     #[test]

@@ -33,6 +33,15 @@
  *   fwrite   as stale, but the host writes the array to a temporary file with
  *            fwrite (the kernel reads the stale copy; prints "fwrite
  *            wrote <n>", n = 2048)
+ *   sigwrite as stale, but the host writes a[1000] to a pipe with write()
+ *            from its own SIGALRM handler (raised), and reads it back;
+ *            prints "handler wrote <n> (<value>), <k> allocations" (n = 8;
+ *            k: calls of malloc, calloc and realloc while the handler's
+ *            write ran on its thread, which this program defines over
+ *            the C library's); then SIGALRM, sent to the main thread
+ *            every 20 ms until the read returns, interrupts a read of an
+ *            empty pipe: "blocked read interrupted" (EINTR: the handler
+ *            has no SA_RESTART) or "blocked read restarted"
  *   every10  100 steps of a kernel and an update self; the host reads the
  *            array only when step % 10 == 0 (prints "seen <sum>"), and not
  *            after the loop: 90 downloads nobody read
@@ -47,6 +56,7 @@
  * (the host copy's value, as without the check), then "done". */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <setjmp.h>
@@ -149,6 +159,49 @@ static void kernel(int change) {
   fire(acc_ev_compute_construct_end, acc_construct_parallel, NULL, 0);
 }
 
+/* The C library's allocator, behind this program's malloc, calloc and
+   realloc, which count their calls while `counting` is set (on the
+   calling thread). */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+static __thread volatile sig_atomic_t counting;
+static volatile long allocations;
+void *malloc(size_t n) {
+  if (counting) allocations++;
+  return __libc_malloc(n);
+}
+void *calloc(size_t k, size_t n) {
+  if (counting) allocations++;
+  return __libc_calloc(k, n);
+}
+void *realloc(void *p, size_t n) {
+  if (counting) allocations++;
+  return __libc_realloc(p, n);
+}
+
+/* sigwrite: the program's SIGALRM handler writes the stale element out
+   (write is async-signal-safe). */
+static int pipe_fds[2];
+static volatile long handler_wrote = -2;
+static void alarm_handler(int sig) {
+  (void)sig;
+  counting = 1;
+  handler_wrote = write(pipe_fds[1], (const void *)&a[1000], sizeof *a);
+  counting = 0;
+}
+
+static pthread_t main_thread;
+static volatile sig_atomic_t alarms_done;
+static void *send_alarms(void *arg) {
+  (void)arg;
+  while (!alarms_done) {
+    usleep(20000);
+    if (!alarms_done) pthread_kill(main_thread, SIGALRM);
+  }
+  return NULL;
+}
+
 static double thread_read;
 static void *reader(void *arg) {
   (void)arg;
@@ -246,6 +299,33 @@ int main(int argc, char **argv) {
     size_t n = f ? fwrite(a, sizeof *a, N, f) : 0;
     if (f) fclose(f);
     printf("fwrite wrote %zu\n", n);
+    v = -1;
+  } else if (strcmp(mode, "sigwrite") == 0) {
+    if (pipe(pipe_fds)) return 2;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = alarm_handler;
+    sigaction(SIGALRM, &sa, NULL);
+    raise(SIGALRM);
+    double back_v = -1;
+    if (read(pipe_fds[0], &back_v, sizeof back_v) != sizeof back_v) back_v = -1;
+    printf("handler wrote %ld (%g), %ld allocations\n", handler_wrote, back_v, allocations);
+    /* The handler installed without SA_RESTART: a blocking read that the
+       alarm interrupts fails with EINTR, as without the check. The alarm
+       is sent to this thread (a process's SIGALRM may go to any of its
+       threads), again until the read has returned. */
+    int idle[2];
+    if (pipe(idle)) return 2;
+    pthread_t alarmer;
+    main_thread = pthread_self();
+    pthread_create(&alarmer, NULL, send_alarms, NULL);
+    char c;
+    ssize_t r = read(idle[0], &c, 1);
+    int err = errno;
+    alarms_done = 1;
+    pthread_join(alarmer, NULL);
+    errno = err;
+    printf("blocked read %s\n", r < 0 && errno == EINTR ? "interrupted" : "restarted");
     v = -1;
   } else if (strcmp(mode, "every10") == 0) {
     v = 1000; /* no read after the loop: the last download stays unread */

@@ -16,7 +16,11 @@
 //! writes (the trace writer's wake-ups, its lines on stderr, the signal
 //! handler's) are raw system calls, so they never come here (see
 //! `signals`). The next definitions are looked up when the library loads,
-//! as a program's signal handler may call `read` or `write`.
+//! as a program's signal handler may call `read` or `write`: past the
+//! check's one load, a wrapper entered from a handler (which the check
+//! makes sure the collector knows: `signals::keep_program_handlers`)
+//! calls only into `signals`, which records the access without the walk
+//! to the program's call (`signals::in_handler`).
 
 use std::ffi::{c_int, c_void, CStr};
 
@@ -60,6 +64,14 @@ fn real(i: usize) -> usize {
 #[inline]
 fn before(buf: *const c_void, len: usize, write: bool) {
     if !super::on() {
+        return;
+    }
+    if crate::signals::in_handler() {
+        // Entered from a signal handler (the program's, which may call
+        // `write`): the access is recorded without the walk to the
+        // program's call, which allocates and locks; all of it is in
+        // `signals`.
+        super::fault::host_call(buf as u64, len as u64, write, None);
         return;
     }
     let _ = std::panic::catch_unwind(|| {

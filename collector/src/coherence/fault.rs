@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::table::{Range, Snapshot};
 
 use crate::signals::fault::STACK_END;
-pub(crate) use crate::signals::fault::{
-    access, drain, open_span, with_snapshot, Fault, Published, StackCopy, FAULTS, HANDLER_NS,
-    IN_CONSTRUCT, OPENED, PAGE, RING_FULL, SAVED, WRITES,
-};
 #[cfg(test)]
 pub(crate) use crate::signals::fault::{capture, BLANK, FRAMES};
+pub(crate) use crate::signals::fault::{
+    drain, host_call, open_span, Fault, Published, StackCopy, FAULTS, HANDLER_NS, IN_CONSTRUCT,
+    OPENED, PAGE, RING_FULL, SAVED, WRITES,
+};
 use crate::signals::fault::{SHARED_HITS, SHARED_PAGE};
 
 /// The pages beside watched arrays that the program touched at least

@@ -176,6 +176,9 @@ pub(crate) fn start() {
         return;
     }
     fault::install();
+    // The program's handlers run from the collector's, which marks the
+    // thread: a wrapped call made there takes the handler's path.
+    crate::signals::keep_program_handlers();
     staging::watch_runtime_frees();
     let (lo, hi) = thread_block();
     TLS_LO.store(lo, Ordering::Relaxed);
@@ -481,26 +484,10 @@ pub(crate) fn device_free(at: u64) {
 /// instruction; asked only when a watched range is touched), and the pages
 /// are opened before the call.
 pub(crate) fn host_buffer(addr: u64, len: u64, write: bool, code_addr: &dyn Fn() -> u64) {
-    if !on() || len == 0 || addr == 0 {
+    if !on() {
         return;
     }
-    let end = addr.saturating_add(len);
-    let now = crate::clock::now_ns();
-    fault::with_snapshot(|s| {
-        let mut code = None;
-        for r in s
-            .watched()
-            .iter()
-            .filter(|r| r.start < end && r.end() > addr)
-        {
-            let at = *code.get_or_insert_with(code_addr);
-            fault::access(now, at, addr.max(r.start), write, *r);
-        }
-        let (lo, hi) = table::page_span(addr, len, fault::PAGE.load(Ordering::Relaxed));
-        if s.spans().iter().any(|sp| sp.0 < hi && sp.1 > lo) {
-            fault::open_span(lo, hi);
-        }
-    });
+    fault::host_call(addr, len, write, Some(code_addr));
 }
 
 thread_local! {

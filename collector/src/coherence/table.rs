@@ -1,81 +1,17 @@
 //! The host ranges mapped to the device, which copy of each is current,
 //! and the page protection that watching them takes: plain data and pure
-//! functions, so every decision the signal handler and the callbacks make
-//! is testable without a device, a signal or `mprotect`.
+//! functions, so every decision the callbacks make is testable without a
+//! device, a signal or `mprotect`. The range types and the lookups the
+//! signal handler makes on them (`judge`, `save_window`, `page_span`) are
+//! `signals::ranges`, with the rest of what a handler runs; the table,
+//! its segments and the snapshot it publishes are built here, outside any
+//! handler.
 
-/// Which copy of a range the host may trust.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
-    /// Both copies agree (just mapped, uploaded or downloaded).
-    HostCurrent,
-    /// A compute construct (this region) may have written the device copy
-    /// since the host copy was last brought up to date.
-    DeviceNewer { since: u64 },
-    /// The host wrote its copy since both agreed; no upload yet.
-    HostNewer,
-}
-
-/// How a range's pages are protected while it is in a state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Prot {
-    /// No access: every touch faults (a stale copy, or a download whose
-    /// reader is awaited).
-    None,
-    /// Read-only: a host write faults (both copies agree).
-    Read,
-    /// Open.
-    Rw,
-}
-
-impl Prot {
-    pub fn bits(self) -> i32 {
-        match self {
-            Prot::None => libc::PROT_NONE,
-            Prot::Read => libc::PROT_READ,
-            Prot::Rw => libc::PROT_READ | libc::PROT_WRITE,
-        }
-    }
-}
-
-/// A download (`update self`) the host has not read yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Download {
-    /// The update construct that downloaded.
-    pub region: u64,
-    pub time: u64,
-    pub thread: u32,
-}
-
-/// One host range mapped to the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Range {
-    pub start: u64,
-    pub bytes: u64,
-    /// The device copy's address; 0 when the runtime did not say.
-    pub device: u64,
-    /// The variable's interned name; 0 when none was given.
-    pub name: u32,
-    pub state: State,
-    /// The last download into the range, while the host has not read it.
-    pub unread: Option<Download>,
-    /// Mapped from a copy the runtime may have staged through a buffer of
-    /// its own: not watched until shown to be the array itself.
-    pub unproven: bool,
-    /// No longer mapped (its device copy was freed): kept only while its
-    /// last download is unread, which a read after the data region (the
-    /// usual place for a result) still makes read.
-    pub gone: bool,
-}
+#[cfg(test)]
+use crate::signals::ranges::{judge, Verdict};
+pub(crate) use crate::signals::ranges::{page_span, Download, Prot, Range, State};
 
 impl Range {
-    pub fn end(&self) -> u64 {
-        self.start.saturating_add(self.bytes)
-    }
-
-    pub fn contains(&self, addr: u64) -> bool {
-        addr >= self.start && addr < self.end()
-    }
-
     /// The range as the signal handler is shown it: its state without the
     /// construct that made it stale (`settle` takes that from the table),
     /// so a construct that only makes stale again what was stale leaves
@@ -87,39 +23,11 @@ impl Range {
         }
         r
     }
-
-    pub fn is_stale(&self) -> bool {
-        matches!(self.state, State::DeviceNewer { .. })
-    }
-
-    /// The protection this range asks of its pages: reads of a stale copy
-    /// and of an unread download fault; writes to a copy the device shares
-    /// fault; a range the host already changed is left open.
-    pub fn prot(&self) -> Prot {
-        if self.unproven {
-            return Prot::Rw;
-        }
-        match self.state {
-            State::DeviceNewer { .. } => Prot::None,
-            _ if self.unread.is_some() => Prot::None,
-            State::HostCurrent if self.device != 0 => Prot::Read,
-            _ => Prot::Rw,
-        }
-    }
 }
 
 /// Tracked ranges at most: a program maps a few dozen arrays; beyond this
 /// new ones go unwatched (counted) so the handler's scan stays short.
 pub(crate) const MAX_RANGES: usize = 4096;
-
-/// The first page of `start` and the end of the last page of
-/// `start..start+bytes` (`page` a power of two).
-pub(crate) fn page_span(start: u64, bytes: u64, page: u64) -> (u64, u64) {
-    let lo = start & !(page - 1);
-    let end = start.saturating_add(bytes);
-    let hi = end.saturating_add(page - 1) & !(page - 1);
-    (lo, hi)
-}
 
 /// The ranges, in the order they were mapped.
 #[derive(Debug, Default, Clone)]
@@ -388,19 +296,6 @@ pub(crate) fn without_pages(
     out
 }
 
-/// What the state published for the signal handler says about a faulting
-/// address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    /// Inside this watched range.
-    Watched(Range),
-    /// On a page the check protected, outside every watched range (other
-    /// data sharing the page): let it through, say nothing.
-    OurPage,
-    /// Not the check's doing: the program's own fault.
-    NotOurs,
-}
-
 /// The handler's view: the watched ranges and the protected page spans,
 /// immutable once published.
 #[derive(Debug, Default)]
@@ -436,31 +331,6 @@ impl Snapshot {
     }
 }
 
-/// What a fault at `addr` is, given the watched ranges and the protected
-/// page spans (sorted). Allocation-free: called from the signal handler.
-pub(crate) fn judge(watched: &[Range], spans: &[(u64, u64)], addr: u64) -> Verdict {
-    if let Some(r) = watched.iter().find(|r| r.contains(addr)) {
-        return Verdict::Watched(*r);
-    }
-    let i = spans.partition_point(|s| s.1 <= addr);
-    match spans.get(i) {
-        Some(&(lo, hi)) if addr >= lo && addr < hi => Verdict::OurPage,
-        _ => Verdict::NotOurs,
-    }
-}
-
-/// The bytes around `addr` worth saving for the confirmation: at most
-/// `max` bytes, starting up to `max / 2` before the address, inside the
-/// range and inside the address's page (the next page may still be
-/// protected, and the handler must not fault). Returns (start, len).
-pub(crate) fn save_window(r: &Range, addr: u64, page: u64, max: u64) -> (u64, u64) {
-    let page_lo = addr & !(page - 1);
-    let page_hi = page_lo.saturating_add(page);
-    let lo = addr.saturating_sub(max / 2).max(r.start).max(page_lo);
-    let hi = lo.saturating_add(max).min(r.end()).min(page_hi);
-    (lo, hi.saturating_sub(lo))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,13 +352,6 @@ mod tests {
 
     fn stale_at(start: u64, bytes: u64) -> Range {
         at(start, bytes, State::DeviceNewer { since: 1 })
-    }
-
-    #[test]
-    fn page_spans_cover_partial_pages() {
-        assert_eq!(page_span(0x1000, 0x1000, PAGE), (0x1000, 0x2000));
-        assert_eq!(page_span(0x1008, 0x10, PAGE), (0x1000, 0x2000));
-        assert_eq!(page_span(0x1ff8, 0x10, PAGE), (0x1000, 0x3000));
     }
 
     #[test]
@@ -537,26 +400,6 @@ mod tests {
         assert!(t.map(0x10000, 0x8000, 0xe0000, 0));
         assert_eq!(t.ranges().len(), 1);
         assert_eq!(t.ranges()[0].device, 0xe0000);
-    }
-
-    #[test]
-    fn each_state_asks_its_protection() {
-        let mut r = at(0x1000, 0x100, State::HostCurrent);
-        assert_eq!(r.prot(), Prot::Read);
-        r.state = State::HostNewer;
-        assert_eq!(r.prot(), Prot::Rw);
-        r.unread = Some(Download {
-            region: 3,
-            time: 1,
-            thread: 1,
-        });
-        assert_eq!(r.prot(), Prot::None, "a download awaiting its reader");
-        r.unread = None;
-        r.state = State::DeviceNewer { since: 2 };
-        assert_eq!(r.prot(), Prot::None);
-        // A copy that may be the runtime's staging buffer is never watched.
-        r.unproven = true;
-        assert_eq!(r.prot(), Prot::Rw);
     }
 
     #[test]
@@ -611,16 +454,6 @@ mod tests {
         assert_eq!(s.judge(0), Verdict::NotOurs);
         assert_eq!(s.judge(0x6000), Verdict::NotOurs);
         assert_eq!(Snapshot::default().judge(0x1100), Verdict::NotOurs);
-    }
-
-    #[test]
-    fn the_saved_window_stays_in_the_range_and_the_page() {
-        let r = stale_at(0x1000, 0x3000);
-        assert_eq!(save_window(&r, 0x1800, PAGE, 64), (0x17e0, 64));
-        assert_eq!(save_window(&r, 0x1000, PAGE, 64), (0x1000, 64));
-        assert_eq!(save_window(&r, 0x1ff8, PAGE, 64), (0x1fd8, 0x28));
-        let small = stale_at(0x1010, 8);
-        assert_eq!(save_window(&small, 0x1010, PAGE, 64), (0x1010, 8));
     }
 
     #[test]
