@@ -266,3 +266,36 @@ fn a_construct_runs_one_level_deeper_than_its_parent() {
     // GCC's compute constructs hold their implicit enter and exit data.
     assert!(nested > 100, "only {nested} nested constructs");
 }
+
+/// The model sits below the join and the rules: no file of it (its unit
+/// tests aside) names either, so the naming policy and the large transfers
+/// it infers names from are the model's own.
+#[test]
+fn the_model_imports_neither_the_rules_nor_the_join() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("model directory")
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter(|p| p.file_name().is_some_and(|f| f != "tests.rs"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 5, "model files under {}", dir.display());
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("model file");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            let grouped =
+                code.contains("crate::{") && (code.contains("rules") || code.contains("join"));
+            if code.contains("crate::rules") || code.contains("crate::join") || grouped {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the model names the rules or the join:\n{}",
+        found.join("\n")
+    );
+}

@@ -208,7 +208,7 @@ pub(crate) struct BufferNames {
     /// (in start order) that the runtime named.
     pub(super) runtime: HashMap<u64, NameId>,
     /// Names inferred from the sources ([`Run::learn_names`]).
-    pub(super) source: crate::rules::names::SourceNames,
+    pub(super) source: super::names::SourceNames,
     /// Whether [`Run::learn_names`] was asked.
     pub(super) learned: bool,
 }

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use super::entities::*;
+use super::names::{self, SourceNames};
 use super::run::Run;
-use crate::rules::names::SourceNames;
 use crate::source::SourceSet;
 use accprof_trace::CopyKind;
 
@@ -120,7 +120,7 @@ impl Run {
     /// view that reads sources asks this once, right after reading them;
     /// asked again, the names come from `sources` anew.
     pub fn learn_names(&mut self, sources: &SourceSet) {
-        self.buffer_names.source = crate::rules::names::from_sources(self, sources);
+        self.buffer_names.source = names::from_sources(self, sources, super::LARGE_XFER_BYTES);
         self.buffer_names.learned = true;
         self.name_summary();
     }

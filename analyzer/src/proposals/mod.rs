@@ -10,12 +10,4 @@ pub mod parallel_loop;
 pub mod queue;
 pub mod update_guard;
 
-use crate::source::Lang;
-
-/// Lookup key of a name in `lang`: Fortran names are case-insensitive.
-pub fn key(lang: Lang, name: &str) -> String {
-    match lang {
-        Lang::Fortran => name.to_ascii_lowercase(),
-        Lang::C => name.to_string(),
-    }
-}
+pub use crate::model::key;

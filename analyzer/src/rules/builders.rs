@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::findings::{Category, Evidence, Finding, Location, Value};
 use crate::model::{AllocId, SiteId};
 
-use super::{host_cost, Context, Xfer};
+use super::{group_by, host_cost, Context, Xfer};
 
 impl Context<'_> {
     /// A location for a site.
@@ -64,17 +64,6 @@ impl Context<'_> {
             s.file
         ))
     }
-}
-
-/// Groups items by key, in key order, each group keeping its items' order.
-pub(crate) fn group_by<K: Ord + Clone, T>(
-    items: impl IntoIterator<Item = (K, T)>,
-) -> Vec<(K, Vec<T>)> {
-    let mut map: BTreeMap<K, Vec<T>> = BTreeMap::new();
-    for (k, t) in items {
-        map.entry(k).or_default().push(t);
-    }
-    map.into_iter().collect()
 }
 
 /// Names of the buffers behind these transfers, in alphabetical order

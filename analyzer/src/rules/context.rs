@@ -1,6 +1,6 @@
 //! [`Context`]: the run as every rule sees it, and the facts it derives
 //! from the run once for all the rules: the large host <-> device transfers
-//! in time order ([`Xfer`]) and each host buffer's history of them, when
+//! in time order ([`Xfer`], the model's) and each host buffer's history of them, when
 //! kernels ran, the compute constructs per site and what their launches got
 //! ([`LaunchSite`]), the host costs of transfers, what equal hashes prove,
 //! the names of host buffers and variables, and the questions several rules
@@ -9,54 +9,14 @@
 
 use std::collections::BTreeMap;
 
-use accprof_trace::{CopyKind, HashMode};
+use accprof_trace::HashMode;
 
 use crate::findings::Confidence;
 use crate::idhash::IdHashMap;
-use crate::model::{ConstructClass, ConstructId, Run, SiteId, TransferId};
+use crate::model::{ConstructClass, ConstructId, Run, SiteId};
 use crate::source::SourceSet;
 
-use super::{host_cost, names, Options};
-
-/// Direction of a host <-> device transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dir {
-    Upload,
-    Download,
-}
-
-impl Dir {
-    pub fn word(self) -> &'static str {
-        match self {
-            Dir::Upload => "upload",
-            Dir::Download => "download",
-        }
-    }
-}
-
-/// One large host <-> device transfer, as the rules see it.
-#[derive(Debug, Clone)]
-pub struct Xfer {
-    pub transfer: TransferId,
-    pub dir: Dir,
-    pub host_ptr: Option<u64>,
-    pub bytes: u64,
-    pub hash: Option<u64>,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// The construct the transfer belongs to, and the outermost construct
-    /// around it (GCC's implicit data part sits inside the compute construct).
-    pub construct: Option<ConstructId>,
-    pub origin: Option<ConstructId>,
-    /// The origin's source site.
-    pub site: Option<SiteId>,
-}
-
-impl Xfer {
-    pub fn duration_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.start_ns)
-    }
-}
+use super::{host_cost, large_xfers, names, Options, Xfer};
 
 /// Everything the rules share.
 pub struct Context<'a> {
@@ -183,39 +143,6 @@ impl LaunchSite {
     }
 }
 
-/// The host <-> device transfers of at least `min_bytes`, in time order,
-/// and how many were smaller.
-pub(crate) fn large_xfers(run: &Run, min_bytes: u64) -> (Vec<Xfer>, usize) {
-    let mut xfers = Vec::new();
-    let mut small = 0;
-    for (id, c) in run.transfers() {
-        let dir = match c.kind {
-            CopyKind::HostToDevice => Dir::Upload,
-            CopyKind::DeviceToHost => Dir::Download,
-            _ => continue,
-        };
-        if c.bytes < min_bytes {
-            small += 1;
-            continue;
-        }
-        let origin = c.construct.map(|id| run.top_level(id));
-        xfers.push(Xfer {
-            transfer: id,
-            dir,
-            host_ptr: c.host_ptr(),
-            bytes: c.bytes,
-            hash: c.hash(),
-            start_ns: c.start_ns,
-            end_ns: c.end_ns,
-            construct: c.construct,
-            origin,
-            site: c.construct.map(|id| run.line_site(id)),
-        });
-    }
-    xfers.sort_by_key(|x| (x.start_ns, x.transfer));
-    (xfers, small)
-}
-
 impl<'a> Context<'a> {
     pub fn new(run: &'a Run, sources: &'a SourceSet, opts: &'a Options) -> Context<'a> {
         let (xfers, small) = large_xfers(run, opts.min_bytes);
@@ -249,7 +176,8 @@ impl<'a> Context<'a> {
         };
         // A run whose view did not have it learn the sources' names (one
         // made for a test) learns them for the rules alone.
-        let unlearned = (!run.names_learned()).then(|| names::from_sources(run, sources));
+        let unlearned = (!run.names_learned())
+            .then(|| names::from_sources(run, sources, crate::model::LARGE_XFER_BYTES));
         Context {
             run,
             sources,

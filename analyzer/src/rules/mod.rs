@@ -6,7 +6,9 @@
 //! order, the history of each host buffer, when kernels ran and the names
 //! of host buffers) and `builders` (the locations, labels, evidence and
 //! findings the rules build from those facts). Their items are re-exported
-//! here, where the rules name them.
+//! here, where the rules name them, and so are the model's large transfers
+//! ([`Xfer`]) and its naming of host buffers (`names`), which the rules
+//! read but do not own.
 
 pub mod a1_repeated_alloc;
 pub mod a2_unused_alloc;
@@ -26,7 +28,6 @@ pub mod l2_vector_trip;
 pub mod l3_single_gang;
 pub mod l4_launch_differs;
 pub mod l5_launch_bound;
-pub(crate) mod names;
 pub mod p1_partial_change;
 pub(crate) mod queueing;
 pub mod r1_runtime_bound;
@@ -42,9 +43,14 @@ mod context;
 mod registry;
 
 pub(crate) use builders::{
-    add_transfers, alloc_cost_evidence, alloc_finding, group_by, pairs_by_site, transfer_finding,
-    vars_label, xfer_evidence,
+    add_transfers, alloc_cost_evidence, alloc_finding, pairs_by_site, transfer_finding, vars_label,
+    xfer_evidence,
 };
-pub(crate) use context::{consecutive_pairs, host_changed, large_xfers, repeating_loop, same_hash};
-pub use context::{Context, Dir, LaunchSite, Xfer};
+pub(crate) use context::{consecutive_pairs, host_changed, repeating_loop, same_hash};
+pub use context::{Context, LaunchSite};
+// The large transfers and the buffers' names are the model's; the rules
+// name them from here.
+pub(crate) use crate::model::names;
+pub(crate) use crate::model::{group_by, large_xfers};
+pub use crate::model::{Dir, Xfer};
 pub use registry::{run_all, Checked, Options};

@@ -35,7 +35,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            min_bytes: 1024,
+            min_bytes: crate::model::LARGE_XFER_BYTES,
             min_repeats: 3,
             min_share: 0.05,
             min_gap_ns: 100_000,

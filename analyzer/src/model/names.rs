@@ -1,14 +1,21 @@
 //! Names of host buffers, for the findings to speak of `A` rather than of
 //! an address: the runtime's variable names, the program's data symbols,
-//! and what the source shows at the constructs that moved them.
+//! and what the source shows at the constructs that moved them. The model
+//! owns this policy: every view names a buffer the same way, and the rules
+//! read the names from here.
 
 use std::collections::HashMap;
 
-use super::{group_by, Dir, Xfer};
-use crate::model::TransferId;
-use crate::proposals::key;
-use crate::source::SourceSet;
-use crate::Run;
+use super::{group_by, large_xfers, Dir, Run, SiteId, TransferId, Xfer};
+use crate::source::{Lang, SourceSet};
+
+/// Lookup key of a name in `lang`: Fortran names are case-insensitive.
+pub fn key(lang: Lang, name: &str) -> String {
+    match lang {
+        Lang::Fortran => name.to_ascii_lowercase(),
+        Lang::C => name.to_string(),
+    }
+}
 
 /// What the sources name: host buffers, and the transfers of an `update`
 /// whose clause names one array (what that array pointed to when it ran,
@@ -20,12 +27,11 @@ pub(crate) struct SourceNames {
 }
 
 /// The names the sources give the host buffers that no runtime name or
-/// symbol names ([`Run::learn_names`] keeps them): inferred from the large
-/// transfers (those the rules examine by default) and the constructs that
-/// moved them.
-pub(crate) fn from_sources(run: &Run, sources: &SourceSet) -> SourceNames {
+/// symbol names ([`Run::learn_names`] keeps them): inferred from the
+/// transfers of at least `min_bytes` and the constructs that moved them.
+pub(crate) fn from_sources(run: &Run, sources: &SourceSet, min_bytes: u64) -> SourceNames {
     let recorded = run.recorded_buffer_names();
-    let (xfers, _) = super::large_xfers(run, super::Options::default().min_bytes);
+    let (xfers, _) = large_xfers(run, min_bytes);
     let mut names = recorded.clone();
     let mut transfers = HashMap::new();
     // A statement that touched one mapped array names its buffer before
@@ -59,7 +65,7 @@ fn name_host_accesses(names: &mut HashMap<u64, String>, run: &Run, sources: &Sou
 
 /// The one array both named in a data clause of the file and used on the
 /// site's line.
-fn named_at_the_line(run: &Run, sources: &SourceSet, site: crate::model::SiteId) -> Option<String> {
+fn named_at_the_line(run: &Run, sources: &SourceSet, site: SiteId) -> Option<String> {
     let s = run.site(site);
     let (line, src) = (s.line?, sources.get(&s.file)?);
     let lang = src.lang;
@@ -70,10 +76,7 @@ fn named_at_the_line(run: &Run, sources: &SourceSet, site: crate::model::SiteId)
         .collect();
     let mut found: Vec<String> = Vec::new();
     for u in src.uses(line, line, &[]) {
-        if let Some(m) = mapped
-            .iter()
-            .find(|m| crate::proposals::key(lang, m) == u.key)
-        {
+        if let Some(m) = mapped.iter().find(|m| key(lang, m) == u.key) {
             if !found.contains(m) {
                 found.push(m.clone());
             }
