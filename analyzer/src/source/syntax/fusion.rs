@@ -12,8 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::{Access, SLoop, Syntax};
-use crate::patch::Edit;
-use crate::source::{is_data_clause, Directive, Lang, SourceFile};
+use crate::source::{is_data_clause, Directive, Edit, Lang, SourceFile};
 
 /// Whether two constructs may be fused.
 #[derive(Debug, Clone, PartialEq, Eq)]
