@@ -8,7 +8,8 @@
 //! names of the buffers the transfers moved (variables.rs), the naming
 //! policy that infers names from the sources (names.rs) around the large
 //! transfers in time order (xfers.rs), each event's track and the runs' one
-//! clock (tracks.rs), the read API every view asks (run.rs), and a run put
+//! clock (tracks.rs), the read API every view asks (run.rs), what a run asks
+//! of its sources (sources.rs), and a run put
 //! together from its finished parts (assemble.rs). The model knows neither
 //! the join nor the rules: the builder (builder/) reads a trace through the
 //! join and hands the model its parts, and the rules read the model.
@@ -20,6 +21,7 @@ mod index;
 pub(crate) mod names;
 mod process;
 mod run;
+mod sources;
 mod tables;
 mod tracks;
 mod variables;

@@ -41,7 +41,7 @@ pub use directive::{is_data_clause, queue_number, Clause, Directive};
 pub use edit::Edit;
 pub use lex::{Tok, Token};
 pub use loops::Loop;
-pub use set::SourceSet;
+pub use set::{SourceSet, Wanted};
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};

@@ -4,7 +4,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::{Lang, SourceFile};
-use crate::model::Run;
 
 /// The sources of a run, read once.
 #[derive(Debug, Default)]
@@ -26,20 +25,31 @@ pub struct SourceSet {
 /// moment apart, in either order.
 const MTIME_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl SourceSet {
-    /// Reads every source file a site of `run` names. A file is looked for
-    /// under each of `roots` (by its path relative to the root and by file
-    /// name), then at its recorded path.
-    pub fn load(run: &Run, roots: &[PathBuf]) -> SourceSet {
-        Self::load_with(run, roots, &[], &|p| std::fs::read_to_string(p))
-    }
+/// What a run asks of its sources, as plain data: the files its sites
+/// name, the lines its compute constructs start at, and the executable
+/// that ran. The model makes one from a run (`SourceSet::load`); the
+/// source set reads no run.
+#[derive(Debug, Default, Clone)]
+pub struct Wanted {
+    /// Recorded paths named by a site (or caller) with a line.
+    pub files: BTreeSet<String>,
+    /// The recorded path and line of each top-level compute construct's
+    /// site, each site once, in site order: each must hold a directive.
+    pub compute_lines: Vec<(String, u32)>,
+    /// The binary that ran, if known, and the recorded paths of its own
+    /// sites: sources modified after it was built are said to be newer.
+    pub binary: Option<(PathBuf, BTreeSet<String>)>,
+}
 
-    /// [`SourceSet::load`] with path maps (a recorded path starting with
-    /// the first directory is read from the second instead, never from
-    /// the recorded path) and the file reading given (tests use it to
+impl SourceSet {
+    /// Reads every file `wanted` names. A file is looked for under each of
+    /// `roots` (by its path relative to the root and by file name), then
+    /// at its recorded path; a recorded path starting with the first
+    /// directory of a pair of `maps` is read from the second instead,
+    /// never from the recorded path. `read` reads a file (tests use it to
     /// make sources missing).
-    pub fn load_with(
-        run: &Run,
+    pub fn read_wanted(
+        wanted: &Wanted,
         roots: &[PathBuf],
         maps: &[(PathBuf, PathBuf)],
         read: &dyn Fn(&Path) -> std::io::Result<String>,
@@ -48,40 +58,23 @@ impl SourceSet {
             maps: maps.to_vec(),
             ..SourceSet::default()
         };
-        let files: BTreeSet<&str> = run
-            .process
-            .sites
-            .iter()
-            .chain(run.process.callers.values().flatten())
-            .filter(|s| s.line.is_some())
-            .map(|s| s.file.as_str())
-            .collect();
-        for f in files {
+        for f in &wanted.files {
             set.load_file(f, roots, read);
         }
-        set.drop_stale(run);
-        set.find_newer(run);
+        set.drop_stale(&wanted.compute_lines);
+        if let Some((binary, of_exe)) = &wanted.binary {
+            set.find_newer(binary, of_exe);
+        }
         set
     }
 
     /// Sources of the executable modified after the executable itself:
     /// edited since the build (by hand, or by `analyze --in-place`), so
     /// their lines and clauses may not be the ones that ran.
-    fn find_newer(&mut self, run: &Run) {
-        let (Some(exe), Some(binary)) = (run.executable_module(), &run.executable_binary) else {
-            return;
-        };
+    fn find_newer(&mut self, binary: &Path, of_exe: &BTreeSet<String>) {
         let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
             return;
         };
-        let of_exe: BTreeSet<&str> = run
-            .process
-            .sites
-            .iter()
-            .chain(run.process.callers.values().flatten())
-            .filter(|s| s.address.as_ref().is_some_and(|(m, _)| *m == exe.path))
-            .map(|s| s.file.as_str())
-            .collect();
         for f in of_exe {
             let Some(src) = self.files.get(f) else {
                 continue;
@@ -122,25 +115,17 @@ impl SourceSet {
     /// A source whose compute-construct lines hold no OpenACC directive is
     /// not the source of this run (it changed since, or it is another
     /// file of that name): it is set aside rather than misread.
-    fn drop_stale(&mut self, run: &Run) {
-        use crate::model::ConstructClass;
+    fn drop_stale(&mut self, compute_lines: &[(String, u32)]) {
         let mut stale: Vec<(String, String)> = Vec::new();
-        // Each site once: a run reaches its constructs thousands of times
-        // (NPB SP class W: 29,303), its sites a few dozen.
-        let sites: BTreeSet<_> = run
-            .constructs()
-            .filter(|(_, c)| c.class == ConstructClass::Compute && c.parent.is_none())
-            .map(|(_, c)| c.site)
-            .collect();
-        for s in sites {
-            let site = run.site(s);
-            let (Some(line), Some(src)) = (site.line, self.files.get(&site.file)) else {
+        for (file, line) in compute_lines {
+            let Some(src) = self.files.get(file) else {
                 continue;
             };
-            if src.directive_at(line).is_none() && !stale.iter().any(|(f, _)| *f == site.file) {
+            let line = *line;
+            if src.directive_at(line).is_none() && !stale.iter().any(|(f, _)| f == file) {
                 let text = src.line(line).trim().to_string();
                 stale.push((
-                    site.file.clone(),
+                    file.clone(),
                     format!("line {line} holds no OpenACC directive (`{text}`)"),
                 ));
             }
