@@ -71,12 +71,6 @@ impl Run {
         &self.summary.runs[0]
     }
 
-    /// Where the wall time went ([`crate::ledger`]): made by the join with
-    /// the summary, carried in the run's facts.
-    pub fn ledger(&self) -> &crate::ledger::Ledger {
-        &self.facts().ledger
-    }
-
     /// Adds what the analyzer could not do to the run's notes, and to its
     /// facts, which the summary shows.
     pub fn add_notes(&mut self, notes: Vec<String>) {
