@@ -16,8 +16,9 @@ use super::index::*;
 use super::process::Process;
 use super::run::*;
 use super::tables::*;
-use crate::summary::Summary;
 use crate::symbolize::Symbolizer;
+
+use super::summary_types::Summary;
 
 /// What a run is made of, as the reader of a trace finished it: the
 /// tables complete and each in the run's order, the launches by

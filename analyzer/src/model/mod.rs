@@ -9,8 +9,11 @@
 //! policy that infers names from the sources (names.rs) around the large
 //! transfers in time order (xfers.rs), each event's track and the runs' one
 //! clock (tracks.rs), the read API every view asks (run.rs), what a run asks
-//! of its sources (sources.rs), and a run put
-//! together from its finished parts (assemble.rs). The model knows neither
+//! of its sources (sources.rs), the summary's rows and the run's facts
+//! (summary_types.rs) and the ledger's figures (ledger_types.rs,
+//! ledger_rows.rs), which the run carries but the summary's and the
+//! ledger's sinks make, and a run put together from its finished parts
+//! (assemble.rs). The model knows neither
 //! the join nor the rules: the builder (builder/) reads a trace through the
 //! join and hands the model its parts, and the rules read the model.
 
@@ -18,10 +21,13 @@ mod assemble;
 mod entities;
 mod facts;
 mod index;
+mod ledger_rows;
+pub(crate) mod ledger_types;
 pub(crate) mod names;
 mod process;
 mod run;
 mod sources;
+pub(crate) mod summary_types;
 mod tables;
 mod tracks;
 mod variables;

@@ -2,12 +2,11 @@
 
 use accprof_trace::BufferHash;
 
-use crate::summary::{InFlight, RunFacts, Summary};
-
 use super::entities::*;
 use super::facts::*;
 use super::index::*;
 use super::process::Process;
+use super::summary_types::{InFlight, RunFacts, Summary};
 use super::tables::*;
 
 /// One process's run, joined.

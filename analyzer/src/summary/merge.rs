@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::types::*;
+use crate::model::summary_types::*;
 
 /// One rank's totals in a merged summary.
 #[derive(Debug, Clone, PartialEq, Eq)]

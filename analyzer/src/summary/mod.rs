@@ -18,16 +18,19 @@
 //! `elapsed time` is the host time of the construct that launched it.
 //! Transfer times are CUPTI's device times, or without CUPTI the host time
 //! of acc_prof's enqueue events.
+//!
+//! The rows and the run's facts are data the run carries, so they are
+//! defined in the model (model/summary_types.rs) and re-exported here;
+//! this module makes them (the sink, the merge).
 
 mod merge;
 mod sink;
 #[cfg(test)]
 mod tests;
-mod types;
 
+pub use crate::model::summary_types::*;
 pub use merge::{merge, LineImbalance, MergedSummary, RankRow};
 pub use sink::SummarySink;
-pub use types::*;
 
 /// Reads a trace and summarizes it without building the model: memory
 /// follows the distinct lines and launch shapes and what is in flight,

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use accprof_trace::{ConstructKind, CopyKind, Ending, MemoryKind};
 
-use super::types::*;
 use crate::idhash::IdHashMap;
 use crate::join::{At, Order, Sink};
 use crate::ledger::LedgerSink;
+use crate::model::summary_types::*;
 use crate::model::Process;
 use crate::model::{
     ApiRoutine, Construct, ConstructClass, ConstructId, Kernel, KernelSource, LaunchRequest,

@@ -1,5 +1,6 @@
 //! The summary's rows and the run's facts: what every view of the summary
-//! reads.
+//! reads. The run carries them; the summary's sink (summary/) fills them
+//! in the join's pass, and `summary` re-exports them.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,8 @@ use accprof_trace::{
     ConstructKind, CopyKind, Device, DropSource, EndRecord, Ending, Loss, SourceState, Sources,
 };
 
-use crate::model::{ConstructClass, SiteId};
+use super::ledger_types::Ledger;
+use super::{ConstructClass, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,7 +65,7 @@ pub enum Reached {
 }
 
 impl Reached {
-    pub(super) const ALL: [Reached; 6] = [
+    pub(crate) const ALL: [Reached; 6] = [
         Reached::ComputeRegion,
         Reached::DataRegion,
         Reached::EnterData,
@@ -166,7 +168,7 @@ impl TransferLine {
     /// Counts `count` transfers of `bytes`. The largest sizes are kept,
     /// whatever order the transfers come in: a smaller one that was kept
     /// goes to `other_sizes` when a larger one needs its place.
-    pub(super) fn add_size(&mut self, bytes: u64, count: u64) {
+    pub(crate) fn add_size(&mut self, bytes: u64, count: u64) {
         if let Some(s) = self.sizes.iter_mut().find(|s| s.bytes == bytes) {
             s.count += count;
             return;
@@ -198,7 +200,7 @@ impl TransferLine {
             .sum()
     }
 
-    pub(super) fn merge(&mut self, o: &TransferLine) {
+    pub(crate) fn merge(&mut self, o: &TransferLine) {
         self.count += o.count;
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.time.merge(&o.time);
@@ -267,11 +269,11 @@ impl LineSummary {
         }
     }
 
-    pub(super) fn key(&self) -> (Option<u32>, Option<u64>) {
+    pub(crate) fn key(&self) -> (Option<u32>, Option<u64>) {
         (self.line, self.address)
     }
 
-    pub(super) fn merge(&mut self, o: &LineSummary) {
+    pub(crate) fn merge(&mut self, o: &LineSummary) {
         for (k, s) in &o.reached {
             self.reached.entry(*k).or_default().merge(s);
         }
@@ -350,8 +352,8 @@ pub struct RunFacts {
     /// trace cannot say; whoever reads it on the process's host sets it
     /// (always false here).
     pub running: bool,
-    /// Where the wall time went ([`crate::ledger`]).
-    pub ledger: crate::ledger::Ledger,
+    /// Where the wall time went (made by the ledger's sink).
+    pub ledger: Ledger,
     /// Whether the coherence check ran and what it watched.
     pub check: crate::check::CheckState,
 }
@@ -495,7 +497,7 @@ pub fn signal_name(n: i32) -> &'static str {
     }
 }
 
-pub(super) fn construct_label(
+pub(crate) fn construct_label(
     routines: &[String],
     class: ConstructClass,
     kind: Option<ConstructKind>,
@@ -543,7 +545,7 @@ pub struct Summary {
     pub(crate) site_kernel_ns: Vec<u64>,
     /// The executable's module, to name the buffers the runtime did not
     /// name by its symbols when there is no model to ask
-    /// ([`super::summarize_reader`]).
+    /// (`summary::summarize_reader`).
     pub(crate) executable: Option<accprof_trace::Module>,
 }
 
@@ -570,7 +572,7 @@ impl Summary {
 }
 
 /// Orders a line's transfers by direction and their sizes largest first.
-pub(super) fn finish_line(l: &mut LineSummary) {
+pub(crate) fn finish_line(l: &mut LineSummary) {
     l.transfers.sort_by_key(|t| t.direction);
     for t in &mut l.transfers {
         t.sizes.sort_by_key(|s| std::cmp::Reverse(s.bytes));
@@ -578,7 +580,7 @@ pub(super) fn finish_line(l: &mut LineSummary) {
 }
 
 /// None for an API routine call: those count by routine name.
-pub(super) fn reached_of(
+pub(crate) fn reached_of(
     class: ConstructClass,
     kind: Option<ConstructKind>,
     nested: bool,
@@ -598,7 +600,7 @@ pub(super) fn reached_of(
     })
 }
 
-pub(super) fn kernel_entry<'a>(
+pub(crate) fn kernel_entry<'a>(
     kernels: &'a mut Vec<KernelLine>,
     name: &str,
     grid: &[u32],
@@ -622,7 +624,7 @@ pub(super) fn kernel_entry<'a>(
     }
 }
 
-pub(super) fn transfer_entry(
+pub(crate) fn transfer_entry(
     transfers: &mut Vec<TransferLine>,
     dir: Option<CopyKind>,
 ) -> &mut TransferLine {

@@ -4,7 +4,7 @@
 //! the JSON's `ledger`, the timeline's header), so a part added to the
 //! ledger, or a label changed, is so in all of them.
 
-use super::{Ledger, Part, ThreadLedger};
+use super::ledger_types::{Ledger, Part, ThreadLedger};
 
 /// What a row of the ledger stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,7 +183,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Parts;
+    use crate::model::ledger_types::Parts;
 
     fn parts(list: &[(Part, u64, u64)]) -> Parts {
         let mut p = Parts::default();
