@@ -34,17 +34,8 @@ use accprof_trace::{BufferHash, DriverOp, DriverSpan, OwnWork};
 
 use crate::join::{At, Order, Sink};
 use crate::model::{
-    Construct, ConstructId, Kernel, LaunchRequest, Memset, Process, Run, SiteId, Transfer,
+    Construct, ConstructId, Kernel, LaunchRequest, Memset, Process, SiteId, Transfer,
 };
-
-impl Run {
-    /// Where the wall time went: made by the join with the summary,
-    /// carried in the run's facts. It sits here, not in the model, since
-    /// the ledger is made from the model's entities.
-    pub fn ledger(&self) -> &Ledger {
-        &self.facts().ledger
-    }
-}
 
 /// A top-level construct waiting for the driver calls made inside it.
 #[derive(Clone, Copy)]

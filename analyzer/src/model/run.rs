@@ -5,6 +5,7 @@ use accprof_trace::BufferHash;
 use super::entities::*;
 use super::facts::*;
 use super::index::*;
+use super::ledger_types::Ledger;
 use super::process::Process;
 use super::summary_types::{InFlight, RunFacts, Summary};
 use super::tables::*;
@@ -68,6 +69,12 @@ impl Run {
         // sink makes them at the end of the join (and of a run made by
         // hand, from its finished tables).
         &self.summary.runs[0]
+    }
+
+    /// Where the wall time went: made by the ledger's sink in the join's
+    /// pass with the summary, carried in the run's facts.
+    pub fn ledger(&self) -> &Ledger {
+        &self.facts().ledger
     }
 
     /// Adds what the analyzer could not do to the run's notes, and to its
