@@ -932,13 +932,14 @@ pub(crate) mod ranges {
         (lo, hi.saturating_sub(lo))
     }
 
+    /// Ranges for tests (here and in the coherence table's).
     #[cfg(test)]
-    mod tests {
+    pub(crate) mod tests {
         use super::*;
 
         const PAGE: u64 = 4096;
 
-        fn at(start: u64, bytes: u64, state: State) -> Range {
+        pub(crate) fn at(start: u64, bytes: u64, state: State) -> Range {
             Range {
                 start,
                 bytes,
@@ -951,7 +952,7 @@ pub(crate) mod ranges {
             }
         }
 
-        fn stale_at(start: u64, bytes: u64) -> Range {
+        pub(crate) fn stale_at(start: u64, bytes: u64) -> Range {
             at(start, bytes, State::DeviceNewer { since: 1 })
         }
 

@@ -334,25 +334,9 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signals::ranges::tests::{at, stale_at};
 
     const PAGE: u64 = 4096;
-
-    fn at(start: u64, bytes: u64, state: State) -> Range {
-        Range {
-            start,
-            bytes,
-            device: 0xd000_0000 + start,
-            name: 0,
-            state,
-            unread: None,
-            unproven: false,
-            gone: false,
-        }
-    }
-
-    fn stale_at(start: u64, bytes: u64) -> Range {
-        at(start, bytes, State::DeviceNewer { since: 1 })
-    }
 
     #[test]
     fn a_construct_end_makes_present_ranges_stale_and_a_download_current() {
