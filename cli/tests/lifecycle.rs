@@ -206,6 +206,57 @@ fn exit_and_return_say_how_the_process_ended() {
     }
 }
 
+/// A library of the program starts before the collector (the dynamic
+/// linker runs a program's own libraries' constructors before preloaded
+/// ones'): its constructor's `sigaction` and `write` reach the collector's
+/// interposers before anything of the collector was looked up. They must
+/// work as without it, and the trace still says how the process ended.
+#[test]
+fn calls_from_a_library_that_starts_before_the_collector_work() {
+    if !need("gcc") {
+        return;
+    }
+    let dir = build_dir().join("programs");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
+    let gcc = |args: &[&str]| {
+        let out = Command::new("gcc")
+            .args(["-g", "-O1"])
+            .args(args)
+            .current_dir(&src)
+            .output()
+            .expect("gcc runs");
+        assert!(out.status.success(), "gcc {args:?}: {}", stderr(&out));
+    };
+    let lib = dir.join("libearly_lib.so");
+    let exe = dir.join("early");
+    gcc(&["-shared", "-fPIC", "early_lib.c", "-o", ps(&lib)]);
+    let rpath = format!("-Wl,-rpath,{}", ps(&dir));
+    gcc(&[
+        "-fopenacc",
+        "early.c",
+        "-o",
+        ps(&exe),
+        "-L",
+        ps(&dir),
+        "-learly_lib",
+        &rpath,
+    ]);
+    let t = tempdir();
+    let out = run_both(t.path(), &exe, &[], "t-%p.trace", &[]);
+    assert_eq!(
+        stdout(&out),
+        "constructor: handler installed\nx[63] = 126.0, early handler ran: 1\n"
+    );
+    let run = only_trace(t.path());
+    assert_eq!(computes(&run), 1);
+    assert_eq!(ending(&run), Some(Ending::Exit(Some(3))));
+}
+
+fn ps(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
 /// A second thread's `exit` while the first thread's exit handlers run
 /// (C leaves two at once undefined; with the trace written at exit the two
 /// collided on a GPU: heap corruption, SIGSEGV, traces without their end)

@@ -39,9 +39,14 @@ pub(crate) fn take() -> Option<EndRecord> {
     })
 }
 
-/// Remembers the status `exit` was called with, for the final flush.
-pub(crate) fn set_exit_status(status: i32) {
-    EXIT_STATUS.store(encode(Ending::Exit(Some(status))), Ordering::Release);
+/// `exit(status)` was called (the interposer says so): the final flush,
+/// from the library's destructor, writes the status. Not in a process
+/// that is not the collector's own (a child forked by `vfork`).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn exit_called(status: i32) {
+    if crate::signals::life::in_own_process() {
+        EXIT_STATUS.store(encode(Ending::Exit(Some(status))), Ordering::Release);
+    }
 }
 
 /// The status `exit` was called with, if it was.

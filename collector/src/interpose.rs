@@ -66,17 +66,8 @@ type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const
 /// ours exists), it has everything looked up first.
 macro_rules! real {
     ($i:expr) => {{
-        resolve_if_early();
-        REAL.resolved.get($i)
+        REAL.ready($i)
     }};
-}
-
-/// Looks every function up if the library's constructor has not yet.
-#[inline]
-fn resolve_if_early() {
-    if !crate::signals::resolved() {
-        crate::resolve_before_handlers();
-    }
 }
 
 /// # Safety
@@ -85,7 +76,7 @@ fn resolve_if_early() {
 pub unsafe extern "C" fn exit(status: c_int) -> ! {
     let _ = std::panic::catch_unwind(|| {
         one_exit_at_a_time();
-        crate::exit_called(status)
+        crate::ending::exit_called(status)
     });
     exit_through(real!(EXIT), status)
 }
@@ -290,7 +281,11 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    resolve_if_early();
+    if crate::signals::SIGACTION.get(0) == 0 {
+        // Called before the library loaded (by another library's
+        // constructor, when no handler of ours exists).
+        crate::signals::SIGACTION.set(0, crate::next_fns::next(c"sigaction"));
+    }
     // SAFETY: the caller's arguments, as sigaction(2) takes them.
     if let Some(r) = unsafe { crate::signals::intercept(sig, act, old) } {
         return r;

@@ -4,12 +4,15 @@
 //!
 //! `dlsym` takes the dynamic linker's lock and may allocate, so a signal
 //! handler must never reach it: the functions a handler may call are
-//! looked up when the library loads (`resolve_before_handlers` in lib.rs),
+//! looked up when the library loads (`start::resolve_before_handlers`),
 //! into a [`Resolved`] table that the handler side reads with one load
-//! (`NextFns::resolved`); only calls that no handler makes look a missing
-//! function up again ([`NextFns::get`]).
+//! ([`NextFns::ready`]); only calls that no handler makes look a missing
+//! function up again ([`NextFns::get`]). A table used before the library
+//! loaded (an interposer called by another library's constructor, when no
+//! handler of ours exists) looks itself up first.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::signals::Resolved;
 
@@ -26,6 +29,8 @@ pub(crate) struct NextFns<const N: usize> {
     /// What was found (0: not found, or not looked up yet). Read by the
     /// handler side without a lookup.
     pub(crate) resolved: Resolved<N>,
+    /// Set once every function of the table was looked up.
+    all_looked_up: AtomicBool,
 }
 
 impl<const N: usize> NextFns<N> {
@@ -33,6 +38,7 @@ impl<const N: usize> NextFns<N> {
         NextFns {
             names,
             resolved: Resolved::new(),
+            all_looked_up: AtomicBool::new(false),
         }
     }
 
@@ -42,6 +48,19 @@ impl<const N: usize> NextFns<N> {
         for i in 0..N {
             self.get(i);
         }
+        self.all_looked_up.store(true, Ordering::Release);
+    }
+
+    /// Function `i` as the table holds it: one load once the library has
+    /// loaded (what a handler reads). Before that, the whole table is
+    /// looked up first.
+    #[inline]
+    #[cfg_attr(test, allow(dead_code))]
+    pub(crate) fn ready(&self, i: usize) -> usize {
+        if !self.all_looked_up.load(Ordering::Acquire) {
+            self.resolve_all();
+        }
+        self.resolved.get(i)
     }
 
     /// The address of function `i`, 0 when no later object defines it;

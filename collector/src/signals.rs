@@ -84,22 +84,6 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-/// Set once every function a handler may call is looked up (when the
-/// library loads, before any handler of ours is installed). Until then an
-/// interposer called early (by another library's constructor) looks them
-/// up first; after it, nothing ever does.
-static RESOLVED: AtomicBool = AtomicBool::new(false);
-
-/// Whether [`RESOLVED`] was set.
-#[cfg_attr(test, allow(dead_code))]
-pub(crate) fn resolved() -> bool {
-    RESOLVED.load(Ordering::Acquire)
-}
-
-pub(crate) fn mark_resolved() {
-    RESOLVED.store(true, Ordering::Release);
-}
-
 /// A table of functions of other objects, filled before any handler runs
 /// and read here with one load (rule 3): `next_fns` looks them up.
 pub(crate) struct Resolved<const N: usize> {

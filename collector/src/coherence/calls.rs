@@ -53,10 +53,7 @@ pub(crate) fn resolve_all() {
 /// library's constructor, when no handler of ours exists), it has
 /// everything looked up first.
 fn real(i: usize) -> usize {
-    if !crate::signals::resolved() {
-        crate::resolve_before_handlers();
-    }
-    REAL.resolved.get(i)
+    REAL.ready(i)
 }
 
 /// Tells the check about `buf..buf+len` before the call; `write`: the

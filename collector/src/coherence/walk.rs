@@ -501,7 +501,7 @@ mod tests {
         let mut retired = Vec::new();
         fault::publish(&Snapshot::new(vec![stale], 4096, &[]), &mut retired);
         // The collector's handler, which hands SIGSEGV to the check first.
-        crate::resolve_before_handlers();
+        crate::start::resolve_before_handlers();
         crate::signals::install();
         fault::install();
         // As the thread's first construct would.
