@@ -18,18 +18,7 @@ pub mod update;
 pub mod view;
 
 pub use data::Session;
-pub use term::{check_terminal, run};
-
-/// Why the timeline could not be shown.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the timeline needs a terminal: standard input and output must be a TTY")]
-    NoTerminal,
-    #[error("the terminal's input ended")]
-    InputClosed,
-    #[error("terminal: {0}")]
-    Io(#[from] std::io::Error),
-}
+pub use term::{check_terminal, run, Error};
 
 /// Renders the session as `state` shows it on a `width` x `height`
 /// screen, as text (for tests and the benchmark).

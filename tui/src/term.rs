@@ -12,7 +12,17 @@ use ratatui::crossterm::execute;
 use crate::data::Session;
 use crate::style::Palette;
 use crate::update::{update, Control};
-use crate::Error;
+
+/// Why the timeline could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the timeline needs a terminal: standard input and output must be a TTY")]
+    NoTerminal,
+    #[error("the terminal's input ended")]
+    InputClosed,
+    #[error("terminal: {0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// Whether standard input and output are a terminal the timeline can use.
 pub fn check_terminal() -> Result<(), Error> {

@@ -27,7 +27,7 @@ use std::time::SystemTime;
 use rustix::fs::FlockOperation;
 use rustix::io::Errno;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Where the original of `source` is kept while it is patched: a hidden
 /// file beside it, `.NAME.accprof-orig`.

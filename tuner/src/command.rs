@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The build command for `sh -c`: `{src}` and `{out}` replaced by the
 /// quoted paths.

@@ -11,7 +11,7 @@ use std::process::Command;
 use accprof_trace::contract::{self, env};
 use accprof_trace::HashMode;
 
-use crate::Error;
+use crate::error::Error;
 
 /// What the collector is told for one launch.
 #[derive(Debug, Clone)]

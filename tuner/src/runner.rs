@@ -9,8 +9,8 @@ use std::time::Instant;
 use accprof_trace::HashMode;
 
 use crate::command;
+use crate::error::Error;
 use crate::launch::{self, Launch, Manifest};
-use crate::Error;
 
 /// What a build command did.
 #[derive(Debug, Clone)]

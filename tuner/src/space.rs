@@ -156,7 +156,10 @@ impl Config {
         s.truncate(60);
         if self.get(Param::Directive).is_some() {
             // Directive texts can share their first 60 characters.
-            s.push_str(&format!("-{:08x}", crate::text_hash(&self.key()) as u32));
+            s.push_str(&format!(
+                "-{:08x}",
+                crate::key::text_hash(&self.key()) as u32
+            ));
         }
         s
     }

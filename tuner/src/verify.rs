@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use accprof_trace::SourceState;
 
+use crate::command;
+use crate::error::{first_error, stderr_tail, Error};
 use crate::runner::{RunOutput, Runner};
-use crate::{command, first_error, stderr_tail, Error};
 
 /// What to verify.
 #[derive(Debug, Clone)]

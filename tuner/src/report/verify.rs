@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use accprof_analyzer::compare::{jit_mismatch, StartUp, Totals};
 use accprof_reports::diff::{render_lines, render_totals};
 
-use crate::{Difference, Measured, NotMeasured, Verified};
+use crate::verify::{Difference, Measured, NotMeasured, Verified};
 
 fn not_measured(n: &NotMeasured) -> String {
     let mut why = format!(
@@ -107,7 +107,7 @@ pub fn render(v: &Verified) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DeviceTimes;
+    use crate::verify::DeviceTimes;
     use std::path::PathBuf;
 
     fn measured(code: u8, wall_ns: u64, device: Result<DeviceTimes, NotMeasured>) -> Measured {

@@ -14,9 +14,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::backup::InPlace;
+use crate::error::{first_error, stderr_tail, Error};
+use crate::key::text_hash;
 use crate::runner::{BuildOutput, Runner};
 use crate::space::{self, Config, How, Space};
-use crate::{first_error, stderr_tail, text_hash, Error};
 
 use super::{Opened, Sweep};
 

@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::key::text_hash;
 use crate::measure::Sample;
 use crate::runner::Runner;
-use crate::{text_hash, Error};
 
 use super::Sweep;
 

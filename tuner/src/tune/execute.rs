@@ -9,11 +9,13 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::command;
+use crate::error::{stderr_tail, Error};
+use crate::key::text_hash;
 use crate::measure::{self, Sample};
 use crate::runner::Runner;
 use crate::stats;
 use crate::verify::compared_lines;
-use crate::{command, stderr_tail, text_hash, Error};
 
 use super::{Recheck, Sweep};
 

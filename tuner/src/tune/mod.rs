@@ -42,11 +42,12 @@ pub use build::{prebuild, with_defines, Prebuilt, PREBUILT_LIST};
 pub use search::{SearchMode, EXHAUSTIVE_UP_TO};
 
 use crate::backup::{InPlace, Times};
+use crate::error::Error;
+use crate::key::text_hash;
 use crate::measure::{self, DeviceInfo, Sample, Shape, Timing};
 use crate::runner::Runner;
 use crate::space::{self, Applied, Config, How, Param, Space};
 use crate::stats::{self, Stats};
-use crate::{text_hash, Error};
 
 mod build;
 pub mod cache;

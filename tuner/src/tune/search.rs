@@ -10,10 +10,10 @@
 //!
 //! Measuring is asked of [`super::execute`]; nothing here runs a program.
 
+use crate::error::Error;
 use crate::measure::Shape;
 use crate::runner::Runner;
 use crate::space::{self, Param, Space};
-use crate::Error;
 
 use super::Sweep;
 
