@@ -30,6 +30,7 @@ pub mod command;
 pub mod launch;
 pub mod measure;
 mod outcome;
+mod prebuilt;
 pub mod report;
 pub mod runner;
 pub mod space;
@@ -39,7 +40,8 @@ pub mod verify;
 
 pub use runner::{BuildOutput, MockProgram, MockRunner, ProcessRunner, RunOutput, Runner};
 pub use verify::{
-    verify, DeviceTimes, Difference, Measured, NotMeasured, PatchedFile, Verified, VerifyPlan,
+    verify, DeviceTimes, Difference, Measured, NotMeasured, PatchedFile, PrebuiltFile, Verified,
+    VerifyPlan, VerifyPrebuilt, PREBUILT_VERIFY,
 };
 
 use std::path::{Path, PathBuf};
@@ -101,6 +103,10 @@ pub enum Error {
     /// What `accprof tune` was pointed at cannot be tuned.
     #[error("{0}")]
     Tune(String),
+    /// A directory given as prebuilt programs that a prebuild did not
+    /// make, or whose list cannot be read.
+    #[error("{0}")]
+    NotPrebuilt(String),
     /// Every run of a sweep was ended by a signal (`how`: "killed by
     /// SIGSEGV (exit code 139)"): nothing it measured can be recommended.
     #[error("every run died: all {runs} runs of `{run}` were {how}; nothing is recommended (the program crashes: fix it, or its arguments, before tuning)")]
