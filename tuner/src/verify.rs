@@ -1077,6 +1077,62 @@ mod tests {
     }
 
     #[test]
+    fn prebuilt_programs_are_refused_for_another_source_or_patch() {
+        let s = setup(ORIGINAL);
+        let dir = s.dir.path().join("pre");
+        let built = plan(&s, ORIGINAL, None);
+        let pre = VerifyPrebuilt {
+            patch: built.patch.clone(),
+            files: VerifyPrebuilt::files_of(&built),
+            build: built.build.to_string(),
+            before: "before.bin".to_string(),
+            after: "after.bin".to_string(),
+        };
+        assert!(pre.check(&dir, &built).is_ok());
+        // The same texts found elsewhere (the other machine's copy).
+        let elsewhere = s.dir.path().join("copy/prog.c");
+        let moved = VerifyPlan {
+            source: &elsewhere,
+            ..built.clone()
+        };
+        assert!(pre.check(&dir, &moved).is_ok());
+        let err = |p: &VerifyPlan<'_>| match pre.check(&dir, p) {
+            Ok(()) => panic!("accepted: {p:?}"),
+            Err(e) => e.to_string(),
+        };
+        let edited = "int main(void) { return 1; }\n";
+        assert_eq!(
+            err(&plan(&s, edited, None)),
+            format!(
+                "{}: built from another version of prog.c (rebuild them with --prebuild)",
+                dir.display()
+            )
+        );
+        let other_patch = VerifyPlan {
+            patched_text: "int main(void) { /* other */ return 0; }\n",
+            patch: "#1 D6".to_string(),
+            ..built.clone()
+        };
+        assert_eq!(
+            err(&other_patch),
+            format!(
+                "{}: built for another patch (#1 L3 of prog.c), not this one (#1 D6 of prog.c): rebuild them with --prebuild",
+                dir.display()
+            )
+        );
+        let step = s.dir.path().join("step.c");
+        let more_files = VerifyPlan {
+            also: vec![PatchedFile {
+                source: &step,
+                source_text: "",
+                patched_text: "x",
+            }],
+            ..built.clone()
+        };
+        assert!(err(&more_files).contains("not this one (#1 L3 of prog.c, step.c)"));
+    }
+
+    #[test]
     fn outputs_ignore_timing() {
         assert_eq!(compared_lines(b"a\ntime: 1.0 s\nb\n"), ["a", "b"]);
     }
