@@ -36,8 +36,9 @@ pub struct AnalyzeArgs {
     #[arg(long, conflicts_with_all = ["out", "apply"])]
     pub in_place: bool,
     /// Build and run the original and the patched program under the
-    /// collector; compare outputs and times.
-    #[arg(long, requires_all = ["build", "run_cmd"])]
+    /// collector; compare outputs and times (needs --build and --run, or
+    /// --prebuild here and --prebuilt there).
+    #[arg(long)]
     pub verify: bool,
     /// Build command for --verify; {src} is the source file, {out} the
     /// program. {dir} is a directory holding a copy of every file the patch
@@ -46,11 +47,29 @@ pub struct AnalyzeArgs {
     /// order) in it, and sources the patch leaves alone stay where they
     /// are. A patch that changes several files needs {dir}:
     /// 'gcc -fopenacc {dir}/main.c {dir}/step.c -o {out}'.
-    #[arg(long, value_name = "CMD", requires = "verify")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        requires = "verify",
+        conflicts_with = "prebuilt"
+    )]
     pub build: Option<String>,
     /// Run command for --verify; {out} is the program ("{out} 1024 20 0").
-    #[arg(long = "run", value_name = "CMD", requires = "verify")]
+    #[arg(
+        long = "run",
+        value_name = "CMD",
+        requires = "verify",
+        conflicts_with = "prebuild"
+    )]
     pub run_cmd: Option<String>,
+    /// Only build the original and the patched program into DIR (for a
+    /// machine that cannot build), then stop.
+    #[arg(long, value_name = "DIR", requires_all = ["verify", "build"],
+          conflicts_with_all = ["prebuilt", "keep"])]
+    pub prebuild: Option<PathBuf>,
+    /// Run the programs --prebuild left in DIR instead of building.
+    #[arg(long, value_name = "DIR", requires_all = ["verify", "run_cmd"])]
+    pub prebuilt: Option<PathBuf>,
     /// Content hashing in the --verify runs.
     #[arg(long, value_enum, default_value_t = HashArg::Sampled)]
     pub hash: HashArg,
@@ -271,15 +290,28 @@ fn apply(args: &AnalyzeArgs, sources: &SourceSet, combined: &Combined) -> anyhow
 
 /// Builds and runs the original and the patched program with the tuner,
 /// prints the before/after table, and exits 1 when the patched program
-/// printed something else or exited otherwise.
+/// printed something else or exited otherwise. With --prebuild it only
+/// builds both into a directory and says how to run them; with
+/// --prebuilt it runs the programs of such a directory.
 fn verify(
     args: &AnalyzeArgs,
     sources: &SourceSet,
     analysis: &Analysis,
     combined: &Combined,
 ) -> anyhow::Result<u8> {
-    let (Some(build), Some(run_cmd)) = (&args.build, &args.run_cmd) else {
-        bail!("--verify needs --build CMD and --run CMD");
+    let prebuilt = match &args.prebuilt {
+        Some(dir) => Some((dir.as_path(), accprof_tuner::VerifyPrebuilt::read(dir)?)),
+        None => None,
+    };
+    let build = match (&args.build, &prebuilt) {
+        (Some(b), _) => b.as_str(),
+        (None, Some((_, pre))) => pre.build.as_str(),
+        (None, None) => bail!("--verify needs --build CMD (or --prebuilt DIR)"),
+    };
+    let run_cmd = match (&args.run_cmd, &args.prebuild) {
+        (Some(r), _) => r.as_str(),
+        (None, Some(_)) => "",
+        (None, None) => bail!("--verify needs --run CMD (or --prebuild DIR)"),
     };
     let files = patched_files(sources, combined, "verify")?;
     let Some(&(src, text)) = files.first() else {
@@ -314,24 +346,84 @@ fn verify(
     // A signal stops it after the build or run under way, so that the
     // patched copy it may write beside the source is removed.
     crate::stop::catch();
-    let verified = match accprof_tuner::verify(&mut runner, &plan) {
+    if let Some(dir) = &args.prebuild {
+        let pre = match accprof_tuner::verify::prebuild(&mut runner, &plan, dir) {
+            Ok(p) => p,
+            Err(e) => return verify_error(e),
+        };
+        crate::write_stdout(prebuilt_text(args, &plan, dir, &pre).as_bytes())?;
+        return Ok(0);
+    }
+    let verified = match &prebuilt {
+        Some((dir, pre)) => accprof_tuner::verify::verify_prebuilt(&mut runner, &plan, dir, pre),
+        None => accprof_tuner::verify(&mut runner, &plan),
+    };
+    let verified = match verified {
         Ok(v) => v,
-        Err(e @ accprof_tuner::Error::VerifyInterrupted { .. }) => {
-            crate::stop::say(&e.to_string());
-            return Ok(crate::stop::exit_code());
-        }
-        Err(e) => {
-            // The compiler's own words first, then the one-line error.
-            if let accprof_tuner::Error::Build { stderr_tail, .. } = &e {
-                for line in stderr_tail {
-                    eprintln!("{line}");
-                }
-            }
-            return Err(e.into());
-        }
+        Err(e) => return verify_error(e),
     };
     crate::write_stdout(&accprof_tuner::report::verify::render(&verified))?;
     Ok(if verified.ok() { 0 } else { 1 })
+}
+
+/// A signal's stop said with its exit code; a failed build with the
+/// compiler's own words first, then the one-line error.
+fn verify_error(e: accprof_tuner::Error) -> anyhow::Result<u8> {
+    if let accprof_tuner::Error::VerifyInterrupted { .. } = e {
+        crate::stop::say(&e.to_string());
+        return Ok(crate::stop::exit_code());
+    }
+    if let accprof_tuner::Error::Build { stderr_tail, .. } = &e {
+        for line in stderr_tail {
+            eprintln!("{line}");
+        }
+    }
+    Err(e.into())
+}
+
+/// What --prebuild built and the command that runs it on the other
+/// machine: the flags that find the sources and binaries again, and the
+/// trace.
+fn prebuilt_text(
+    args: &AnalyzeArgs,
+    plan: &accprof_tuner::VerifyPlan<'_>,
+    dir: &Path,
+    pre: &accprof_tuner::VerifyPrebuilt,
+) -> String {
+    let mut s = format!(
+        "prebuilt the original and the patched program of {} (patched with {}) into {}:\n",
+        plan.source.display(),
+        pre.patch,
+        dir.display()
+    );
+    s.push_str(&format!("  {:<10} {}\n", "original", pre.before));
+    s.push_str(&format!("  {:<10} {}\n", "patched", pre.after));
+    let mut again: Vec<String> = Vec::new();
+    again.extend(
+        args.source_dirs
+            .iter()
+            .map(|d| format!("--source-dir {}", d.display())),
+    );
+    again.extend(
+        args.source_maps
+            .iter()
+            .map(|(a, b)| format!("--source-map {}={}", a.display(), b.display())),
+    );
+    again.extend(
+        args.symbols
+            .iter()
+            .map(|d| format!("--symbols {}", d.display())),
+    );
+    if args.min_bytes != 1024 {
+        again.push(format!("--min-bytes {}", args.min_bytes));
+    }
+    again.push(args.trace.display().to_string());
+    s.push_str(&format!(
+        "run them with: accprof analyze --verify --prebuilt {} --run '{{out}} ARGS' {}\n",
+        dir.display(),
+        again.join(" ")
+    ));
+    s
 }
 
 #[cfg(test)]

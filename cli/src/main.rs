@@ -47,7 +47,9 @@ Examples:
   accprof analyze --patch app.trace > fix.diff && git apply fix.diff
   accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --run '{out} 256' app.trace
   accprof analyze --verify --build 'gcc -fopenacc {dir}/main.c {dir}/step.c -o {out}' \\
-      --run '{out} 256' app.trace               a patch that changes both files";
+      --run '{out} 256' app.trace               a patch that changes both files
+  accprof analyze --verify --build 'gcc -fopenacc {src} -o {out}' --prebuild pre/ app.trace   (build here)
+  accprof analyze --verify --prebuilt pre/ --run '{out} 256' app.trace   (there)";
 
 const TUNE_EXAMPLES: &str = "\
 Examples:

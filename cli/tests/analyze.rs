@@ -441,6 +441,183 @@ fn verify_builds_a_one_file_patch_from_dir() {
     );
 }
 
+/// `analyze --verify --prebuild DIR` of the laplace_bad_c fixture against
+/// the copy of its source that `map` names, built with `build`.
+fn prebuild_laplace_bad(map: &str, dir: &Path, build: &str) -> Output {
+    analyze(&[
+        "--source-map",
+        map,
+        "--verify",
+        "--prebuild",
+        path_str(dir),
+        "--build",
+        build,
+        path_str(&fixture("laplace_bad_c")),
+    ])
+}
+
+/// `analyze --verify --prebuilt DIR --run '{out} 64 10 0'` of the
+/// laplace_bad_c fixture, with `extra` arguments before the trace.
+fn prebuilt_laplace_bad(map: &str, dir: &Path, extra: &[&str]) -> Output {
+    let (lib, trace) = (collector_lib(), fixture("laplace_bad_c"));
+    let mut args = vec![
+        "--source-map",
+        map,
+        "--verify",
+        "--lib",
+        path_str(&lib),
+        "--prebuilt",
+        path_str(dir),
+        "--run",
+        "{out} 64 10 0",
+    ];
+    args.extend_from_slice(extra);
+    args.push(path_str(&trace));
+    analyze(&args)
+}
+
+/// The lines of a --verify report that give its verdict and what ran.
+fn verdict(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .filter(|l| {
+            l.starts_with("verify: ")
+                || l.contains("output: ")
+                || l.contains("OpenACC constructs reached")
+                || l.starts_with("  run: ")
+        })
+        .collect()
+}
+
+/// Built here with --prebuild, run with --prebuilt (as on a machine
+/// without the compiler): the verdict is plain --verify's.
+#[test]
+fn verify_prebuilt_gives_the_verdict_of_verify() {
+    if !need("gcc") {
+        return;
+    }
+    let build = "gcc -O1 -fopenacc -foffload=disable {src} -o {out} -lm";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (plain, _) = verify_laplace_bad(dir.path(), build);
+    assert_eq!(plain.status.code(), Some(0), "{}", text(&plain.stderr));
+    let (src, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let pre = dir.path().join("pre");
+    let out = prebuild_laplace_bad(&map, &pre, build);
+    let s = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{s}\n{}", text(&out.stderr));
+    assert!(
+        s.contains(&format!(
+            "prebuilt the original and the patched program of {} (patched with #1 L3, #2 D6) into {}:\n",
+            src.display(),
+            pre.display()
+        )),
+        "{s}"
+    );
+    let again = s
+        .lines()
+        .find(|l| l.starts_with("run them with: "))
+        .unwrap_or_default();
+    assert!(
+        again.starts_with(&format!(
+            "run them with: accprof analyze --verify --prebuilt {} --run '{{out}} ARGS' ",
+            pre.display()
+        )) && again.contains(&format!(" --source-map {map} "))
+            && again.ends_with(path_str(&fixture("laplace_bad_c"))),
+        "{s}"
+    );
+    assert!(!s.contains("\nverify: "), "nothing ran: {s}");
+    assert!(pre.join("before.bin").is_file() && pre.join("after.bin").is_file());
+    let list = std::fs::read_to_string(pre.join("verify.json")).expect("verify.json");
+    assert!(list.contains("\"patch\": \"#1 L3, #2 D6\""), "{list}");
+
+    let keep = dir.path().join("ran");
+    let out = prebuilt_laplace_bad(&map, &pre, &["--keep", path_str(&keep)]);
+    let s = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        plain.status.code(),
+        "{s}\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(verdict(&s), verdict(&text(&plain.stdout)), "{s}");
+    assert!(s.contains(&format!("  build: prebuilt: {build}\n")), "{s}");
+    assert!(keep.join("before.trace").is_file() && keep.join("after.trace").is_file());
+}
+
+/// Programs prebuilt for another patch, a directory --prebuild did not
+/// make, a program missing: one line naming the directory, exit code 2.
+#[test]
+fn verify_prebuilt_refuses_programs_of_another_patch() {
+    if !need("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let pre = dir.path().join("pre");
+    let out = prebuild_laplace_bad(
+        &map,
+        &pre,
+        "gcc -O1 -fopenacc -foffload=disable {src} -o {out} -lm",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let one_line = |out: &Output| {
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+        let err = text(&out.stderr);
+        let last = err.lines().last().unwrap_or("").to_string();
+        assert!(
+            err.lines()
+                .filter(|l| !l.contains("warning:") && !l.contains("note:"))
+                .count()
+                == 1,
+            "{err}"
+        );
+        assert!(!text(&out.stdout).contains("\nverify: "), "nothing ran");
+        last
+    };
+    // Only transfers of 10 MB and more examined: the trace's patch is
+    // another one (L3 alone), over the same source.
+    let out = prebuilt_laplace_bad(&map, &pre, &["--min-bytes", "10000000"]);
+    let err = one_line(&out);
+    assert!(
+        err.starts_with(&format!(
+            "accprof: {}: built for another patch (#1 L3, #2 D6 of laplace_bad.c), not this one (",
+            pre.display()
+        )) && err.ends_with(" of laplace_bad.c): rebuild them with --prebuild"),
+        "{err}"
+    );
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let err = one_line(&prebuilt_laplace_bad(&map, &empty, &[]));
+    assert_eq!(
+        err,
+        format!(
+            "accprof: {}: not made by `accprof analyze --verify --prebuild` (no verify.json in it)",
+            empty.display()
+        )
+    );
+    let none = dir.path().join("none");
+    let err = one_line(&prebuilt_laplace_bad(&map, &none, &[]));
+    assert_eq!(
+        err,
+        format!(
+            "accprof: {}: not made by `accprof analyze --verify --prebuild` (no such directory)",
+            none.display()
+        )
+    );
+
+    std::fs::remove_file(pre.join("after.bin")).expect("rm");
+    let err = one_line(&prebuilt_laplace_bad(&map, &pre, &[]));
+    assert_eq!(
+        err,
+        format!(
+            "accprof: {}: the after program is missing (rebuild them with --prebuild)",
+            pre.join("after.bin").display()
+        )
+    );
+}
+
 /// A closed terminal (SIGHUP to the job) in the middle of --verify's build
 /// stops it with 128 + the signal, and the patched copy it wrote beside a
 /// source that includes local files is removed; the source is untouched.

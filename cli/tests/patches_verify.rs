@@ -14,7 +14,10 @@
 //! `ACCPROF_TEST_OFFLOAD=yes` builds the verified programs for the GPU;
 //! there a sample whose point is a coherence bug says so itself
 //! (`reference: MISMATCH`, exit status 1), and its patch must make it
-//! right (exit status 0) rather than keep its output.
+//! right (exit status 0) rather than keep its output. On a GPU machine
+//! without an offload compiler, bench/patches_gpu.sh builds the GPU
+//! fixtures' patched programs here (`prepare`) and checks them there
+//! (`run`); which traces it takes is its `list`, read by the test below.
 
 mod support;
 
@@ -253,16 +256,30 @@ fn every_patch_of_the_samples_recorded_here_keeps_their_output() {
     tally.finish(&["fuse_triple ", "fuse_grid ", "launch_shapes "]);
 }
 
-/// The sample a patched file belongs to, as the Makefile names its
-/// program: `x.c` and `x.cpp` are `x`, `x.f90` is `x_f90`, and a second
-/// file `x_step.c` is `x`'s.
-fn program_of(p: &Path) -> String {
-    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-    let stem = stem.strip_suffix("_step").unwrap_or(stem);
-    match p.extension().and_then(|e| e.to_str()) {
-        Some("f90") => format!("{stem}_f90"),
-        _ => stem.to_string(),
-    }
+/// The GPU fixture traces whose patch changes a sample, with the
+/// sample's program and quick arguments, as bench/patches_gpu.sh selects
+/// them for its check on a GPU machine (its `list`, with `copy` as the
+/// samples): one rule for both. A line per trace: `sample TRACE PROGRAM
+/// ARGS`, `none TRACE`, `other TRACE FILES` or `noargs TRACE PROGRAM`,
+/// tab-separated, TRACE relative to the repository.
+fn gpu_fixture_selection(copy: &Path) -> Vec<Vec<String>> {
+    let out = Command::new("bash")
+        .arg(repo().join("bench/patches_gpu.sh"))
+        .args(["list", "--accprof"])
+        .arg(accprof())
+        .arg("--samples")
+        .arg(copy)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "patches_gpu.sh list: {}",
+        stderr(&out)
+    );
+    stdout(&out)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
 }
 
 #[test]
@@ -273,61 +290,47 @@ fn every_patch_of_the_gpu_fixtures_keeps_the_programs_output() {
     let built = samples();
     let dir = tempfile::tempdir().expect("temp dir");
     let copy = samples_copy(dir.path());
-    let quick: std::collections::HashMap<String, Vec<String>> =
-        quick_samples().into_iter().collect();
     let mut tally = Tally::new();
     let mut others = Vec::new();
-    let fixtures = repo().join("cli/tests/fixtures");
-    let mut all: Vec<PathBuf> = Vec::new();
-    for d in std::fs::read_dir(&fixtures).expect("fixtures") {
-        all.extend(traces(&d.expect("entry").path()));
-    }
-    all.sort();
-    for trace in all {
+    let selection = gpu_fixture_selection(&copy);
+    assert!(
+        selection.len() > 50,
+        "every fixture trace is listed: {selection:?}"
+    );
+    for line in selection {
+        let [kind, rel, rest @ ..] = line.as_slice() else {
+            panic!("patches_gpu.sh list: {line:?}");
+        };
+        let trace = repo().join(rel);
         let gpu = trace.parent().expect("fixture folder");
         let what = format!(
             "{}/{}",
             gpu.file_name().and_then(|n| n.to_str()).unwrap_or(""),
             trace.file_name().and_then(|n| n.to_str()).unwrap_or("")
         );
-        let symbols = gpu.join("bin");
-        // The sample the patch changes (the diff names its files).
-        let out = analyze(&trace, &copy, Some(&symbols), &["--patch"]);
-        let diff = stdout(&out);
-        // `+++ b/PATH` names PATH without its leading `/`.
-        let files: Vec<PathBuf> = diff
-            .lines()
-            .filter_map(|l| l.strip_prefix("+++ b/"))
-            .map(|f| Path::new("/").join(f.trim()))
-            .collect();
-        let Some(first) = files.first() else {
-            tally.add(what, Checked::NoPatch);
-            continue;
-        };
-        if !files.iter().all(|f| f.starts_with(&copy)) {
+        match (kind.as_str(), rest) {
+            ("none", []) => tally.add(what, Checked::NoPatch),
             // NPB and TeaLeaf: their sources are not in this repository.
-            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            others.push(format!("{what} ({})", names.join(", ")));
-            continue;
-        }
-        let program = program_of(first);
-        let Some(args) = quick.get(&program) else {
-            tally.add(
+            ("other", [files]) => others.push(format!("{what} ({})", files.trim())),
+            ("noargs", [program]) => tally.add(
                 what,
                 Checked::Failed(format!("{program}: no quick arguments in `make args`")),
-            );
-            continue;
-        };
-        let keep = dir.path().join(what.replace('/', "-"));
-        let c = check(
-            &trace,
-            Some(&symbols),
-            (&built, &program),
-            args,
-            &copy,
-            &keep,
-        );
-        tally.add(format!("{what} as {program}"), c);
+            ),
+            ("sample", [program, args]) => {
+                let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
+                let keep = dir.path().join(what.replace('/', "-"));
+                let c = check(
+                    &trace,
+                    Some(&gpu.join("bin")),
+                    (&built, program),
+                    &args,
+                    &copy,
+                    &keep,
+                );
+                tally.add(format!("{what} as {program}"), c);
+            }
+            _ => panic!("patches_gpu.sh list: {line:?}"),
+        }
     }
     eprintln!("not samples, not checked: {}", others.join(", "));
     // The data and coherence rules' patches are among those checked.

@@ -61,6 +61,10 @@ pub enum Error {
     /// What `accprof tune` was pointed at cannot be tuned.
     #[error("{0}")]
     Tune(String),
+    /// A directory given as prebuilt programs that a prebuild did not
+    /// make, or whose list cannot be read.
+    #[error("{0}")]
+    NotPrebuilt(String),
     /// Every run of a sweep was ended by a signal (`how`: "killed by
     /// SIGSEGV (exit code 139)"): nothing it measured can be recommended.
     #[error("every run died: all {runs} runs of `{run}` were {how}; nothing is recommended (the program crashes: fix it, or its arguments, before tuning)")]

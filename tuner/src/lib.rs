@@ -32,6 +32,7 @@ mod key;
 pub mod launch;
 pub mod measure;
 mod outcome;
+mod prebuilt;
 pub mod report;
 pub mod runner;
 pub mod space;
@@ -41,7 +42,8 @@ pub mod verify;
 
 pub use runner::{BuildOutput, MockProgram, MockRunner, ProcessRunner, RunOutput, Runner};
 pub use verify::{
-    verify, DeviceTimes, Difference, Measured, NotMeasured, PatchedFile, Verified, VerifyPlan,
+    verify, DeviceTimes, Difference, Measured, NotMeasured, PatchedFile, PrebuiltFile, Verified,
+    VerifyPlan, VerifyPrebuilt, PREBUILT_VERIFY,
 };
 
 pub use error::{first_error, stderr_tail, Error, Result, STDERR_TAIL};

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use accprof_trace::SourceState;
+use serde::{Deserialize, Serialize};
 
 use crate::command;
 use crate::error::{first_error, stderr_tail, Error};
+use crate::key::text_hash;
 use crate::runner::{RunOutput, Runner};
 
 /// What to verify.
@@ -203,84 +205,342 @@ pub fn verify<R: Runner + ?Sized>(
     runner: &mut R,
     plan: &VerifyPlan<'_>,
 ) -> Result<Verified, Error> {
-    let in_dirs = !plan.also.is_empty() || plan.build.contains("{dir}");
-    if !plan.also.is_empty() && !plan.build.contains("{dir}") {
-        let names: Vec<String> = std::iter::once(plan.source)
-            .chain(plan.also.iter().map(|f| f.source))
-            .map(file_name)
-            .collect();
-        return Err(Error::Verify(format!(
-            "the patch changes {} files ({}): the build command must build their copies in {{dir}} (`cc {} -o {{out}}`)",
-            names.len(),
-            names.join(", "),
-            names
+    needs_dir(plan)?;
+    let tmp;
+    let work: PathBuf = match plan.keep {
+        Some(d) => {
+            create_dir(d)?;
+            d.to_path_buf()
+        }
+        None => {
+            tmp = temp_dir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let versions = Versions::write(plan, &work)?;
+    let [before, after] = versions
+        .each()
+        .map(|(label, template, source)| (label, template.to_string(), source.to_path_buf()));
+    let mut build_and_run = |(label, template, source): (&str, String, PathBuf)| {
+        let program = work.join(format!("{label}.bin"));
+        build(runner, &template, &source, &program, label, plan.stop)?;
+        run_and_measure(runner, plan.run, &program, &work, label, plan.stop)
+    };
+    let before = build_and_run(before)?;
+    let after = build_and_run(after)?;
+    Ok(verified(plan, plan.build, before, after))
+}
+
+/// The list `analyze --verify --prebuild` leaves in its directory.
+pub const PREBUILT_VERIFY: &str = "verify.json";
+
+/// The original and the patched program built ahead of time
+/// (`accprof analyze --verify --prebuild DIR`), for a machine that cannot
+/// build them, with what they were built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyPrebuilt {
+    /// What the patch applies ("#1 L3, #2 D6").
+    pub patch: String,
+    /// The files the patch changes, in the patch's order.
+    pub files: Vec<PrebuiltFile>,
+    pub build: String,
+    /// The original's program, a file name in the directory.
+    pub before: String,
+    /// The patched program, a file name in the directory.
+    pub after: String,
+}
+
+/// A file a prebuilt patch changes: where it was found when it was built,
+/// and xxh3 hashes of its text and of its patched text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrebuiltFile {
+    pub source: String,
+    pub source_hash: String,
+    pub patched_hash: String,
+}
+
+impl VerifyPrebuilt {
+    pub fn read(dir: &Path) -> Result<VerifyPrebuilt, Error> {
+        crate::prebuilt::read(dir, PREBUILT_VERIFY, "accprof analyze --verify --prebuild")
+    }
+
+    /// What `plan`'s patch would be built from.
+    fn files_of(plan: &VerifyPlan<'_>) -> Vec<PrebuiltFile> {
+        plan.files()
+            .map(|f| PrebuiltFile {
+                source: f.source.display().to_string(),
+                source_hash: format!("{:016x}", text_hash(f.source_text)),
+                patched_hash: format!("{:016x}", text_hash(f.patched_text)),
+            })
+            .collect()
+    }
+
+    /// Whether these programs were built from `plan`'s sources and patch;
+    /// the error names the directory and what differs. The sources are
+    /// compared by name and text, not by path: the machine that runs them
+    /// may hold its copy of the sources elsewhere.
+    fn check(&self, dir: &Path, plan: &VerifyPlan<'_>) -> Result<(), Error> {
+        let wanted = Self::files_of(plan);
+        let name = |f: &PrebuiltFile| file_name(Path::new(&f.source));
+        let names = |fs: &[PrebuiltFile]| fs.iter().map(name).collect::<Vec<_>>().join(", ");
+        let same_files = wanted.len() == self.files.len()
+            && wanted
                 .iter()
-                .map(|n| format!("{{dir}}/{n}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )));
+                .zip(&self.files)
+                .all(|(w, h)| name(w) == name(h));
+        if same_files {
+            if let Some(w) = wanted
+                .iter()
+                .zip(&self.files)
+                .find(|(w, h)| w.source_hash != h.source_hash)
+            {
+                return Err(Error::Verify(format!(
+                    "{}: built from another version of {} (rebuild them with --prebuild)",
+                    dir.display(),
+                    name(w.0)
+                )));
+            }
+            if wanted
+                .iter()
+                .zip(&self.files)
+                .all(|(w, h)| w.patched_hash == h.patched_hash)
+            {
+                return Ok(());
+            }
+        }
+        Err(Error::Verify(format!(
+            "{}: built for another patch ({} of {}), not this one ({} of {}): rebuild them with --prebuild",
+            dir.display(),
+            self.patch,
+            names(&self.files),
+            plan.patch,
+            names(&wanted)
+        )))
+    }
+}
+
+/// Builds the original and the patched program of `plan` into `dir`
+/// (for a machine that cannot build them), with [`PREBUILT_VERIFY`]
+/// naming them and what they were built from; the copies the builds read
+/// stay there as with `keep` (`before/` and `after/`, or the patched
+/// copy). `plan.run` and `plan.keep` are not used.
+pub fn prebuild<R: Runner + ?Sized>(
+    runner: &mut R,
+    plan: &VerifyPlan<'_>,
+    dir: &Path,
+) -> Result<VerifyPrebuilt, Error> {
+    needs_dir(plan)?;
+    create_dir(dir)?;
+    let versions = Versions::write(plan, dir)?;
+    let mut built = Vec::new();
+    for (label, template, source) in versions.each() {
+        let file = format!("{label}.bin");
+        let program = dir.join(&file);
+        let _ = std::fs::remove_file(&program);
+        build(runner, template, source, &program, label, plan.stop)?;
+        if !program.is_file() {
+            return Err(Error::Verify(format!(
+                "the build of the {label} version did not write {} (the build command needs {{out}})",
+                program.display()
+            )));
+        }
+        built.push(file);
+    }
+    let [before, after] = <[String; 2]>::try_from(built).map_err(|_| {
+        Error::Verify("two versions are built, the original and the patched".to_string())
+    })?;
+    let pre = VerifyPrebuilt {
+        patch: plan.patch.clone(),
+        files: VerifyPrebuilt::files_of(plan),
+        build: plan.build.to_string(),
+        before,
+        after,
+    };
+    crate::prebuilt::write(dir, PREBUILT_VERIFY, &pre)?;
+    Ok(pre)
+}
+
+/// Runs the programs [`prebuild`] left in `dir` as [`verify`] runs the
+/// ones it builds, once `pre` is known to be built from `plan`'s sources
+/// and patch; `plan.build` is not used.
+pub fn verify_prebuilt<R: Runner + ?Sized>(
+    runner: &mut R,
+    plan: &VerifyPlan<'_>,
+    dir: &Path,
+    pre: &VerifyPrebuilt,
+) -> Result<Verified, Error> {
+    pre.check(dir, plan)?;
+    let programs = [("before", &pre.before), ("after", &pre.after)].map(|(l, f)| (l, dir.join(f)));
+    for (label, p) in &programs {
+        if !p.is_file() {
+            return Err(Error::Verify(format!(
+                "{}: the {label} program is missing (rebuild them with --prebuild)",
+                p.display()
+            )));
+        }
     }
     let tmp;
     let work: PathBuf = match plan.keep {
         Some(d) => {
-            std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
+            create_dir(d)?;
             d.to_path_buf()
         }
         None => {
-            tmp = tempfile::Builder::new()
-                .prefix("accprof-verify-")
-                .tempdir()
-                .map_err(io("cannot create a temporary directory".to_string()))?;
+            tmp = temp_dir()?;
             tmp.path().to_path_buf()
         }
     };
-    let name = |middle: &str| {
-        let stem = plan
-            .source
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match plan.source.extension() {
-            Some(e) => format!("{stem}.{middle}.{}", e.to_string_lossy()),
-            None => format!("{stem}.{middle}"),
-        }
-    };
-    if in_dirs {
-        return verify_in_dirs(runner, plan, &work);
-    }
-    let next_to_source = has_local_includes(plan.source_text);
-    let copy = if next_to_source {
-        plan.source
-            .with_file_name(name(&format!("accprof-verify-{}", std::process::id())))
-    } else {
-        work.join(name("accprof"))
-    };
-    std::fs::write(&copy, plan.patched_text)
-        .map_err(io(format!("cannot write {}", copy.display())))?;
-    let _cleanup = Remove(next_to_source.then(|| copy.clone()));
-
-    let mut build_and_run = |label: &str, source: &Path| {
-        build_and_measure(
-            runner, plan.build, source, plan.run, &work, label, plan.stop,
-        )
-    };
-    let before = build_and_run("before", plan.source)?;
-    let after = build_and_run("after", &copy)?;
-    Ok(verified(plan, Vec::new(), before, after))
+    let [before, after] = programs;
+    let before = run_and_measure(runner, plan.run, &before.1, &work, before.0, plan.stop)?;
+    let after = run_and_measure(runner, plan.run, &after.1, &work, after.0, plan.stop)?;
+    Ok(verified(
+        plan,
+        &format!("prebuilt: {}", pre.build),
+        before,
+        after,
+    ))
 }
 
-/// The result of `plan`, its two versions measured.
-fn verified(
-    plan: &VerifyPlan<'_>,
-    also: Vec<PathBuf>,
-    before: Measured,
-    after: Measured,
-) -> Verified {
+impl<'a> VerifyPlan<'a> {
+    /// Every file the patch changes, the first one first.
+    fn files(&self) -> impl Iterator<Item = PatchedFile<'a>> + '_ {
+        let first = PatchedFile {
+            source: self.source,
+            source_text: self.source_text,
+            patched_text: self.patched_text,
+        };
+        std::iter::once(first).chain(self.also.iter().copied())
+    }
+}
+
+/// Several patched files are built only from copies in `{dir}`.
+fn needs_dir(plan: &VerifyPlan<'_>) -> Result<(), Error> {
+    if plan.also.is_empty() || plan.build.contains("{dir}") {
+        return Ok(());
+    }
+    let names: Vec<String> = plan.files().map(|f| file_name(f.source)).collect();
+    Err(Error::Verify(format!(
+        "the patch changes {} files ({}): the build command must build their copies in {{dir}} (`cc {} -o {{out}}`)",
+        names.len(),
+        names.join(", "),
+        names
+            .iter()
+            .map(|n| format!("{{dir}}/{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )))
+}
+
+fn create_dir(d: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))
+}
+
+fn temp_dir() -> Result<tempfile::TempDir, Error> {
+    tempfile::Builder::new()
+        .prefix("accprof-verify-")
+        .tempdir()
+        .map_err(io("cannot create a temporary directory".to_string()))
+}
+
+/// What each version is built from: its build command (`{dir}` filled
+/// in) and its source, the copies written; a patched copy written beside
+/// the original is removed when this is dropped.
+struct Versions {
+    before: (String, PathBuf),
+    after: (String, PathBuf),
+    _remove: Remove,
+}
+
+impl Versions {
+    /// Writes the copies the two builds of `plan` read into `work` (see
+    /// [`verify`]).
+    fn write(plan: &VerifyPlan<'_>, work: &Path) -> Result<Versions, Error> {
+        if !plan.also.is_empty() || plan.build.contains("{dir}") {
+            return Self::in_dirs(plan, work);
+        }
+        let name = |middle: &str| {
+            let stem = plan
+                .source
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match plan.source.extension() {
+                Some(e) => format!("{stem}.{middle}.{}", e.to_string_lossy()),
+                None => format!("{stem}.{middle}"),
+            }
+        };
+        let next_to_source = has_local_includes(plan.source_text);
+        let copy = if next_to_source {
+            plan.source
+                .with_file_name(name(&format!("accprof-verify-{}", std::process::id())))
+        } else {
+            work.join(name("accprof"))
+        };
+        std::fs::write(&copy, plan.patched_text)
+            .map_err(io(format!("cannot write {}", copy.display())))?;
+        Ok(Versions {
+            before: (plan.build.to_string(), plan.source.to_path_buf()),
+            after: (plan.build.to_string(), copy.clone()),
+            _remove: Remove(next_to_source.then_some(copy)),
+        })
+    }
+
+    /// Both versions built from their own directory of copies.
+    fn in_dirs(plan: &VerifyPlan<'_>, work: &Path) -> Result<Versions, Error> {
+        let files: Vec<PatchedFile<'_>> = plan.files().collect();
+        for (i, f) in files.iter().enumerate() {
+            if let Some(g) = files[..i]
+                .iter()
+                .find(|g| g.source.file_name() == f.source.file_name())
+            {
+                return Err(Error::Verify(format!(
+                    "the patch changes {} and {}: one name, so {{dir}} cannot hold copies of both",
+                    g.source.display(),
+                    f.source.display()
+                )));
+            }
+        }
+        let version = |label: &str, patched: bool| -> Result<(String, PathBuf), Error> {
+            let dir = work.join(label);
+            let texts: Vec<(&Path, &str)> = files
+                .iter()
+                .map(|f| {
+                    let text = if patched {
+                        f.patched_text
+                    } else {
+                        f.source_text
+                    };
+                    (f.source, text)
+                })
+                .collect();
+            let src = write_copies(&dir, &texts)?;
+            let template = plan.build.replace("{dir}", &command::sh_quote(&dir));
+            Ok((template, src))
+        };
+        Ok(Versions {
+            before: version("before", false)?,
+            after: version("after", true)?,
+            _remove: Remove(None),
+        })
+    }
+
+    /// (label, build command, source) of each version, the original first.
+    fn each(&self) -> [(&'static str, &str, &Path); 2] {
+        [
+            ("before", self.before.0.as_str(), self.before.1.as_path()),
+            ("after", self.after.0.as_str(), self.after.1.as_path()),
+        ]
+    }
+}
+
+/// The result of `plan`, its two versions measured; `build` is what
+/// built them.
+fn verified(plan: &VerifyPlan<'_>, build: &str, before: Measured, after: Measured) -> Verified {
     Verified {
         source: plan.source.to_path_buf(),
-        also,
+        also: plan.also.iter().map(|f| f.source.to_path_buf()).collect(),
         patch: plan.patch.clone(),
-        build: plan.build.to_string(),
+        build: build.to_string(),
         run: plan.run.to_string(),
         differences: differences(&before, &after),
         before,
@@ -293,55 +553,6 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())
-}
-
-/// Both versions built from their own directory of copies.
-fn verify_in_dirs<R: Runner + ?Sized>(
-    runner: &mut R,
-    plan: &VerifyPlan<'_>,
-    work: &Path,
-) -> Result<Verified, Error> {
-    let first = PatchedFile {
-        source: plan.source,
-        source_text: plan.source_text,
-        patched_text: plan.patched_text,
-    };
-    let files: Vec<PatchedFile<'_>> = std::iter::once(first)
-        .chain(plan.also.iter().copied())
-        .collect();
-    for (i, f) in files.iter().enumerate() {
-        if let Some(g) = files[..i]
-            .iter()
-            .find(|g| g.source.file_name() == f.source.file_name())
-        {
-            return Err(Error::Verify(format!(
-                "the patch changes {} and {}: one name, so {{dir}} cannot hold copies of both",
-                g.source.display(),
-                f.source.display()
-            )));
-        }
-    }
-    let mut build_and_run = |label: &str, patched: bool| -> Result<Measured, Error> {
-        let dir = work.join(label);
-        let texts: Vec<(&Path, &str)> = files
-            .iter()
-            .map(|f| {
-                let text = if patched {
-                    f.patched_text
-                } else {
-                    f.source_text
-                };
-                (f.source, text)
-            })
-            .collect();
-        let src = write_copies(&dir, &texts)?;
-        let template = plan.build.replace("{dir}", &command::sh_quote(&dir));
-        build_and_measure(runner, &template, &src, plan.run, work, label, plan.stop)
-    };
-    let before = build_and_run("before", false)?;
-    let after = build_and_run("after", true)?;
-    let also = plan.also.iter().map(|f| f.source.to_path_buf()).collect();
-    Ok(verified(plan, also, before, after))
 }
 
 /// Writes `files` (source, text to write) into `dir` under their own
@@ -426,31 +637,28 @@ fn differences(a: &Measured, b: &Measured) -> Vec<Difference> {
     out
 }
 
-/// The numbers of one run, from the analyzer's summary of its trace.
-/// Builds `source` with the `build` template into WORK/LABEL.bin, runs it
-/// with the `run` template under the collector into WORK/LABEL.trace, and
-/// measures the run.
-fn build_and_measure<R: Runner + ?Sized>(
+/// Stops before the next build or run when a signal asked.
+fn stopped(stop: Option<&AtomicBool>, label: &str) -> Result<(), Error> {
+    if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+        return Err(Error::VerifyInterrupted {
+            label: label.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Builds `source` with the `build` template into `program`.
+fn build<R: Runner + ?Sized>(
     runner: &mut R,
     build: &str,
     source: &Path,
-    run: &str,
-    work: &Path,
+    program: &Path,
     label: &str,
     stop: Option<&AtomicBool>,
-) -> Result<Measured, Error> {
-    let stopped = || -> Result<(), Error> {
-        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
-            return Err(Error::VerifyInterrupted {
-                label: label.to_string(),
-            });
-        }
-        Ok(())
-    };
-    stopped()?;
-    let program = work.join(format!("{label}.bin"));
-    let built = runner.build(build, source, &program)?;
-    stopped()?;
+) -> Result<(), Error> {
+    stopped(stop, label)?;
+    let built = runner.build(build, source, program)?;
+    stopped(stop, label)?;
     if !built.success {
         return Err(Error::Build {
             label: label.to_string(),
@@ -461,11 +669,26 @@ fn build_and_measure<R: Runner + ?Sized>(
             log: None,
         });
     }
-    let words = command::run_words(run, &program)?;
+    Ok(())
+}
+
+/// The numbers of one run, from the analyzer's summary of its trace:
+/// `program` run with the `run` template under the collector into
+/// WORK/LABEL.trace.
+fn run_and_measure<R: Runner + ?Sized>(
+    runner: &mut R,
+    run: &str,
+    program: &Path,
+    work: &Path,
+    label: &str,
+    stop: Option<&AtomicBool>,
+) -> Result<Measured, Error> {
+    stopped(stop, label)?;
+    let words = command::run_words(run, program)?;
     let trace = work.join(format!("{label}.trace"));
     let _ = std::fs::remove_file(&trace);
     let out = runner.run(&words, &trace, &[])?;
-    stopped()?;
+    stopped(stop, label)?;
     measure(label, out)
 }
 
@@ -853,6 +1076,62 @@ mod tests {
             );
             assert_ne!(b.src, s.source);
         }
+    }
+
+    #[test]
+    fn prebuilt_programs_are_refused_for_another_source_or_patch() {
+        let s = setup(ORIGINAL);
+        let dir = s.dir.path().join("pre");
+        let built = plan(&s, ORIGINAL, None);
+        let pre = VerifyPrebuilt {
+            patch: built.patch.clone(),
+            files: VerifyPrebuilt::files_of(&built),
+            build: built.build.to_string(),
+            before: "before.bin".to_string(),
+            after: "after.bin".to_string(),
+        };
+        assert!(pre.check(&dir, &built).is_ok());
+        // The same texts found elsewhere (the other machine's copy).
+        let elsewhere = s.dir.path().join("copy/prog.c");
+        let moved = VerifyPlan {
+            source: &elsewhere,
+            ..built.clone()
+        };
+        assert!(pre.check(&dir, &moved).is_ok());
+        let err = |p: &VerifyPlan<'_>| match pre.check(&dir, p) {
+            Ok(()) => panic!("accepted: {p:?}"),
+            Err(e) => e.to_string(),
+        };
+        let edited = "int main(void) { return 1; }\n";
+        assert_eq!(
+            err(&plan(&s, edited, None)),
+            format!(
+                "{}: built from another version of prog.c (rebuild them with --prebuild)",
+                dir.display()
+            )
+        );
+        let other_patch = VerifyPlan {
+            patched_text: "int main(void) { /* other */ return 0; }\n",
+            patch: "#1 D6".to_string(),
+            ..built.clone()
+        };
+        assert_eq!(
+            err(&other_patch),
+            format!(
+                "{}: built for another patch (#1 L3 of prog.c), not this one (#1 D6 of prog.c): rebuild them with --prebuild",
+                dir.display()
+            )
+        );
+        let step = s.dir.path().join("step.c");
+        let more_files = VerifyPlan {
+            also: vec![PatchedFile {
+                source: &step,
+                source_text: "",
+                patched_text: "x",
+            }],
+            ..built.clone()
+        };
+        assert!(err(&more_files).contains("not this one (#1 L3 of prog.c, step.c)"));
     }
 
     #[test]

@@ -39,13 +39,7 @@ pub const PREBUILT_LIST: &str = "variants.json";
 
 impl Prebuilt {
     pub fn read(dir: &Path) -> Result<Prebuilt, Error> {
-        let path = dir.join(PREBUILT_LIST);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::Io {
-            what: format!("cannot read {}", path.display()),
-            source: e,
-        })?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::Tune(format!("{}: not a prebuild list: {e}", path.display())))
+        crate::prebuilt::read(dir, PREBUILT_LIST, "accprof tune --prebuild")
     }
 }
 
@@ -233,12 +227,7 @@ pub fn prebuild<R: Runner + ?Sized>(
         pre.variants.push((c.key(), file));
     }
     restore.restore()?;
-    let list = dir.join(PREBUILT_LIST);
-    let json = serde_json::to_string_pretty(&pre).map_err(|e| Error::Tune(e.to_string()))?;
-    std::fs::write(&list, json).map_err(|e| Error::Io {
-        what: format!("cannot write {}", list.display()),
-        source: e,
-    })?;
+    crate::prebuilt::write(dir, PREBUILT_LIST, &pre)?;
     Ok(pre)
 }
 
