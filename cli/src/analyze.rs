@@ -14,7 +14,7 @@ use accprof_analyzer::source::SourceSet;
 use accprof_analyzer::summary::RunFacts;
 use accprof_analyzer::Run;
 
-use crate::HashArg;
+use crate::run::HashArg;
 
 #[derive(clap::Args)]
 pub struct AnalyzeArgs {
@@ -123,7 +123,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
         };
         out = accprof_reports::findings::render_text(&run, &analysis, &facts, &opts);
     }
-    crate::write_stdout(&out)?;
+    crate::stdout::write_stdout(&out)?;
     for w in &warnings {
         eprintln!("accprof: {w}");
     }
@@ -150,7 +150,8 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<u8> {
 /// The run, its sources, its findings and its facts (what the summary
 /// says of the run as a whole; the summary by line is not needed).
 fn load(args: &AnalyzeArgs) -> anyhow::Result<(Run, SourceSet, Analysis, RunFacts)> {
-    let (opts, bar) = crate::progress::with_bar(&args.trace, &crate::symbol_options(&args.symbols));
+    let (opts, bar) =
+        crate::progress::with_bar(&args.trace, &crate::symbols::symbol_options(&args.symbols));
     let run = accprof_analyzer::load_run_with(&args.trace, &opts);
     drop(bar);
     let mut run = run?;
@@ -351,7 +352,7 @@ fn verify(
             Ok(p) => p,
             Err(e) => return verify_error(e),
         };
-        crate::write_stdout(prebuilt_text(args, &plan, dir, &pre).as_bytes())?;
+        crate::stdout::write_stdout(prebuilt_text(args, &plan, dir, &pre).as_bytes())?;
         return Ok(0);
     }
     let verified = match &prebuilt {
@@ -362,7 +363,7 @@ fn verify(
         Ok(v) => v,
         Err(e) => return verify_error(e),
     };
-    crate::write_stdout(&accprof_tuner::report::verify::render(&verified))?;
+    crate::stdout::write_stdout(&accprof_tuner::report::verify::render(&verified))?;
     Ok(if verified.ok() { 0 } else { 1 })
 }
 

@@ -131,7 +131,7 @@ pub fn load_all(
     model: bool,
     findings: bool,
 ) -> anyhow::Result<Vec<Loaded>> {
-    let opts = crate::symbol_options(&sources.symbols);
+    let opts = crate::symbols::symbol_options(&sources.symbols);
     let mut out = Vec::with_capacity(traces.len());
     for path in traces {
         let (opts, bar) = crate::progress::with_bar(path, &opts);

@@ -9,7 +9,9 @@ mod export;
 mod live;
 mod progress;
 mod run;
+mod stdout;
 mod stop;
+mod symbols;
 mod tui;
 mod tune;
 
@@ -91,7 +93,7 @@ enum Command {
     /// Run a program with the collector preloaded, print the summary at exit
     /// and keep the trace.
     #[command(after_help = RUN_EXAMPLES)]
-    Run(RunArgs),
+    Run(run::RunArgs),
     /// Print the PGI_ACC_TIME-style summary of one or more traces.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
@@ -123,63 +125,6 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-}
-
-#[derive(clap::Args)]
-pub struct RunArgs {
-    /// Trace file name pattern: %p pid, %h host, %r MPI rank, %n first free
-    /// number, %% a percent sign; relative to the current directory
-    /// [default: $ACCPROF_OUTPUT, else accprof-%p.trace].
-    #[arg(long, short, value_name = "PATTERN")]
-    pub output: Option<std::ffi::OsString>,
-    /// Replace an existing trace of the same name (a pattern without %p or
-    /// %n names the same file each run; without --force it is kept and the
-    /// program is not started).
-    #[arg(long)]
-    pub force: bool,
-    /// Content hashing of transferred host buffers [default: $ACCPROF_HASH,
-    /// else sampled].
-    #[arg(long, value_enum)]
-    pub hash: Option<HashArg>,
-    /// Correctness checks, comma-separated: `coherence` catches the host
-    /// reading an array whose device copy is newer (a missing `update
-    /// self`); `accprof analyze` reports each with the patch that fixes it
-    /// [default: $ACCPROF_CHECK, else none].
-    #[arg(long, value_name = "CHECKS")]
-    pub check: Option<String>,
-    /// Do not record device activity with CUPTI (also ACCPROF_CUPTI=0).
-    #[arg(long)]
-    pub no_cupti: bool,
-    /// Do not print the summary at exit.
-    #[arg(long)]
-    pub no_summary: bool,
-    /// Print the extended summary at exit.
-    #[arg(long)]
-    pub extended: bool,
-    /// Open the interactive timeline of the run's traces when the program
-    /// ends (needs a terminal).
-    #[arg(long)]
-    pub tui: bool,
-    /// The collector library [default: $ACCPROF_LIB, else libaccprof.so next
-    /// to this binary, else the copy built into it].
-    #[arg(long, value_name = "FILE")]
-    pub lib: Option<PathBuf>,
-    /// The program and its arguments (any bytes: names and arguments need
-    /// not be UTF-8).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_parser = clap::value_parser!(std::ffi::OsString)
-    )]
-    pub command: Vec<std::ffi::OsString>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum HashArg {
-    Off,
-    Sampled,
-    Full,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -277,7 +222,7 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "accprof", &mut script);
     let script = String::from_utf8_lossy(&script);
-    write_stdout(without_flags(&script, &hidden_flags(&cmd)).as_bytes())?;
+    stdout::write_stdout(without_flags(&script, &hidden_flags(&cmd)).as_bytes())?;
     Ok(0)
 }
 
@@ -340,36 +285,7 @@ fn one_line(e: &anyhow::Error) -> String {
 }
 
 fn load_options(args: &ReportArgs) -> accprof_analyzer::LoadOptions {
-    symbol_options(&args.symbols)
-}
-
-/// Set to 1, binaries are read only from the `--symbols` directories and
-/// $ACCPROF_SYMBOL_PATH, never at the paths the trace recorded: the same
-/// trace then reads the same on every machine.
-pub const SYMBOLS_ONLY_ENV: &str = "ACCPROF_SYMBOLS_ONLY";
-
-/// Where `report` and `analyze` look for the program's binaries.
-pub fn symbol_options(symbols: &[PathBuf]) -> accprof_analyzer::LoadOptions {
-    let mut symbol_dirs = symbols.to_vec();
-    if let Some(path) = std::env::var_os("ACCPROF_SYMBOL_PATH") {
-        symbol_dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
-    }
-    let only = std::env::var_os(SYMBOLS_ONLY_ENV).is_some_and(|v| v == "1");
-    accprof_analyzer::LoadOptions {
-        symbol_dirs,
-        recorded_paths: !only,
-        progress: None,
-    }
-}
-
-/// Writes the report to stdout; a reader that went away (`| head`) is not an error.
-fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
+    symbols::symbol_options(&args.symbols)
 }
 
 fn report(args: &ReportArgs) -> anyhow::Result<()> {
@@ -449,7 +365,7 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         let merged = accprof_analyzer::summary::merge(&summaries);
         accprof_reports::text::render_merged(&merged, &opts)
     };
-    write_stdout(&text)?;
+    stdout::write_stdout(&text)?;
     let mut warnings = merge_warnings(&summaries, &read);
     for (s, path) in summaries.iter().zip(&read) {
         let who = if summaries.len() > 1 {
@@ -538,7 +454,7 @@ fn report_at_exit(args: &ReportArgs) -> u8 {
     let summary = match accprof_analyzer::summarize_run_with(path, &load_options(args)) {
         Ok(summary) => summary,
         Err(e) => {
-            let _ = write_stdout(format!("accprof: no summary: {e}\n").as_bytes());
+            let _ = stdout::write_stdout(format!("accprof: no summary: {e}\n").as_bytes());
             return 0;
         }
     };
@@ -552,7 +468,7 @@ fn report_at_exit(args: &ReportArgs) -> u8 {
         sort_by_time: args.sort == SortArg::Time,
     };
     let text = accprof_reports::text::render_summary(&summary, &opts);
-    let _ = write_stdout(&text);
+    let _ = stdout::write_stdout(&text);
     // The process is still running: no end record is expected yet.
     for w in accprof_reports::text::warnings(&summary, true) {
         eprintln!("accprof: {w}");

@@ -16,7 +16,63 @@ use accprof_trace::HashMode;
 use accprof_tuner::launch::{self, without_path, Launch, Manifest};
 use anyhow::{anyhow, bail, Context};
 
-use crate::{HashArg, RunArgs};
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Trace file name pattern: %p pid, %h host, %r MPI rank, %n first free
+    /// number, %% a percent sign; relative to the current directory
+    /// [default: $ACCPROF_OUTPUT, else accprof-%p.trace].
+    #[arg(long, short, value_name = "PATTERN")]
+    pub output: Option<std::ffi::OsString>,
+    /// Replace an existing trace of the same name (a pattern without %p or
+    /// %n names the same file each run; without --force it is kept and the
+    /// program is not started).
+    #[arg(long)]
+    pub force: bool,
+    /// Content hashing of transferred host buffers [default: $ACCPROF_HASH,
+    /// else sampled].
+    #[arg(long, value_enum)]
+    pub hash: Option<HashArg>,
+    /// Correctness checks, comma-separated: `coherence` catches the host
+    /// reading an array whose device copy is newer (a missing `update
+    /// self`); `accprof analyze` reports each with the patch that fixes it
+    /// [default: $ACCPROF_CHECK, else none].
+    #[arg(long, value_name = "CHECKS")]
+    pub check: Option<String>,
+    /// Do not record device activity with CUPTI (also ACCPROF_CUPTI=0).
+    #[arg(long)]
+    pub no_cupti: bool,
+    /// Do not print the summary at exit.
+    #[arg(long)]
+    pub no_summary: bool,
+    /// Print the extended summary at exit.
+    #[arg(long)]
+    pub extended: bool,
+    /// Open the interactive timeline of the run's traces when the program
+    /// ends (needs a terminal).
+    #[arg(long)]
+    pub tui: bool,
+    /// The collector library [default: $ACCPROF_LIB, else libaccprof.so next
+    /// to this binary, else the copy built into it].
+    #[arg(long, value_name = "FILE")]
+    pub lib: Option<PathBuf>,
+    /// The program and its arguments (any bytes: names and arguments need
+    /// not be UTF-8).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(std::ffi::OsString)
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// Content hashing of transferred host buffers, as `--hash` names it.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum HashArg {
+    Off,
+    Sampled,
+    Full,
+}
 
 impl HashArg {
     pub fn mode(self) -> HashMode {

@@ -30,7 +30,7 @@ pub fn open(
     symbols: &[PathBuf],
     source_dirs: &[PathBuf],
 ) -> anyhow::Result<()> {
-    let load = crate::symbol_options(symbols);
+    let load = crate::symbols::symbol_options(symbols);
     let started = Instant::now();
     let mut runs = Vec::with_capacity(traces.len());
     for path in traces {

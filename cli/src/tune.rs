@@ -17,8 +17,8 @@ use accprof_tuner::backup;
 use accprof_tuner::space::{Param, Space};
 use accprof_tuner::tune::{self, Prebuilt, Repeats, SearchMode, TunePlan};
 
+use crate::run::HashArg;
 use crate::stop::{self, say};
-use crate::HashArg;
 
 #[derive(clap::Args)]
 pub struct TuneArgs {
@@ -170,7 +170,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
             dir.display(),
             again.join(" ")
         ));
-        crate::write_stdout(s.as_bytes())?;
+        crate::stdout::write_stdout(s.as_bytes())?;
         return Ok(0);
     }
     let Some(run_cmd) = &args.run_cmd else {
@@ -266,7 +266,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
     let files = write_outputs(&tuned, &args.out)?;
     let mut text = accprof_tuner::report::tune::render(&tuned);
     text.extend_from_slice(format!("  files: {}\n", files.join(", ")).as_bytes());
-    crate::write_stdout(&text)?;
+    crate::stdout::write_stdout(&text)?;
     Ok(0)
 }
 
