@@ -26,6 +26,10 @@
 #            MISMATCH` and exited 1, the patched program exited 0) or
 #            `FAILED`, then a summary; exits 1 on any failure.
 #
+# The MPI samples run as one process (MPI_Init without mpirun): Open MPI's
+# runtime must be on the GPU machine (carried along: OPAL_PREFIX and its
+# libraries), else their runs fail before MPI_Init completes.
+#
 # A trace's sources are read from OUT/samples and its binaries from the
 # fixture's bin/ only (ACCPROF_SYMBOLS_ONLY=1), as the test does.
 #
