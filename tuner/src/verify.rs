@@ -206,17 +206,7 @@ pub fn verify<R: Runner + ?Sized>(
     plan: &VerifyPlan<'_>,
 ) -> Result<Verified, Error> {
     needs_dir(plan)?;
-    let tmp;
-    let work: PathBuf = match plan.keep {
-        Some(d) => {
-            create_dir(d)?;
-            d.to_path_buf()
-        }
-        None => {
-            tmp = temp_dir()?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (work, _tmp) = work_dir(plan.keep)?;
     let versions = Versions::write(plan, &work)?;
     let [before, after] = versions
         .each()
@@ -379,17 +369,7 @@ pub fn verify_prebuilt<R: Runner + ?Sized>(
             )));
         }
     }
-    let tmp;
-    let work: PathBuf = match plan.keep {
-        Some(d) => {
-            create_dir(d)?;
-            d.to_path_buf()
-        }
-        None => {
-            tmp = temp_dir()?;
-            tmp.path().to_path_buf()
-        }
-    };
+    let (work, _tmp) = work_dir(plan.keep)?;
     let [before, after] = programs;
     let before = run_and_measure(runner, plan.run, &before.1, &work, before.0, plan.stop)?;
     let after = run_and_measure(runner, plan.run, &after.1, &work, after.0, plan.stop)?;
@@ -433,6 +413,21 @@ fn needs_dir(plan: &VerifyPlan<'_>) -> Result<(), Error> {
 
 fn create_dir(d: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))
+}
+
+/// Where the builds and runs go: `keep` (made if missing), else a
+/// temporary directory, removed when the second value is dropped.
+fn work_dir(keep: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
+    match keep {
+        Some(d) => {
+            create_dir(d)?;
+            Ok((d.to_path_buf(), None))
+        }
+        None => {
+            let tmp = temp_dir()?;
+            Ok((tmp.path().to_path_buf(), Some(tmp)))
+        }
+    }
 }
 
 fn temp_dir() -> Result<tempfile::TempDir, Error> {
