@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{Arg, Counts, Instant, Slice, TimelineSink, Track};
+use super::sink::{Arg, Counts, Instant, Slice, TimelineSink, Track};
 use crate::export::RunInput;
 
 /// Chrome trace-event JSON: `{"traceEvents": [...]}` with one complete
@@ -146,5 +146,5 @@ impl<W: Write> TimelineSink for ChromeSink<W> {
 /// The runs as Chrome trace-event JSON.
 pub fn write_chrome<W: Write>(runs: &[RunInput<'_>], out: W) -> io::Result<Counts> {
     let mut sink = ChromeSink::new(out)?;
-    super::write(runs, &mut sink)
+    super::walk::write(runs, &mut sink)
 }

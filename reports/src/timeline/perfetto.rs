@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, Write};
 
-use super::{Arg, Counts, Instant, Slice, TimelineSink, Track};
+use super::sink::{Arg, Counts, Instant, Slice, TimelineSink, Track};
 use crate::export::RunInput;
 
 mod proto;
@@ -226,5 +226,5 @@ impl<W: Write> TimelineSink for PerfettoSink<W> {
 /// The runs as a Perfetto protobuf trace.
 pub fn write_perfetto<W: Write>(runs: &[RunInput<'_>], out: W) -> io::Result<Counts> {
     let mut sink = PerfettoSink::new(out);
-    super::write(runs, &mut sink)
+    super::walk::write(runs, &mut sink)
 }

@@ -18,7 +18,7 @@ use accprof_analyzer::{
 
 use accprof_analyzer::vocabulary::CoherenceKind;
 
-use super::{Arg, Counts, Instant, Slice, TimelineSink, Track};
+use super::sink::{Arg, Counts, Instant, Slice, TimelineSink, Track};
 use crate::export::{copy_label, RunInput};
 
 /// Ids: each rank's tracks live in its own block of ids.
