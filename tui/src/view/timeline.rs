@@ -8,7 +8,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
-use super::Areas;
+use super::layout::{first_row, Areas};
 use crate::data::Session;
 use crate::lanes::{Cell, LaneKind, Side, Tag};
 use crate::state::{Focus, Row, State};
@@ -20,7 +20,7 @@ pub fn render(session: &Session, state: &State, palette: Palette, a: &Areas, buf
     header(session, state, palette, a.header, buf);
     ruler(state, palette, a.ruler, per_col, buf);
 
-    let first = super::first_row(state, a.lanes.height as usize);
+    let first = first_row(state, a.lanes.height as usize);
     let mut cells = vec![Cell::default(); width];
     let mut memory = vec![0u64; width];
     // Which columns hold an event some finding names, or a highlighted one.
