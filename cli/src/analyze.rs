@@ -62,6 +62,17 @@ pub struct AnalyzeArgs {
         conflicts_with = "prebuild"
     )]
     pub run_cmd: Option<String>,
+    /// Lines of the program's output that start with TEXT (after leading
+    /// blanks) are not compared, as lines that start with "time:" never
+    /// are (repeatable): a program's own timings, as NPB's
+    /// --ignore-lines 'Time in seconds' --ignore-lines Mop/s.
+    #[arg(
+        long = "ignore-lines",
+        value_name = "TEXT",
+        requires = "verify",
+        conflicts_with = "prebuild"
+    )]
+    pub ignore_lines: Vec<String>,
     /// Only build the original and the patched program into DIR (for a
     /// machine that cannot build), then stop.
     #[arg(long, value_name = "DIR", requires_all = ["verify", "build"],
@@ -341,6 +352,7 @@ fn verify(
             .collect(),
         build,
         run: run_cmd,
+        ignore: &args.ignore_lines,
         keep: args.keep.as_deref(),
         stop: Some(&crate::stop::STOP),
     };

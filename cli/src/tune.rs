@@ -33,6 +33,15 @@ pub struct TuneArgs {
     /// Run command: {out} the program ("{out} 2048 2048 100").
     #[arg(long = "run", value_name = "CMD", required_unless_present = "prebuild")]
     pub run_cmd: Option<String>,
+    /// Lines of the program's output that start with TEXT (after leading
+    /// blanks) are not compared with the default's, as lines that start
+    /// with "time:" never are (repeatable): a program's own timings.
+    #[arg(
+        long = "ignore-lines",
+        value_name = "TEXT",
+        conflicts_with = "prebuild"
+    )]
+    pub ignore_lines: Vec<String>,
     /// Values to try: NAME=V1,V2,... or NAME=A..B (powers of two); names
     /// vector_length, num_gangs, num_workers.
     #[arg(long, value_name = "NAME=VALUES", num_args = 1..)]
@@ -213,6 +222,7 @@ pub fn tune(args: &TuneArgs) -> anyhow::Result<u8> {
         line: *line,
         build: args.build.as_deref().filter(|_| prebuilt.is_none()),
         run: run_cmd,
+        ignore: &args.ignore_lines,
         space: &space,
         prebuilt: prebuilt.as_ref().map(|(d, p)| (*d, p)),
         repeats,

@@ -404,6 +404,52 @@ fn verify_in_host_fallback() {
     );
 }
 
+/// `--ignore-lines`: a line that differs from run to run (here the pid of
+/// the shell that ran the program, after its output) makes the outputs
+/// DIFFERENT; named, it is not compared, and the report says so.
+#[test]
+fn verify_does_not_compare_the_lines_it_is_told_to_ignore() {
+    if !need("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lib = collector_lib();
+    let (_, map) = sample_copy(dir.path(), "laplace_bad.c");
+    let t = fixture("laplace_bad_c");
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "--source-map",
+            &map,
+            "--verify",
+            "--lib",
+            path_str(&lib),
+            "--build",
+            "gcc -O2 -g -fopenacc -foffload=disable {src} -o {out} -lm",
+            "--run",
+            "sh -c '{out} 64 10 0; echo pid: $$'",
+        ];
+        args.extend_from_slice(extra);
+        args.push(path_str(&t));
+        analyze(&args)
+    };
+    let compared = verify(&[]);
+    let s = text(&compared.stdout);
+    assert!(s.contains("output: DIFFERENT (stdout compared line by line, 6 lines, ignoring lines that start with \"time:\")"), "{s}\n{}", text(&compared.stderr));
+    assert_ne!(compared.status.code(), Some(0), "{s}");
+    let ignoring = verify(&["--ignore-lines", "pid:"]);
+    let s = text(&ignoring.stdout);
+    assert_eq!(
+        ignoring.status.code(),
+        Some(0),
+        "{s}\n{}",
+        text(&ignoring.stderr)
+    );
+    assert!(
+        s.contains("output: identical (stdout compared line by line, 5 lines, ignoring lines that start with \"time:\" or \"pid:\"); exit codes 0 and 0"),
+        "{s}"
+    );
+}
+
 /// {dir} with a one-file patch: each version is built from its own
 /// directory holding a copy of laplace_bad.c, original or patched.
 #[test]

@@ -34,6 +34,9 @@ pub struct VerifyPlan<'a> {
     pub build: &'a str,
     /// Run command template: `{out}` the program.
     pub run: &'a str,
+    /// Lines of stdout that start with one of these (after leading
+    /// blanks) are not compared, besides "time:" (see [`compared_lines`]).
+    pub ignore: &'a [String],
     /// Keep the builds, traces and the patched copy in this directory;
     /// without it they go to a temporary directory removed at the end.
     pub keep: Option<&'a Path>,
@@ -59,6 +62,8 @@ pub struct Verified {
     pub patch: String,
     pub build: String,
     pub run: String,
+    /// The beginnings of the stdout lines that were not compared.
+    pub ignored: Vec<String>,
     pub before: Measured,
     pub after: Measured,
     /// What differs between the two runs; empty when nothing does.
@@ -131,7 +136,7 @@ pub struct DeviceTimes {
 }
 
 /// Why a run has no device times.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NotMeasured {
     /// Why CUPTI was inactive, as the collector recorded it.
     pub no_cupti: String,
@@ -139,12 +144,34 @@ pub struct NotMeasured {
     pub host_fallback: bool,
 }
 
-/// Lines compared between the two runs: stdout without lines that start
-/// with "time:" (the samples print their timing there).
-pub fn compared_lines(stdout: &[u8]) -> Vec<String> {
+/// The beginning of the stdout lines never compared: the samples print
+/// their timing there.
+pub const TIME_LINES: &str = "time:";
+
+/// The beginnings of the lines not compared: [`TIME_LINES`], then
+/// `ignore` (the user's: a program's own timings, as NPB's "Time in
+/// seconds" and "Mop/s").
+pub fn ignored(ignore: &[String]) -> Vec<String> {
+    std::iter::once(TIME_LINES.to_string())
+        .chain(
+            ignore
+                .iter()
+                .map(|x| x.trim_start().to_string())
+                .filter(|x| !x.is_empty()),
+        )
+        .collect()
+}
+
+/// Lines compared between two runs: stdout without the lines that start
+/// (after leading blanks) with "time:" or one of `ignore`.
+pub fn compared_lines(stdout: &[u8], ignore: &[String]) -> Vec<String> {
+    let skip = ignored(ignore);
     String::from_utf8_lossy(stdout)
         .lines()
-        .filter(|l| !l.trim_start().starts_with("time:"))
+        .filter(|l| {
+            let l = l.trim_start();
+            !skip.iter().any(|x| l.starts_with(x.as_str()))
+        })
         .map(str::to_string)
         .collect()
 }
@@ -214,7 +241,14 @@ pub fn verify<R: Runner + ?Sized>(
     let mut build_and_run = |(label, template, source): (&str, String, PathBuf)| {
         let program = work.join(format!("{label}.bin"));
         build(runner, &template, &source, &program, label, plan.stop)?;
-        run_and_measure(runner, plan.run, &program, &work, label, plan.stop)
+        run_and_measure(
+            runner,
+            (plan.run, plan.ignore),
+            &program,
+            &work,
+            label,
+            plan.stop,
+        )
     };
     let before = build_and_run(before)?;
     let after = build_and_run(after)?;
@@ -371,8 +405,22 @@ pub fn verify_prebuilt<R: Runner + ?Sized>(
     }
     let (work, _tmp) = work_dir(plan.keep)?;
     let [before, after] = programs;
-    let before = run_and_measure(runner, plan.run, &before.1, &work, before.0, plan.stop)?;
-    let after = run_and_measure(runner, plan.run, &after.1, &work, after.0, plan.stop)?;
+    let before = run_and_measure(
+        runner,
+        (plan.run, plan.ignore),
+        &before.1,
+        &work,
+        before.0,
+        plan.stop,
+    )?;
+    let after = run_and_measure(
+        runner,
+        (plan.run, plan.ignore),
+        &after.1,
+        &work,
+        after.0,
+        plan.stop,
+    )?;
     Ok(verified(
         plan,
         &format!("prebuilt: {}", pre.build),
@@ -537,6 +585,7 @@ fn verified(plan: &VerifyPlan<'_>, build: &str, before: Measured, after: Measure
         patch: plan.patch.clone(),
         build: build.to_string(),
         run: plan.run.to_string(),
+        ignored: ignored(plan.ignore),
         differences: differences(&before, &after),
         before,
         after,
@@ -672,7 +721,7 @@ fn build<R: Runner + ?Sized>(
 /// WORK/LABEL.trace.
 fn run_and_measure<R: Runner + ?Sized>(
     runner: &mut R,
-    run: &str,
+    (run, ignore): (&str, &[String]),
     program: &Path,
     work: &Path,
     label: &str,
@@ -684,10 +733,10 @@ fn run_and_measure<R: Runner + ?Sized>(
     let _ = std::fs::remove_file(&trace);
     let out = runner.run(&words, &trace, &[])?;
     stopped(stop, label)?;
-    measure(label, out)
+    measure(label, out, ignore)
 }
 
-fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
+fn measure(label: &str, out: RunOutput, ignore: &[String]) -> Result<Measured, Error> {
     if !out.trace.is_file() {
         return Err(Error::NoTrace {
             label: label.to_string(),
@@ -717,7 +766,7 @@ fn measure(label: &str, out: RunOutput) -> Result<Measured, Error> {
     Ok(Measured {
         code: out.code,
         wall_ns: out.wall_ns,
-        lines: compared_lines(&out.stdout),
+        lines: compared_lines(&out.stdout, ignore),
         trace: out.trace,
         device,
         constructs: summary.constructs,
@@ -762,6 +811,7 @@ mod tests {
             also: Vec::new(),
             build: "gcc {src} -o {out}",
             run: "{out} 64 10",
+            ignore: &[],
             keep,
             stop: None,
         }
@@ -1000,6 +1050,7 @@ mod tests {
             }],
             build: "gcc {dir}/prog.c {dir}/step.c -o {out}",
             run: "{out}",
+            ignore: &[],
             keep: Some(&keep),
             stop: None,
         };
@@ -1131,7 +1182,15 @@ mod tests {
 
     #[test]
     fn outputs_ignore_timing() {
-        assert_eq!(compared_lines(b"a\ntime: 1.0 s\nb\n"), ["a", "b"]);
+        assert_eq!(compared_lines(b"a\ntime: 1.0 s\nb\n", &[]), ["a", "b"]);
+        let npb = [" Time in seconds".to_string(), "Mop/s".to_string()];
+        assert_eq!(
+            compared_lines(
+                b" Verification = SUCCESSFUL\n Time in seconds = 4.19\n  Mop/s total = 6945.98\n time: 2\n",
+                &npb
+            ),
+            [" Verification = SUCCESSFUL"]
+        );
     }
 
     #[test]

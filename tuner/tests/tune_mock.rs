@@ -78,6 +78,7 @@ fn plan<'a>(s: &'a Setup, space: &'a Space, work: &'a Path) -> TunePlan<'a> {
         line: LINE,
         build: Some("gcc -fopenacc {src} -o {out}"),
         run: "{out} 64",
+        ignore: &[],
         space,
         prebuilt: None,
         repeats: Repeats {

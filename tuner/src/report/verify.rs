@@ -47,11 +47,13 @@ pub fn render(v: &Verified) -> Vec<u8> {
         .collect();
     let _ = writeln!(s, "\nverify: {} patched with {}", files.join(", "), v.patch);
     let _ = writeln!(s, "  build: {}\n  run:   {}", v.build, v.run);
+    let ignored: Vec<String> = v.ignored.iter().map(|x| format!("{x:?}")).collect();
     let _ = writeln!(
         s,
-        "  output: {} (stdout compared line by line, {} lines, ignoring lines that start with \"time:\"); exit codes {} and {}",
+        "  output: {} (stdout compared line by line, {} lines, ignoring lines that start with {}); exit codes {} and {}",
         if v.same_output() { "identical" } else { "DIFFERENT" },
         a.lines.len(),
+        ignored.join(" or "),
         a.code,
         b.code
     );
@@ -129,6 +131,7 @@ mod tests {
             patch: "#1 L3, #2 D6".to_string(),
             build: "gcc {src} -o {out}".to_string(),
             run: "{out} 64".to_string(),
+            ignored: vec!["time:".to_string()],
             before,
             after,
             differences,
@@ -138,6 +141,23 @@ mod tests {
 
     fn text(v: &Verified) -> String {
         String::from_utf8(render(v)).expect("utf-8")
+    }
+
+    #[test]
+    fn the_lines_not_compared_are_named() {
+        let mut v = verified(
+            measured(0, 10, Err(NotMeasured::default())),
+            measured(0, 10, Err(NotMeasured::default())),
+            Vec::new(),
+        );
+        v.ignored = vec!["time:".to_string(), "Mop/s".to_string()];
+        let s = text(&v);
+        assert!(
+            s.contains(
+                "ignoring lines that start with \"time:\" or \"Mop/s\"); exit codes 0 and 0"
+            ),
+            "{s}"
+        );
     }
 
     #[test]

@@ -84,7 +84,13 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
                         .map(|(_, p)| format!("prebuilt: {}", p.build))
                 })
                 .unwrap_or_default(),
-            run: self.plan.run.to_string(),
+            // The lines not compared decide which outputs are the same:
+            // samples taken with other ones are not this sweep's.
+            run: if self.plan.ignore.is_empty() {
+                self.plan.run.to_string()
+            } else {
+                format!("{} (not compared: {:?})", self.plan.run, self.plan.ignore)
+            },
             device: self.device.name.clone(),
             config: config.to_string(),
         }
@@ -298,6 +304,27 @@ mod tests {
             format!("{:016x}", text_hash(super::super::testing::SOURCE))
         );
         assert_ne!(renamed, key);
+    }
+
+    #[test]
+    fn other_lines_not_compared_are_another_key() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let plan = f.plan();
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        tune(&mut runner, &plan, &mut |_| {}).expect("tunes");
+        let ignore = ["Mop/s".to_string()];
+        let mut other = f.plan();
+        other.ignore = &ignore;
+        let mut runner = MockRunner::new(programs(d, "x\n"));
+        let (key, hits) = with_sweep(&mut runner, &other, |s| {
+            s.measure(0).expect("measures");
+            let key = s.key("vector_length=64");
+            let hits = s.results.hits(&key).len();
+            (key, hits)
+        });
+        assert_eq!(hits, 0);
+        assert_eq!(key.run, "{out} 64 (not compared: [\"Mop/s\"])");
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl<R: Runner + ?Sized> Sweep<'_, '_, R> {
         if i == 0 && !self.device_known {
             self.device = measure::device_of(&run);
         }
-        let lines = compared_lines(&out.stdout);
+        let lines = compared_lines(&out.stdout, self.plan.ignore);
         let (timing, total, launches) = t.time();
         let sample = Sample {
             config: key,
@@ -464,6 +464,31 @@ mod tests {
         );
         assert_eq!(excluded.1, Some(0), "the default stays");
         assert_eq!(runs_of(&runner, "vector_length_64"), 1, "its warm-up only");
+    }
+
+    #[test]
+    fn a_difference_in_lines_not_compared_does_not_exclude_a_configuration() {
+        let f = Fixture::new(&["vector_length=64"]);
+        let d = f.path();
+        let runs = || {
+            MockRunner::new(vec![
+                program(d, "x\n Mop/s total = 6945.98\n", 32, &[100_000; 4]),
+                program(d, "x\n Mop/s total = 7099.20\n", 64, &[90_000; 4]),
+            ])
+        };
+        let excluded = |plan: &super::super::TunePlan<'_>| {
+            let mut runner = runs();
+            with_sweep(&mut runner, plan, |s| {
+                s.measure(0).expect("measures");
+                s.measure(1).expect("measures");
+                s.states[1].excluded.clone()
+            })
+        };
+        assert!(excluded(&f.plan()).is_some(), "compared, the lines differ");
+        let ignore = ["Mop/s".to_string()];
+        let mut plan = f.plan();
+        plan.ignore = &ignore;
+        assert_eq!(excluded(&plan), None);
     }
 
     #[test]

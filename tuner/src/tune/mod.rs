@@ -90,6 +90,9 @@ pub struct TunePlan<'a> {
     pub build: Option<&'a str>,
     /// Run command template (`{out}` the program).
     pub run: &'a str,
+    /// Lines of stdout that start with one of these (after leading
+    /// blanks) are not compared with the default's, besides "time:".
+    pub ignore: &'a [String],
     pub space: &'a Space,
     pub prebuilt: Option<(&'a Path, &'a Prebuilt)>,
     pub repeats: Repeats,

@@ -88,6 +88,7 @@ impl Fixture {
             line: LINE,
             build: Some("gcc -fopenacc {src} -o {out}"),
             run: "{out} 64",
+            ignore: &[],
             space: &self.space,
             prebuilt: None,
             repeats: Repeats {
