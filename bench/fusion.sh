@@ -100,6 +100,8 @@ if [ "$only" = run ] && [ ! -f "$build/cases" ]; then
 fi
 samples=$root/samples
 . "$root/bench/stats.sh"
+# shellcheck source=bench/npb_port.sh
+. "$root/bench/npb_port.sh"
 
 # The R1 finding's own patch in `accprof analyze --json` on standard input.
 r1_patch() {
@@ -122,18 +124,7 @@ build_npb() {
     [ -z "$keep" ] || [ $v = fused ] || continue
     cp -R "$npb/$dir" "$d/$v"
     mkdir -p "$d/$v/bin"
-    cat > "$d/$v/config/make.def" <<MK
-CC = ${cc%% *}
-UCC = ${cc%% *}
-CFLAGS = ${cc#* } -no-pie
-CLINK = ${cc%% *}
-CLINKFLAGS = ${cc#* } -no-pie
-C_LIB = -lm
-C_INC = -I../common
-BINDIR = $d/$v/bin
-RAND = randdp
-WTIME = wtime.c
-MK
+    npb_make_def "$d/$v" "${cc%% *}" "${cc#* } -no-pie" "$d/$v/bin"
   done
   echo "== building $dir class $class"
   [ -n "$keep" ] || make -C "$d/orig/$dir" CLASS="$class" > "$d/orig.build.log" 2>&1 \

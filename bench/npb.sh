@@ -76,6 +76,8 @@ else
   mkdir -p "$build" || { echo "npb.sh: cannot create '$build'" >&2; exit 2; }
 fi
 
+# shellcheck source=bench/npb_port.sh
+. "$root/bench/npb_port.sh"
 progs=(sp bt)
 mkdir -p "$build/bin"
 flags="-fopenacc -O2 -g -no-pie $offflags"
@@ -83,21 +85,7 @@ for p in "${progs[@]}"; do
   P=${p^^}
   rm -rf "${build:?}/$P"
   cp -R "$npb/$P" "$build/$P"
-  # The port's make.def picks flags by $(CC) (uhcc, pgcc, cc, gcc, icc); its
-  # gcc entry has no -fopenacc. This one replaces it; BINDIR is where the
-  # port's make.common puts PROG.CLASS.x.
-  cat > "$build/$P/config/make.def" <<EOF
-CC = $cc
-UCC = $cc
-CFLAGS = $flags
-CLINK = $cc
-CLINKFLAGS = $flags
-C_LIB = -lm
-C_INC = -I../common
-BINDIR = $build/bin
-RAND = randdp
-WTIME = wtime.c
-EOF
+  npb_make_def "$build/$P" "$cc" "$flags" "$build/bin"
   echo "== building $p class $class ($cc $flags)"
   # Serial: the port's Makefiles run setparams (npbparams.h) as a sibling
   # prerequisite of the objects that include it.

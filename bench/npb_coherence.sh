@@ -78,6 +78,9 @@ cc=gcc-12
 command -v "$cc" > /dev/null || cc=gcc
 flags="-fopenacc -O2 -g -no-pie $offflags"
 
+# shellcheck source=bench/npb_port.sh
+. "$root/bench/npb_port.sh"
+
 # build NAME DIR SUBDIR [SED]: copies DIR of the port to $build/NAME, applies
 # SED to SUBDIR's sources, builds into $build/NAME/bin.
 build_one() {
@@ -85,18 +88,7 @@ build_one() {
   rm -rf "${build:?}/$name"
   cp -R "$npb/$dir" "$build/$name"
   mkdir -p "$build/$name/bin"
-  cat > "$build/$name/config/make.def" <<MK
-CC = $cc
-UCC = $cc
-CFLAGS = $flags
-CLINK = $cc
-CLINKFLAGS = $flags
-C_LIB = -lm
-C_INC = -I../common
-BINDIR = $build/$name/bin
-RAND = randdp
-WTIME = wtime.c
-MK
+  npb_make_def "$build/$name" "$cc" "$flags" "$build/$name/bin"
   if [ -n "$sed" ]; then
     sed -i "$sed" "$build/$name/$sub"/*.c
   fi

@@ -54,18 +54,9 @@ if [ "$cmd" = build ]; then
   cc=gcc-12
   command -v "$cc" > /dev/null || cc=gcc
   flags="-fopenacc -O2 -g -no-pie -foffload=nvptx-none -foffload-options=-lm"
-  cat > "$work/$P/config/make.def" <<EOF
-CC = $cc
-UCC = $cc
-CFLAGS = $flags
-CLINK = $cc
-CLINKFLAGS = $flags
-C_LIB = -lm
-C_INC = -I../common
-BINDIR = $work/bin
-RAND = randdp
-WTIME = wtime.c
-EOF
+  # shellcheck source=bench/npb_port.sh
+  . "$repo/bench/npb_port.sh"
+  npb_make_def "$work/$P" "$cc" "$flags" "$work/bin"
   mkdir -p "$work/bin"
   make -C "$work/$P/$P" CLASS=W > "$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; exit 1; }
   cp "$work/bin/"*.W.x "$bin"
