@@ -404,23 +404,19 @@ pub fn verify_prebuilt<R: Runner + ?Sized>(
         }
     }
     let (work, _tmp) = work_dir(plan.keep)?;
-    let [before, after] = programs;
-    let before = run_and_measure(
-        runner,
-        (plan.run, plan.ignore),
-        &before.1,
-        &work,
-        before.0,
-        plan.stop,
-    )?;
-    let after = run_and_measure(
-        runner,
-        (plan.run, plan.ignore),
-        &after.1,
-        &work,
-        after.0,
-        plan.stop,
-    )?;
+    let mut run = |(label, program): &(&str, PathBuf)| {
+        run_and_measure(
+            runner,
+            (plan.run, plan.ignore),
+            program,
+            &work,
+            label,
+            plan.stop,
+        )
+    };
+    let [before, after] = &programs;
+    let before = run(before)?;
+    let after = run(after)?;
     Ok(verified(
         plan,
         &format!("prebuilt: {}", pre.build),
