@@ -405,3 +405,20 @@ mod guard_tests {
         assert_eq!(f.guard_of(4, 2, 9).map(|g| g.line), Some(3));
     }
 }
+
+impl SourceFile {
+    /// The text of tokens `a..b` joined with single spaces where needed.
+    fn tokens_text(&self, a: usize, b: usize) -> String {
+        let mut s = String::new();
+        for t in &self.tokens[a..b.min(self.tokens.len())] {
+            if !s.is_empty()
+                && (t.kind != Tok::Punct || matches!(t.text.as_str(), "=" | "+" | "-" | "?" | ":"))
+                && !s.ends_with(['(', '['])
+            {
+                s.push(' ');
+            }
+            s.push_str(&t.text);
+        }
+        s
+    }
+}

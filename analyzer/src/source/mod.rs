@@ -7,19 +7,25 @@
 //! counts), the `if` statements that guard host code
 //! ([`SourceFile::guard_of`]), the statement a directive applies to and
 //! where a statement ends ([`SourceFile::block_of`],
-//! [`SourceFile::statement_end_line`]), and per-statement read/write sets
-//! with affine subscripts for the structural advice (fusion, copy-backs).
+//! [`SourceFile::statement_end_line`]), per-statement read/write sets
+//! with affine subscripts for the structural advice (fusion, copy-backs),
+//! and every use of a name with what the code does with it and the
+//! reductions of loop bodies ([`SourceFile::uses`],
+//! [`SourceFile::loop_body`]; `uses`).
 //!
 //! A small hand-written layer stays, for what the grammars do not know or
 //! what is not yet moved: OpenACC directives and their clauses (to the
 //! grammars a directive is a preprocessor line or a comment); the values
 //! of named constants (object-like macros read through quoted headers,
 //! `const` integers, Fortran parameters: the preprocessor's view, which
-//! the parse tree does not have; `consts`); and a token stream that the
-//! name uses, declarations, calls and statement lists of the data and
-//! queue proposals still walk (`uses`, `decl`, `calls`, `stmts`), matched
-//! to the tree's nodes by line and column. Every answer is about the text
-//! as written; callers treat a missing answer as "unknown" and say so.
+//! the parse tree does not have; `consts`); and a token stream (`lex`)
+//! that the declarations (`decl`: array declarations and extents, the
+//! locals of a region), the functions, calls and argument rewriting
+//! (`calls`) and the statement lists (`stmts`) of the data and queue
+//! proposals still walk, matched to the tree's nodes by line and column,
+//! as do the C function ends (`loops::c_functions`). Every answer is
+//! about the text as written; callers treat a missing answer as
+//! "unknown" and say so.
 
 mod calls;
 mod consts;

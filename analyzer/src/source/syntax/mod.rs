@@ -265,6 +265,8 @@ pub struct Syntax {
     pub statements: Vec<Statement>,
     /// The grammar found errors (ERROR or MISSING nodes) on these lines.
     pub error_lines: Vec<u32>,
+    /// Every use of a name, and the reductions of assignments.
+    pub names: super::uses::Names,
 }
 
 impl Syntax {
@@ -337,6 +339,7 @@ pub fn parse(
     r.walk(tree.root_node());
     r.branches(tree.root_node(), false);
     r.link(directive_at, text);
+    r.out.names = super::uses::names(lang, text.as_bytes(), tree.root_node());
     r.out
 }
 
