@@ -1,6 +1,6 @@
 //! Loops and program units: host loops, C functions, Fortran units.
 
-use super::lex::{matching, strip_f_comment, Token};
+use super::lex::strip_f_comment;
 use super::syntax::{IntExpr, LoopKind, Pos};
 use super::{Lang, SourceFile};
 
@@ -97,11 +97,24 @@ impl SourceFile {
     /// The function (C) or program unit (Fortran) containing line `n`:
     /// (first line, last line of its executable part).
     pub fn unit_of(&self, n: u32) -> Option<(u32, u32)> {
-        self.units
-            .iter()
-            .filter(|(a, b)| *a <= n && n <= *b)
-            .min_by_key(|(a, b)| b - a)
-            .copied()
+        let inside = |&(a, b): &(u32, u32)| a <= n && n <= b;
+        match self.lang {
+            // C: a function's body, its braces included.
+            Lang::C => self
+                .syntax()
+                .calls
+                .headers
+                .iter()
+                .filter_map(|h| h.body)
+                .filter(inside)
+                .min_by_key(|(a, b)| b - a),
+            Lang::Fortran => self
+                .units
+                .iter()
+                .copied()
+                .filter(inside)
+                .min_by_key(|(a, b)| b - a),
+        }
     }
 
     /// The index variable of a counted loop.
@@ -148,31 +161,6 @@ impl SourceFile {
     pub fn header_text(&self, lp: &Loop) -> String {
         self.line(lp.header_line).trim().to_string()
     }
-}
-
-/// C function bodies: `) {` at brace depth 0 to the matching `}`.
-pub(super) fn c_functions(t: &[Token]) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut d = 0;
-    let mut i = 0;
-    while i < t.len() {
-        match t[i].text.as_str() {
-            "{" => {
-                if d == 0 && i > 0 && t[i - 1].text == ")" {
-                    if let Some(close) = matching(t, i) {
-                        out.push((t[i].line, t[close].line));
-                        i = close + 1;
-                        continue;
-                    }
-                }
-                d += 1;
-            }
-            "}" => d -= 1,
-            _ => {}
-        }
-        i += 1;
-    }
-    out
 }
 
 /// Fortran program units: header line to the line before `contains` or the `end`.

@@ -9,23 +9,26 @@
 //! where a statement ends ([`SourceFile::block_of`],
 //! [`SourceFile::statement_end_line`]), per-statement read/write sets
 //! with affine subscripts for the structural advice (fusion, copy-backs),
-//! and every use of a name with what the code does with it and the
+//! every use of a name with what the code does with it and the
 //! reductions of loop bodies ([`SourceFile::uses`],
-//! [`SourceFile::loop_body`]; `uses`).
+//! [`SourceFile::loop_body`]; `uses`), and the functions (C bodies as
+//! [`SourceFile::unit_of`] gives them, headers with their parameters) and
+//! calls with their arguments as written ([`SourceFile::function_at`],
+//! [`SourceFile::call_at`], [`SourceFile::calls_in`]; `calls`).
 //!
 //! A small hand-written layer stays, for what the grammars do not know or
 //! what is not yet moved: OpenACC directives and their clauses (to the
 //! grammars a directive is a preprocessor line or a comment); the values
 //! of named constants (object-like macros read through quoted headers,
 //! `const` integers, Fortran parameters: the preprocessor's view, which
-//! the parse tree does not have; `consts`); and a token stream (`lex`)
-//! that the declarations (`decl`: array declarations and extents, the
-//! locals of a region), the functions, calls and argument rewriting
-//! (`calls`) and the statement lists (`stmts`) of the data and queue
-//! proposals still walk, matched to the tree's nodes by line and column,
-//! as do the C function ends (`loops::c_functions`). Every answer is
-//! about the text as written; callers treat a missing answer as
-//! "unknown" and say so.
+//! the parse tree does not have; `consts`); Fortran program units
+//! (`loops::fortran_units`, a line scan that `consts` shares the view
+//! of); and a token stream (`lex`) that the declarations (`decl`: array
+//! declarations and extents, the locals of a region) and the statement
+//! lists (`stmts`, and the loops' token indices they start from) of the
+//! data and queue proposals still walk, matched to the tree's nodes by
+//! line and column. Every answer is about the text as written; callers
+//! treat a missing answer as "unknown" and say so.
 
 mod calls;
 mod consts;
@@ -51,7 +54,7 @@ pub use set::{SourceSet, Wanted};
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
-use loops::{c_functions, fortran_units};
+use loops::fortran_units;
 
 /// Lookup key of a name in `lang`: Fortran names are case-insensitive.
 pub(crate) fn lang_key(lang: Lang, name: &str) -> String {
@@ -100,8 +103,9 @@ pub struct SourceFile {
     pub tokens: Vec<Token>,
     /// The loops, from the parse tree (see [`SourceFile::loops`]).
     loops: std::sync::OnceLock<Vec<Loop>>,
-    /// Fortran: lines that end a program unit's executable part
-    /// (`contains`, `end program/subroutine/function`); C: function ends.
+    /// Fortran: program units, from the header to the line that ends
+    /// the executable part (`contains`, `end program/subroutine/function`).
+    /// (C: the functions' bodies, from the parse tree.)
     units: Vec<(u32, u32)>,
     /// C: the lines that define, undefine or include macros.
     pp: Vec<consts::Pp>,
@@ -130,7 +134,6 @@ impl SourceFile {
         };
         match lang {
             Lang::C => {
-                f.units = c_functions(&f.tokens);
                 f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
             }
             Lang::Fortran => {

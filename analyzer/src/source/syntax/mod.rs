@@ -267,6 +267,8 @@ pub struct Syntax {
     pub error_lines: Vec<u32>,
     /// Every use of a name, and the reductions of assignments.
     pub names: super::uses::Names,
+    /// Every function header and call.
+    pub calls: super::calls::Calls,
 }
 
 impl Syntax {
@@ -340,6 +342,7 @@ pub fn parse(
     r.branches(tree.root_node(), false);
     r.link(directive_at, text);
     r.out.names = super::uses::names(lang, text.as_bytes(), tree.root_node());
+    r.out.calls = super::calls::calls(lang, text.as_bytes(), tree.root_node());
     r.out
 }
 
