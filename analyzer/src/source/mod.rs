@@ -14,7 +14,11 @@
 //! [`SourceFile::loop_body`]; `uses`), and the functions (C bodies as
 //! [`SourceFile::unit_of`] gives them, headers with their parameters) and
 //! calls with their arguments as written ([`SourceFile::function_at`],
-//! [`SourceFile::call_at`], [`SourceFile::calls_in`]; `calls`).
+//! [`SourceFile::call_at`], [`SourceFile::calls_in`]; `calls`), and the
+//! declarations: arrays and pointers with their extents (C `malloc` and
+//! `calloc` counts, Fortran shapes, `allocatable` and `pointer`) and the
+//! names a C block declares ([`SourceFile::arrays`],
+//! [`SourceFile::locals_in`]; `decl`).
 //!
 //! A small hand-written layer stays, for what the grammars do not know or
 //! what is not yet moved: OpenACC directives and their clauses (to the
@@ -23,11 +27,10 @@
 //! `const` integers, Fortran parameters: the preprocessor's view, which
 //! the parse tree does not have; `consts`); Fortran program units
 //! (`loops::fortran_units`, a line scan that `consts` shares the view
-//! of); and a token stream (`lex`) that the declarations (`decl`: array
-//! declarations and extents, the locals of a region) and the statement
-//! lists (`stmts`, and the loops' token indices they start from) of the
-//! data and queue proposals still walk, matched to the tree's nodes by
-//! line and column. Every answer is about the text as written; callers
+//! of); and a token stream (`lex`) that `consts` reads `const`
+//! initializers from, and that the statement lists (`stmts`, and the
+//! loops' token indices they start from) of the queue proposals still
+//! walk, matched to the tree's nodes by line and column. Every answer is about the text as written; callers
 //! treat a missing answer as "unknown" and say so.
 
 mod calls;

@@ -267,6 +267,46 @@ fn c_arrays_with_macro_sizes() {
     assert!(!a["A"].pointer);
 }
 
+/// Extents of `malloc` with more than one factor beside the `sizeof`
+/// (laplace_bad.c's `malloc(w * w * sizeof *b)`), and a pointer to rows
+/// of a variable length (`double (*a)[n]`).
+#[test]
+fn c_extents_of_several_factors() {
+    let a = c().arrays(Some(112));
+    assert_eq!(a["b"].extent.as_deref(), Some("w*w"));
+    assert!(a["b"].pointer);
+    let text = "void f(int n, int m) {\n  double (*a)[n] = malloc(sizeof(double) * n * m);\n  float *q = (float *)malloc(sizeof(float) * (n + 1));\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    let a = s.arrays(Some(3));
+    assert_eq!((a["a"].dims.as_str(), a["a"].pointer), ("[n]", true));
+    assert_eq!(a["a"].extent.as_deref(), Some("n*m"));
+    assert_eq!(a["q"].extent.as_deref(), Some("(n+1)"));
+}
+
+/// A local of a type the program names (`real_t`) is private to the
+/// iteration: writing it is not a scalar the loop carries.
+#[test]
+fn c_locals_of_a_named_type() {
+    let text = "typedef double real_t;\nvoid f(real_t *a, int n) {\n  for (int i = 0; i < n; i++) {\n    real_t t = a[i] * 2;\n    a[i] = t;\n  }\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    assert!(s.locals_in(3, 6).contains(&"t".to_string()));
+    let body = s.loop_body(3, 6, &s.locals_in(3, 6), &["a".into()]);
+    assert!(body.other_scalar_writes.is_empty(), "{body:?}");
+}
+
+/// Fortran: a declaration continued on the next line declares its arrays
+/// there too.
+#[test]
+fn fortran_declaration_over_two_lines() {
+    let text = "program p\n  real, allocatable :: a(:), &\n                       b(:,:)\n  real, dimension(0:n+1) :: c\n  a = 0\nend program p\n";
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
+    let a = s.arrays(Some(5));
+    assert!(a["a"].allocatable && a["b"].allocatable);
+    assert_eq!(a["b"].dims, "(:,:)");
+    assert_eq!(a["c"].dims, "(0:n+1)");
+    assert!(!a["c"].allocatable);
+}
+
 #[test]
 fn fortran_directive_and_block() {
     let s = f();

@@ -437,7 +437,7 @@ impl Reader<'_> {
                         self.node(s, Role::Read);
                     }
                 }
-                "init_declarator" => self.field(d, "right", Role::Read),
+                "init_declarator" | "pointer_init_declarator" => self.field(d, "right", Role::Read),
                 _ => self.node(d, Role::Read),
             }
         }

@@ -269,6 +269,8 @@ pub struct Syntax {
     pub names: super::uses::Names,
     /// Every function header and call.
     pub calls: super::calls::Calls,
+    /// Arrays and C locals as declared.
+    pub decls: super::decl::Decls,
 }
 
 impl Syntax {
@@ -343,6 +345,7 @@ pub fn parse(
     r.link(directive_at, text);
     r.out.names = super::uses::names(lang, text.as_bytes(), tree.root_node());
     r.out.calls = super::calls::calls(lang, text.as_bytes(), tree.root_node());
+    r.out.decls = super::decl::decls(lang, text.as_bytes(), tree.root_node());
     r.out
 }
 
