@@ -1,11 +1,11 @@
 //! Loops and program units: host loops, C functions, Fortran units.
 
 use super::lex::strip_f_comment;
-use super::syntax::{IntExpr, LoopKind, Pos};
+use super::syntax::{IntExpr, LoopKind};
 use super::{Lang, SourceFile};
 
 /// A loop statement in the host code (or inside a region: callers decide),
-/// as the parser found it ([`super::syntax`]), with where its tokens are.
+/// as the parser found it ([`super::syntax`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loop {
     /// "for", "while", "do" (C do-while or Fortran do), "do while".
@@ -13,12 +13,6 @@ pub struct Loop {
     pub header_line: u32,
     /// Last line of the loop (closing brace, `end do`, or `while (...);`).
     pub end_line: u32,
-    /// Token index of the keyword (Fortran: of the loop's first token, a
-    /// label included), and of the first token after the loop.
-    pub first_tok: usize,
-    pub end_tok: usize,
-    /// Index of the first token of the body (Fortran: `first_tok`).
-    pub body_tok: usize,
     /// The loop in [`SourceFile::syntax`]'s loops.
     pub syntax: usize,
 }
@@ -29,7 +23,6 @@ impl SourceFile {
     pub fn loops(&self) -> &[Loop] {
         self.loops.get_or_init(|| {
             let syn = self.syntax();
-            let at = |p: Pos| self.tokens.partition_point(|t| (t.line, t.col) < p);
             let mut v: Vec<Loop> = syn
                 .loops
                 .iter()
@@ -42,19 +35,15 @@ impl SourceFile {
                         (Lang::Fortran, LoopKind::While) => "do while",
                         (Lang::Fortran, _) => "do",
                     };
-                    let first_tok = at(l.from);
                     Loop {
                         kind: kind.to_string(),
                         header_line: l.start,
                         end_line: l.end,
-                        first_tok,
-                        end_tok: at(l.to),
-                        body_tok: l.body_at.map(at).unwrap_or(first_tok),
                         syntax: i,
                     }
                 })
                 .collect();
-            v.sort_by_key(|l| (l.header_line, l.first_tok));
+            v.sort_by_key(|l| (l.header_line, syn.loops[l.syntax].from));
             v
         })
     }

@@ -18,20 +18,26 @@
 //! declarations: arrays and pointers with their extents (C `malloc` and
 //! `calloc` counts, Fortran shapes, `allocatable` and `pointer`) and the
 //! names a C block declares ([`SourceFile::arrays`],
-//! [`SourceFile::locals_in`]; `decl`).
+//! [`SourceFile::locals_in`]; `decl`), and the statements of a loop's or
+//! a function's body for the queue proposals ([`SourceFile::loop_block`],
+//! [`SourceFile::function_block`]; `stmts`).
 //!
-//! A small hand-written layer stays, for what the grammars do not know or
-//! what is not yet moved: OpenACC directives and their clauses (to the
-//! grammars a directive is a preprocessor line or a comment); the values
-//! of named constants (object-like macros read through quoted headers,
-//! `const` integers, Fortran parameters: the preprocessor's view, which
-//! the parse tree does not have; `consts`); Fortran program units
-//! (`loops::fortran_units`, a line scan that `consts` shares the view
-//! of); and a token stream (`lex`) that `consts` reads `const`
-//! initializers from, and that the statement lists (`stmts`, and the
-//! loops' token indices they start from) of the queue proposals still
-//! walk, matched to the tree's nodes by line and column. Every answer is about the text as written; callers
-//! treat a missing answer as "unknown" and say so.
+//! A small hand-written layer stays, for what the grammars do not know:
+//! OpenACC directives and their clauses (`directive`: to the grammars a
+//! directive is a preprocessor line or a comment, whose text they do not
+//! parse); and the values of named constants (`consts`: object-like
+//! macros read through quoted headers, `const` integers, Fortran
+//! parameters). Those are the preprocessor's view, which the parse tree
+//! does not have: a macro's body is a line of text to it, and whether a
+//! name is a constant where a loop reads it depends on the macros, `const`
+//! declarations and assignments of every scope around the line. `consts`
+//! evaluates over a token stream (`lex`: `SourceFile::tokens`; the
+//! tokenizers also read macro bodies and Fortran statements for it, and
+//! `directive` takes comments apart with `lex`'s helpers). Nothing else
+//! walks the tokens. Not yet moved to the tree: Fortran program units
+//! ([`SourceFile::unit_of`]: a line scan from the header to `contains` or
+//! `end`, `loops::fortran_units`). Every answer is about the text as
+//! written; callers treat a missing answer as "unknown" and say so.
 
 mod calls;
 mod consts;
@@ -54,6 +60,7 @@ pub use edit::Edit;
 pub use lex::{Tok, Token};
 pub use loops::Loop;
 pub use set::{SourceSet, Wanted};
+pub use stmts::{Block, BlockStmt};
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
