@@ -26,6 +26,10 @@ pub struct Calls {
     /// Every call (Fortran: and every array element, which the grammar
     /// cannot tell from a function call), in the order they start.
     pub calls: Vec<Call>,
+    /// Fortran program units (programs, modules, subroutines, functions):
+    /// from the header to the line that ends the executable part
+    /// (`contains`, or the unit's `end`).
+    pub units: Vec<(u32, u32)>,
 }
 
 /// A function's header.
@@ -154,7 +158,11 @@ impl Reader<'_> {
             | "preproc_call"
             | "preproc_include" => return,
             "function_definition" => self.c_function(n),
-            "subroutine" | "function" | "program" => self.f_unit(n),
+            "subroutine" | "function" | "program" => {
+                self.f_unit(n);
+                self.f_span(n);
+            }
+            "module" => self.f_span(n),
             "call_expression" => {
                 self.call(n, n.child_by_field_name("function").or(n.named_child(0)))
             }
@@ -234,6 +242,16 @@ impl Reader<'_> {
             body: None,
             program: n.kind() == "program",
         });
+    }
+
+    /// A Fortran unit's lines, to `contains` or its `end`.
+    fn f_span(&mut self, n: Node) {
+        let mut c = n.walk();
+        let end = n
+            .named_children(&mut c)
+            .find(|k| k.kind() == "internal_procedures" || k.kind().starts_with("end_"))
+            .map_or_else(|| end_line(n), line);
+        self.out.units.push((line(n), end));
     }
 
     fn call(&mut self, n: Node, f: Option<Node>) {

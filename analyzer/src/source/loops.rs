@@ -1,6 +1,5 @@
 //! Loops and program units: host loops, C functions, Fortran units.
 
-use super::lex::strip_f_comment;
 use super::syntax::{IntExpr, LoopKind};
 use super::{Lang, SourceFile};
 
@@ -98,6 +97,8 @@ impl SourceFile {
                 .filter(inside)
                 .min_by_key(|(a, b)| b - a),
             Lang::Fortran => self
+                .syntax()
+                .calls
                 .units
                 .iter()
                 .copied()
@@ -150,49 +151,4 @@ impl SourceFile {
     pub fn header_text(&self, lp: &Loop) -> String {
         self.line(lp.header_line).trim().to_string()
     }
-}
-
-/// Fortran program units: header line to the line before `contains` or the `end`.
-pub(super) fn fortran_units(lines: &[String]) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut stack: Vec<u32> = Vec::new();
-    let mut contained: Vec<bool> = Vec::new();
-    for (ln, l) in lines.iter().enumerate() {
-        let line = ln as u32 + 1;
-        let code = strip_f_comment(l, false).trim().to_ascii_lowercase();
-        let words: Vec<&str> = code
-            .split(|c: char| c.is_whitespace() || c == '(')
-            .filter(|w| !w.is_empty())
-            .collect();
-        let head = words
-            .iter()
-            .position(|w| matches!(*w, "program" | "subroutine" | "function" | "module"));
-        let is_end = words.first() == Some(&"end")
-            && matches!(
-                words.get(1).copied(),
-                None | Some("program" | "subroutine" | "function" | "module")
-            );
-        if is_end {
-            if let Some(start) = stack.pop() {
-                let was_contained = contained.pop().unwrap_or(false);
-                if !was_contained {
-                    out.push((start, line));
-                }
-            }
-        } else if code == "contains" {
-            if let (Some(&start), Some(c)) = (stack.last(), contained.last_mut()) {
-                if !*c {
-                    out.push((start, line));
-                    *c = true;
-                }
-            }
-        } else if let Some(h) = head {
-            // "end function" handled above; "real function f(x)" is a header.
-            if words[..h].iter().all(|w| !w.contains('=')) && !code.contains('=') {
-                stack.push(line);
-                contained.push(false);
-            }
-        }
-    }
-    out
 }

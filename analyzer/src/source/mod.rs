@@ -11,9 +11,9 @@
 //! with affine subscripts for the structural advice (fusion, copy-backs),
 //! every use of a name with what the code does with it and the
 //! reductions of loop bodies ([`SourceFile::uses`],
-//! [`SourceFile::loop_body`]; `uses`), and the functions (C bodies as
-//! [`SourceFile::unit_of`] gives them, headers with their parameters) and
-//! calls with their arguments as written ([`SourceFile::function_at`],
+//! [`SourceFile::loop_body`]; `uses`), the functions (C bodies and
+//! Fortran program units as [`SourceFile::unit_of`] gives them, headers
+//! with their parameters) and calls with their arguments as written ([`SourceFile::function_at`],
 //! [`SourceFile::call_at`], [`SourceFile::calls_in`]; `calls`), and the
 //! declarations: arrays and pointers with their extents (C `malloc` and
 //! `calloc` counts, Fortran shapes, `allocatable` and `pointer`) and the
@@ -34,10 +34,8 @@
 //! evaluates over a token stream (`lex`: `SourceFile::tokens`; the
 //! tokenizers also read macro bodies and Fortran statements for it, and
 //! `directive` takes comments apart with `lex`'s helpers). Nothing else
-//! walks the tokens. Not yet moved to the tree: Fortran program units
-//! ([`SourceFile::unit_of`]: a line scan from the header to `contains` or
-//! `end`, `loops::fortran_units`). Every answer is about the text as
-//! written; callers treat a missing answer as "unknown" and say so.
+//! walks the tokens. Every answer is about the text as written; callers
+//! treat a missing answer as "unknown" and say so.
 
 mod calls;
 mod consts;
@@ -64,7 +62,6 @@ pub use stmts::{Block, BlockStmt};
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
-use loops::fortran_units;
 
 /// Lookup key of a name in `lang`: Fortran names are case-insensitive.
 pub(crate) fn lang_key(lang: Lang, name: &str) -> String {
@@ -113,10 +110,6 @@ pub struct SourceFile {
     pub tokens: Vec<Token>,
     /// The loops, from the parse tree (see [`SourceFile::loops`]).
     loops: std::sync::OnceLock<Vec<Loop>>,
-    /// Fortran: program units, from the header to the line that ends
-    /// the executable part (`contains`, `end program/subroutine/function`).
-    /// (C: the functions' bodies, from the parse tree.)
-    units: Vec<(u32, u32)>,
     /// C: the lines that define, undefine or include macros.
     pp: Vec<consts::Pp>,
     /// The parse tree's reading, made on the first question.
@@ -138,17 +131,11 @@ impl SourceFile {
             lines,
             tokens,
             loops: std::sync::OnceLock::new(),
-            units: Vec::new(),
             pp: Vec::new(),
             syntax: std::sync::OnceLock::new(),
         };
-        match lang {
-            Lang::C => {
-                f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
-            }
-            Lang::Fortran => {
-                f.units = fortran_units(&f.lines);
-            }
+        if lang == Lang::C {
+            f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
         }
         f
     }

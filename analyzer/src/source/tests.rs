@@ -307,6 +307,20 @@ fn fortran_declaration_over_two_lines() {
     assert!(!a["c"].allocatable);
 }
 
+/// Fortran units from the tree: a module whose generic interface names a
+/// `module procedure` keeps its own unit (to its `contains`), and each
+/// subprogram its own, an internal one inside another included.
+#[test]
+fn fortran_units_with_a_generic_interface() {
+    let text = "module m\n  interface step\n    module procedure step_r\n  end interface step\ncontains\n  subroutine step_r(u)\n    real :: u(:)\n    u = 0\n  contains\n    subroutine inner()\n    end subroutine inner\n  end subroutine step_r\nend module m\nprogram p\n  use m\n  call step_r(a)\nend program p\n";
+    let s = SourceFile::new("m.f90", "m.f90".into(), Lang::Fortran, text.into());
+    assert_eq!(s.unit_of(2), Some((1, 5)));
+    assert_eq!(s.unit_of(8), Some((6, 9)));
+    assert_eq!(s.unit_of(10), Some((10, 11)));
+    assert_eq!(s.unit_of(16), Some((14, 17)));
+    assert_eq!(s.function_at(8).map(|f| f.name), Some("step_r".to_string()));
+}
+
 #[test]
 fn fortran_directive_and_block() {
     let s = f();
