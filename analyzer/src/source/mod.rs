@@ -97,7 +97,7 @@ impl Lang {
     }
 }
 
-/// One source file, masked and tokenized.
+/// One source file, as read.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     /// The path as the trace records it.
@@ -107,7 +107,9 @@ pub struct SourceFile {
     pub lang: Lang,
     pub text: String,
     pub lines: Vec<String>,
-    pub tokens: Vec<Token>,
+    /// The tokens the constants are evaluated over (made on the first
+    /// question; see [`SourceFile::tokens`]).
+    tokens: std::sync::OnceLock<Vec<Token>>,
     /// The loops, from the parse tree (see [`SourceFile::loops`]).
     loops: std::sync::OnceLock<Vec<Loop>>,
     /// C: the lines that define, undefine or include macros.
@@ -119,17 +121,13 @@ pub struct SourceFile {
 impl SourceFile {
     pub fn new(path: &str, found_at: PathBuf, lang: Lang, text: String) -> SourceFile {
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let tokens = match lang {
-            Lang::C => tokenize_c(&lines),
-            Lang::Fortran => tokenize_fortran(&lines),
-        };
         let mut f = SourceFile {
             path: path.to_string(),
             found_at,
             lang,
             text,
             lines,
-            tokens,
+            tokens: std::sync::OnceLock::new(),
             loops: std::sync::OnceLock::new(),
             pp: Vec::new(),
             syntax: std::sync::OnceLock::new(),
@@ -138,6 +136,15 @@ impl SourceFile {
             f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
         }
         f
+    }
+
+    /// The file's tokens, comments and preprocessor lines left out: what
+    /// `consts` evaluates `const` initializers over.
+    pub fn tokens(&self) -> &[Token] {
+        self.tokens.get_or_init(|| match self.lang {
+            Lang::C => tokenize_c(&self.lines),
+            Lang::Fortran => tokenize_fortran(&self.lines),
+        })
     }
 
     /// Line `n` (1-based), or "" past the end.
