@@ -201,9 +201,7 @@ pub fn plan(src: &SourceFile, lp: &Loop, host_ptrs: &[u64]) -> RegionPlan {
         .unwrap_or(src.lines.len() as u32);
     let after = src.uses(lp.end_line + 1, unit_end, &[]);
     let in_loop = src.uses(lp.header_line + 1, lp.end_line, &skip);
-    let is_free = |u: &crate::source::Use| {
-        u.tok >= 2 && src.tokens[u.tok - 2].key == "free" && src.tokens[u.tok - 1].text == "("
-    };
+    let is_free = |u: &crate::source::Use| u.callee.as_deref() == Some("free");
     let data_use = |u: &crate::source::Use| match lang {
         Lang::C => u.indexed || (u.whole && !is_free(u)),
         Lang::Fortran => true,

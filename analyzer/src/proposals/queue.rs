@@ -20,7 +20,7 @@
 //! one-line directives only).
 
 use crate::patch::Edit;
-use crate::source::{lang_key, Directive, Lang, SourceFile, SourceSet};
+use crate::source::{lang_key, Block, Directive, Lang, SourceFile, SourceSet};
 
 /// A construct (or a host loop) by its file and directive (header) line.
 pub type At = (String, u32);
@@ -147,15 +147,8 @@ fn construct_end(src: &SourceFile, d: &Directive) -> Option<u32> {
     if let Some(c) = closing {
         return Some(c);
     }
-    if src.lang == Lang::C {
-        let (_, end) = src.statement_after(d.end_line)?;
-        let ends_line = src
-            .tokens
-            .get(end)
-            .map_or(true, |t| t.line > src.tokens[end - 1].line);
-        if !ends_line {
-            return None;
-        }
+    if src.lang == Lang::C && src.statement_shares_last_line(d.end_line)? {
+        return None;
     }
     Some(last)
 }
@@ -191,9 +184,8 @@ fn runs(src: &SourceFile, lines: &[u32], out: &mut QueuePlan) {
         }
     }
     let follows = |a: &(Directive, u32), b: &(Directive, u32)| {
-        let (tlo, thi) = src.tokens_of_lines(a.1 + 1, b.0.end_line);
         b.0.line > a.1
-            && tlo == thi
+            && !src.code_on_lines(a.1 + 1, b.0.end_line)
             && src.directives_in(a.1 + 1, b.0.line - 1).is_empty()
             && loops_around(src, a.0.line) == loops_around(src, b.0.line)
             && src.function_at(a.0.line).map(|f| f.name)
@@ -245,9 +237,11 @@ fn whole_loop(
     let l = src
         .loop_at(header)
         .ok_or_else(|| format!("no loop at {file}:{header}"))?;
-    let (lo, hi) = src.loop_body_tokens(l);
+    let block = src
+        .loop_block(l)
+        .ok_or_else(|| format!("the body of the loop at {file}:{header} was not read"))?;
     let mut found = Vec::new();
-    body(sources, named, src, lo, hi, true, &mut found)
+    body(sources, named, src, &block, true, &mut found)
         .map_err(|why| format!("the loop at {file}:{header} {why}: it is not queued as a whole"))?;
     if found.is_empty() {
         return Err(format!(
@@ -257,13 +251,10 @@ fn whole_loop(
     // After the loop: nothing else on its last line, and not the block
     // of a directive (a `data` region without braces would end before
     // the wait).
-    let t = &src.tokens;
-    if let Some(next) = t.get(l.end_tok) {
-        if next.line == l.end_line || next.key == "else" {
-            return Err(format!(
-                "the loop at {file}:{header} shares its last line with other code"
-            ));
-        }
+    if src.loop_shares_last_line(l) {
+        return Err(format!(
+            "the loop at {file}:{header} shares its last line with other code"
+        ));
     }
     let before = (1..header)
         .rev()
@@ -293,29 +284,22 @@ fn whole_loop(
     Ok((found, wait_edit(src, l.end_line, &indent)))
 }
 
-/// The statements of tokens `lo..hi` of `src`: queueable constructs go to
+/// The statements of `block` of `src`: queueable constructs go to
 /// `found`; with `calls`, calls of functions whose bodies pass with
 /// declarations allowed; anything else is an Err saying what it is.
 fn body(
     sources: &SourceSet,
     named: &[At],
     src: &SourceFile,
-    lo: usize,
-    hi: usize,
+    block: &Block,
     calls: bool,
     found: &mut Vec<(String, Directive)>,
 ) -> Result<(), String> {
-    let t = &src.tokens;
-    let stmts = src
-        .statements(lo, hi)
-        .ok_or_else(|| "has statements that were not read".to_string())?;
-    let first_line = |k: usize| t.get(k).map_or(0, |x| x.line);
     let mut covered: Vec<(u32, u32)> = Vec::new();
-    for &(a, b) in &stmts {
-        let line = first_line(a);
-        let prev = if a > 0 { first_line(a - 1) } else { 0 };
+    for s in &block.stmts {
+        let line = s.first;
         let directive = src
-            .directives_in(prev + 1, line.saturating_sub(1))
+            .directives_in(s.after + 1, line.saturating_sub(1))
             .into_iter()
             .rev()
             .find(|d| d.is_compute() && src.block_of(d).is_some_and(|b| b.0 == line));
@@ -330,31 +314,31 @@ fn body(
             continue;
         }
         if calls {
-            if let Some(name) = src.call_statement(a, b) {
-                let (csrc, at) = callee(sources, named, src.lang, &name).ok_or_else(|| {
+            if let Some(name) = &s.call {
+                let (csrc, at) = callee(sources, named, src.lang, name).ok_or_else(|| {
                     format!(
                         "calls `{name}` ({}:{line}), whose source holds none of the constructs named",
                         src.path
                     )
                 })?;
-                let (clo, chi) = csrc
-                    .function_body_tokens(at)
+                let cblock = csrc
+                    .function_block(at)
                     .ok_or_else(|| format!("calls `{name}`, whose body was not found"))?;
-                body(sources, named, csrc, clo, chi, false, found)
+                body(sources, named, csrc, &cblock, false, found)
                     .map_err(|why| format!("calls `{name}`, which {why}"))?;
                 continue;
             }
-        } else if src.is_plain_declaration(a, b) {
+        } else if s.declaration {
             continue;
         }
         return Err(format!("runs host code at {}:{line}", src.path));
     }
     // Any other directive in the body (an `update`, a `data` region, a
     // `wait`) runs on the host too.
-    let start = if lo > 0 { first_line(lo - 1) + 1 } else { 1 };
-    let end = match t.get(hi) {
-        Some(x) if x.text == "}" || src.lang == Lang::Fortran => x.line.saturating_sub(1),
-        _ => stmts.last().map_or(start, |&(_, b)| first_line(b - 1)),
+    let start = block.open + 1;
+    let end = match block.close {
+        Some(c) => c.saturating_sub(1),
+        None => block.stmts.last().map_or(start, |s| s.last),
     };
     if let Some(d) = src
         .directives_in(start, end)
@@ -522,6 +506,21 @@ mod tests {
             "{:?}",
             p.notes
         );
+    }
+
+    /// Fortran: a time loop calling a subroutine whose header is
+    /// continued on a second line; the subroutine's body is read from
+    /// after the whole header, so the loop runs nothing but its construct.
+    #[test]
+    fn fortran_loop_calling_a_subroutine_with_a_continued_header() {
+        let text = "module m\ncontains\n  subroutine step(u, &\n                  n)\n    integer :: n, i\n    real(8) :: u(n)\n    !$acc parallel loop present(u)\n    do i = 1, n\n      u(i) = u(i) + 1\n    end do\n  end subroutine step\nend module m\nprogram p\n  use m\n  integer :: s\n  real(8) :: u(64)\n  do s = 1, 10\n    call step(u, 64)\n  end do\nend program p\n";
+        let set = SourceSet::with_text("s.f90", text);
+        let named: Vec<At> = vec![("s.f90".to_string(), 7)];
+        let p = plan(&set, &named, Some(&("s.f90".to_string(), 17)));
+        assert_eq!(p.queued, named, "{:?}", p.notes);
+        assert_eq!(p.host_loop, Some(("s.f90".to_string(), 17)));
+        let out = patched(&set, &p, "s.f90");
+        assert_eq!(out[19], "  !$acc wait(1)", "{out:#?}");
     }
 
     #[test]

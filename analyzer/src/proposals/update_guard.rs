@@ -101,7 +101,7 @@ fn plan_for(src: &SourceFile, line: u32, download: bool) -> Option<UpdatePlan> {
         };
         plan.no_patch = Some(format!(
             "the host passes `{}` to a call at line {} inside the loop: which iterations {} it is not visible in the source",
-            src.tokens[u.tok].text,
+            u.name,
             u.line,
             if download { "read" } else { "change" }
         ));

@@ -2,7 +2,8 @@
 //! and the arguments of a call, so that an expression written in a callee
 //! (`u[0:nx*ny]`) can be written in its caller's names.
 
-use super::lex::{matching, Tok};
+use tree_sitter::Node;
+
 use super::{Lang, SourceFile};
 
 /// A function (C) or subroutine/function (Fortran) as its header declares it.
@@ -16,50 +17,59 @@ pub struct FunctionHeader {
     pub unit: (u32, u32),
 }
 
+/// The functions and calls of a file, as the parse tree has them.
+#[derive(Debug, Clone, Default)]
+pub struct Calls {
+    /// Every function, subroutine and program unit, in the order they
+    /// start (one holding others first).
+    pub headers: Vec<Header>,
+    /// Every call (Fortran: and every array element, which the grammar
+    /// cannot tell from a function call), in the order they start.
+    pub calls: Vec<Call>,
+    /// Fortran program units (programs, modules, subroutines, functions):
+    /// from the header to the line that ends the executable part
+    /// (`contains`, or the unit's `end`).
+    pub units: Vec<(u32, u32)>,
+}
+
+/// A function's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub name: String,
+    pub params: Vec<String>,
+    /// First and last line of the whole definition.
+    pub start: u32,
+    pub end: u32,
+    /// C: first and last line of the body (its braces).
+    pub body: Option<(u32, u32)>,
+    /// A Fortran main program (no header to call it by).
+    pub program: bool,
+}
+
+/// One call: the callee's lookup key, where it starts, the line of the
+/// argument list's `)`, and the arguments as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub key: String,
+    pub line: u32,
+    pub end_line: u32,
+    pub args: Vec<String>,
+}
+
 impl SourceFile {
     /// The header of the function or subprogram holding line `n`.
     pub fn function_at(&self, n: u32) -> Option<FunctionHeader> {
         let unit = self.unit_of(n)?;
-        let t = &self.tokens;
-        let (name_tok, open) = match self.lang {
-            Lang::C => {
-                // The body's `{`, right after the parameter list's `)`.
-                let lo = t.partition_point(|x| x.line < unit.0);
-                let brace = (lo..t.len())
-                    .take_while(|&k| t[k].line == unit.0)
-                    .find(|&k| t[k].text == "{" && k > 0 && t[k - 1].text == ")")?;
-                let open = opening(t, brace - 1)?;
-                (open.checked_sub(1)?, open)
-            }
-            Lang::Fortran => {
-                let lo = t.partition_point(|x| x.line < unit.0);
-                let kw = (lo..t.len())
-                    .take_while(|&k| t[k].line == unit.0)
-                    .find(|&k| matches!(t[k].key.as_str(), "subroutine" | "function"))?;
-                let open = kw + 2;
-                if t.get(open).map(|x| x.text.as_str()) != Some("(") {
-                    // No parameter list.
-                    return Some(FunctionHeader {
-                        name: t.get(kw + 1)?.text.clone(),
-                        params: Vec::new(),
-                        unit,
-                    });
-                }
-                (kw + 1, open)
-            }
-        };
-        if t[name_tok].kind != Tok::Ident {
-            return None;
-        }
-        let close = matching(t, open)?;
-        let params = self
-            .split_args(open, close)
-            .into_iter()
-            .filter_map(|(a, b)| self.param_name(a, b))
-            .collect();
+        let h = self
+            .syntax()
+            .calls
+            .headers
+            .iter()
+            .rfind(|h| h.start <= n && n <= h.end)
+            .filter(|h| !h.program)?;
         Some(FunctionHeader {
-            name: t[name_tok].text.clone(),
-            params,
+            name: h.name.clone(),
+            params: h.params.clone(),
             unit,
         })
     }
@@ -73,108 +83,238 @@ impl SourceFile {
 
     /// [`SourceFile::call_args`], with the first and last line of the call.
     pub fn call_at(&self, n: u32, callee: &str) -> Option<(Vec<String>, u32, u32)> {
-        let t = &self.tokens;
         let want = super::lang_key(self.lang, callee);
-        let hi = t.partition_point(|x| x.line <= n);
         // The last call of `callee` that starts at or before `n` and whose
         // argument list reaches `n`.
-        let open = (0..hi).rev().take(400).find(|&k| {
-            t[k].kind == Tok::Ident
-                && t[k].key == want
-                && t.get(k + 1).map(|x| x.text.as_str()) == Some("(")
-                && matching(t, k + 1).is_some_and(|c| t[c].line >= n)
-        })? + 1;
-        let close = matching(t, open)?;
-        let args = self
-            .split_args(open, close)
-            .into_iter()
-            .map(|(a, b)| self.tokens_text(a, b))
-            .collect();
-        Some((args, t[open - 1].line, t[close].line))
+        let calls = &self.syntax().calls.calls;
+        let hi = calls.partition_point(|c| c.line <= n);
+        calls[..hi]
+            .iter()
+            .rfind(|c| c.key == want && c.end_line >= n)
+            .map(|c| (c.args.clone(), c.line, c.end_line))
     }
 
     /// First and last line of every call of `callee` starting in lines
     /// `a..=b`.
     pub fn calls_in(&self, a: u32, b: u32, callee: &str) -> Vec<(u32, u32)> {
-        let t = &self.tokens;
         let want = super::lang_key(self.lang, callee);
-        let lo = t.partition_point(|x| x.line < a);
-        let hi = t.partition_point(|x| x.line <= b);
-        (lo..hi)
-            .filter(|&k| {
-                t[k].kind == Tok::Ident
-                    && t[k].key == want
-                    && t.get(k + 1).map(|x| x.text.as_str()) == Some("(")
-                    // Not a declaration or definition (`void f(`,
-                    // `subroutine f(`).
-                    && (k == 0
-                        || t[k - 1].kind != Tok::Ident
-                        || matches!(t[k - 1].key.as_str(), "call" | "return"))
-            })
-            .filter_map(|k| Some((t[k].line, t[matching(t, k + 1)?].line)))
+        let calls = &self.syntax().calls.calls;
+        let lo = calls.partition_point(|c| c.line < a);
+        let hi = calls.partition_point(|c| c.line <= b);
+        calls[lo..hi]
+            .iter()
+            .filter(|c| c.key == want)
+            .map(|c| (c.line, c.end_line))
             .collect()
-    }
-
-    /// Token ranges of the comma-separated items between `open` and its
-    /// matching `close`.
-    fn split_args(&self, open: usize, close: usize) -> Vec<(usize, usize)> {
-        let t = &self.tokens;
-        let mut out = Vec::new();
-        let mut start = open + 1;
-        let mut k = open + 1;
-        while k < close {
-            match t[k].text.as_str() {
-                "(" | "[" => match matching(t, k) {
-                    Some(m) => k = m,
-                    None => return Vec::new(),
-                },
-                "," => {
-                    out.push((start, k));
-                    start = k + 1;
-                }
-                _ => {}
-            }
-            k += 1;
-        }
-        if start < close {
-            out.push((start, close));
-        }
-        out
-    }
-
-    /// The name a parameter declaration `a..b` declares.
-    fn param_name(&self, a: usize, b: usize) -> Option<String> {
-        let t = &self.tokens[a..b];
-        match self.lang {
-            Lang::Fortran => t
-                .first()
-                .filter(|x| x.kind == Tok::Ident)
-                .map(|x| x.key.clone()),
-            Lang::C => {
-                let end = t.iter().position(|x| x.text == "[").unwrap_or(t.len());
-                let name = t[..end].iter().rev().find(|x| x.kind == Tok::Ident)?;
-                (name.key != "void").then(|| name.key.clone())
-            }
-        }
     }
 }
 
-/// The `(` that the `)` at `close` closes.
-fn opening(t: &[super::Token], close: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    for k in (0..=close).rev() {
-        match t[k].text.as_str() {
-            ")" => depth += 1,
-            "(" => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
+/// Reads the functions and calls of the tree under `root`.
+pub(super) fn calls(lang: Lang, src: &[u8], root: Node) -> Calls {
+    let mut r = Reader {
+        lang,
+        src,
+        out: Calls::default(),
+    };
+    r.node(root);
+    r.out.calls.sort_by_key(|c| c.line);
+    r.out
+}
+
+struct Reader<'a> {
+    lang: Lang,
+    src: &'a [u8],
+    out: Calls,
+}
+
+fn line(n: Node) -> u32 {
+    n.start_position().row as u32 + 1
+}
+
+fn end_line(n: Node) -> u32 {
+    let p = n.end_position();
+    if p.column == 0 && p.row > n.start_position().row {
+        p.row as u32
+    } else {
+        p.row as u32 + 1
+    }
+}
+
+impl Reader<'_> {
+    fn text(&self, n: Node) -> &str {
+        n.utf8_text(self.src).unwrap_or("")
+    }
+
+    fn key(&self, n: Node) -> String {
+        super::lang_key(self.lang, self.text(n))
+    }
+
+    fn node(&mut self, n: Node) {
+        match n.kind() {
+            "comment"
+            | "string_literal"
+            | "preproc_def"
+            | "preproc_function_def"
+            | "preproc_call"
+            | "preproc_include" => return,
+            "function_definition" => self.c_function(n),
+            "subroutine" | "function" | "program" => {
+                self.f_unit(n);
+                self.f_span(n);
             }
+            "module" => self.f_span(n),
+            "call_expression" => {
+                self.call(n, n.child_by_field_name("function").or(n.named_child(0)))
+            }
+            "subroutine_call" => self.call(n, n.child_by_field_name("subroutine")),
             _ => {}
         }
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        for k in kids {
+            self.node(k);
+        }
     }
-    None
+
+    fn c_function(&mut self, n: Node) {
+        let mut name = String::new();
+        let mut params = Vec::new();
+        let mut d = n.child_by_field_name("declarator");
+        while let Some(x) = d {
+            if x.kind() == "function_declarator" {
+                if let Some(list) = x.child_by_field_name("parameters") {
+                    let mut c = list.walk();
+                    let ps: Vec<Node> = list.named_children(&mut c).collect();
+                    for p in ps {
+                        let id = p.child_by_field_name("declarator").and_then(declared);
+                        if let Some(id) = id {
+                            params.push(self.key(id));
+                        }
+                    }
+                }
+            }
+            if matches!(
+                x.kind(),
+                "identifier" | "field_identifier" | "qualified_identifier"
+            ) || x.kind().ends_with("identifier")
+            {
+                name = self.text(x).to_string();
+                break;
+            }
+            d = x.child_by_field_name("declarator");
+        }
+        let body = n
+            .child_by_field_name("body")
+            .map(|b| (line(b), end_line(b)));
+        self.out.headers.push(Header {
+            name,
+            params,
+            start: line(n),
+            end: end_line(n),
+            body,
+            program: false,
+        });
+    }
+
+    fn f_unit(&mut self, n: Node) {
+        let stmt = n.named_child(0);
+        let mut name = String::new();
+        let mut params = Vec::new();
+        if let Some(s) = stmt {
+            if let Some(x) = s.child_by_field_name("name") {
+                name = self.text(x).to_string();
+            }
+            if let Some(ps) = s.child_by_field_name("parameters") {
+                let mut c = ps.walk();
+                let ids: Vec<Node> = ps.named_children(&mut c).collect();
+                params = ids
+                    .into_iter()
+                    .filter(|k| k.kind() == "identifier")
+                    .map(|k| self.key(k))
+                    .collect();
+            }
+        }
+        self.out.headers.push(Header {
+            name,
+            params,
+            start: line(n),
+            end: end_line(n),
+            body: None,
+            program: n.kind() == "program",
+        });
+    }
+
+    /// A Fortran unit's lines, to `contains` or its `end`.
+    fn f_span(&mut self, n: Node) {
+        let mut c = n.walk();
+        let end = n
+            .named_children(&mut c)
+            .find(|k| k.kind() == "internal_procedures" || k.kind().starts_with("end_"))
+            .map_or_else(|| end_line(n), line);
+        self.out.units.push((line(n), end));
+    }
+
+    fn call(&mut self, n: Node, f: Option<Node>) {
+        let Some(f) = f else { return };
+        let key = match f.kind() {
+            "field_expression" => f.child_by_field_name("field").map(|x| self.key(x)),
+            "identifier" | "qualified_identifier" => Some(self.key(f)),
+            _ => None,
+        };
+        let Some(key) = key else { return };
+        let mut c = n.walk();
+        let list = n
+            .named_children(&mut c)
+            .find(|k| k.kind() == "argument_list");
+        let Some(list) = list else { return };
+        let mut c = list.walk();
+        let args = list
+            .named_children(&mut c)
+            .filter(|k| k.kind() != "comment")
+            .map(|k| self.as_written(k))
+            .collect();
+        self.out.calls.push(Call {
+            key,
+            line: line(f),
+            end_line: end_line(list),
+            args,
+        });
+    }
+
+    /// `n`'s text on one line: whitespace runs as one space, Fortran
+    /// continuation marks left out.
+    fn as_written(&self, n: Node) -> String {
+        let mut parts: Vec<&str> = Vec::new();
+        for l in self.text(n).lines() {
+            let mut l = l.trim();
+            if self.lang == Lang::Fortran {
+                l = l.trim_end_matches('&').trim_start_matches('&').trim();
+            }
+            if !l.is_empty() {
+                parts.push(l);
+            }
+        }
+        parts
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The name a declarator declares (through pointers, arrays, references).
+fn declared(d: Node) -> Option<Node> {
+    match d.kind() {
+        "identifier" => Some(d),
+        _ => {
+            if let Some(x) = d.child_by_field_name("declarator") {
+                return declared(x);
+            }
+            let mut c = d.walk();
+            let found = d.named_children(&mut c).find_map(declared);
+            found
+        }
+    }
 }
 
 /// Rewrites `expr` (a clause item or an extent written in a callee) with
@@ -285,6 +425,34 @@ mod tests {
             f.call_args(12, "STEP"),
             Some(vec!["n".into(), "n".into(), "grid".into()])
         );
+    }
+
+    /// C++: a `const` member function defined in a namespace, and a call
+    /// to it through an object over two lines.
+    #[test]
+    fn cpp_method_in_a_namespace() {
+        let text = "#include <vector>\nnamespace heat {\nstruct Grid { void step(double *u, int n) const; };\nvoid Grid::step(double *u, int n) const {\n#pragma acc parallel loop copy(u[0:n])\n  for (int i = 0; i < n; i++) u[i] += 1;\n}\n}\nint main() {\n  heat::Grid g;\n  double *a = nullptr;\n  for (int s = 0; s < 3; s++)\n    g.step(a,\n           64);\n}\n";
+        let f = SourceFile::new("x.cpp", "x.cpp".into(), Lang::C, text.to_string());
+        assert_eq!(f.unit_of(6), Some((4, 7)));
+        let h = f.function_at(6).expect("method");
+        assert_eq!(h.name, "Grid::step");
+        assert_eq!(h.params, ["u", "n"]);
+        assert_eq!(f.call_args(14, "step"), Some(vec!["a".into(), "64".into()]));
+        assert_eq!(f.calls_in(9, 15, "step"), [(13, 14)]);
+    }
+
+    /// A C function whose header is broken over lines with a comment
+    /// between the parameter list and the body, and the calls of a
+    /// ping-pong: one in each branch of an `if`, the second after `else`.
+    #[test]
+    fn c_header_over_lines_and_calls_after_else() {
+        let text = "void\nscale(double *restrict v, /* values */\n      int n)\n/* body */\n{\n  for (int i = 0; i < n; i++) v[i] *= 2;\n}\nvoid run(double *a, double *b, int n) {\n  for (int s = 0; s < 8; s++)\n    if (s % 2 == 0) scale(a, n); else scale(b, n);\n}\n";
+        let f = SourceFile::new("x.c", "x.c".into(), Lang::C, text.to_string());
+        let h = f.function_at(6).expect("function");
+        assert_eq!((h.name.as_str(), h.unit), ("scale", (5, 7)));
+        assert_eq!(h.params, ["v", "n"]);
+        assert_eq!(f.calls_in(8, 11, "scale"), [(10, 10), (10, 10)]);
+        assert_eq!(f.call_args(10, "scale"), Some(vec!["b".into(), "n".into()]));
     }
 
     #[test]

@@ -252,15 +252,23 @@ impl SourceFile {
     /// Fortran `parameter`, or arithmetic of those and literals. None
     /// where the text does not say it for certain.
     pub fn constant(&self, name: &str, n: u32) -> Option<i64> {
-        let tok = self.tokens.partition_point(|t| t.line < n);
-        self.resolve(name, At { line: n, tok }, 0)
+        self.resolve(name, self.at_line(n), 0)
     }
 
     /// The value of the integer expression `e` (a loop bound the parser
     /// read) as the code at line `n` reads it.
     pub fn int_expr(&self, e: &IntExpr, n: u32) -> Option<i64> {
-        let tok = self.tokens.partition_point(|t| t.line < n);
-        self.expr_value(e, At { line: n, tok })
+        self.expr_value(e, self.at_line(n))
+    }
+
+    /// Where code at line `n` reads a name (C: at the line's first token;
+    /// Fortran scopes go by lines alone).
+    fn at_line(&self, n: u32) -> At {
+        let tok = match self.lang {
+            Lang::C => self.tokens().partition_point(|t| t.line < n),
+            Lang::Fortran => 0,
+        };
+        At { line: n, tok }
     }
 
     fn expr_value(&self, e: &IntExpr, at: At) -> Option<i64> {
@@ -320,7 +328,7 @@ impl SourceFile {
     /// token `at.tok`: the nearest declaration must be a constant with an
     /// initializer, and no statement may assign the name.
     fn c_const(&self, name: &str, at: At, depth: usize) -> Option<i64> {
-        let t = &self.tokens;
+        let t = self.tokens();
         let mut nearest: Option<(usize, usize, CDecl)> = None;
         for k in 0..t.len() {
             if t[k].kind != Tok::Ident || t[k].text != name {

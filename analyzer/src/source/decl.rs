@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use super::directive::split_top;
-use super::lex::{matching, strip_f_comment, Tok, Token, C_TYPES};
+use tree_sitter::Node;
+
 use super::{Lang, SourceFile};
 
 /// An array (or pointer with a known extent) declared in the file.
@@ -25,10 +25,7 @@ impl SourceFile {
     /// by lookup key. A name declared twice keeps the declaration nearest
     /// before `near` (or the first one when `near` is None).
     pub fn arrays(&self, near: Option<u32>) -> HashMap<String, ArrayDecl> {
-        let mut all: Vec<(String, ArrayDecl)> = match self.lang {
-            Lang::C => c_arrays(&self.tokens),
-            Lang::Fortran => fortran_arrays(&self.lines),
-        };
+        let mut all: Vec<(String, ArrayDecl)> = self.syntax().decls.arrays.clone();
         if let Some(n) = near {
             // Prefer declarations in the same unit, before the line.
             let unit = self.unit_of(n);
@@ -46,8 +43,6 @@ impl SourceFile {
     /// loop indices of `for (int i ...)`), and loop indices of loops
     /// starting in the range.
     pub fn locals_in(&self, a: u32, b: u32) -> Vec<String> {
-        let lo = self.tokens.partition_point(|t| t.line < a);
-        let hi = self.tokens.partition_point(|t| t.line <= b);
         let mut out = Vec::new();
         for lp in self
             .loops()
@@ -58,267 +53,284 @@ impl SourceFile {
                 out.push(ix);
             }
         }
-        if self.lang == Lang::C {
-            for i in lo..hi {
-                let t = &self.tokens[i];
-                if t.kind == Tok::Ident && C_TYPES.contains(&t.key.as_str()) {
-                    // type [*] name
-                    let mut j = i + 1;
-                    while j < hi
-                        && (C_TYPES.contains(&self.tokens[j].key.as_str())
-                            || self.tokens[j].text == "*")
-                    {
-                        j += 1;
-                    }
-                    if j < hi && self.tokens[j].kind == Tok::Ident {
-                        out.push(self.tokens[j].key.clone());
-                    }
-                }
-            }
-        }
+        let locals = &self.syntax().decls.locals;
+        let lo = locals.partition_point(|(l, _)| *l < a);
+        let hi = locals.partition_point(|(l, _)| *l <= b);
+        out.extend(locals[lo..hi].iter().map(|(_, k)| k.clone()));
         out.sort();
         out.dedup();
         out
     }
 }
 
-/// C declarations of arrays (`T name[..][..]`) and pointers (`T *name`),
-/// with the element count of `malloc(n * sizeof ...)` / `calloc(n, ...)`.
-fn c_arrays(t: &[Token]) -> Vec<(String, ArrayDecl)> {
-    let mut out: Vec<(String, ArrayDecl)> = Vec::new();
-    let mut i = 0;
-    while i < t.len() {
-        if t[i].kind == Tok::Ident
-            && C_TYPES.contains(&t[i].key.as_str())
-            && !matches!(
-                t[i].key.as_str(),
-                "const" | "static" | "register" | "volatile"
-            )
-        {
-            // Declarators separated by commas up to ';'.
-            let mut j = i + 1;
-            while j < t.len() && C_TYPES.contains(&t[j].key.as_str()) {
-                j += 1;
-            }
-            loop {
-                let mut pointer = false;
-                while j < t.len()
-                    && (t[j].text == "*" || t[j].key == "restrict" || t[j].key == "const")
-                {
-                    pointer |= t[j].text == "*";
-                    j += 1;
-                }
-                if j >= t.len() || t[j].kind != Tok::Ident {
-                    break;
-                }
-                let name = t[j].text.clone();
-                let line = t[j].line;
-                j += 1;
-                let mut dims = String::new();
-                while j < t.len() && t[j].text == "[" {
-                    let Some(c) = matching(t, j) else { break };
-                    dims.push_str(&join_tokens(&t[j..=c]));
-                    j = c + 1;
-                }
-                // Function declarations are not arrays.
-                if j < t.len() && t[j].text == "(" {
-                    break;
-                }
-                let mut extent = None;
-                if j < t.len() && t[j].text == "=" && pointer {
-                    extent = alloc_extent(t, j + 1);
-                }
-                // Skip the initializer.
-                let mut d = 0;
-                while j < t.len() {
-                    match t[j].text.as_str() {
-                        "(" | "[" | "{" => d += 1,
-                        ")" | "]" | "}" => d -= 1,
-                        "," | ";" if d == 0 => break,
-                        _ => {}
-                    }
-                    j += 1;
-                }
-                if !dims.is_empty() || pointer {
-                    out.push((
-                        name.clone(),
-                        ArrayDecl {
-                            name,
-                            line,
-                            dims,
-                            extent,
-                            pointer,
-                            allocatable: false,
-                        },
-                    ));
-                }
-                if j < t.len() && t[j].text == "," {
-                    j += 1;
-                    continue;
-                }
-                break;
-            }
-            i = j.max(i + 1);
+/// The declarations of a file, as the parse tree has them.
+#[derive(Debug, Clone, Default)]
+pub struct Decls {
+    /// Arrays and pointers, by lookup key, in the order declared.
+    pub arrays: Vec<(String, ArrayDecl)>,
+    /// C: every name a declaration or parameter declares, by line.
+    pub locals: Vec<(u32, String)>,
+}
+
+/// Reads the declarations of the tree under `root`.
+pub(super) fn decls(lang: Lang, src: &[u8], root: Node) -> Decls {
+    let mut r = Reader {
+        lang,
+        src,
+        out: Decls::default(),
+    };
+    r.node(root);
+    r.out.locals.sort();
+    r.out
+}
+
+struct Reader<'a> {
+    lang: Lang,
+    src: &'a [u8],
+    out: Decls,
+}
+
+fn line(n: Node) -> u32 {
+    n.start_position().row as u32 + 1
+}
+
+/// Text with whitespace removed, except one space between two words.
+fn compact(t: &str) -> String {
+    let mut out = String::new();
+    let mut gap = false;
+    for c in t.chars() {
+        if c.is_whitespace() {
+            gap = true;
             continue;
         }
-        // Later `u = malloc(...)` assignments give a pointer its extent.
-        if t[i].kind == Tok::Ident
-            && t.get(i + 1).map(|x| x.text.as_str()) == Some("=")
-            && (i == 0 || matches!(t[i - 1].text.as_str(), ";" | "{" | "}"))
-        {
-            if let Some(e) = alloc_extent(t, i + 2) {
-                if let Some((_, d)) = out
-                    .iter_mut()
-                    .rev()
-                    .find(|(n, d)| *n == t[i].text && d.pointer && d.extent.is_none())
-                {
-                    d.extent = Some(e);
-                }
-            }
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        if gap && out.chars().last().is_some_and(word) && word(c) {
+            out.push(' ');
         }
-        i += 1;
+        gap = false;
+        out.push(c);
     }
     out
 }
 
-/// `malloc(n * sizeof *u)` -> "n"; `calloc(n, sizeof *u)` -> "n";
-/// `(double *)malloc(sizeof(double) * n)` -> "n".
-fn alloc_extent(t: &[Token], mut i: usize) -> Option<String> {
-    // Skip a cast.
-    if t.get(i)?.text == "(" {
-        let c = matching(t, i)?;
-        if t.get(c + 1).is_some_and(|x| x.kind == Tok::Ident) {
-            i = c + 1;
-        }
+impl Reader<'_> {
+    fn text(&self, n: Node) -> &str {
+        n.utf8_text(self.src).unwrap_or("")
     }
-    let f = t.get(i)?.text.as_str();
-    if !matches!(f, "malloc" | "calloc" | "acc_malloc" | "aligned_alloc")
-        || t.get(i + 1)?.text != "("
-    {
-        return None;
-    }
-    let close = matching(t, i + 1)?;
-    let args = &t[i + 2..close];
-    let parts: Vec<&[Token]> = split_tokens(args, ",");
-    let count: Vec<&Token> = match f {
-        "calloc" => parts.first()?.iter().collect(),
-        "aligned_alloc" => return None,
-        _ => {
-            // n * sizeof *u  or  sizeof(x) * n
-            let a = parts.first()?;
-            let star = a.iter().position(|x| x.text == "*")?;
-            let (l, r) = (&a[..star], &a[star + 1..]);
-            if r.first().is_some_and(|x| x.key == "sizeof") {
-                l.iter().collect()
-            } else if l.first().is_some_and(|x| x.key == "sizeof") {
-                // sizeof(double) * n: the size is a parenthesized type.
-                r.iter().collect()
-            } else {
-                return None;
-            }
-        }
-    };
-    if count.is_empty() {
-        return None;
-    }
-    Some(join_tokens(&count.into_iter().cloned().collect::<Vec<_>>()))
-}
 
-fn split_tokens<'t>(t: &'t [Token], sep: &str) -> Vec<&'t [Token]> {
-    let mut out = Vec::new();
-    let mut d = 0;
-    let mut st = 0;
-    for (k, x) in t.iter().enumerate() {
-        match x.text.as_str() {
-            "(" | "[" => d += 1,
-            ")" | "]" => d -= 1,
-            s if s == sep && d == 0 => {
-                out.push(&t[st..k]);
-                st = k + 1;
+    fn node(&mut self, n: Node) {
+        match n.kind() {
+            "comment"
+            | "string_literal"
+            | "preproc_def"
+            | "preproc_function_def"
+            | "preproc_call" => return,
+            "declaration" | "field_declaration" | "parameter_declaration" => {
+                let mut c = n.walk();
+                let ds: Vec<Node> = n.children_by_field_name("declarator", &mut c).collect();
+                for d in ds {
+                    self.c_declarator(d, false, String::new(), None);
+                }
             }
+            "variable_declaration" if self.lang == Lang::Fortran => self.f_declaration(n),
+            "assignment_expression" => self.c_allocation(n),
             _ => {}
         }
-    }
-    out.push(&t[st..]);
-    out
-}
-
-fn join_tokens(t: &[Token]) -> String {
-    let mut s = String::new();
-    for (k, x) in t.iter().enumerate() {
-        if k > 0 && x.kind != Tok::Punct && t[k - 1].kind != Tok::Punct {
-            s.push(' ');
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        for k in kids {
+            self.node(k);
         }
-        s.push_str(&x.text);
     }
-    s
-}
 
-/// Fortran declarations with array shapes: `real(dp), allocatable :: a(:,:), b(:)`,
-/// `real(dp) :: t(0:n+1, 0:n+1)`, `real, dimension(n) :: x`.
-fn fortran_arrays(lines: &[String]) -> Vec<(String, ArrayDecl)> {
-    let mut out = Vec::new();
-    for (ln, l) in lines.iter().enumerate() {
-        let code = strip_f_comment(l, false);
-        let Some(dc) = code.find("::") else { continue };
-        let (attrs, names) = (&code[..dc], &code[dc + 2..]);
-        let attrs_l = attrs.to_ascii_lowercase();
-        let first = attrs_l.trim_start();
-        if ![
-            "real",
-            "integer",
-            "double",
-            "complex",
-            "logical",
-            "character",
-            "type",
-        ]
-        .iter()
-        .any(|k| first.starts_with(k))
-        {
-            continue;
-        }
-        let allocatable = attrs_l.contains("allocatable") || attrs_l.contains("pointer");
-        let dim_attr = attrs_l.find("dimension").and_then(|i| {
-            let rest = &attrs[i + 9..];
-            let open = rest.find('(')?;
-            let mut d = 0;
-            for (k, c) in rest.char_indices().skip(open) {
-                if c == '(' {
-                    d += 1;
-                } else if c == ')' {
-                    d -= 1;
-                    if d == 0 {
-                        return Some(rest[open..=k].to_string());
-                    }
+    /// A C declarator: pointers and array extents on the way to its name;
+    /// `init` is the initial value.
+    fn c_declarator(&mut self, d: Node, pointer: bool, dims: String, init: Option<Node>) {
+        match d.kind() {
+            "identifier" | "field_identifier" => {
+                let name = self.text(d).to_string();
+                self.out.locals.push((line(d), name.clone()));
+                if dims.is_empty() && !pointer {
+                    return;
                 }
-            }
-            None
-        });
-        for item in split_top(names, ',') {
-            let item = item.trim();
-            let item = item.split('=').next().unwrap_or(item).trim();
-            let (name, dims) = match item.find('(') {
-                Some(i) => (item[..i].trim(), Some(item[i..].trim().to_string())),
-                None => (item, dim_attr.clone()),
-            };
-            if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                continue;
-            }
-            if let Some(dims) = dims {
-                out.push((
-                    name.to_ascii_lowercase(),
+                let extent = init.filter(|_| pointer).and_then(|v| self.alloc_extent(v));
+                self.out.arrays.push((
+                    name.clone(),
                     ArrayDecl {
-                        name: name.to_string(),
-                        line: ln as u32 + 1,
+                        name,
+                        line: line(d),
                         dims,
-                        extent: None,
-                        pointer: false,
-                        allocatable,
+                        extent,
+                        pointer,
+                        allocatable: false,
                     },
                 ));
             }
+            "init_declarator" => {
+                if let Some(x) = d.child_by_field_name("declarator") {
+                    self.c_declarator(x, pointer, dims, d.child_by_field_name("value"));
+                }
+            }
+            "pointer_declarator" => {
+                if let Some(x) = d.child_by_field_name("declarator") {
+                    self.c_declarator(x, true, dims, init);
+                }
+            }
+            "array_declarator" => {
+                let size = d
+                    .child_by_field_name("size")
+                    .map_or(String::new(), |s| compact(self.text(s)));
+                // `a[W][H]`: the outer declarator holds the last extent.
+                let dims = format!("[{size}]{dims}");
+                if let Some(x) = d.child_by_field_name("declarator") {
+                    self.c_declarator(x, pointer, dims, init);
+                }
+            }
+            "parenthesized_declarator" | "attributed_declarator" | "reference_declarator" => {
+                if let Some(x) = d.named_child(0) {
+                    self.c_declarator(x, pointer, dims, init);
+                }
+            }
+            // Functions are not arrays.
+            _ => {}
         }
     }
-    out
+
+    /// `u = malloc(...)` gives the pointer `u` declared last its extent.
+    fn c_allocation(&mut self, n: Node) {
+        let (Some(l), Some(r)) = (
+            n.child_by_field_name("left"),
+            n.child_by_field_name("right"),
+        ) else {
+            return;
+        };
+        if l.kind() != "identifier"
+            || self.text(n.child_by_field_name("operator").unwrap_or(n)) != "="
+        {
+            return;
+        }
+        let Some(e) = self.alloc_extent(r) else {
+            return;
+        };
+        let name = self.text(l).to_string();
+        if let Some((_, d)) = self
+            .out
+            .arrays
+            .iter_mut()
+            .rev()
+            .find(|(k, d)| *k == name && d.pointer && d.extent.is_none())
+        {
+            d.extent = Some(e);
+        }
+    }
+
+    /// `malloc(n * sizeof *u)` -> "n"; `calloc(n, sizeof *u)` -> "n";
+    /// `(double *)malloc(sizeof(double) * nx * ny)` -> "nx*ny".
+    fn alloc_extent(&self, mut v: Node) -> Option<String> {
+        while v.kind() == "cast_expression" {
+            v = v.child_by_field_name("value")?;
+        }
+        if v.kind() != "call_expression" {
+            return None;
+        }
+        let f = self.text(v.child_by_field_name("function")?);
+        let args = v.child_by_field_name("arguments")?;
+        let mut c = args.walk();
+        let first = args
+            .named_children(&mut c)
+            .find(|k| k.kind() != "comment")?;
+        match f {
+            "calloc" => Some(compact(self.text(first))),
+            "malloc" | "acc_malloc" => {
+                let mut factors = Vec::new();
+                self.factors(first, &mut factors);
+                let sizes = factors
+                    .iter()
+                    .filter(|x| x.kind() == "sizeof_expression")
+                    .count();
+                if sizes != 1 || factors.len() < 2 {
+                    return None;
+                }
+                let rest: Vec<String> = factors
+                    .iter()
+                    .filter(|x| x.kind() != "sizeof_expression")
+                    .map(|x| compact(self.text(*x)))
+                    .collect();
+                Some(rest.join("*"))
+            }
+            _ => None,
+        }
+    }
+
+    fn factors<'t>(&self, n: Node<'t>, out: &mut Vec<Node<'t>>) {
+        if n.kind() == "binary_expression"
+            && n.child_by_field_name("operator").map(|o| self.text(o)) == Some("*")
+        {
+            if let (Some(l), Some(r)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) {
+                self.factors(l, out);
+                self.factors(r, out);
+                return;
+            }
+        }
+        out.push(n);
+    }
+
+    /// Fortran: `real(dp), allocatable :: a(:,:), b(:)`,
+    /// `real(dp) :: t(0:n+1, 0:n+1)`, `real, dimension(n) :: x`.
+    fn f_declaration(&mut self, n: Node) {
+        let mut allocatable = false;
+        let mut dim_attr = None;
+        let mut c = n.walk();
+        let attrs: Vec<Node> = n.children_by_field_name("attribute", &mut c).collect();
+        for a in attrs {
+            let Some(word) = a.child(0) else { continue };
+            match word.kind().to_ascii_lowercase().as_str() {
+                "allocatable" | "pointer" => allocatable = true,
+                "dimension" => {
+                    let mut c = a.walk();
+                    let list = a
+                        .named_children(&mut c)
+                        .find(|k| k.kind() == "argument_list");
+                    dim_attr = list.map(|l| self.text(l).to_string());
+                }
+                _ => {}
+            }
+        }
+        let mut c = n.walk();
+        let ds: Vec<Node> = n.children_by_field_name("declarator", &mut c).collect();
+        for mut d in ds {
+            if matches!(d.kind(), "init_declarator" | "pointer_init_declarator") {
+                match d.child_by_field_name("left") {
+                    Some(l) => d = l,
+                    None => continue,
+                }
+            }
+            let (name, dims) = match d.kind() {
+                "identifier" => (d, dim_attr.clone()),
+                "sized_declarator" => {
+                    let Some(id) = d.named_child(0) else { continue };
+                    let mut c = d.walk();
+                    let size = d.named_children(&mut c).find(|k| k.kind() == "size");
+                    (id, size.map(|s| self.text(s).to_string()))
+                }
+                _ => continue,
+            };
+            let Some(dims) = dims else { continue };
+            let text = self.text(name).to_string();
+            self.out.arrays.push((
+                text.to_ascii_lowercase(),
+                ArrayDecl {
+                    name: text,
+                    line: line(name),
+                    dims,
+                    extent: None,
+                    pointer: false,
+                    allocatable,
+                },
+            ));
+        }
+    }
 }

@@ -564,17 +564,17 @@ mod tests {
         assert_eq!(s.block_of(&d), Some((6, 7, None)));
         let d = s.directive_at(8).expect("directive");
         assert_eq!(s.block_of(&d), Some((9, 10, None)));
-        // Where a directive goes after a statement, and the tokens of the
-        // one after a directive.
+        // Where a directive goes after a statement, and the one after a
+        // directive: the range-for to its last brace, alone on its last
+        // line (the function's brace comes on the next).
         assert_eq!(s.statement_end_line(6), 7);
         assert_eq!(s.statement_end_line(9), 10);
         assert_eq!(s.statement_end_line(3), 3);
-        let (a, b) = s.statement_after(8).expect("statement");
-        assert_eq!(
-            (s.tokens[a].text.as_str(), s.tokens[b - 1].text.as_str()),
-            ("for", "}")
-        );
-        assert_eq!(s.tokens[b].text, "}", "the function's brace comes next");
+        let after = s.syntax().statement_after(8).expect("statement");
+        assert_eq!((after.from, after.last), ((9, 2), 10));
+        assert_eq!(s.statement_shares_last_line(8), Some(false));
+        // The loop at line 6 ends on line 7, where nothing else is.
+        assert_eq!(s.statement_shares_last_line(5), Some(false));
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! Loops and program units: host loops, C functions, Fortran units.
 
-use super::lex::{matching, strip_f_comment, Token};
-use super::syntax::{IntExpr, LoopKind, Pos};
+use super::syntax::{IntExpr, LoopKind};
 use super::{Lang, SourceFile};
 
 /// A loop statement in the host code (or inside a region: callers decide),
-/// as the parser found it ([`super::syntax`]), with where its tokens are.
+/// as the parser found it ([`super::syntax`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loop {
     /// "for", "while", "do" (C do-while or Fortran do), "do while".
@@ -13,12 +12,6 @@ pub struct Loop {
     pub header_line: u32,
     /// Last line of the loop (closing brace, `end do`, or `while (...);`).
     pub end_line: u32,
-    /// Token index of the keyword (Fortran: of the loop's first token, a
-    /// label included), and of the first token after the loop.
-    pub first_tok: usize,
-    pub end_tok: usize,
-    /// Index of the first token of the body (Fortran: `first_tok`).
-    pub body_tok: usize,
     /// The loop in [`SourceFile::syntax`]'s loops.
     pub syntax: usize,
 }
@@ -29,7 +22,6 @@ impl SourceFile {
     pub fn loops(&self) -> &[Loop] {
         self.loops.get_or_init(|| {
             let syn = self.syntax();
-            let at = |p: Pos| self.tokens.partition_point(|t| (t.line, t.col) < p);
             let mut v: Vec<Loop> = syn
                 .loops
                 .iter()
@@ -42,19 +34,15 @@ impl SourceFile {
                         (Lang::Fortran, LoopKind::While) => "do while",
                         (Lang::Fortran, _) => "do",
                     };
-                    let first_tok = at(l.from);
                     Loop {
                         kind: kind.to_string(),
                         header_line: l.start,
                         end_line: l.end,
-                        first_tok,
-                        end_tok: at(l.to),
-                        body_tok: l.body_at.map(at).unwrap_or(first_tok),
                         syntax: i,
                     }
                 })
                 .collect();
-            v.sort_by_key(|l| (l.header_line, l.first_tok));
+            v.sort_by_key(|l| (l.header_line, syn.loops[l.syntax].from));
             v
         })
     }
@@ -97,11 +85,26 @@ impl SourceFile {
     /// The function (C) or program unit (Fortran) containing line `n`:
     /// (first line, last line of its executable part).
     pub fn unit_of(&self, n: u32) -> Option<(u32, u32)> {
-        self.units
-            .iter()
-            .filter(|(a, b)| *a <= n && n <= *b)
-            .min_by_key(|(a, b)| b - a)
-            .copied()
+        let inside = |&(a, b): &(u32, u32)| a <= n && n <= b;
+        match self.lang {
+            // C: a function's body, its braces included.
+            Lang::C => self
+                .syntax()
+                .calls
+                .headers
+                .iter()
+                .filter_map(|h| h.body)
+                .filter(inside)
+                .min_by_key(|(a, b)| b - a),
+            Lang::Fortran => self
+                .syntax()
+                .calls
+                .units
+                .iter()
+                .copied()
+                .filter(inside)
+                .min_by_key(|(a, b)| b - a),
+        }
     }
 
     /// The index variable of a counted loop.
@@ -148,74 +151,4 @@ impl SourceFile {
     pub fn header_text(&self, lp: &Loop) -> String {
         self.line(lp.header_line).trim().to_string()
     }
-}
-
-/// C function bodies: `) {` at brace depth 0 to the matching `}`.
-pub(super) fn c_functions(t: &[Token]) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut d = 0;
-    let mut i = 0;
-    while i < t.len() {
-        match t[i].text.as_str() {
-            "{" => {
-                if d == 0 && i > 0 && t[i - 1].text == ")" {
-                    if let Some(close) = matching(t, i) {
-                        out.push((t[i].line, t[close].line));
-                        i = close + 1;
-                        continue;
-                    }
-                }
-                d += 1;
-            }
-            "}" => d -= 1,
-            _ => {}
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Fortran program units: header line to the line before `contains` or the `end`.
-pub(super) fn fortran_units(lines: &[String]) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut stack: Vec<u32> = Vec::new();
-    let mut contained: Vec<bool> = Vec::new();
-    for (ln, l) in lines.iter().enumerate() {
-        let line = ln as u32 + 1;
-        let code = strip_f_comment(l, false).trim().to_ascii_lowercase();
-        let words: Vec<&str> = code
-            .split(|c: char| c.is_whitespace() || c == '(')
-            .filter(|w| !w.is_empty())
-            .collect();
-        let head = words
-            .iter()
-            .position(|w| matches!(*w, "program" | "subroutine" | "function" | "module"));
-        let is_end = words.first() == Some(&"end")
-            && matches!(
-                words.get(1).copied(),
-                None | Some("program" | "subroutine" | "function" | "module")
-            );
-        if is_end {
-            if let Some(start) = stack.pop() {
-                let was_contained = contained.pop().unwrap_or(false);
-                if !was_contained {
-                    out.push((start, line));
-                }
-            }
-        } else if code == "contains" {
-            if let (Some(&start), Some(c)) = (stack.last(), contained.last_mut()) {
-                if !*c {
-                    out.push((start, line));
-                    *c = true;
-                }
-            }
-        } else if let Some(h) = head {
-            // "end function" handled above; "real function f(x)" is a header.
-            if words[..h].iter().all(|w| !w.contains('=')) && !code.contains('=') {
-                stack.push(line);
-                contained.push(false);
-            }
-        }
-    }
-    out
 }

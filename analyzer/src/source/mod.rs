@@ -7,19 +7,35 @@
 //! counts), the `if` statements that guard host code
 //! ([`SourceFile::guard_of`]), the statement a directive applies to and
 //! where a statement ends ([`SourceFile::block_of`],
-//! [`SourceFile::statement_end_line`]), and per-statement read/write sets
-//! with affine subscripts for the structural advice (fusion, copy-backs).
+//! [`SourceFile::statement_end_line`]), per-statement read/write sets
+//! with affine subscripts for the structural advice (fusion, copy-backs),
+//! every use of a name with what the code does with it and the
+//! reductions of loop bodies ([`SourceFile::uses`],
+//! [`SourceFile::loop_body`]; `uses`), the functions (C bodies and
+//! Fortran program units as [`SourceFile::unit_of`] gives them, headers
+//! with their parameters) and calls with their arguments as written ([`SourceFile::function_at`],
+//! [`SourceFile::call_at`], [`SourceFile::calls_in`]; `calls`), and the
+//! declarations: arrays and pointers with their extents (C `malloc` and
+//! `calloc` counts, Fortran shapes, `allocatable` and `pointer`) and the
+//! names a C block declares ([`SourceFile::arrays`],
+//! [`SourceFile::locals_in`]; `decl`), and the statements of a loop's or
+//! a function's body for the queue proposals ([`SourceFile::loop_block`],
+//! [`SourceFile::function_block`]; `stmts`).
 //!
-//! A small hand-written layer stays, for what the grammars do not know or
-//! what is not yet moved: OpenACC directives and their clauses (to the
-//! grammars a directive is a preprocessor line or a comment); the values
-//! of named constants (object-like macros read through quoted headers,
-//! `const` integers, Fortran parameters: the preprocessor's view, which
-//! the parse tree does not have; `consts`); and a token stream that the
-//! name uses, declarations, calls and statement lists of the data and
-//! queue proposals still walk (`uses`, `decl`, `calls`, `stmts`), matched
-//! to the tree's nodes by line and column. Every answer is about the text
-//! as written; callers treat a missing answer as "unknown" and say so.
+//! A small hand-written layer stays, for what the grammars do not know:
+//! OpenACC directives and their clauses (`directive`: to the grammars a
+//! directive is a preprocessor line or a comment, whose text they do not
+//! parse); and the values of named constants (`consts`: object-like
+//! macros read through quoted headers, `const` integers, Fortran
+//! parameters). Those are the preprocessor's view, which the parse tree
+//! does not have: a macro's body is a line of text to it, and whether a
+//! name is a constant where a loop reads it depends on the macros, `const`
+//! declarations and assignments of every scope around the line. `consts`
+//! evaluates over a token stream (`lex`: `SourceFile::tokens`; the
+//! tokenizers also read macro bodies and Fortran statements for it, and
+//! `directive` takes comments apart with `lex`'s helpers). Nothing else
+//! walks the tokens. Every answer is about the text as written; callers
+//! treat a missing answer as "unknown" and say so.
 
 mod calls;
 mod consts;
@@ -42,10 +58,10 @@ pub use edit::Edit;
 pub use lex::{Tok, Token};
 pub use loops::Loop;
 pub use set::{SourceSet, Wanted};
+pub use stmts::{Block, BlockStmt};
 pub use uses::{LoopBody, Reduction, Use};
 
 use lex::{tokenize_c, tokenize_fortran};
-use loops::{c_functions, fortran_units};
 
 /// Lookup key of a name in `lang`: Fortran names are case-insensitive.
 pub(crate) fn lang_key(lang: Lang, name: &str) -> String {
@@ -81,7 +97,7 @@ impl Lang {
     }
 }
 
-/// One source file, masked and tokenized.
+/// One source file, as read.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     /// The path as the trace records it.
@@ -91,12 +107,11 @@ pub struct SourceFile {
     pub lang: Lang,
     pub text: String,
     pub lines: Vec<String>,
-    pub tokens: Vec<Token>,
+    /// The tokens the constants are evaluated over (made on the first
+    /// question; see [`SourceFile::tokens`]).
+    tokens: std::sync::OnceLock<Vec<Token>>,
     /// The loops, from the parse tree (see [`SourceFile::loops`]).
     loops: std::sync::OnceLock<Vec<Loop>>,
-    /// Fortran: lines that end a program unit's executable part
-    /// (`contains`, `end program/subroutine/function`); C: function ends.
-    units: Vec<(u32, u32)>,
     /// C: the lines that define, undefine or include macros.
     pp: Vec<consts::Pp>,
     /// The parse tree's reading, made on the first question.
@@ -106,32 +121,30 @@ pub struct SourceFile {
 impl SourceFile {
     pub fn new(path: &str, found_at: PathBuf, lang: Lang, text: String) -> SourceFile {
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        let tokens = match lang {
-            Lang::C => tokenize_c(&lines),
-            Lang::Fortran => tokenize_fortran(&lines),
-        };
         let mut f = SourceFile {
             path: path.to_string(),
             found_at,
             lang,
             text,
             lines,
-            tokens,
+            tokens: std::sync::OnceLock::new(),
             loops: std::sync::OnceLock::new(),
-            units: Vec::new(),
             pp: Vec::new(),
             syntax: std::sync::OnceLock::new(),
         };
-        match lang {
-            Lang::C => {
-                f.units = c_functions(&f.tokens);
-                f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
-            }
-            Lang::Fortran => {
-                f.units = fortran_units(&f.lines);
-            }
+        if lang == Lang::C {
+            f.pp = consts::c_preprocessor(&f.lines, Path::new(""), None, 0, false);
         }
         f
+    }
+
+    /// The file's tokens, comments and preprocessor lines left out: what
+    /// `consts` evaluates `const` initializers over.
+    pub fn tokens(&self) -> &[Token] {
+        self.tokens.get_or_init(|| match self.lang {
+            Lang::C => tokenize_c(&self.lines),
+            Lang::Fortran => tokenize_fortran(&self.lines),
+        })
     }
 
     /// Line `n` (1-based), or "" past the end.

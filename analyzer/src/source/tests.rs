@@ -132,6 +132,114 @@ fn c_reduction_forms() {
     assert_eq!(body.other_scalar_writes, [("t".to_string(), 4)]);
 }
 
+fn body_of(name: &str, lang: Lang, text: &str, a: u32, b: u32) -> LoopBody {
+    let s = SourceFile::new(name, name.into(), lang, text.into());
+    s.loop_body(a, b, &s.locals_in(a, b), &["a".into(), "b".into()])
+}
+
+fn only_reduction(body: &LoopBody) -> (&str, &str, &str) {
+    assert_eq!(body.reductions.len(), 1, "{body:?}");
+    let r = &body.reductions[0];
+    (r.op.as_str(), r.var.as_str(), r.statement.as_str())
+}
+
+/// C++: `std::min` is the qualified name of a minimum.
+#[test]
+fn cpp_reduction_by_std_min() {
+    let cpp = "#include <algorithm>\nvoid f(const float *a, int n) {\n  float m = 1e30f;\n  for (int i = 0; i < n; i++)\n    m = std::min(m, a[i]);\n}\n";
+    let body = body_of("t.cpp", Lang::C, cpp, 4, 5);
+    assert_eq!(only_reduction(&body), ("min", "m", "m = std::min(m, a[i])"));
+}
+
+/// A dot product: a product among the terms of the sum is still a sum
+/// into `s`; the name in another term is no reduction.
+#[test]
+fn c_reduction_of_a_dot_product() {
+    let c = "double dot(const double *a, const double *b, int n) {\n  double s = 0;\n  for (int i = 0; i < n; i++)\n    s = s + a[i] * b[i];\n  return s;\n}\n";
+    let body = body_of("t.c", Lang::C, c, 3, 4);
+    assert_eq!(only_reduction(&body), ("+", "s", "s = s + a[i] * b[i]"));
+    let c2 = c.replace("s + a[i] * b[i]", "s + s * a[i]");
+    let body = body_of("t.c", Lang::C, &c2, 3, 4);
+    assert!(body.reductions.is_empty());
+    assert_eq!(body.other_scalar_writes, [("s".to_string(), 4)]);
+}
+
+/// Fortran: a `max` continued on the next line.
+#[test]
+fn fortran_reduction_over_a_continuation_line() {
+    let f = "subroutine r(a, b, n, dt)\n  integer :: n, i\n  real :: a(n), b(n), dt\n  do i = 1, n\n    dt = max(dt, &\n             abs(a(i) - b(i)))\n  end do\nend subroutine r\n";
+    let body = body_of("t.f90", Lang::Fortran, f, 4, 7);
+    assert_eq!(
+        only_reduction(&body),
+        ("max", "dt", "dt = max(dt, abs(a(i) - b(i)))")
+    );
+}
+
+/// Fortran: a block `if` that keeps the larger value.
+#[test]
+fn fortran_reduction_in_a_block_if() {
+    let f = "subroutine r(a, n, m)\n  integer :: n, i\n  real :: a(n), m\n  do i = 1, n\n    if (a(i) > m) then\n      m = a(i)\n    end if\n  end do\nend subroutine r\n";
+    let body = body_of("t.f90", Lang::Fortran, f, 4, 8);
+    assert_eq!(only_reduction(&body), ("max", "m", "m = a(i)"));
+}
+
+const F_COPY: &str = "subroutine copy(in, out, b, n)\n  integer :: n, i\n  real, intent(in) :: in(n)\n  real, intent(out) :: out(n), b(n)\n  do i = 1, n\n    out(i) = in(i)\n  end do\n  do 10 i = 1, n\n10 b(i) = 2 * b(i)\n  call report(n, &\n              b = 1)\nend subroutine copy\n";
+
+fn f_uses_on(line: u32, key: &str) -> Vec<Use> {
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, F_COPY.into());
+    s.uses(line, line, &[])
+        .into_iter()
+        .filter(|u| u.key == key)
+        .collect()
+}
+
+/// Fortran arrays named `in` and `out`: words of the language, not
+/// reserved ones.
+#[test]
+fn fortran_arrays_named_like_keywords() {
+    let out = f_uses_on(6, "out");
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(out[0].write && !out[0].read && out[0].indexed);
+    let inn = f_uses_on(6, "in");
+    assert_eq!(inn.len(), 1, "{inn:?}");
+    assert!(inn[0].read && !inn[0].write && inn[0].indexed);
+}
+
+/// `10 b(i) = ...`: a labelled statement writes b(i) and reads it.
+#[test]
+fn fortran_labelled_statement_writes() {
+    let out = f_uses_on(9, "b");
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(out[0].write && !out[0].read);
+    assert!(out[1].read && !out[1].write);
+}
+
+/// `b = 1` on a continuation line of a call names the callee's
+/// argument: nothing of this unit is written.
+#[test]
+fn fortran_keyword_argument_on_a_continuation_line() {
+    assert!(f_uses_on(11, "b").is_empty(), "{:?}", f_uses_on(11, "b"));
+    let n = f_uses_on(10, "n");
+    assert!(n.len() == 1 && n[0].whole && n[0].callee.as_deref() == Some("report"));
+}
+
+/// C++: a range-for's variable is written by the loop, its range read; a
+/// member access uses only its base, and a call through a qualified name
+/// passes its arguments whole.
+#[test]
+fn cpp_uses_through_the_tree() {
+    let text = "#include <vector>\nvoid f(std::vector<double> &v, double *a) {\n  for (auto &x : v) x = 1; // a[0] = 0\n  v.data()[0] = a[1];\n  std::fill(a, a + 4, 0.0);\n}\n";
+    let s = SourceFile::new("t.cpp", "t.cpp".into(), Lang::C, text.into());
+    let keys =
+        |line: u32| -> Vec<String> { s.uses(line, line, &[]).into_iter().map(|u| u.key).collect() };
+    // The comment names `a`; it is not a use.
+    assert_eq!(keys(3), ["x", "v", "x"]);
+    assert_eq!(keys(4), ["v", "a"]);
+    let fill = s.uses(5, 5, &[]);
+    assert!(fill[0].whole && fill[0].callee.as_deref() == Some("std::fill"));
+    assert!(!fill[1].whole);
+}
+
 #[test]
 fn c_uses_read_and_write() {
     let s = c();
@@ -157,6 +265,60 @@ fn c_arrays_with_macro_sizes() {
     assert_eq!(a["A"].dims, "[W][W]");
     assert_eq!(a["Anew"].dims, "[W][W]");
     assert!(!a["A"].pointer);
+}
+
+/// Extents of `malloc` with more than one factor beside the `sizeof`
+/// (laplace_bad.c's `malloc(w * w * sizeof *b)`), and a pointer to rows
+/// of a variable length (`double (*a)[n]`).
+#[test]
+fn c_extents_of_several_factors() {
+    let a = c().arrays(Some(112));
+    assert_eq!(a["b"].extent.as_deref(), Some("w*w"));
+    assert!(a["b"].pointer);
+    let text = "void f(int n, int m) {\n  double (*a)[n] = malloc(sizeof(double) * n * m);\n  float *q = (float *)malloc(sizeof(float) * (n + 1));\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    let a = s.arrays(Some(3));
+    assert_eq!((a["a"].dims.as_str(), a["a"].pointer), ("[n]", true));
+    assert_eq!(a["a"].extent.as_deref(), Some("n*m"));
+    assert_eq!(a["q"].extent.as_deref(), Some("(n+1)"));
+}
+
+/// A local of a type the program names (`real_t`) is private to the
+/// iteration: writing it is not a scalar the loop carries.
+#[test]
+fn c_locals_of_a_named_type() {
+    let text = "typedef double real_t;\nvoid f(real_t *a, int n) {\n  for (int i = 0; i < n; i++) {\n    real_t t = a[i] * 2;\n    a[i] = t;\n  }\n}\n";
+    let s = SourceFile::new("t.c", "t.c".into(), Lang::C, text.into());
+    assert!(s.locals_in(3, 6).contains(&"t".to_string()));
+    let body = s.loop_body(3, 6, &s.locals_in(3, 6), &["a".into()]);
+    assert!(body.other_scalar_writes.is_empty(), "{body:?}");
+}
+
+/// Fortran: a declaration continued on the next line declares its arrays
+/// there too.
+#[test]
+fn fortran_declaration_over_two_lines() {
+    let text = "program p\n  real, allocatable :: a(:), &\n                       b(:,:)\n  real, dimension(0:n+1) :: c\n  a = 0\nend program p\n";
+    let s = SourceFile::new("t.f90", "t.f90".into(), Lang::Fortran, text.into());
+    let a = s.arrays(Some(5));
+    assert!(a["a"].allocatable && a["b"].allocatable);
+    assert_eq!(a["b"].dims, "(:,:)");
+    assert_eq!(a["c"].dims, "(0:n+1)");
+    assert!(!a["c"].allocatable);
+}
+
+/// Fortran units from the tree: a module whose generic interface names a
+/// `module procedure` keeps its own unit (to its `contains`), and each
+/// subprogram its own, an internal one inside another included.
+#[test]
+fn fortran_units_with_a_generic_interface() {
+    let text = "module m\n  interface step\n    module procedure step_r\n  end interface step\ncontains\n  subroutine step_r(u)\n    real :: u(:)\n    u = 0\n  contains\n    subroutine inner()\n    end subroutine inner\n  end subroutine step_r\nend module m\nprogram p\n  use m\n  call step_r(a)\nend program p\n";
+    let s = SourceFile::new("m.f90", "m.f90".into(), Lang::Fortran, text.into());
+    assert_eq!(s.unit_of(2), Some((1, 5)));
+    assert_eq!(s.unit_of(8), Some((6, 9)));
+    assert_eq!(s.unit_of(10), Some((10, 11)));
+    assert_eq!(s.unit_of(16), Some((14, 17)));
+    assert_eq!(s.function_at(8).map(|f| f.name), Some("step_r".to_string()));
 }
 
 #[test]

@@ -173,7 +173,7 @@ pub struct Bounds {
 }
 
 /// A place in the text: line (1-based) and column in characters
-/// (0-based), as the tokens of [`super::Token`] count them.
+/// (0-based).
 pub type Pos = (u32, u32);
 
 /// Where a statement starts and ends (one past its last character), and
@@ -206,10 +206,9 @@ pub struct If {
 pub struct SLoop {
     pub kind: LoopKind,
     /// Where the loop statement starts and ends (one past its last
-    /// character), and where its body starts (C).
+    /// character).
     pub from: Pos,
     pub to: Pos,
-    pub body_at: Option<Pos>,
     /// The index's first and last values and step, where the header
     /// says them with integer expressions.
     pub bounds: Option<Bounds>,
@@ -265,6 +264,14 @@ pub struct Syntax {
     pub statements: Vec<Statement>,
     /// The grammar found errors (ERROR or MISSING nodes) on these lines.
     pub error_lines: Vec<u32>,
+    /// Every use of a name, and the reductions of assignments.
+    pub names: super::uses::Names,
+    /// Every function header and call.
+    pub calls: super::calls::Calls,
+    /// Arrays and C locals as declared.
+    pub decls: super::decl::Decls,
+    /// The tree itself, for the statement lists of blocks.
+    pub tree: Option<tree_sitter::Tree>,
 }
 
 impl Syntax {
@@ -337,6 +344,10 @@ pub fn parse(
     r.walk(tree.root_node());
     r.branches(tree.root_node(), false);
     r.link(directive_at, text);
+    r.out.names = super::uses::names(lang, text.as_bytes(), tree.root_node());
+    r.out.calls = super::calls::calls(lang, text.as_bytes(), tree.root_node());
+    r.out.decls = super::decl::decls(lang, text.as_bytes(), tree.root_node());
+    r.out.tree = Some(tree);
     r.out
 }
 
@@ -581,15 +592,10 @@ impl Reader<'_> {
             ),
             Lang::Fortran => self.f_bounds(n),
         };
-        let body_at = match self.lang {
-            Lang::C => n.child_by_field_name("body").map(|b| self.start_pos(b)),
-            Lang::Fortran => None,
-        };
         self.out.loops.push(SLoop {
             kind,
             from: self.start_pos(n),
             to: self.end_pos(n),
-            body_at,
             bounds,
             var,
             space,
