@@ -84,7 +84,8 @@ pub struct AnalyzeArgs {
     /// Content hashing in the --verify runs.
     #[arg(long, value_enum, default_value_t = HashArg::Sampled)]
     pub hash: HashArg,
-    /// Keep the --verify builds and traces in this directory.
+    /// Keep the --verify builds, traces and outputs (before.out,
+    /// after.out) in this directory.
     #[arg(long, value_name = "DIR", requires = "verify")]
     pub keep: Option<PathBuf>,
     /// The collector library for --verify (default as for `accprof run`).

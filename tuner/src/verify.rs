@@ -68,7 +68,8 @@ pub struct Verified {
     pub after: Measured,
     /// What differs between the two runs; empty when nothing does.
     pub differences: Vec<Difference>,
-    /// Where the builds and traces were kept.
+    /// Where the builds, traces and outputs (`before.out`, `after.out`)
+    /// were kept.
     pub kept: Option<PathBuf>,
 }
 
@@ -728,6 +729,10 @@ fn run_and_measure<R: Runner + ?Sized>(
     let trace = work.join(format!("{label}.trace"));
     let _ = std::fs::remove_file(&trace);
     let out = runner.run(&words, &trace, &[])?;
+    // What it printed, whole, beside its trace (`--keep` keeps both).
+    let printed = work.join(format!("{label}.out"));
+    std::fs::write(&printed, &out.stdout)
+        .map_err(io(format!("cannot write {}", printed.display())))?;
     stopped(stop, label)?;
     measure(label, out, ignore)
 }

@@ -101,7 +101,7 @@ pub fn render(v: &Verified) -> Vec<u8> {
         render_lines(&mut s, &accprof_analyzer::compare::compare(x, y));
     }
     if let Some(k) = &v.kept {
-        let _ = writeln!(s, "  kept: {} (builds and traces)", k.display());
+        let _ = writeln!(s, "  kept: {} (builds, traces and outputs)", k.display());
     }
     s.into_bytes()
 }
@@ -204,7 +204,10 @@ mod tests {
             row("OpenACC constructs reached").ends_with("20           20"),
             "{s}"
         );
-        assert!(s.ends_with("  kept: /w (builds and traces)\n"), "{s}");
+        assert!(
+            s.ends_with("  kept: /w (builds, traces and outputs)\n"),
+            "{s}"
+        );
         assert!(!s.contains("difference"), "{s}");
     }
 
