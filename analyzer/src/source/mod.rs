@@ -44,6 +44,7 @@ mod directive;
 mod edit;
 mod lex;
 mod loops;
+mod pos;
 mod set;
 mod stmts;
 pub mod syntax;

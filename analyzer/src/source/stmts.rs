@@ -4,7 +4,7 @@
 
 use tree_sitter::{Node, Point};
 
-use super::syntax::Pos;
+use super::pos::Pos;
 use super::{Lang, SourceFile};
 
 /// One statement of a block.

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use tree_sitter::Node;
 
-use super::syntax::Pos;
+use super::pos::Pos;
 use super::{Lang, SourceFile};
 
 /// One use of a name in a range of code.

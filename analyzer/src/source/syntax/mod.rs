@@ -172,9 +172,7 @@ pub struct Bounds {
     pub step: IntExpr,
 }
 
-/// A place in the text: line (1-based) and column in characters
-/// (0-based).
-pub type Pos = (u32, u32);
+pub use super::pos::Pos;
 
 /// Where a statement starts and ends (one past its last character), and
 /// its last line.
