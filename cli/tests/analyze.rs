@@ -399,7 +399,10 @@ fn verify_in_host_fallback() {
     // What each version printed, whole.
     for out in ["before.out", "after.out"] {
         let printed = std::fs::read_to_string(keep.join(out)).expect("output kept");
-        assert!(printed.lines().any(|l| l == "reference: match"), "{out}: {printed}");
+        assert!(
+            printed.lines().any(|l| l == "reference: match"),
+            "{out}: {printed}"
+        );
     }
     // The source copy is untouched.
     let orig = std::fs::read_to_string(repo().join("samples/laplace_bad.c")).expect("sample");

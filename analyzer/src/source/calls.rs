@@ -4,6 +4,8 @@
 
 use tree_sitter::Node;
 
+use super::pos::{end_line, line};
+
 use super::{Lang, SourceFile};
 
 /// A function (C) or subroutine/function (Fortran) as its header declares it.
@@ -125,19 +127,6 @@ struct Reader<'a> {
     lang: Lang,
     src: &'a [u8],
     out: Calls,
-}
-
-fn line(n: Node) -> u32 {
-    n.start_position().row as u32 + 1
-}
-
-fn end_line(n: Node) -> u32 {
-    let p = n.end_position();
-    if p.column == 0 && p.row > n.start_position().row {
-        p.row as u32
-    } else {
-        p.row as u32 + 1
-    }
 }
 
 impl Reader<'_> {

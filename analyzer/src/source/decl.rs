@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use tree_sitter::Node;
 
+use super::pos::line;
+
 use super::{Lang, SourceFile};
 
 /// An array (or pointer with a known extent) declared in the file.
@@ -88,10 +90,6 @@ struct Reader<'a> {
     lang: Lang,
     src: &'a [u8],
     out: Decls,
-}
-
-fn line(n: Node) -> u32 {
-    n.start_position().row as u32 + 1
 }
 
 /// Text with whitespace removed, except one space between two words.

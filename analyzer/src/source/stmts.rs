@@ -4,6 +4,8 @@
 
 use tree_sitter::{Node, Point};
 
+use super::pos::end_line;
+
 use super::pos::Pos;
 use super::{Lang, SourceFile};
 
@@ -33,15 +35,6 @@ pub struct Block {
     /// `end subroutine`); None for a C body without braces.
     pub close: Option<u32>,
     pub stmts: Vec<BlockStmt>,
-}
-
-fn end_line(n: Node) -> u32 {
-    let p = n.end_position();
-    if p.column == 0 && p.row > n.start_position().row {
-        p.row as u32
-    } else {
-        p.row as u32 + 1
-    }
 }
 
 /// Comments and preprocessor lines: not code.

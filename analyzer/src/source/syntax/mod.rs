@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 
 use tree_sitter::{Node, Parser};
 
+use super::pos::{end_line, line};
+
 use super::{Lang, SourceFile};
 
 /// `sum(coef * name) + konst`: a subscript as an affine expression.
@@ -356,20 +358,6 @@ fn c_loop(kind: &str) -> Option<LoopKind> {
         "while_statement" => Some(LoopKind::While),
         "do_statement" => Some(LoopKind::DoWhile),
         _ => None,
-    }
-}
-
-fn line(n: Node) -> u32 {
-    n.start_position().row as u32 + 1
-}
-
-fn end_line(n: Node) -> u32 {
-    let p = n.end_position();
-    // A node ending at column 0 ends on the line before (a trailing newline).
-    if p.column == 0 && p.row > n.start_position().row {
-        p.row as u32
-    } else {
-        p.row as u32 + 1
     }
 }
 
