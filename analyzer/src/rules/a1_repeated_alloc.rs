@@ -12,9 +12,13 @@
 //! ([`super::host_cost::holds_construct_block`]) is allocated at every
 //! reach anyway: its cost is shown, no saving claimed.
 
+use super::builders::alloc_cost_evidence;
+use super::builders::alloc_finding;
+use super::context::Checked;
+use super::context::Context;
 use super::host_cost::holds_construct_block;
-use super::{alloc_cost_evidence, alloc_finding, group_by, Checked, Context};
 use crate::findings::Value;
+use crate::model::group_by;
 use crate::model::{AllocId, DeviceAlloc};
 use crate::units;
 

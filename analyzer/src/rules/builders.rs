@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use crate::findings::{Category, Evidence, Finding, Location, Value};
 use crate::model::{AllocId, SiteId};
 
-use super::{group_by, host_cost, Context, Xfer};
+use super::context::Context;
+use super::host_cost;
+use crate::model::group_by;
+use crate::model::Xfer;
 
 impl Context<'_> {
     /// A location for a site.

@@ -18,7 +18,8 @@ use accprof_trace::CoherenceKind;
 use super::coherence::{
     access_evidence, construct_line, grouped, here, mpi_routine, propose_update, Side,
 };
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Finding, Value};
 use crate::model::{HostAccess, SiteId};
 

@@ -16,7 +16,8 @@
 use accprof_trace::{CoherenceKind, CopyKind};
 
 use super::coherence::{base_name, grouped, short};
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Finding, Value};
 use crate::model::{ConstructId, HostAccess, SiteId, TransferId};
 use crate::proposals::update_guard;
@@ -131,11 +132,11 @@ fn finding(cx: &Context, site: Option<SiteId>, var: &str, unread: &[&HostAccess]
         Category::DataMovement,
         format!("{n_unread} of {total} downloads of {var} at {place} were not read by the host"),
     );
-    let wasted: Vec<&super::Xfer> = cx
+    let wasted: Vec<&crate::model::Xfer> = cx
         .xfers
         .iter()
         .filter(|x| {
-            x.dir == super::Dir::Download
+            x.dir == crate::model::Dir::Download
                 && x.construct.is_some_and(|c| unread_constructs.contains(&c))
                 && x.host_ptr.is_some_and(|p| {
                     p < first.range_start.saturating_add(first.range_bytes)

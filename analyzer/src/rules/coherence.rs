@@ -12,7 +12,7 @@ use crate::model::{HostAccess, MpiCall, SiteId};
 use crate::patch::Edit;
 use crate::source::{Lang, SourceFile};
 
-use super::Context;
+use super::context::Context;
 
 /// The run's accesses of `kind`, grouped by the site `site_of` gives
 /// each and the variable.

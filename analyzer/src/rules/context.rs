@@ -11,12 +11,57 @@ use std::collections::BTreeMap;
 
 use accprof_trace::HashMode;
 
-use crate::findings::Confidence;
+use crate::findings::{Confidence, Finding};
 use crate::idhash::IdHashMap;
-use crate::model::{ConstructClass, ConstructId, Run, SiteId};
+use crate::model::{large_xfers, names, ConstructClass, ConstructId, Run, SiteId, Xfer};
 use crate::source::SourceSet;
 
-use super::{host_cost, large_xfers, names, Options, Xfer};
+use super::host_cost;
+
+/// Thresholds of the rules.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Transfers and allocations smaller than this are not examined: they
+    /// are scalars, Fortran descriptors and kernel argument blocks, which a
+    /// data region does not remove.
+    pub min_bytes: u64,
+    /// A transfer or allocation at one place must repeat this often to count
+    /// as repeated (D6, A1).
+    pub min_repeats: usize,
+    /// Share of the run's wall time below which time-based findings
+    /// (S1, S2, S3, L3) are not reported.
+    pub min_share: f64,
+    /// Device idle gaps shorter than this are launch overhead, not idleness (S3).
+    pub min_gap_ns: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            min_bytes: crate::model::LARGE_XFER_BYTES,
+            min_repeats: 3,
+            min_share: 0.05,
+            min_gap_ns: 100_000,
+        }
+    }
+}
+
+/// What one rule found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub findings: Vec<Finding>,
+    /// What the rule could not check, and why.
+    pub notes: Vec<String>,
+}
+
+impl Checked {
+    pub fn note(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        if !self.notes.contains(&s) {
+            self.notes.push(s);
+        }
+    }
+}
 
 /// Everything the rules share.
 pub struct Context<'a> {

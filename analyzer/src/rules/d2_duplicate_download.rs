@@ -9,11 +9,17 @@
 
 use accprof_trace::HashMode;
 
-use super::{
-    add_transfers, consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence,
-    Checked, Context, Dir, Xfer,
-};
+use super::builders::add_transfers;
+use super::builders::pairs_by_site;
+use super::builders::transfer_finding;
+use super::builders::xfer_evidence;
+use super::context::consecutive_pairs;
+use super::context::same_hash;
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Confidence, Value};
+use crate::model::Dir;
+use crate::model::Xfer;
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {

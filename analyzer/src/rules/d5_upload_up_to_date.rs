@@ -9,12 +9,17 @@
 
 use accprof_trace::HashMode;
 
-use super::{
-    consecutive_pairs, pairs_by_site, same_hash, transfer_finding, xfer_evidence, Checked, Context,
-    Dir, Xfer,
-};
+use super::builders::pairs_by_site;
+use super::builders::transfer_finding;
+use super::builders::xfer_evidence;
+use super::context::consecutive_pairs;
+use super::context::same_hash;
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::Value;
 use crate::model::ConstructClass;
+use crate::model::Dir;
+use crate::model::Xfer;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

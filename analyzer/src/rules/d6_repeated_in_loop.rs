@@ -14,8 +14,13 @@
 
 use std::collections::BTreeMap;
 
-use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
+use super::builders::xfer_evidence;
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::group_by;
+use crate::model::Dir;
+use crate::model::Xfer;
 use accprof_trace::ConstructKind;
 
 use crate::model::{ConstructClass, ConstructId, SiteId};
@@ -311,7 +316,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         Category::DataMovement,
         format!(
             "transfers repeated in every iteration of {where_}: {} moved {times}",
-            super::vars_label(cx, &all),
+            super::builders::vars_label(cx, &all),
         ),
     );
     f.confidence = Confidence::Certain;
@@ -349,7 +354,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
         let here: Vec<&Xfer> = g.xfers.clone();
         let u = here.iter().filter(|x| x.dir == Dir::Upload).count();
         let d = here.len() - u;
-        let label = super::vars_label(cx, &here);
+        let label = super::builders::vars_label(cx, &here);
         f.locations
             .push(cx.location("construct", Some(g.site), Some(label.clone())));
         let loc = cx.location("", Some(g.site), None);
@@ -382,7 +387,7 @@ fn finding(cx: &Context, file: &str, loop_line: u32, group: &Group) -> Finding {
     if let Some((ids, c)) = removed {
         f.evidence
             .field("allocations_removed", Value::Count(c.allocations));
-        super::alloc_cost_evidence(&mut f, &c);
+        super::builders::alloc_cost_evidence(&mut f, &c);
         f.evidence.say(format!(
             "The region also removes {} allocations and {} frees the constructs made per reach: {} (the CUDA driver's allocation and free calls there took {} each on average).",
             c.allocations,

@@ -7,7 +7,8 @@
 //! line; the launched block (CUPTI) or the runtime's vector length; the
 //! construct's measured kernel time.
 
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::patch::Edit;
 use crate::units;

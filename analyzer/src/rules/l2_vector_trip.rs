@@ -10,7 +10,8 @@
 //! `do j = 1, n` with `integer, parameter :: n = 16`); the construct's
 //! measured kernel time.
 
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::patch::Edit;
 use crate::units;

@@ -15,8 +15,10 @@
 //! the device has SMs (the trace's device record) leaves SMs idle for its
 //! whole run; it is reported with the SM count and the gang counts to try.
 
-use super::{group_by, Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Proposal, Value};
+use crate::model::group_by;
 use crate::model::{ConstructClass, ConstructId, KernelId, SiteId};
 use crate::patch::Edit;
 use crate::proposals::parallel_loop::rewrite_as_parallel_loop;

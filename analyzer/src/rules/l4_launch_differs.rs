@@ -8,7 +8,8 @@
 //! (GCC's nvptx mapping: gangs = grid x, workers = block y, vector = block
 //! x) or, without CUPTI, the runtime's launch dimensions.
 
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::units;
 

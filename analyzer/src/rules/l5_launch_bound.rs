@@ -10,8 +10,9 @@
 //! costing more), fusing with neighbouring constructs in the same host
 //! loop, more work per launch.
 
+use super::context::Checked;
+use super::context::Context;
 use super::queueing::{self, Verdict};
-use super::{Checked, Context};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::Part;
 use crate::units;
@@ -157,10 +158,10 @@ pub fn check(cx: &Context) -> Checked {
         let mut edits = Vec::new();
         let mut why_no_patch = None;
         if !ls.asynchronous {
-            let host_key = super::repeating_loop(cx, ls.site);
+            let host_key = super::context::repeating_loop(cx, ls.site);
             // The other synchronous constructs the same loop repeats: the
             // patch queues them too, or it finds no place for one wait.
-            let siblings: Vec<&super::LaunchSite> = match &host_key {
+            let siblings: Vec<&super::context::LaunchSite> = match &host_key {
                 Some(key) => sites
                     .iter()
                     .filter(|o| {
@@ -168,7 +169,7 @@ pub fn check(cx: &Context) -> Checked {
                             || (!o.asynchronous
                                 && !o.kernels.is_empty()
                                 && !o.moves_data()
-                                && super::repeating_loop(cx, o.site).as_ref() == Some(key))
+                                && super::context::repeating_loop(cx, o.site).as_ref() == Some(key))
                     })
                     .collect(),
                 None => vec![ls],
@@ -247,7 +248,7 @@ pub fn check(cx: &Context) -> Checked {
 fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
     use std::collections::BTreeMap;
     let ledger = cx.run.ledger();
-    type Site<'a> = (&'a super::LaunchSite, u64, u64);
+    type Site<'a> = (&'a super::context::LaunchSite, u64, u64);
     let mut by_loop: BTreeMap<(String, u32), Vec<Site>> = BTreeMap::new();
     for ls in cx.launch_sites() {
         let launches = ls.kernels.len() as u64;
@@ -260,7 +261,7 @@ fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
         let Some(s) = ledger.site(ls.site) else {
             continue;
         };
-        let Some(key) = super::repeating_loop(cx, ls.site) else {
+        let Some(key) = super::context::repeating_loop(cx, ls.site) else {
             continue;
         };
         by_loop.entry(key).or_default().push((
@@ -310,7 +311,7 @@ fn loops(cx: &Context, reported: &[crate::model::SiteId]) -> Vec<Finding> {
             "No construct here is launch-bound alone, but together the launch calls and the waits for these short kernels took {:.0}% of the run's wall time (the CUDA driver's timings); the runtime's other per-construct work is not counted here.",
             100.0 * cx.share(cost)
         ));
-        let list: Vec<&super::LaunchSite> = sites.iter().map(|s| s.0).collect();
+        let list: Vec<&super::context::LaunchSite> = sites.iter().map(|s| s.0).collect();
         match queueing::verdict(cx, &list, Some((file.clone(), line))) {
             Verdict::NoCure(said) => {
                 f.evidence.say(said);

@@ -42,15 +42,8 @@ mod builders;
 mod context;
 mod registry;
 
-pub(crate) use builders::{
-    add_transfers, alloc_cost_evidence, alloc_finding, pairs_by_site, transfer_finding, vars_label,
-    xfer_evidence,
-};
-pub(crate) use context::{consecutive_pairs, host_changed, repeating_loop, same_hash};
-pub use context::{Context, LaunchSite};
+pub use context::{Checked, Context, LaunchSite, Options};
 // The large transfers and the buffers' names are the model's; the rules
 // name them from here.
-pub(crate) use crate::model::names;
-pub(crate) use crate::model::{group_by, large_xfers};
 pub use crate::model::{Dir, Xfer};
-pub use registry::{run_all, Checked, Options};
+pub use registry::run_all;

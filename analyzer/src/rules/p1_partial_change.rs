@@ -9,9 +9,14 @@
 //! would need hashes per range of the buffer; the collector takes one hash
 //! per transfer, so the rule says it could not check rather than guess.
 
-use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
+use super::builders::xfer_evidence;
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::group_by;
 use crate::model::ConstructClass;
+use crate::model::Dir;
+use crate::model::Xfer;
 use crate::units;
 
 /// An update moved more than this many times what MPI used of it.
@@ -118,7 +123,7 @@ pub fn check(cx: &Context) -> Checked {
         // What moving only the used bytes would save, at the same rate.
         f.saving_ns = Some(cost - (cost as u128 * used as u128 / moved.max(1) as u128) as u64);
         f.locations
-            .push(cx.location("update", site, Some(super::vars_label(cx, &xs))));
+            .push(cx.location("update", site, Some(super::builders::vars_label(cx, &xs))));
         f.subjects.transfers = xs.iter().map(|x| x.transfer).collect();
         xfer_evidence(&mut f.evidence, "", &xs);
         f.evidence.field("bytes_moved", Value::Bytes(moved));
@@ -136,7 +141,7 @@ pub fn check(cx: &Context) -> Checked {
                 .join(", "),
             xs[0].bytes
         ));
-        let name = super::vars_label(cx, &xs);
+        let name = super::builders::vars_label(cx, &xs);
         let direct = match cuda_aware {
             Some(true) => format!(
                 "This MPI library says it is CUDA-aware (MPIX_Query_cuda_support): pass device addresses to MPI inside `host_data use_device({name})` and drop the update."

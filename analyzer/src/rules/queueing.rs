@@ -12,7 +12,8 @@
 //! what was measured for the runtime elsewhere is quoted
 //! ([`crate::runtime_facts`]).
 
-use super::{Context, LaunchSite};
+use super::context::Context;
+use super::context::LaunchSite;
 use crate::ledger::Part;
 use crate::proposals::queue::{self, At, QueuePlan};
 use crate::runtime_facts::{self, Topic};

@@ -18,8 +18,10 @@
 
 use std::collections::BTreeMap;
 
+use super::context::Checked;
+use super::context::Context;
+use super::context::LaunchSite;
 use super::queueing::{self, Verdict};
-use super::{Checked, Context, LaunchSite};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::{Part, SiteLedger};
 use crate::source::syntax::fusion::{self, Chain, CopyBack};
@@ -117,7 +119,7 @@ pub fn check(cx: &Context) -> Checked {
         let Some(s) = ledger.site(ls.site) else {
             continue;
         };
-        let key = super::repeating_loop(cx, ls.site);
+        let key = super::context::repeating_loop(cx, ls.site);
         loops.entry(key).or_default().push((ls, Cost::of(ls, s)));
     }
     for (at, sites) in loops {
@@ -539,7 +541,7 @@ fn structure(cx: &Context, sites: &[(&LaunchSite, Cost)]) -> Structure {
 fn untimed(cx: &Context, out: &mut Checked) {
     let mut loops: BTreeMap<(String, u32), Vec<(&LaunchSite, Cost)>> = BTreeMap::new();
     for ls in cx.launch_sites() {
-        let Some(key) = super::repeating_loop(cx, ls.site) else {
+        let Some(key) = super::context::repeating_loop(cx, ls.site) else {
             continue;
         };
         let c = Cost {

@@ -12,10 +12,11 @@
 //! ([`crate::ledger::Ledger::paid_jit`]). The finding is made when the
 //! code loading took at least [`crate::ledger::JIT_MIN_NS`] (a cached
 //! module loads in 1-3 ms on the fixtures' H200 runs) and at least the
-//! rules' share of the wall time ([`super::Options::min_share`]): below
+//! rules' share of the wall time ([`super::context::Options::min_share`]): below
 //! that, start-up is not what the run's time is about.
 
-use super::{Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::units;
 

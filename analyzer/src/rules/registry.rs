@@ -1,64 +1,19 @@
-//! Which rules exist and how they run: the thresholds they are given
-//! ([`Options`]), what each returns ([`Checked`]), and [`run_all`], which
-//! runs every rule, keeps their findings and notes in the rules' fixed
-//! order, and adds the notes that concern the whole run.
+//! Which rules exist and how they run: [`run_all`] runs every rule, keeps
+//! their findings and notes in the rules' fixed order, and adds the notes
+//! that concern the whole run. What a rule is given and returns
+//! ([`Options`], [`Checked`]) is in `context`.
 
-use crate::findings::Finding;
 use crate::model::Run;
 use crate::source::SourceSet;
 
+use super::context::{Checked, Context, Options};
 use super::{
     a1_repeated_alloc, a2_unused_alloc, c1_stale_read, c2_lost_write, c3_unread_download,
     d1_duplicate_upload, d2_duplicate_download, d3_copy_not_needed, d4_round_trip,
     d5_upload_up_to_date, d6_repeated_in_loop, l1_vector_multiple, l2_vector_trip, l3_single_gang,
     l4_launch_differs, l5_launch_bound, p1_partial_change, r1_runtime_bound, r2_startup,
-    s1_pageable, s2_sync_waits, s3_idle_gaps, s4_queue_order, u1_unused_upload, Context,
+    s1_pageable, s2_sync_waits, s3_idle_gaps, s4_queue_order, u1_unused_upload,
 };
-
-/// Thresholds of the rules.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Transfers and allocations smaller than this are not examined: they
-    /// are scalars, Fortran descriptors and kernel argument blocks, which a
-    /// data region does not remove.
-    pub min_bytes: u64,
-    /// A transfer or allocation at one place must repeat this often to count
-    /// as repeated (D6, A1).
-    pub min_repeats: usize,
-    /// Share of the run's wall time below which time-based findings
-    /// (S1, S2, S3, L3) are not reported.
-    pub min_share: f64,
-    /// Device idle gaps shorter than this are launch overhead, not idleness (S3).
-    pub min_gap_ns: u64,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            min_bytes: crate::model::LARGE_XFER_BYTES,
-            min_repeats: 3,
-            min_share: 0.05,
-            min_gap_ns: 100_000,
-        }
-    }
-}
-
-/// What one rule found.
-#[derive(Debug, Default)]
-pub struct Checked {
-    pub findings: Vec<Finding>,
-    /// What the rule could not check, and why.
-    pub notes: Vec<String>,
-}
-
-impl Checked {
-    pub fn note(&mut self, s: impl Into<String>) {
-        let s = s.into();
-        if !self.notes.contains(&s) {
-            self.notes.push(s);
-        }
-    }
-}
 
 /// Runs every rule.
 pub fn run_all(run: &Run, sources: &SourceSet, opts: &Options) -> Checked {

@@ -9,8 +9,13 @@
 
 use accprof_trace::MemoryKind;
 
-use super::{group_by, xfer_evidence, Checked, Context, Dir, Xfer};
+use super::builders::xfer_evidence;
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::group_by;
+use crate::model::Dir;
+use crate::model::Xfer;
 use crate::units;
 
 pub fn check(cx: &Context) -> Checked {

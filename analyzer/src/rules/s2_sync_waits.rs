@@ -8,8 +8,10 @@
 //! so under GCC a program that only uses `wait` directives is not checked,
 //! and the rule says so.
 
-use super::{group_by, Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::group_by;
 use crate::model::{ConstructClass, Run};
 use crate::units;
 

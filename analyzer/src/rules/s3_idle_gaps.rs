@@ -7,8 +7,10 @@
 //!
 //! Evidence needed: CUPTI kernel and memcpy records.
 
-use super::{group_by, Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::group_by;
 use crate::model::{ConstructId, KernelId, TransferId};
 use crate::units;
 

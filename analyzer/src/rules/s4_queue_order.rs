@@ -17,9 +17,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{group_by, Checked, Context};
+use super::context::Checked;
+use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::idhash::IdHashMap;
+use crate::model::group_by;
 use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
