@@ -12,15 +12,13 @@
 //! ([`super::host_cost::holds_construct_block`]) is allocated at every
 //! reach anyway: its cost is shown, no saving claimed.
 
-use super::builders::alloc_cost_evidence;
-use super::builders::alloc_finding;
-use super::context::Checked;
-use super::context::Context;
-use super::host_cost::holds_construct_block;
 use crate::findings::Value;
-use crate::model::group_by;
-use crate::model::{AllocId, DeviceAlloc};
+use crate::model::{group_by, AllocId, DeviceAlloc};
 use crate::units;
+
+use super::builders::{alloc_cost_evidence, alloc_finding};
+use super::context::{Checked, Context};
+use super::host_cost::holds_construct_block;
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -7,13 +7,12 @@
 //! timings, the cost and the saving are the host time of the allocation
 //! and free calls ([`super::host_cost`]).
 
-use super::builders::alloc_cost_evidence;
-use super::builders::alloc_finding;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::Value;
 use crate::model::group_by;
 use crate::units;
+
+use super::builders::{alloc_cost_evidence, alloc_finding};
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

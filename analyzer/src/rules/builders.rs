@@ -8,12 +8,10 @@
 use std::collections::BTreeMap;
 
 use crate::findings::{Category, Evidence, Finding, Location, Value};
-use crate::model::{AllocId, SiteId};
+use crate::model::{group_by, AllocId, SiteId, Xfer};
 
 use super::context::Context;
 use super::host_cost;
-use crate::model::group_by;
-use crate::model::Xfer;
 
 impl Context<'_> {
     /// A location for a site.

@@ -15,13 +15,13 @@
 
 use accprof_trace::{CoherenceKind, CopyKind};
 
-use super::coherence::{base_name, grouped, short};
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Finding, Value};
 use crate::model::{ConstructId, HostAccess, SiteId, TransferId};
 use crate::proposals::update_guard;
 use crate::source::SourceFile;
+
+use super::coherence::{base_name, grouped, short};
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -10,20 +10,13 @@
 
 use accprof_trace::HashMode;
 
-use super::builders::add_transfers;
-use super::builders::pairs_by_site;
-use super::builders::transfer_finding;
-use super::builders::xfer_evidence;
-use super::context::consecutive_pairs;
-use super::context::same_hash;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Confidence, Finding, Value};
-use crate::model::Dir;
-use crate::model::Xfer;
-use crate::model::{ConstructClass, SiteId};
+use crate::model::{ConstructClass, Dir, SiteId, Xfer};
 use crate::proposals::update_guard;
 use crate::units;
+
+use super::builders::{add_transfers, pairs_by_site, transfer_finding, xfer_evidence};
+use super::context::{consecutive_pairs, same_hash, Checked, Context};
 
 /// An `update device` that sent the same bytes again: how many of its
 /// uploads did, and, from the source, the condition under which the host

@@ -9,18 +9,12 @@
 
 use accprof_trace::HashMode;
 
-use super::builders::add_transfers;
-use super::builders::pairs_by_site;
-use super::builders::transfer_finding;
-use super::builders::xfer_evidence;
-use super::context::consecutive_pairs;
-use super::context::same_hash;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Confidence, Value};
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{Dir, Xfer};
 use crate::units;
+
+use super::builders::{add_transfers, pairs_by_site, transfer_finding, xfer_evidence};
+use super::context::{consecutive_pairs, same_hash, Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -10,17 +10,11 @@
 
 use accprof_trace::HashMode;
 
-use super::builders::transfer_finding;
-use super::builders::vars_label;
-use super::builders::xfer_evidence;
-use super::context::consecutive_pairs;
-use super::context::same_hash;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::Value;
-use crate::model::group_by;
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{group_by, Dir, Xfer};
+
+use super::builders::{transfer_finding, vars_label, xfer_evidence};
+use super::context::{consecutive_pairs, same_hash, Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

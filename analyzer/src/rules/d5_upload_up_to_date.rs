@@ -9,17 +9,11 @@
 
 use accprof_trace::HashMode;
 
-use super::builders::pairs_by_site;
-use super::builders::transfer_finding;
-use super::builders::xfer_evidence;
-use super::context::consecutive_pairs;
-use super::context::same_hash;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::Value;
-use crate::model::ConstructClass;
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{ConstructClass, Dir, Xfer};
+
+use super::builders::{pairs_by_site, transfer_finding, xfer_evidence};
+use super::context::{consecutive_pairs, same_hash, Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

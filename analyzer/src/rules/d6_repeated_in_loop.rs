@@ -14,19 +14,16 @@
 
 use std::collections::BTreeMap;
 
-use super::builders::xfer_evidence;
-use super::context::Checked;
-use super::context::Context;
-use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::group_by;
-use crate::model::Dir;
-use crate::model::Xfer;
 use accprof_trace::ConstructKind;
 
-use crate::model::{ConstructClass, ConstructId, SiteId};
+use crate::findings::{Category, Confidence, Finding, Value};
+use crate::model::{group_by, ConstructClass, ConstructId, Dir, SiteId, Xfer};
 use crate::proposals::caller_region::{self, Lifted};
 use crate::proposals::data_region::{self, RegionPlan};
 use crate::units;
+
+use super::builders::xfer_evidence;
+use super::context::{Checked, Context};
 
 /// The repeated transfers of one site.
 struct SiteGroup<'a> {

@@ -7,11 +7,11 @@
 //! line; the launched block (CUPTI) or the runtime's vector length; the
 //! construct's measured kernel time.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::patch::Edit;
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -10,11 +10,11 @@
 //! `do j = 1, n` with `integer, parameter :: n = 16`); the construct's
 //! measured kernel time.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::patch::Edit;
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -15,14 +15,13 @@
 //! the device has SMs (the trace's device record) leaves SMs idle for its
 //! whole run; it is reported with the SM count and the gang counts to try.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Proposal, Value};
-use crate::model::group_by;
-use crate::model::{ConstructClass, ConstructId, KernelId, SiteId};
+use crate::model::{group_by, ConstructClass, ConstructId, KernelId, SiteId};
 use crate::patch::Edit;
 use crate::proposals::parallel_loop::rewrite_as_parallel_loop;
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

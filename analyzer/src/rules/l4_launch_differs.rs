@@ -8,10 +8,10 @@
 //! (GCC's nvptx mapping: gangs = grid x, workers = block y, vector = block
 //! x) or, without CUPTI, the runtime's launch dimensions.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

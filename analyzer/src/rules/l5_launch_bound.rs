@@ -10,12 +10,12 @@
 //! costing more), fusing with neighbouring constructs in the same host
 //! loop, more work per launch.
 
-use super::context::Checked;
-use super::context::Context;
-use super::queueing::{self, Verdict};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::Part;
 use crate::units;
+
+use super::context::{Checked, Context};
+use super::queueing::{self, Verdict};
 
 /// Fewer launches than this at a site are not a storm.
 const MIN_LAUNCHES: u64 = 100;

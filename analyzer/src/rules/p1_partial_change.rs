@@ -9,15 +9,12 @@
 //! would need hashes per range of the buffer; the collector takes one hash
 //! per transfer, so the rule says it could not check rather than guess.
 
-use super::builders::xfer_evidence;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::group_by;
-use crate::model::ConstructClass;
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{group_by, ConstructClass, Dir, Xfer};
 use crate::units;
+
+use super::builders::xfer_evidence;
+use super::context::{Checked, Context};
 
 /// An update moved more than this many times what MPI used of it.
 const WASTE_RATIO: u64 = 2;

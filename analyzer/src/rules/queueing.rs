@@ -12,12 +12,12 @@
 //! what was measured for the runtime elsewhere is quoted
 //! ([`crate::runtime_facts`]).
 
-use super::context::Context;
-use super::context::LaunchSite;
 use crate::ledger::Part;
 use crate::proposals::queue::{self, At, QueuePlan};
 use crate::runtime_facts::{self, Topic};
 use crate::units;
+
+use super::context::{Context, LaunchSite};
 
 /// Async sites with fewer constructs than this say too little of the cost.
 const MIN_ASYNC: usize = 100;

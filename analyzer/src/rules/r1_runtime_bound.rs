@@ -18,14 +18,13 @@
 
 use std::collections::BTreeMap;
 
-use super::context::Checked;
-use super::context::Context;
-use super::context::LaunchSite;
-use super::queueing::{self, Verdict};
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::ledger::{Part, SiteLedger};
 use crate::source::syntax::fusion::{self, Chain, CopyBack};
 use crate::units;
+
+use super::context::{Checked, Context, LaunchSite};
+use super::queueing::{self, Verdict};
 
 /// Fewer constructs than this in a loop are not worth a finding.
 const MIN_CONSTRUCTS: u64 = 100;

@@ -15,10 +15,10 @@
 //! rules' share of the wall time ([`super::context::Options::min_share`]): below
 //! that, start-up is not what the run's time is about.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -7,6 +7,7 @@ use crate::model::Run;
 use crate::source::SourceSet;
 
 use super::context::{Checked, Context, Options};
+
 use super::{
     a1_repeated_alloc, a2_unused_alloc, c1_stale_read, c2_lost_write, c3_unread_download,
     d1_duplicate_upload, d2_duplicate_download, d3_copy_not_needed, d4_round_trip,

@@ -9,14 +9,12 @@
 
 use accprof_trace::MemoryKind;
 
-use super::builders::xfer_evidence;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::group_by;
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{group_by, Dir, Xfer};
 use crate::units;
+
+use super::builders::xfer_evidence;
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -8,12 +8,11 @@
 //! so under GCC a program that only uses `wait` directives is not checked,
 //! and the rule says so.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::group_by;
-use crate::model::{ConstructClass, Run};
+use crate::model::{group_by, ConstructClass, Run};
 use crate::units;
+
+use super::context::{Checked, Context};
 
 /// A `wait` directive, or a call of an API routine that blocks until
 /// queues finish (not the `_async` forms, which only queue the wait).

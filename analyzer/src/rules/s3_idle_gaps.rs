@@ -7,12 +7,11 @@
 //!
 //! Evidence needed: CUPTI kernel and memcpy records.
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
-use crate::model::group_by;
-use crate::model::{ConstructId, KernelId, TransferId};
+use crate::model::{group_by, ConstructId, KernelId, TransferId};
 use crate::units;
+
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();

@@ -17,15 +17,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::{Category, Confidence, Finding, Value};
 use crate::idhash::IdHashMap;
-use crate::model::group_by;
-use crate::model::{ConstructClass, ConstructId, KernelId, Run, SiteId};
+use crate::model::{group_by, ConstructClass, ConstructId, KernelId, Run, SiteId};
 use crate::patch::Edit;
 use crate::source::{queue_number, Directive, SourceFile};
 use crate::units;
+
+use super::context::{Checked, Context};
 
 /// `acc_async_sync` and `acc_async_noval` in the OpenACC API.
 const SYNC: i32 = -2;

@@ -6,14 +6,11 @@
 //! events). Certain when present; not checked when the trace shows that
 //! device records are missing ([`Context::kernel_records_incomplete`]).
 
-use super::builders::transfer_finding;
-use super::builders::xfer_evidence;
-use super::context::Checked;
-use super::context::Context;
 use crate::findings::Value;
-use crate::model::group_by;
-use crate::model::Dir;
-use crate::model::Xfer;
+use crate::model::{group_by, Dir, Xfer};
+
+use super::builders::{transfer_finding, xfer_evidence};
+use super::context::{Checked, Context};
 
 pub fn check(cx: &Context) -> Checked {
     let mut out = Checked::default();
