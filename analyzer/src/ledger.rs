@@ -21,12 +21,12 @@
 //! decided once ([`Ledger::rows_of`], in model/ledger_rows.rs) for every view.
 //!
 //! The figures themselves (`Ledger`, `Part`, the rows) are data the run
-//! carries, defined in the model (model/ledger_types.rs) and re-exported
+//! carries, defined in the model (model/ledger_types.rs, the rows in
+//! model/ledger_rows.rs) and re-exported
 //! here; this module is the sink that makes them.
 
-pub use crate::model::ledger_types::{
-    Account, Ledger, LedgerRow, Part, Parts, SiteLedger, ThreadLedger, JIT_MIN_NS,
-};
+pub use crate::model::ledger_rows::{Account, LedgerRow};
+pub use crate::model::ledger_types::{Ledger, Part, Parts, SiteLedger, ThreadLedger, JIT_MIN_NS};
 
 use std::collections::VecDeque;
 

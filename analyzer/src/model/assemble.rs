@@ -6,6 +6,7 @@
 //! [`Run::empty`].
 
 use accprof_trace::BufferHash;
+
 #[cfg(any(test, feature = "testkit"))]
 use accprof_trace::Header;
 

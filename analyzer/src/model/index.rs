@@ -201,6 +201,15 @@ pub(super) fn collector_spans(hashes: &[BufferHash], own: Vec<(u64, u64)>) -> Ve
     out
 }
 
+/// What the sources name: host buffers, and the transfers of an `update`
+/// whose clause names one array (what that array pointed to when it ran,
+/// whichever buffer that was: the host may swap its arrays).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SourceNames {
+    pub buffers: HashMap<u64, String>,
+    pub transfers: HashMap<TransferId, String>,
+}
+
 /// The buffer names the model learned besides its transfers' own.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BufferNames {
@@ -208,7 +217,7 @@ pub(crate) struct BufferNames {
     /// (in start order) that the runtime named.
     pub(super) runtime: HashMap<u64, NameId>,
     /// Names inferred from the sources ([`Run::learn_names`]).
-    pub(super) source: super::names::SourceNames,
+    pub(super) source: SourceNames,
     /// Whether [`Run::learn_names`] was asked.
     pub(super) learned: bool,
 }

@@ -3,10 +3,9 @@
 //! the ledger's sink (`ledger`) makes them in the join's pass, and
 //! `ledger` re-exports them.
 
-pub use super::ledger_rows::{Account, LedgerRow};
 use accprof_trace::DriverOp;
 
-use super::SiteId;
+use super::entities::SiteId;
 
 /// The parts a construct's host time is split into, as the driver timed
 /// them.

@@ -6,8 +6,12 @@
 
 use std::collections::HashMap;
 
-use super::{group_by, large_xfers, Dir, Run, SiteId, TransferId, Xfer};
 use crate::source::{Lang, SourceSet};
+
+use super::entities::{SiteId, TransferId};
+use super::index::SourceNames;
+use super::run::Run;
+use super::xfers::{group_by, large_xfers, Dir, Xfer};
 
 /// Lookup key of a name in `lang`: Fortran names are case-insensitive.
 pub fn key(lang: Lang, name: &str) -> String {
@@ -15,15 +19,6 @@ pub fn key(lang: Lang, name: &str) -> String {
         Lang::Fortran => name.to_ascii_lowercase(),
         Lang::C => name.to_string(),
     }
-}
-
-/// What the sources name: host buffers, and the transfers of an `update`
-/// whose clause names one array (what that array pointed to when it ran,
-/// whichever buffer that was: the host may swap its arrays).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SourceNames {
-    pub buffers: HashMap<u64, String>,
-    pub transfers: HashMap<TransferId, String>,
 }
 
 /// The names the sources give the host buffers that no runtime name or

@@ -1,7 +1,7 @@
 //! What the join learns of the process besides its entities: who ran it
 //! and how it ended, what was lost, the names and sites the entities point
 //! at, and the totals summed once. The model keeps it whole
-//! ([`super::Run::process`]); the summary, streamed without a model, reads
+//! ([`super::run::Run::process`]); the summary, streamed without a model, reads
 //! the same struct at the end of the join.
 
 use std::collections::BTreeMap;
@@ -21,20 +21,20 @@ pub struct Process {
     /// Byte ranges of the trace that could not be read.
     pub losses: Vec<Loss>,
     pub devices: Vec<Device>,
-    /// The source sites, read through their handles ([`super::Run::site`]).
+    /// The source sites, read through their handles ([`super::run::Run::site`]).
     pub(crate) sites: Vec<Site>,
     /// The source frames above a site, innermost first
-    /// ([`super::Run::callers`]).
+    /// ([`super::run::Run::callers`]).
     pub(crate) callers: BTreeMap<SiteId, Vec<Site>>,
-    /// MPI calls in start order ([`super::Run::mpi_calls`]).
+    /// MPI calls in start order ([`super::run::Run::mpi_calls`]).
     pub(crate) mpi_calls: Vec<MpiCall>,
     /// What the coherence check caught, in time order
-    /// ([`super::Run::host_accesses`]).
+    /// ([`super::run::Run::host_accesses`]).
     pub(crate) host_accesses: Vec<HostAccess>,
-    /// Kernel and variable names, indexed by [`super::NameId`].
+    /// Kernel and variable names, indexed by [`super::entities::NameId`].
     pub(crate) names: Vec<String>,
     /// Names of the OpenACC API routines called, indexed by
-    /// [`super::ApiRoutine`].
+    /// [`super::entities::ApiRoutine`].
     pub routines: Vec<String>,
     /// Loaded modules (to map host addresses to symbols).
     pub modules: Vec<Module>,
@@ -63,7 +63,7 @@ pub struct Process {
     /// tables hold as many).
     pub(crate) constructs: u32,
     pub(crate) allocs: u32,
-    /// The device time and traffic, summed once ([`super::Run::totals`]).
+    /// The device time and traffic, summed once ([`super::run::Run::totals`]).
     pub(crate) totals: Totals,
     /// Where the constructs ran and which runtime ran them, read once.
     pub(crate) placement: Placement,

@@ -4,8 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{ConstructClass, Run};
 use crate::source::{SourceSet, Wanted};
+
+use super::entities::ConstructClass;
+use super::run::Run;
 
 impl Run {
     /// The files this run's sites name, the lines its top-level compute

@@ -8,8 +8,9 @@ use accprof_trace::{
     ConstructKind, CopyKind, Device, DropSource, EndRecord, Ending, Loss, SourceState, Sources,
 };
 
+use super::entities::ConstructClass;
+use super::entities::SiteId;
 use super::ledger_types::Ledger;
-use super::{ConstructClass, SiteId};
 
 /// Count, total, min and max of a set of durations, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

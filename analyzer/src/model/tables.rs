@@ -3,8 +3,9 @@
 
 use accprof_trace::{ConstructKind, CopyKind, MemoryKind};
 
-use super::entities::*;
 use crate::idhash::IdHashMap;
+
+use super::entities::*;
 
 /// The numbers of an entity that a run repeats (a kernel's name, launch
 /// shape and stream; a transfer's buffer and direction; an allocation's

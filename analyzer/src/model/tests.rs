@@ -1,7 +1,9 @@
-use super::index::{lower_bound, ByConstruct};
-use super::*;
 use crate::builder::build;
 use crate::symbolize::Symbolizer;
+
+use super::index::{lower_bound, ByConstruct};
+use super::*;
+
 use accprof_trace::{
     AccDetail, AccEventKind, Clock, ConstructKind, CopyKind, DropSource, HashMode, Header,
     MemoryKind, Record, RegionId, SourceLocation, SourceState, Sources, Trace,

@@ -9,11 +9,14 @@
 
 use std::collections::HashMap;
 
-use super::entities::*;
-use super::names::{self, SourceNames};
-use super::run::Run;
-use crate::source::SourceSet;
 use accprof_trace::CopyKind;
+
+use crate::source::SourceSet;
+
+use super::entities::*;
+use super::index::SourceNames;
+use super::names;
+use super::run::Run;
 
 /// Where a variable's name comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,7 +123,8 @@ impl Run {
     /// view that reads sources asks this once, right after reading them;
     /// asked again, the names come from `sources` anew.
     pub fn learn_names(&mut self, sources: &SourceSet) {
-        self.buffer_names.source = names::from_sources(self, sources, super::LARGE_XFER_BYTES);
+        self.buffer_names.source =
+            names::from_sources(self, sources, super::xfers::LARGE_XFER_BYTES);
         self.buffer_names.learned = true;
         self.name_summary();
     }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use accprof_trace::CopyKind;
 
-use super::{ConstructId, Run, SiteId, TransferId};
+use super::entities::{ConstructId, SiteId, TransferId};
+use super::run::Run;
 
 /// Transfers smaller than this are scalars, Fortran descriptors and kernel
 /// argument blocks: the rules do not examine them by default, and the

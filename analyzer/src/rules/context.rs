@@ -13,7 +13,9 @@ use accprof_trace::HashMode;
 
 use crate::findings::{Confidence, Finding};
 use crate::idhash::IdHashMap;
-use crate::model::{large_xfers, names, ConstructClass, ConstructId, Run, SiteId, Xfer};
+use crate::model::{
+    large_xfers, names, ConstructClass, ConstructId, Run, SiteId, SourceNames, Xfer,
+};
 use crate::source::SourceSet;
 
 use super::host_cost;
@@ -86,7 +88,7 @@ pub struct Context<'a> {
     /// The sources' buffer names, when the run did not learn them
     /// ([`Run::learn_names`]); the rules name buffers by
     /// [`Context::buffer_name`].
-    pub(super) unlearned: Option<names::SourceNames>,
+    pub(super) unlearned: Option<SourceNames>,
     /// Compute constructs per site, made when first asked for.
     launch_sites: std::sync::OnceLock<Vec<LaunchSite>>,
     /// The host costs of transfers and allocations, when the trace has the
