@@ -1,14 +1,15 @@
 //! The findings rules. Each rule is a module with one pure function,
 //! `check(&Context) -> Checked`: the run (and the sources read for it) in,
 //! findings and notes out. Beside the rules: `registry` (which rules run,
-//! in what order, with what thresholds), `context` ([`Context`]: what
+//! in what order), `context` ([`Context`]: what a rule is given, its
+//! thresholds ([`Options`]) and what it returns ([`Checked`]), and what
 //! several rules derive from the run, such as the large transfers in time
 //! order, the history of each host buffer, when kernels ran and the names
 //! of host buffers) and `builders` (the locations, labels, evidence and
-//! findings the rules build from those facts). Their items are re-exported
-//! here, where the rules name them, and so are the model's large transfers
-//! ([`Xfer`]) and its naming of host buffers (`names`), which the rules
-//! read but do not own.
+//! findings the rules build from those facts). Each rule imports what it
+//! uses from the file that defines it, the model's large transfers
+//! ([`Xfer`]) and naming of host buffers included; this module hands on
+//! what the rest of the analyzer calls.
 
 pub mod a1_repeated_alloc;
 pub mod a2_unused_alloc;
